@@ -1,0 +1,48 @@
+# Gridweave SDK. `make` lists the targets; `make test` is what CI runs.
+
+GO            ?= go
+STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TEST_TIMEOUT  ?= 45m
+PKGS          ?= ./...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## compile every package and example binary
+	$(GO) build $(PKGS)
+
+.PHONY: test
+test: vet testcluster ## everything CI runs: vet, unit and real-component tests, then a check for leftover processes
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
+
+.PHONY: test-unit
+test-unit: ## fast tests only: no root, no control plane (-short)
+	$(GO) test -short -count=1 $(PKGS)
+
+.PHONY: vet
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+.PHONY: bench
+bench: ## benchmarks with allocation figures
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck (pinned, run from the module proxy)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+.PHONY: testcluster
+testcluster: ## build (once, cached) etcd, kube-apiserver, controller-manager, scheduler, kwok, KubeRay operator
+	$(GO) run ./internal/testcluster/cmd/testcluster-build
+
+.PHONY: clean-cache
+clean-cache: ## remove the cached control-plane binaries
+	$(GO) run ./internal/testcluster/cmd/testcluster-build -clean

@@ -1,0 +1,44 @@
+// Package gridweave is the root of the Gridweave SDK, which turns a fleet of
+// GPU machines into a Ray-on-Kubernetes cluster and runs Ray workloads on it.
+// The SDK is library-first: every capability is an importable package with a
+// small seam, each seam with a real backend and an in-memory one, and the
+// binaries under examples/ only parse configuration and wire packages
+// together. This file is the map.
+//
+// joinkeys owns onboarding state: org join keys (random secrets stored
+// hashed), provider keys (HS256 JWTs that double as the provider's token),
+// the node ledger that ties a hostname to a WireGuard public key and a VPN IP,
+// and the audit trail. Its logic lives in a concrete Keyring over a small
+// Store interface, with joinkeys/sqlitestore (SQLite, WAL) and
+// joinkeys/memstore behind it and joinkeys/storetest as the conformance suite
+// both pass.
+//
+// mesh owns the master's WireGuard peers: a Mesh interface that upserts,
+// removes and lists peers by public key, programming only differences.
+// mesh/wgmesh drives a kernel or userspace (wireguard-go) device through
+// wgctrl; mesh/memmesh keeps peers in memory; mesh/meshtest is the
+// conformance suite.
+//
+// rayctl owns the Ray side of Kubernetes: RayCluster, RayJob and RayService
+// operations over KubeRay's generated clientset and client-go (worker groups
+// added, drained, swapped and replaced in one update, every write retried on
+// conflict), server-side apply of ordered object sets, watch-based waiting,
+// and the Ray dashboard client for Serve and Jobs.
+//
+// manifest is pure: it renders launcher recipes and infra specs, and the
+// RayService chart, into hardened Kubernetes objects in apply order,
+// validates any objects in process with the API server's own semantics
+// (KubeRay CRD schemas, CEL rules, built-in types), lints them for Ray
+// mistakes, and computes the resources `ray start` will see. It never talks
+// to a cluster.
+//
+// The gridweave/ directory holds the control-plane HTTP service that ties
+// the others together: the join flow (validate, register, disconnect), the
+// cluster endpoints over rayctl, the CRD and Ray proxies, KubeTorch, auth and
+// rate limits, with exactly one place that maps errors to HTTP statuses.
+//
+// examples/ holds the thin binaries: the server, the launcher CLI and the
+// node-side join agent. internal/ holds helpers the SDK's own tests use, such
+// as internal/testcluster, which starts a real kube-apiserver with the real
+// KubeRay operator and kwok GPU nodes.
+package gridweave

@@ -1,0 +1,109 @@
+package testcluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki holds the files the control plane needs for TLS and service-account
+// tokens, all made fresh for each cluster.
+type pki struct {
+	caCertPEM            []byte
+	servingCertFile      string
+	servingKeyFile       string
+	caCertFile           string
+	serviceAccountKey    string // RSA private key, PEM
+	serviceAccountPubKey string // RSA public key, PEM
+}
+
+// newPKI writes a throwaway CA, a serving certificate for 127.0.0.1 and
+// localhost signed by it, and an RSA service-account key pair into dir.
+func newPKI(dir string) (*pki, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	now := time.Now()
+	caTemplate := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "gridweave-testcluster-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create CA certificate: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+
+	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate serving key: %w", err)
+	}
+	servingTemplate := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+	}
+	servingDER, err := x509.CreateCertificate(rand.Reader, servingTemplate, caCert, &servingKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create serving certificate: %w", err)
+	}
+	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
+	if err != nil {
+		return nil, fmt.Errorf("marshal serving key: %w", err)
+	}
+
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, fmt.Errorf("generate service-account key: %w", err)
+	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("marshal service-account public key: %w", err)
+	}
+
+	p := &pki{
+		caCertPEM:            pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		caCertFile:           filepath.Join(dir, "ca.crt"),
+		servingCertFile:      filepath.Join(dir, "apiserver.crt"),
+		servingKeyFile:       filepath.Join(dir, "apiserver.key"),
+		serviceAccountKey:    filepath.Join(dir, "sa.key"),
+		serviceAccountPubKey: filepath.Join(dir, "sa.pub"),
+	}
+	files := map[string][]byte{
+		p.caCertFile:           p.caCertPEM,
+		p.servingCertFile:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}),
+		p.servingKeyFile:       pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
+		p.serviceAccountKey:    pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
+		p.serviceAccountPubKey: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
