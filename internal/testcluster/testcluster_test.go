@@ -14,6 +14,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -65,10 +66,17 @@ func TestGPURayClusterBecomesReadyAndIsCollected(t *testing.T) {
 			return false, err
 		}
 		rc = got
-		return got.Status.State == rayv1.Ready, nil
+		// status.state is deprecated in favour of conditions, but it is
+		// still what users and kubectl read; require both.
+		//lint:ignore SA1019 the smoke test's contract is status.state: ready
+		ready := got.Status.State == rayv1.Ready
+		return ready && meta.IsStatusConditionTrue(got.Status.Conditions, string(rayv1.RayClusterProvisioned)) &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, string(rayv1.HeadPodReady)), nil
 	})
 	if err != nil {
-		t.Fatalf("RayCluster never became ready (state %q, conditions %+v): %v", rc.Status.State, rc.Status.Conditions, err)
+		//lint:ignore SA1019 reported for diagnosis
+		state := rc.Status.State
+		t.Fatalf("RayCluster never became ready (state %q, conditions %+v): %v", state, rc.Status.Conditions, err)
 	}
 
 	selector := metav1.ListOptions{LabelSelector: "ray.io/cluster=" + rc.Name}
