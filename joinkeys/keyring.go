@@ -1,0 +1,429 @@
+package joinkeys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Options configure a Keyring. The zero value of each optional field means
+// its default.
+type Options struct {
+	// JWTSecret signs provider keys with HS256 and verifies them. Required,
+	// at least MinJWTSecretLen bytes.
+	JWTSecret []byte
+	// Issuer and Audience go into provider keys and are required on
+	// verification. Defaults "gridweave" and "gridweave-join".
+	Issuer   string
+	Audience string
+	// Pool is where node VPN addresses come from. Required for node
+	// operations (Join); key operations work without it.
+	Pool Pool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger receives one line per key and node event, naming only ids and
+	// hostnames; default discards.
+	Logger *slog.Logger
+	// MaxTTL bounds the lifetime of a minted key; default one year.
+	MaxTTL time.Duration
+}
+
+// MinJWTSecretLen is the shortest JWT secret a Keyring accepts: HS256 keys
+// shorter than the hash output weaken it (RFC 7518 §3.2).
+const MinJWTSecretLen = 32
+
+// Keyring mints and checks join keys and keeps the node ledger over a Store.
+// It is safe for concurrent use.
+type Keyring struct {
+	store    Store
+	secret   []byte
+	issuer   string
+	audience string
+	pool     Pool
+	now      func() time.Time
+	log      *slog.Logger
+	maxTTL   time.Duration
+	parser   *jwt.Parser
+}
+
+// New returns a Keyring over store.
+func New(store Store, opts *Options) (*Keyring, error) {
+	if store == nil {
+		return nil, errors.New("joinkeys: nil Store")
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	if len(opts.JWTSecret) < MinJWTSecretLen {
+		return nil, fieldError("jwt_secret", "must be at least %d bytes, got %d", MinJWTSecretLen, len(opts.JWTSecret))
+	}
+	k := &Keyring{
+		store:    store,
+		secret:   append([]byte(nil), opts.JWTSecret...),
+		issuer:   opts.Issuer,
+		audience: opts.Audience,
+		pool:     opts.Pool,
+		now:      opts.Now,
+		log:      opts.Logger,
+		maxTTL:   opts.MaxTTL,
+	}
+	if k.issuer == "" {
+		k.issuer = "gridweave"
+	}
+	if k.audience == "" {
+		k.audience = "gridweave-join"
+	}
+	if k.now == nil {
+		k.now = time.Now
+	}
+	if k.log == nil {
+		k.log = slog.New(slog.DiscardHandler)
+	}
+	if k.maxTTL == 0 {
+		k.maxTTL = 365 * 24 * time.Hour
+	}
+	k.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithIssuer(k.issuer),
+		jwt.WithAudience(k.audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithTimeFunc(func() time.Time { return k.now() }),
+	)
+	return k, nil
+}
+
+// Pool returns the address pool nodes are given addresses from.
+func (k *Keyring) Pool() Pool { return k.pool }
+
+// MintRequest describes a key to mint.
+type MintRequest struct {
+	Kind      Kind
+	Org       string
+	Provider  string // required for KindProvider: the JWT subject
+	TTL       time.Duration
+	MaxUses   int // 0 means unlimited
+	Labels    map[string]string
+	CreatedBy string
+}
+
+// MintedKey is a new key with its secret, which is shown only this once.
+type MintedKey struct {
+	Key
+	Secret string
+}
+
+const (
+	orgKeyPrefix  = "gwk_"
+	idHexLen      = 12
+	secretHexLen  = 64
+	nodeTokenPfx  = "gwn_"
+	orgKeyLen     = len(orgKeyPrefix) + idHexLen + 1 + secretHexLen
+	nodeTokenLen  = len(nodeTokenPfx) + secretHexLen
+	maxLabels     = 32
+	maxLabelBytes = 256
+)
+
+// Mint creates a key. An org key's secret is stored only as a hash; a
+// provider key is a JWT whose jti (the key's ID) is stored so it can be
+// listed, counted and revoked.
+func (k *Keyring) Mint(ctx context.Context, req MintRequest) (MintedKey, error) {
+	if err := k.validateMint(req); err != nil {
+		return MintedKey{}, err
+	}
+	now := k.now().UTC().Truncate(time.Second)
+	rec := KeyRecord{Key: Key{
+		ID:        randomHex(idHexLen / 2),
+		Kind:      req.Kind,
+		Org:       req.Org,
+		Provider:  req.Provider,
+		Labels:    maps.Clone(req.Labels),
+		CreatedBy: req.CreatedBy,
+		CreatedAt: now,
+		ExpiresAt: now.Add(req.TTL),
+		MaxUses:   req.MaxUses,
+	}}
+	var secret string
+	switch req.Kind {
+	case KindOrg:
+		s := randomHex(secretHexLen / 2)
+		secret = orgKeyPrefix + rec.ID + "_" + s
+		sum := sha256.Sum256([]byte(s))
+		rec.SecretHash = sum[:]
+	case KindProvider:
+		claims := providerClaims{
+			Org: req.Org,
+			RegisteredClaims: jwt.RegisteredClaims{
+				Issuer:    k.issuer,
+				Subject:   req.Provider,
+				Audience:  jwt.ClaimStrings{k.audience},
+				IssuedAt:  jwt.NewNumericDate(now),
+				NotBefore: jwt.NewNumericDate(now),
+				ExpiresAt: jwt.NewNumericDate(rec.ExpiresAt),
+				ID:        rec.ID,
+			},
+		}
+		signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(k.secret)
+		if err != nil {
+			return MintedKey{}, fmt.Errorf("sign provider key: %w", err)
+		}
+		secret = signed
+	}
+	if err := k.store.InsertKey(ctx, rec); err != nil {
+		return MintedKey{}, fmt.Errorf("store key %s: %w", rec.ID, err)
+	}
+	k.audit(ctx, AuditEvent{Type: EventKeyMinted, KeyID: rec.ID, Actor: req.CreatedBy})
+	k.log.Info("join key minted", "key_id", rec.ID, "kind", rec.Kind, "org", rec.Org, "expires_at", rec.ExpiresAt)
+	return MintedKey{Key: rec.Key, Secret: secret}, nil
+}
+
+func (k *Keyring) validateMint(req MintRequest) error {
+	switch req.Kind {
+	case KindOrg, KindProvider:
+	default:
+		return fieldError("kind", "must be %q or %q, got %q", KindOrg, KindProvider, req.Kind)
+	}
+	if err := checkName("org", req.Org); err != nil {
+		return err
+	}
+	if req.Kind == KindProvider {
+		if err := checkName("provider", req.Provider); err != nil {
+			return err
+		}
+	} else if req.Provider != "" {
+		return fieldError("provider", "only provider keys name a provider")
+	}
+	if req.TTL <= 0 {
+		return fieldError("ttl_seconds", "must be positive")
+	}
+	if req.TTL > k.maxTTL {
+		return fieldError("ttl_seconds", "must be at most %d (%s)", int64(k.maxTTL/time.Second), k.maxTTL)
+	}
+	if req.MaxUses < 0 {
+		return fieldError("max_uses", "must not be negative")
+	}
+	if len(req.Labels) > maxLabels {
+		return fieldError("labels", "at most %d labels", maxLabels)
+	}
+	for name, value := range req.Labels {
+		if name == "" || len(name) > maxLabelBytes || len(value) > maxLabelBytes {
+			return fieldError("labels", "label names must be 1-%d bytes and values at most %d bytes", maxLabelBytes, maxLabelBytes)
+		}
+	}
+	return nil
+}
+
+// checkName accepts 1-128 printable bytes without spaces or control characters.
+func checkName(field, v string) error {
+	if v == "" {
+		return fieldError(field, "is required")
+	}
+	if len(v) > 128 {
+		return fieldError(field, "must be at most 128 bytes")
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f {
+			return fieldError(field, "must not contain spaces or control characters")
+		}
+	}
+	return nil
+}
+
+type providerClaims struct {
+	Org string `json:"org"`
+	jwt.RegisteredClaims
+}
+
+// Check authenticates a join key (an org key or a provider JWT) without
+// spending a use, and returns it. A malformed, unknown or wrongly signed
+// key is ErrKeyInvalid; otherwise the error says why it cannot be used
+// (ErrKeyExpired, ErrKeyRevoked, ErrKeyExhausted, ErrKeyNotYetValid).
+func (k *Keyring) Check(ctx context.Context, presented string) (Key, error) {
+	rec, err := k.lookup(ctx, presented)
+	if err != nil {
+		return Key{}, err
+	}
+	if err := rec.usableAt(k.now()); err != nil {
+		return rec.Key, fmt.Errorf("key %s: %w", rec.ID, err)
+	}
+	return rec.Key, nil
+}
+
+// lookup finds the stored key a presented secret names and proves the
+// secret (hash or signature), without judging expiry or uses.
+func (k *Keyring) lookup(ctx context.Context, presented string) (KeyRecord, error) {
+	if strings.HasPrefix(presented, orgKeyPrefix) {
+		return k.lookupOrgKey(ctx, presented)
+	}
+	if strings.Count(presented, ".") == 2 {
+		rec, _, err := k.lookupProviderKey(ctx, presented)
+		return rec, err
+	}
+	return KeyRecord{}, ErrKeyInvalid
+}
+
+func (k *Keyring) lookupOrgKey(ctx context.Context, presented string) (KeyRecord, error) {
+	if len(presented) != orgKeyLen || presented[len(orgKeyPrefix)+idHexLen] != '_' {
+		return KeyRecord{}, ErrKeyInvalid
+	}
+	id := presented[len(orgKeyPrefix) : len(orgKeyPrefix)+idHexLen]
+	secret := presented[len(orgKeyPrefix)+idHexLen+1:]
+	if !isLowerHex(id) || !isLowerHex(secret) {
+		return KeyRecord{}, ErrKeyInvalid
+	}
+	rec, err := k.store.Key(ctx, id)
+	if errors.Is(err, ErrKeyNotFound) {
+		return KeyRecord{}, ErrKeyInvalid
+	}
+	if err != nil {
+		return KeyRecord{}, err
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if rec.Kind != KindOrg || subtle.ConstantTimeCompare(sum[:], rec.SecretHash) != 1 {
+		return KeyRecord{}, ErrKeyInvalid
+	}
+	return rec, nil
+}
+
+func (k *Keyring) lookupProviderKey(ctx context.Context, token string) (KeyRecord, *providerClaims, error) {
+	claims := &providerClaims{}
+	_, err := k.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return k.secret, nil })
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return KeyRecord{}, nil, ErrKeyExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return KeyRecord{}, nil, ErrKeyNotYetValid
+	case err != nil:
+		return KeyRecord{}, nil, ErrKeyInvalid
+	}
+	if claims.ID == "" || claims.Subject == "" {
+		return KeyRecord{}, nil, ErrKeyInvalid
+	}
+	rec, err := k.store.Key(ctx, claims.ID)
+	if errors.Is(err, ErrKeyNotFound) {
+		return KeyRecord{}, nil, ErrKeyInvalid
+	}
+	if err != nil {
+		return KeyRecord{}, nil, err
+	}
+	if rec.Kind != KindProvider || rec.Provider != claims.Subject || rec.Org != claims.Org {
+		return KeyRecord{}, nil, ErrKeyInvalid
+	}
+	return rec, claims, nil
+}
+
+// Provider is the identity a provider key proves.
+type Provider struct {
+	Name      string // the JWT subject
+	Org       string
+	KeyID     string
+	ExpiresAt time.Time
+}
+
+// VerifyProvider authenticates a provider by its provider key (the JWT):
+// signature with the pinned algorithm, issuer, audience, expiry and
+// not-before, and that the key was not revoked. It does not spend a use.
+func (k *Keyring) VerifyProvider(ctx context.Context, token string) (Provider, error) {
+	rec, _, err := k.lookupProviderKey(ctx, token)
+	if err != nil {
+		return Provider{}, err
+	}
+	if rec.Revoked() {
+		return Provider{}, fmt.Errorf("key %s: %w", rec.ID, ErrKeyRevoked)
+	}
+	return Provider{Name: rec.Provider, Org: rec.Org, KeyID: rec.ID, ExpiresAt: rec.ExpiresAt}, nil
+}
+
+// Revoke revokes the key with id; revoking twice keeps the first time.
+func (k *Keyring) Revoke(ctx context.Context, id, actor string) (Key, error) {
+	rec, err := k.store.RevokeKey(ctx, id, k.now().UTC())
+	if err != nil {
+		return Key{}, err
+	}
+	k.audit(ctx, AuditEvent{Type: EventKeyRevoked, KeyID: id, Actor: actor})
+	k.log.Info("join key revoked", "key_id", id)
+	return rec.Key, nil
+}
+
+// Keys lists every key, oldest first, without secrets.
+func (k *Keyring) Keys(ctx context.Context) ([]Key, error) {
+	recs, err := k.store.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]Key, len(recs))
+	for i, r := range recs {
+		keys[i] = r.Key
+	}
+	return keys, nil
+}
+
+// Key returns the key with id, without its secret.
+func (k *Keyring) Key(ctx context.Context, id string) (Key, error) {
+	rec, err := k.store.Key(ctx, id)
+	return rec.Key, err
+}
+
+// Audit returns the audit events q selects, oldest first.
+func (k *Keyring) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error) {
+	return k.store.Audit(ctx, q)
+}
+
+// audit appends an event. A failure to record it is logged, not returned:
+// the action it describes has already happened.
+func (k *Keyring) audit(ctx context.Context, e AuditEvent) {
+	e.At = k.now().UTC()
+	if err := k.store.AppendAudit(ctx, e); err != nil {
+		k.log.Error("audit event not stored", "type", e.Type, "key_id", e.KeyID, "hostname", e.Hostname, "err", err)
+	}
+}
+
+func randomHex(nBytes int) string {
+	b := make([]byte, nBytes)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// hashToken returns the stored form of a node token's secret part.
+func hashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+// validPodCIDR parses an optional pod CIDR.
+func validPodCIDR(s string) (netip.Prefix, error) {
+	if s == "" {
+		return netip.Prefix{}, nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fieldError("pod_cidr", "%q is not a CIDR", s)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fieldError("pod_cidr", "%s has host bits set", s)
+	}
+	return p, nil
+}

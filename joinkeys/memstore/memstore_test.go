@@ -1,0 +1,13 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/joinkeys/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) joinkeys.Store { return new(memstore.Store) })
+}

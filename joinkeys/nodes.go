@@ -1,0 +1,416 @@
+package joinkeys
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gridweave.dev/wgkey"
+)
+
+// JoinRequest is a node's validate call.
+type JoinRequest struct {
+	Key       string // the join key; required for a first join
+	NodeToken string // the node's token; required for a re-join
+	Hostname  string
+	PublicKey string // WireGuard public key, base64
+	Version   string
+	Source    string // e.g. the caller's address, for the audit trail
+}
+
+// JoinResult is what a node gets back.
+type JoinResult struct {
+	Node Node
+	// NodeToken proves the node's identity on re-joins and version reports.
+	// A first join gets a new one (stored hashed); a re-join gets back the
+	// token it presented.
+	NodeToken string
+	Rejoined  bool
+}
+
+// Join admits a node. A first join needs a usable key: one use is spent and
+// a VPN address reserved for the public key in one store transaction. A
+// re-join (same public key, same hostname) needs the node token instead and
+// works after the key expired; it keeps the address. A hostname held by
+// another public key is *HostnameTakenError. Every outcome is audited.
+func (k *Keyring) Join(ctx context.Context, req JoinRequest) (JoinResult, error) {
+	res, keyID, err := k.join(ctx, req)
+	if err != nil {
+		reason := err.Error()
+		k.audit(ctx, AuditEvent{Type: EventValidationRejected, KeyID: keyID, Hostname: req.Hostname, Actor: req.Source, Reason: reason})
+		k.log.Info("join rejected", "key_id", keyID, "hostname", req.Hostname, "reason", reason)
+		return JoinResult{}, err
+	}
+	reason := "first join"
+	if res.Rejoined {
+		reason = "re-join with node token"
+	}
+	k.audit(ctx, AuditEvent{Type: EventValidationAccepted, KeyID: keyID, Hostname: res.Node.Hostname, Actor: req.Source, Reason: reason})
+	k.log.Info("join accepted", "key_id", keyID, "hostname", res.Node.Hostname, "vpn_ip", res.Node.VPNIP, "rejoin", res.Rejoined)
+	return res, nil
+}
+
+func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string, error) {
+	if err := ValidateHostname(req.Hostname); err != nil {
+		return JoinResult{}, "", err
+	}
+	pub, err := ParsePublicKey(req.PublicKey)
+	if err != nil {
+		return JoinResult{}, "", err
+	}
+	if err := checkVersionField(req.Version); err != nil {
+		return JoinResult{}, "", err
+	}
+	if k.pool.Size() == 0 {
+		return JoinResult{}, "", errors.New("joinkeys: Keyring has no address pool (Options.Pool)")
+	}
+
+	existing, err := k.store.NodeByPublicKey(ctx, pub)
+	switch {
+	case err == nil:
+		return k.rejoin(ctx, existing, req)
+	case !errors.Is(err, ErrNodeNotFound):
+		return JoinResult{}, "", err
+	}
+	if req.Key == "" {
+		if req.NodeToken != "" {
+			return JoinResult{}, "", fmt.Errorf("%w: no node has this public key", ErrNodeTokenInvalid)
+		}
+		return JoinResult{}, "", fieldError("key", "is required for a first join")
+	}
+	key, err := k.lookup(ctx, req.Key)
+	if err != nil {
+		return JoinResult{}, "", err
+	}
+	now := k.now().UTC()
+	if err := key.usableAt(now); err != nil {
+		return JoinResult{}, key.ID, fmt.Errorf("key %s: %w", key.ID, err)
+	}
+	token := nodeTokenPfx + randomHex(secretHexLen/2)
+	rec, err := k.store.ReserveNode(ctx, Reservation{
+		Node: NodeRecord{
+			Node: Node{
+				Hostname:  req.Hostname,
+				PublicKey: pub,
+				Org:       key.Org,
+				JoinKeyID: key.ID,
+				Version:   req.Version,
+				Status:    StatusValidated,
+				CreatedAt: now,
+				UpdatedAt: now,
+				LastSeen:  now,
+			},
+			TokenHash: hashToken(token),
+		},
+		Pool:       k.pool,
+		SpendKeyID: key.ID,
+		Now:        now,
+	})
+	var pkTaken *PublicKeyTakenError
+	if errors.As(err, &pkTaken) && pkTaken.Existing.Hostname == req.Hostname {
+		// A concurrent first join of the same node won; this one is now a
+		// re-join and needs the token it does not have.
+		return JoinResult{}, key.ID, ErrNodeTokenRequired
+	}
+	if err != nil {
+		return JoinResult{}, key.ID, err
+	}
+	return JoinResult{Node: rec.Node, NodeToken: token}, key.ID, nil
+}
+
+func (k *Keyring) rejoin(ctx context.Context, existing NodeRecord, req JoinRequest) (JoinResult, string, error) {
+	if existing.Hostname != req.Hostname {
+		return JoinResult{}, existing.JoinKeyID, &PublicKeyTakenError{Existing: existing.Node}
+	}
+	if req.NodeToken == "" {
+		return JoinResult{}, existing.JoinKeyID, fmt.Errorf("%w (hostname %q); to start over, disconnect the node first", ErrNodeTokenRequired, existing.Hostname)
+	}
+	if !tokenMatches(existing, req.NodeToken) {
+		return JoinResult{}, existing.JoinKeyID, ErrNodeTokenInvalid
+	}
+	now := k.now().UTC()
+	if req.Version != "" {
+		existing.Version = req.Version
+	}
+	existing.UpdatedAt, existing.LastSeen = now, now
+	if err := k.store.UpdateNode(ctx, existing); err != nil {
+		return JoinResult{}, existing.JoinKeyID, err
+	}
+	return JoinResult{Node: existing.Node, NodeToken: req.NodeToken, Rejoined: true}, existing.JoinKeyID, nil
+}
+
+func tokenMatches(rec NodeRecord, token string) bool {
+	if len(token) != nodeTokenLen || !strings.HasPrefix(token, nodeTokenPfx) {
+		return false
+	}
+	return subtle.ConstantTimeCompare(hashToken(token), rec.TokenHash) == 1
+}
+
+// AuthenticateNode returns the node with hostname if token is its node token.
+func (k *Keyring) AuthenticateNode(ctx context.Context, hostname, token string) (Node, error) {
+	if err := ValidateHostname(hostname); err != nil {
+		return Node{}, err
+	}
+	rec, err := k.store.Node(ctx, hostname)
+	if errors.Is(err, ErrNodeNotFound) {
+		return Node{}, ErrNodeTokenInvalid
+	}
+	if err != nil {
+		return Node{}, err
+	}
+	if !tokenMatches(rec, token) {
+		return Node{}, ErrNodeTokenInvalid
+	}
+	return rec.Node, nil
+}
+
+// Registration is a node's register call, after its tunnel is up.
+type Registration struct {
+	// Either NodeToken, or Key together with the PublicKey the node was
+	// reserved for by that same key.
+	NodeToken string
+	Key       string
+	Hostname  string
+	PublicKey string
+	Version   string
+	GPUs      []GPU
+	PodCIDR   string // optional; the node's pod CIDR once known
+	Source    string
+}
+
+// Register finalises a node: status registered, version, GPUs and pod CIDR.
+func (k *Keyring) Register(ctx context.Context, r Registration) (Node, error) {
+	node, err := k.register(ctx, r)
+	if err != nil {
+		k.audit(ctx, AuditEvent{Type: EventValidationRejected, Hostname: r.Hostname, Actor: r.Source, Reason: "register: " + err.Error()})
+		return Node{}, err
+	}
+	k.audit(ctx, AuditEvent{Type: EventNodeRegistered, KeyID: node.JoinKeyID, Hostname: node.Hostname, Actor: r.Source,
+		Reason: fmt.Sprintf("%d GPUs, version %s", len(node.GPUs), node.Version)})
+	k.log.Info("node registered", "hostname", node.Hostname, "vpn_ip", node.VPNIP, "gpus", len(node.GPUs))
+	return node, nil
+}
+
+func (k *Keyring) register(ctx context.Context, r Registration) (Node, error) {
+	if err := ValidateHostname(r.Hostname); err != nil {
+		return Node{}, err
+	}
+	if err := checkVersionField(r.Version); err != nil {
+		return Node{}, err
+	}
+	if err := validateGPUs(r.GPUs); err != nil {
+		return Node{}, err
+	}
+	podCIDR, err := validPodCIDR(r.PodCIDR)
+	if err != nil {
+		return Node{}, err
+	}
+	rec, err := k.store.Node(ctx, r.Hostname)
+	if errors.Is(err, ErrNodeNotFound) {
+		return Node{}, fmt.Errorf("%w: %q has not been validated", ErrNodeNotFound, r.Hostname)
+	}
+	if err != nil {
+		return Node{}, err
+	}
+	switch {
+	case r.NodeToken != "":
+		if !tokenMatches(rec, r.NodeToken) {
+			return Node{}, ErrNodeTokenInvalid
+		}
+	case r.Key != "":
+		pub, err := ParsePublicKey(r.PublicKey)
+		if err != nil {
+			return Node{}, err
+		}
+		key, err := k.Check(ctx, r.Key)
+		if err != nil && !errors.Is(err, ErrKeyExhausted) { // its last use may have admitted this node
+			return Node{}, err
+		}
+		if pub != rec.PublicKey || key.ID != rec.JoinKeyID {
+			return Node{}, fmt.Errorf("%w: the key and public key do not match the reservation of %q", ErrNodeTokenRequired, r.Hostname)
+		}
+	default:
+		return Node{}, fieldError("node_token", "a node token (or the join key with the reserved public key) is required")
+	}
+	now := k.now().UTC()
+	if r.Version != "" {
+		rec.Version = r.Version
+	}
+	rec.GPUs = slices.Clone(r.GPUs)
+	if podCIDR.IsValid() {
+		rec.PodCIDR = podCIDR
+	}
+	rec.Status = StatusRegistered
+	if rec.RegisteredAt.IsZero() {
+		rec.RegisteredAt = now
+	}
+	rec.UpdatedAt, rec.LastSeen = now, now
+	if err := k.store.UpdateNode(ctx, rec); err != nil {
+		return Node{}, err
+	}
+	return rec.Node, nil
+}
+
+// ReportVersion records the version a node runs, authenticated by its token.
+func (k *Keyring) ReportVersion(ctx context.Context, hostname, token, version string) (Node, error) {
+	if err := checkVersionField(version); err != nil {
+		return Node{}, err
+	}
+	if version == "" {
+		return Node{}, fieldError("version", "is required")
+	}
+	if _, err := k.AuthenticateNode(ctx, hostname, token); err != nil {
+		return Node{}, err
+	}
+	rec, err := k.store.Node(ctx, hostname)
+	if err != nil {
+		return Node{}, err
+	}
+	now := k.now().UTC()
+	rec.Version, rec.UpdatedAt, rec.LastSeen = version, now, now
+	if err := k.store.UpdateNode(ctx, rec); err != nil {
+		return Node{}, err
+	}
+	return rec.Node, nil
+}
+
+// SetNodePodCIDR records the pod CIDR Kubernetes gave the node.
+func (k *Keyring) SetNodePodCIDR(ctx context.Context, hostname, podCIDR string) (Node, error) {
+	p, err := validPodCIDR(podCIDR)
+	if err != nil {
+		return Node{}, err
+	}
+	return k.updateNode(ctx, hostname, func(rec *NodeRecord) { rec.PodCIDR = p })
+}
+
+// MarkDisconnected sets a node's status to disconnected, keeping its
+// hostname and address (Release frees them).
+func (k *Keyring) MarkDisconnected(ctx context.Context, hostname, actor string) (Node, error) {
+	node, err := k.updateNode(ctx, hostname, func(rec *NodeRecord) { rec.Status = StatusDisconnected })
+	if err == nil {
+		k.audit(ctx, AuditEvent{Type: EventNodeDisconnected, KeyID: node.JoinKeyID, Hostname: hostname, Actor: actor})
+	}
+	return node, err
+}
+
+func (k *Keyring) updateNode(ctx context.Context, hostname string, change func(*NodeRecord)) (Node, error) {
+	if err := ValidateHostname(hostname); err != nil {
+		return Node{}, err
+	}
+	rec, err := k.store.Node(ctx, hostname)
+	if err != nil {
+		return Node{}, err
+	}
+	change(&rec)
+	rec.UpdatedAt = k.now().UTC()
+	if err := k.store.UpdateNode(ctx, rec); err != nil {
+		return Node{}, err
+	}
+	return rec.Node, nil
+}
+
+// Release removes a node from the ledger, freeing its hostname and VPN
+// address for reuse. ErrNodeNotFound if there is no such node.
+func (k *Keyring) Release(ctx context.Context, hostname, actor string) (Node, error) {
+	if err := ValidateHostname(hostname); err != nil {
+		return Node{}, err
+	}
+	rec, err := k.store.DeleteNode(ctx, hostname)
+	if err != nil {
+		return Node{}, err
+	}
+	k.audit(ctx, AuditEvent{Type: EventNodeReleased, KeyID: rec.JoinKeyID, Hostname: hostname, Actor: actor,
+		Reason: "released " + rec.VPNIP.String()})
+	k.log.Info("node released", "hostname", hostname, "vpn_ip", rec.VPNIP)
+	return rec.Node, nil
+}
+
+// Node returns the node with hostname.
+func (k *Keyring) Node(ctx context.Context, hostname string) (Node, error) {
+	rec, err := k.store.Node(ctx, hostname)
+	return rec.Node, err
+}
+
+// Nodes lists every node, ordered by hostname.
+func (k *Keyring) Nodes(ctx context.Context) ([]Node, error) {
+	recs, err := k.store.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]Node, len(recs))
+	for i, r := range recs {
+		nodes[i] = r.Node
+	}
+	return nodes, nil
+}
+
+// ValidateHostname accepts an RFC 1123 label as Kubernetes does for node
+// names here: 1-63 lowercase letters, digits and '-', starting and ending
+// with a letter or digit.
+func ValidateHostname(h string) error {
+	if h == "" {
+		return fieldError("hostname", "is required")
+	}
+	if len(h) > 63 {
+		return fieldError("hostname", "%q is %d characters; a DNS-1123 label has at most 63", h, len(h))
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		alnum := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+		if !alnum && (c != '-' || i == 0 || i == len(h)-1) {
+			return fieldError("hostname", "%q is not a DNS-1123 label: use lowercase letters, digits and '-', starting and ending with a letter or digit", h)
+		}
+	}
+	return nil
+}
+
+// ParsePublicKey parses a WireGuard public key, naming the field on error.
+func ParsePublicKey(s string) (wgkey.Key, error) {
+	if s == "" {
+		return wgkey.Key{}, fieldError("public_key", "is required")
+	}
+	k, err := wgkey.Parse(s)
+	if err != nil {
+		return wgkey.Key{}, fieldError("public_key", "%v", err)
+	}
+	if k.IsZero() {
+		return wgkey.Key{}, fieldError("public_key", "is all zeros")
+	}
+	return k, nil
+}
+
+func checkVersionField(v string) error {
+	if len(v) > 64 {
+		return fieldError("version", "must be at most 64 bytes")
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f {
+			return fieldError("version", "must not contain spaces or control characters")
+		}
+	}
+	return nil
+}
+
+func validateGPUs(gpus []GPU) error {
+	if len(gpus) > 64 {
+		return fieldError("gpus", "at most 64 GPUs per node")
+	}
+	seen := map[int]bool{}
+	for i, g := range gpus {
+		if g.Index < 0 || seen[g.Index] {
+			return fieldError(fmt.Sprintf("gpus[%d].index", i), "must be a distinct non-negative index")
+		}
+		seen[g.Index] = true
+		if g.MemoryMiB < 0 {
+			return fieldError(fmt.Sprintf("gpus[%d].memory_mib", i), "must not be negative")
+		}
+		if len(g.Name) > 128 || len(g.UUID) > 128 {
+			return fieldError(fmt.Sprintf("gpus[%d]", i), "name and uuid must be at most 128 bytes")
+		}
+	}
+	return nil
+}
+

@@ -1,0 +1,80 @@
+package joinkeys
+
+import (
+	"context"
+	"time"
+
+	"gridweave.dev/wgkey"
+)
+
+// Store keeps the ledger. It only stores: every decision about keys, tokens
+// and identities is the Keyring's. A Store must be safe for concurrent use
+// and must make ReserveNode atomic: the key spend, the address allocation and
+// the node insert happen together or not at all, and hostname, public key and
+// VPN IP are unique among stored nodes.
+//
+// joinkeys/sqlitestore and joinkeys/memstore implement it;
+// joinkeys/storetest.Run checks an implementation.
+type Store interface {
+	// InsertKey stores a new key. The ID is unique.
+	InsertKey(ctx context.Context, key KeyRecord) error
+	// Key returns the key with id, or ErrKeyNotFound.
+	Key(ctx context.Context, id string) (KeyRecord, error)
+	// Keys returns every key, oldest first.
+	Keys(ctx context.Context) ([]KeyRecord, error)
+	// RevokeKey marks the key revoked at at (keeping an earlier revocation
+	// time) and returns it, or ErrKeyNotFound.
+	RevokeKey(ctx context.Context, id string, at time.Time) (KeyRecord, error)
+
+	// ReserveNode inserts a node and gives it an address from the pool, in
+	// one transaction. If r.SpendKeyID is set, it first spends one use of
+	// that key: the key must exist (ErrKeyNotFound) and pass CheckSpend at
+	// r.Now; its use count and last-used time are updated. A hostname held
+	// by another node yields *HostnameTakenError, a public key held by
+	// another node *PublicKeyTakenError, an exhausted pool ErrPoolExhausted;
+	// on any error nothing is written.
+	ReserveNode(ctx context.Context, r Reservation) (NodeRecord, error)
+	// Node returns the node with hostname, or ErrNodeNotFound.
+	Node(ctx context.Context, hostname string) (NodeRecord, error)
+	// NodeByPublicKey returns the node with the public key, or ErrNodeNotFound.
+	NodeByPublicKey(ctx context.Context, key wgkey.Key) (NodeRecord, error)
+	// Nodes returns every node ordered by hostname.
+	Nodes(ctx context.Context) ([]NodeRecord, error)
+	// UpdateNode replaces the mutable fields (Version, GPUs, PodCIDR,
+	// Status, UpdatedAt, RegisteredAt, LastSeen, TokenHash) of the node with
+	// n.Hostname, or returns ErrNodeNotFound.
+	UpdateNode(ctx context.Context, n NodeRecord) error
+	// DeleteNode removes the node with hostname and returns its address to
+	// the free list of its pool, or returns ErrNodeNotFound.
+	DeleteNode(ctx context.Context, hostname string) (NodeRecord, error)
+
+	// AppendAudit stores an event; the store assigns its ID.
+	AppendAudit(ctx context.Context, e AuditEvent) error
+	// Audit returns the events q selects, oldest first.
+	Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error)
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// KeyRecord is a Key as stored: with the hash of an org key's secret.
+type KeyRecord struct {
+	Key
+	SecretHash []byte // SHA-256 of the secret; empty for provider keys
+}
+
+// NodeRecord is a Node as stored: with the hash of its node token and the
+// pool its address came from.
+type NodeRecord struct {
+	Node
+	TokenHash []byte
+	PoolID    string
+}
+
+// Reservation asks a Store to insert Node with an address from Pool.
+type Reservation struct {
+	Node       NodeRecord // VPNIP and PoolID are set by the store
+	Pool       Pool
+	SpendKeyID string
+	Now        time.Time
+}

@@ -1,0 +1,688 @@
+package storetest
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/wgkey"
+)
+
+// Secret is the JWT secret the suite's keyrings use.
+var Secret = []byte("storetest-secret-0123456789abcdef0123456789")
+
+// Clock is a settable clock for tests.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock set to a fixed instant.
+func NewClock() *Clock { return &Clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// Run runs the conformance suite. newStore returns a new, empty store for
+// each subtest; Run closes it.
+func Run(t *testing.T, newStore func(t *testing.T) joinkeys.Store) {
+	env := func(t *testing.T, pool string, reserved ...string) (*joinkeys.Keyring, joinkeys.Store, *Clock) {
+		t.Helper()
+		store := newStore(t)
+		t.Cleanup(func() { store.Close() })
+		clock := NewClock()
+		kr, err := joinkeys.New(store, &joinkeys.Options{
+			JWTSecret: Secret,
+			Pool:      joinkeys.MustPool(pool, reserved...),
+			Now:       clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kr, store, clock
+	}
+	big := func(t *testing.T) (*joinkeys.Keyring, joinkeys.Store, *Clock) {
+		return env(t, "198.18.0.0/16", "198.18.0.1")
+	}
+
+	t.Run("OrgKeyLifecycle", func(t *testing.T) { testOrgKeyLifecycle(t, big) })
+	t.Run("ProviderKeys", func(t *testing.T) { testProviderKeys(t, big) })
+	t.Run("ExpiryWithInjectedClock", func(t *testing.T) { testExpiry(t, big) })
+	t.Run("MaxUsesUnderConcurrency", func(t *testing.T) { testMaxUses(t, big) })
+	t.Run("ParallelReservationsGetDistinctAddresses", func(t *testing.T) { testParallelReservations(t, big) })
+	t.Run("HostnameRaceHasOneWinner", func(t *testing.T) { testHostnameRace(t, big) })
+	t.Run("RejoinKeepsAddress", func(t *testing.T) { testRejoin(t, big) })
+	t.Run("PoolExhaustion", func(t *testing.T) {
+		testPoolExhaustion(t, func(t *testing.T) (*joinkeys.Keyring, joinkeys.Store, *Clock) {
+			return env(t, "198.18.5.0/29", "198.18.5.1")
+		})
+	})
+	t.Run("ReleaseAndReuse", func(t *testing.T) { testReleaseAndReuse(t, big) })
+	t.Run("BadInputWritesNothing", func(t *testing.T) { testBadInput(t, big) })
+	t.Run("RegisterAndReports", func(t *testing.T) { testRegister(t, big) })
+	t.Run("Audit", func(t *testing.T) { testAudit(t, big) })
+}
+
+type envFunc func(t *testing.T) (*joinkeys.Keyring, joinkeys.Store, *Clock)
+
+// PublicKey returns a fresh WireGuard public key in base64.
+func PublicKey(t testing.TB) string {
+	t.Helper()
+	priv, err := wgkey.GeneratePrivate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := priv.Public()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub.String()
+}
+
+func mint(t testing.TB, kr *joinkeys.Keyring, req joinkeys.MintRequest) joinkeys.MintedKey {
+	t.Helper()
+	if req.Kind == "" {
+		req.Kind = joinkeys.KindOrg
+	}
+	if req.Org == "" {
+		req.Org = "acme"
+	}
+	if req.TTL == 0 {
+		req.TTL = time.Hour
+	}
+	m, err := kr.Mint(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Mint(%+v): %v", req, err)
+	}
+	return m
+}
+
+func testOrgKeyLifecycle(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, clock := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{Labels: map[string]string{"team": "ml"}, CreatedBy: "admin"})
+	if !strings.HasPrefix(m.Secret, "gwk_"+m.ID+"_") {
+		t.Fatalf("org key %q does not carry its id %s", m.Secret, m.ID)
+	}
+	got, err := kr.Check(ctx, m.Secret)
+	if err != nil || got.ID != m.ID || got.Org != "acme" {
+		t.Fatalf("Check = %+v, %v", got, err)
+	}
+	// Wrong secret with the right id, malformed keys: one opaque error.
+	wrong := m.Secret[:len(m.Secret)-1] + flipHex(m.Secret[len(m.Secret)-1])
+	for _, bad := range []string{wrong, "gwk_short", "", "hello", strings.ToUpper(m.Secret), m.Secret + "0"} {
+		if _, err := kr.Check(ctx, bad); !errors.Is(err, joinkeys.ErrKeyInvalid) {
+			t.Errorf("Check(%q) = %v, want ErrKeyInvalid", bad, err)
+		}
+	}
+	keys, err := kr.Keys(ctx)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("Keys = %v, %v", keys, err)
+	}
+	k := keys[0]
+	if k.Labels["team"] != "ml" || k.CreatedBy != "admin" || k.Kind != joinkeys.KindOrg || !k.ExpiresAt.Equal(clock.Now().Truncate(time.Second).Add(time.Hour)) {
+		t.Errorf("listed key = %+v", k)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "gpu-a", PublicKey: PublicKey(t)}); err != nil {
+		t.Fatal(err)
+	}
+	k, _ = kr.Key(ctx, m.ID)
+	if k.Uses != 1 || !k.LastUsed.Equal(clock.Now()) {
+		t.Errorf("after one join: uses %d, last used %v; want 1, %v", k.Uses, k.LastUsed, clock.Now())
+	}
+	// Keys are reusable until they expire.
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "gpu-b", PublicKey: PublicKey(t)}); err != nil {
+		t.Fatalf("second machine with the same key: %v", err)
+	}
+	if _, err := kr.Revoke(ctx, m.ID, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Check(ctx, m.Secret); !errors.Is(err, joinkeys.ErrKeyRevoked) {
+		t.Errorf("Check after revoke = %v, want ErrKeyRevoked", err)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "gpu-c", PublicKey: PublicKey(t)}); !errors.Is(err, joinkeys.ErrKeyRevoked) {
+		t.Errorf("Join after revoke = %v, want ErrKeyRevoked", err)
+	}
+	if _, err := kr.Revoke(ctx, "000000000000", "admin"); !errors.Is(err, joinkeys.ErrKeyNotFound) {
+		t.Errorf("Revoke(unknown) = %v, want ErrKeyNotFound", err)
+	}
+}
+
+func flipHex(c byte) string {
+	if c == '0' {
+		return "1"
+	}
+	return "0"
+}
+
+func testProviderKeys(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, store, clock := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{Kind: joinkeys.KindProvider, Provider: "lambda-labs", TTL: 24 * time.Hour})
+	p, err := kr.VerifyProvider(ctx, m.Secret)
+	if err != nil || p.Name != "lambda-labs" || p.Org != "acme" || p.KeyID != m.ID {
+		t.Fatalf("VerifyProvider = %+v, %v", p, err)
+	}
+	// The provider key is also a join key.
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "lambda-1", PublicKey: PublicKey(t)}); err != nil {
+		t.Fatalf("join with provider key: %v", err)
+	}
+
+	now := clock.Now()
+	claims := jwt.MapClaims{
+		"iss": "gridweave", "aud": []string{"gridweave-join"}, "sub": "lambda-labs", "org": "acme",
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "jti": m.ID,
+	}
+	sign := func(method jwt.SigningMethod, c jwt.MapClaims, key any) string {
+		s, err := jwt.NewWithClaims(method, c).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for kk, vv := range claims {
+			c[kk] = vv
+		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	good := sign(jwt.SigningMethodHS256, claims, Secret)
+	if _, err := kr.VerifyProvider(ctx, good); err != nil {
+		t.Fatalf("hand-made valid token rejected: %v", err)
+	}
+	parts := strings.Split(good, ".")
+	noneHeader := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"gridweave","aud":["gridweave-join"],"sub":"evil","org":"acme","exp":9999999999,"jti":"`+m.ID+`"}`)) + "." + parts[2]
+
+	cases := []struct {
+		name  string
+		token string
+		want  error
+	}{
+		{"alg none", noneHeader + "." + parts[1] + ".", joinkeys.ErrKeyInvalid},
+		{"HS512 with the same secret", sign(jwt.SigningMethodHS512, claims, Secret), joinkeys.ErrKeyInvalid},
+		{"HS384 with the same secret", sign(jwt.SigningMethodHS384, claims, Secret), joinkeys.ErrKeyInvalid},
+		{"bad signature", sign(jwt.SigningMethodHS256, claims, []byte("another-secret-0123456789abcdef0123")), joinkeys.ErrKeyInvalid},
+		{"tampered payload", tampered, joinkeys.ErrKeyInvalid},
+		{"expired", sign(jwt.SigningMethodHS256, with("exp", now.Add(-time.Second).Unix()), Secret), joinkeys.ErrKeyExpired},
+		{"no expiry", sign(jwt.SigningMethodHS256, with("exp", nil), Secret), joinkeys.ErrKeyInvalid},
+		{"not yet valid", sign(jwt.SigningMethodHS256, with("nbf", now.Add(time.Hour).Unix()), Secret), joinkeys.ErrKeyNotYetValid},
+		{"issued in the future", sign(jwt.SigningMethodHS256, with("iat", now.Add(time.Hour).Unix()), Secret), joinkeys.ErrKeyNotYetValid},
+		{"wrong issuer", sign(jwt.SigningMethodHS256, with("iss", "someone-else"), Secret), joinkeys.ErrKeyInvalid},
+		{"wrong audience", sign(jwt.SigningMethodHS256, with("aud", []string{"other"}), Secret), joinkeys.ErrKeyInvalid},
+		{"unknown jti", sign(jwt.SigningMethodHS256, with("jti", "ffffffffffff"), Secret), joinkeys.ErrKeyInvalid},
+		{"subject not the key's", sign(jwt.SigningMethodHS256, with("sub", "other-provider"), Secret), joinkeys.ErrKeyInvalid},
+		{"garbage", "a.b.c", joinkeys.ErrKeyInvalid},
+	}
+	for _, c := range cases {
+		if _, err := kr.VerifyProvider(ctx, c.token); !errors.Is(err, c.want) {
+			t.Errorf("%s: VerifyProvider = %v, want %v", c.name, err, c.want)
+		}
+	}
+	// An org key is not a provider token.
+	org := mint(t, kr, joinkeys.MintRequest{})
+	if _, err := kr.VerifyProvider(ctx, org.Secret); !errors.Is(err, joinkeys.ErrKeyInvalid) {
+		t.Errorf("VerifyProvider(org key) = %v, want ErrKeyInvalid", err)
+	}
+	if _, err := kr.Revoke(ctx, m.ID, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.VerifyProvider(ctx, m.Secret); !errors.Is(err, joinkeys.ErrKeyRevoked) {
+		t.Errorf("VerifyProvider after revoke = %v, want ErrKeyRevoked", err)
+	}
+	rec, err := store.Key(ctx, m.ID)
+	if err != nil || len(rec.SecretHash) != 0 || rec.Kind != joinkeys.KindProvider || rec.Provider != "lambda-labs" {
+		t.Errorf("stored provider key = %+v, %v", rec, err)
+	}
+}
+
+func testExpiry(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, clock := env(t)
+	org := mint(t, kr, joinkeys.MintRequest{TTL: time.Hour})
+	prov := mint(t, kr, joinkeys.MintRequest{Kind: joinkeys.KindProvider, Provider: "p1", TTL: time.Hour})
+	clock.Advance(59 * time.Minute)
+	if _, err := kr.Check(ctx, org.Secret); err != nil {
+		t.Fatalf("before expiry: %v", err)
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := kr.Check(ctx, org.Secret); !errors.Is(err, joinkeys.ErrKeyExpired) {
+		t.Errorf("org key after expiry: %v, want ErrKeyExpired", err)
+	}
+	if _, err := kr.VerifyProvider(ctx, prov.Secret); !errors.Is(err, joinkeys.ErrKeyExpired) {
+		t.Errorf("provider key after expiry: %v, want ErrKeyExpired", err)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: org.Secret, Hostname: "late", PublicKey: PublicKey(t)}); !errors.Is(err, joinkeys.ErrKeyExpired) {
+		t.Errorf("Join with expired key: %v, want ErrKeyExpired", err)
+	}
+}
+
+func testMaxUses(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{MaxUses: 10})
+	const racers = 50
+	var ok, exhausted atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, racers)
+	for i := range racers {
+		wg.Go(func() {
+			_, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("m-%d", i), PublicKey: PublicKey(t)})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, joinkeys.ErrKeyExhausted):
+				exhausted.Add(1)
+			default:
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+	if ok.Load() != 10 || exhausted.Load() != racers-10 {
+		t.Fatalf("%d joins succeeded and %d were refused as exhausted; want 10 and %d", ok.Load(), exhausted.Load(), racers-10)
+	}
+	k, _ := kr.Key(ctx, m.ID)
+	if k.Uses != 10 {
+		t.Errorf("key uses = %d, want 10", k.Uses)
+	}
+	nodes, _ := kr.Nodes(ctx)
+	if len(nodes) != 10 {
+		t.Errorf("%d nodes stored, want 10", len(nodes))
+	}
+}
+
+func testParallelReservations(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{})
+	const n = 500
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = PublicKey(t)
+	}
+	results := make([]joinkeys.JoinResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			results[i], errs[i] = kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("node-%03d", i), PublicKey: keys[i]})
+		})
+	}
+	wg.Wait()
+	seen := map[netip.Addr]string{}
+	pool := kr.Pool()
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("reservation %d: %v", i, errs[i])
+		}
+		ip := r.Node.VPNIP
+		if other, dup := seen[ip]; dup {
+			t.Fatalf("%s given to both %s and %s", ip, other, r.Node.Hostname)
+		}
+		seen[ip] = r.Node.Hostname
+		if !pool.Prefix().Contains(ip) || ip == pool.Prefix().Addr() || ip == netip.MustParseAddr("198.18.0.1") || ip == netip.MustParseAddr("198.18.255.255") {
+			t.Fatalf("%s is not an allocatable address of %s", ip, pool.Prefix())
+		}
+	}
+	nodes, err := kr.Nodes(ctx)
+	if err != nil || len(nodes) != n {
+		t.Fatalf("Nodes = %d, %v; want %d", len(nodes), err, n)
+	}
+}
+
+func testHostnameRace(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	const racers = 50
+	secrets := make([]string, racers)
+	pubs := make([]string, racers)
+	for i := range racers {
+		secrets[i] = mint(t, kr, joinkeys.MintRequest{}).Secret
+		pubs[i] = PublicKey(t)
+	}
+	var wins atomic.Int32
+	var taken []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			_, err := kr.Join(ctx, joinkeys.JoinRequest{Key: secrets[i], Hostname: "contested", PublicKey: pubs[i]})
+			if err == nil {
+				wins.Add(1)
+				return
+			}
+			mu.Lock()
+			taken = append(taken, err)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d racers won the hostname, want exactly 1", wins.Load())
+	}
+	winner, err := kr.Node(ctx, "contested")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range taken {
+		var ht *joinkeys.HostnameTakenError
+		if !errors.As(err, &ht) || !errors.Is(err, joinkeys.ErrHostnameTaken) {
+			t.Fatalf("loser got %v, want *HostnameTakenError", err)
+		}
+		if ht.Existing.PublicKey != winner.PublicKey || ht.Existing.VPNIP != winner.VPNIP {
+			t.Fatalf("error names %v, want the winner %v", ht.Existing, winner)
+		}
+	}
+}
+
+func testRejoin(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, clock := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{TTL: time.Hour})
+	pub := PublicKey(t)
+	first, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "box", PublicKey: pub, Version: "1.2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.NodeToken, "gwn_") || first.Rejoined {
+		t.Fatalf("first join result %+v", first)
+	}
+	// A key alone is not proof of identity.
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "box", PublicKey: pub}); !errors.Is(err, joinkeys.ErrNodeTokenRequired) {
+		t.Errorf("re-join without token: %v, want ErrNodeTokenRequired", err)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: "gwn_" + strings.Repeat("0", 64), Hostname: "box", PublicKey: pub}); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		t.Errorf("re-join with a wrong token: %v, want ErrNodeTokenInvalid", err)
+	}
+	// After the key expired, the token still re-joins, to the same address.
+	clock.Advance(2 * time.Hour)
+	again, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: first.NodeToken, Hostname: "box", PublicKey: pub, Version: "1.3.0"})
+	if err != nil {
+		t.Fatalf("re-join after key expiry: %v", err)
+	}
+	if again.Node.VPNIP != first.Node.VPNIP || !again.Rejoined || again.Node.Version != "1.3.0" {
+		t.Errorf("re-join = %+v; want the same address %s", again.Node, first.Node.VPNIP)
+	}
+	// The same public key under another hostname is refused.
+	fresh := mint(t, kr, joinkeys.MintRequest{})
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: fresh.Secret, Hostname: "box-renamed", PublicKey: pub}); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
+		t.Errorf("same public key, new hostname: %v, want ErrPublicKeyTaken", err)
+	}
+	// A different machine cannot take the hostname.
+	_, err = kr.Join(ctx, joinkeys.JoinRequest{Key: fresh.Secret, Hostname: "box", PublicKey: PublicKey(t)})
+	var ht *joinkeys.HostnameTakenError
+	if !errors.As(err, &ht) || ht.Existing.VPNIP != first.Node.VPNIP {
+		t.Errorf("other machine, same hostname: %v, want *HostnameTakenError naming %s", err, first.Node.VPNIP)
+	}
+	if n, err := kr.AuthenticateNode(ctx, "box", first.NodeToken); err != nil || n.PublicKey.String() != pub {
+		t.Errorf("AuthenticateNode = %+v, %v", n, err)
+	}
+}
+
+func testPoolExhaustion(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t) // 198.18.5.0/29 with .1 reserved: .2-.6 are for nodes
+	if got := kr.Pool().Size(); got != 5 {
+		t.Fatalf("pool size %d, want 5", got)
+	}
+	m := mint(t, kr, joinkeys.MintRequest{MaxUses: 100})
+	var got []string
+	for i := range 5 {
+		r, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("n%d", i), PublicKey: PublicKey(t)})
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+		got = append(got, r.Node.VPNIP.String())
+	}
+	want := "198.18.5.2 198.18.5.3 198.18.5.4 198.18.5.5 198.18.5.6"
+	if strings.Join(got, " ") != want {
+		t.Errorf("addresses %v, want %s", got, want)
+	}
+	_, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "one-too-many", PublicKey: PublicKey(t)})
+	if !errors.Is(err, joinkeys.ErrPoolExhausted) || !strings.Contains(err.Error(), "198.18.5.0/29") {
+		t.Fatalf("sixth join: %v, want ErrPoolExhausted naming the prefix", err)
+	}
+	// The failed reservation spent nothing and wrote no node.
+	k, _ := kr.Key(ctx, m.ID)
+	if k.Uses != 5 {
+		t.Errorf("key uses %d after a failed reservation, want 5", k.Uses)
+	}
+	if _, err := kr.Node(ctx, "one-too-many"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("failed reservation left a node: %v", err)
+	}
+	// Freeing one address makes room again.
+	if _, err := kr.Release(ctx, "n2", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "one-too-many", PublicKey: PublicKey(t)})
+	if err != nil || r.Node.VPNIP.String() != "198.18.5.4" {
+		t.Fatalf("after release: %+v, %v; want 198.18.5.4", r.Node, err)
+	}
+}
+
+func testReleaseAndReuse(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{})
+	a, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "a", PublicKey: PublicKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "b", PublicKey: PublicKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := kr.Release(ctx, "a", "admin")
+	if err != nil || released.VPNIP != a.Node.VPNIP {
+		t.Fatalf("Release = %+v, %v", released, err)
+	}
+	if _, err := kr.Release(ctx, "a", "admin"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("second Release = %v, want ErrNodeNotFound", err)
+	}
+	// The hostname is free for a new machine, which gets the freed address.
+	c, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "a", PublicKey: PublicKey(t)})
+	if err != nil {
+		t.Fatalf("reusing the hostname: %v", err)
+	}
+	if c.Node.VPNIP != a.Node.VPNIP {
+		t.Errorf("new node got %s, want the freed %s", c.Node.VPNIP, a.Node.VPNIP)
+	}
+	if c.Node.VPNIP == b.Node.VPNIP {
+		t.Fatal("address handed out twice")
+	}
+	// The old token no longer works.
+	if _, err := kr.AuthenticateNode(ctx, "a", a.NodeToken); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		t.Errorf("old token after release: %v", err)
+	}
+}
+
+func testBadInput(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, store, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{})
+	pub := PublicKey(t)
+	cases := []struct {
+		req   joinkeys.JoinRequest
+		field string
+	}{
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "Bad_Host", PublicKey: pub}, "hostname"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "", PublicKey: pub}, "hostname"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "-lead", PublicKey: pub}, "hostname"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: strings.Repeat("a", 64), PublicKey: pub}, "hostname"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "ok", PublicKey: "not-base64!"}, "public_key"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "ok", PublicKey: base64.StdEncoding.EncodeToString(make([]byte, 31))}, "public_key"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "ok", PublicKey: ""}, "public_key"},
+		{joinkeys.JoinRequest{Key: m.Secret, Hostname: "ok", PublicKey: pub, Version: "1 2"}, "version"},
+		{joinkeys.JoinRequest{Hostname: "ok", PublicKey: pub}, "key"},
+	}
+	for _, c := range cases {
+		_, err := kr.Join(ctx, c.req)
+		var fe *joinkeys.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, joinkeys.ErrInvalidInput) {
+			t.Errorf("Join(%+v) = %v, want a FieldError for %s", c.req, err, c.field)
+		}
+	}
+	mintCases := []struct {
+		req   joinkeys.MintRequest
+		field string
+	}{
+		{joinkeys.MintRequest{Kind: "other", Org: "a", TTL: time.Hour}, "kind"},
+		{joinkeys.MintRequest{Kind: joinkeys.KindOrg, TTL: time.Hour}, "org"},
+		{joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "a"}, "ttl_seconds"},
+		{joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "a", TTL: time.Hour, MaxUses: -1}, "max_uses"},
+		{joinkeys.MintRequest{Kind: joinkeys.KindProvider, Org: "a", TTL: time.Hour}, "provider"},
+		{joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "a b", TTL: time.Hour}, "org"},
+	}
+	for _, c := range mintCases {
+		_, err := kr.Mint(ctx, c.req)
+		var fe *joinkeys.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("Mint(%+v) = %v, want a FieldError for %s", c.req, err, c.field)
+		}
+	}
+	if _, err := kr.Register(ctx, joinkeys.Registration{Hostname: "ok", PodCIDR: "10.1.2.3/24"}); !isField(err, "pod_cidr") {
+		t.Errorf("Register with host bits in pod_cidr: %v", err)
+	}
+	if _, err := kr.Register(ctx, joinkeys.Registration{Hostname: "ok", GPUs: []joinkeys.GPU{{Index: 0}, {Index: 0}}}); !isField(err, "gpus[1].index") {
+		t.Errorf("Register with duplicate GPU index: %v", err)
+	}
+	nodes, _ := store.Nodes(ctx)
+	keys, _ := store.Keys(ctx)
+	if len(nodes) != 0 || len(keys) != 1 {
+		t.Errorf("bad input wrote something: %d nodes, %d keys", len(nodes), len(keys))
+	}
+	if k, _ := kr.Key(ctx, m.ID); k.Uses != 0 {
+		t.Errorf("bad input spent %d uses", k.Uses)
+	}
+}
+
+func isField(err error, field string) bool {
+	var fe *joinkeys.FieldError
+	return errors.As(err, &fe) && fe.Field == field
+}
+
+func testRegister(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, clock := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{})
+	pub := PublicKey(t)
+	j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "gpu-1", PublicKey: pub, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Node.Status != joinkeys.StatusValidated {
+		t.Errorf("status after validate %q", j.Node.Status)
+	}
+	gpus := []joinkeys.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-1"}, {Index: 1, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-2"}}
+	// Without a token, the key must come with the reserved public key.
+	if _, err := kr.Register(ctx, joinkeys.Registration{Key: m.Secret, Hostname: "gpu-1", PublicKey: PublicKey(t)}); err == nil {
+		t.Error("register with the key and a foreign public key was accepted")
+	}
+	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: "gwn_" + strings.Repeat("1", 64), Hostname: "gpu-1"}); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		t.Errorf("register with a wrong token: %v", err)
+	}
+	clock.Advance(time.Minute)
+	n, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: gpus, PodCIDR: "198.18.64.0/24", Version: "1.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Status != joinkeys.StatusRegistered || len(n.GPUs) != 2 || n.GPUs[1].UUID != "GPU-2" || n.PodCIDR.String() != "198.18.64.0/24" || n.Version != "1.0.1" || !n.RegisteredAt.Equal(clock.Now()) {
+		t.Errorf("registered node %+v", n)
+	}
+	// A registration reports the whole inventory again.
+	if _, err := kr.Register(ctx, joinkeys.Registration{Key: m.Secret, Hostname: "gpu-1", PublicKey: pub, GPUs: gpus}); err != nil {
+		t.Errorf("register with the reserving key and public key: %v", err)
+	}
+	if n, err = kr.ReportVersion(ctx, "gpu-1", j.NodeToken, "1.1.0"); err != nil || n.Version != "1.1.0" {
+		t.Errorf("ReportVersion = %+v, %v", n, err)
+	}
+	if _, err = kr.ReportVersion(ctx, "gpu-1", "nope", "1.1.0"); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		t.Errorf("ReportVersion with bad token: %v", err)
+	}
+	if n, err = kr.SetNodePodCIDR(ctx, "gpu-1", "198.18.65.0/24"); err != nil || n.PodCIDR.String() != "198.18.65.0/24" {
+		t.Errorf("SetNodePodCIDR = %+v, %v", n, err)
+	}
+	if n, err = kr.MarkDisconnected(ctx, "gpu-1", "admin"); err != nil || n.Status != joinkeys.StatusDisconnected {
+		t.Errorf("MarkDisconnected = %+v, %v", n, err)
+	}
+	got, err := kr.Node(ctx, "gpu-1")
+	if err != nil || got.Status != joinkeys.StatusDisconnected || len(got.GPUs) != 2 || got.Version != "1.1.0" || got.PodCIDR.String() != "198.18.65.0/24" || got.VPNIP != j.Node.VPNIP {
+		t.Errorf("stored node %+v, %v", got, err)
+	}
+}
+
+func testAudit(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{CreatedBy: "alice"})
+	j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "h1", PublicKey: PublicKey(t), Source: "198.18.9.9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret + "x", Hostname: "h2", PublicKey: PublicKey(t)})
+	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.MarkDisconnected(ctx, "h1", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Release(ctx, "h1", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Revoke(ctx, m.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	events, err := kr.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for i, e := range events {
+		types = append(types, string(e.Type))
+		if i > 0 && e.ID <= events[i-1].ID {
+			t.Errorf("audit ids not increasing: %d after %d", e.ID, events[i-1].ID)
+		}
+		if strings.Contains(e.Reason, m.Secret[len(m.Secret)-20:]) {
+			t.Errorf("audit event %+v contains the secret", e)
+		}
+	}
+	want := "key_minted validation_accepted validation_rejected node_registered node_disconnected node_released key_revoked"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("audit trail\n got %s\nwant %s", strings.Join(types, " "), want)
+	}
+	if events[0].Actor != "alice" || events[1].Actor != "198.18.9.9" || events[2].Reason == "" {
+		t.Errorf("audit details: %+v", events[:3])
+	}
+	rejected, _ := kr.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventValidationRejected})
+	if len(rejected) != 1 || rejected[0].Hostname != "h2" {
+		t.Errorf("filtered audit %+v", rejected)
+	}
+	last, _ := kr.Audit(ctx, joinkeys.AuditQuery{Limit: 2})
+	if len(last) != 2 || last[1].Type != joinkeys.EventKeyRevoked {
+		t.Errorf("limited audit %+v", last)
+	}
+}
