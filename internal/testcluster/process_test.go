@@ -80,9 +80,17 @@ func TestStopEndsChildAndLeftoversFindsOnlyOwnChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := Leftovers(id)
-	if err != nil {
-		t.Fatal(err)
+	// A child shows its own environment only once it has exec'd.
+	var left []Leftover
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		if left, err = Leftovers(id); err != nil {
+			t.Fatal(err)
+		}
+		if len(left) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if len(left) < 2 {
 		t.Fatalf("Leftovers(%s) = %v while two children run", id, left)
