@@ -44,11 +44,9 @@ func (k *Keyring) Join(ctx context.Context, req JoinRequest) (JoinResult, error)
 		k.log.Info("join rejected", "key_id", keyID, "hostname", req.Hostname, "reason", reason)
 		return JoinResult{}, err
 	}
-	reason := "first join"
-	if res.Rejoined {
-		reason = "re-join with node token"
+	if res.Rejoined { // a first join was audited with its reservation
+		k.audit(ctx, AuditEvent{Type: EventValidationAccepted, KeyID: keyID, Hostname: res.Node.Hostname, Actor: req.Source, Reason: "re-join with node token"})
 	}
-	k.audit(ctx, AuditEvent{Type: EventValidationAccepted, KeyID: keyID, Hostname: res.Node.Hostname, Actor: req.Source, Reason: reason})
 	k.log.Info("join accepted", "key_id", keyID, "hostname", res.Node.Hostname, "vpn_ip", res.Node.VPNIP, "rejoin", res.Rejoined)
 	return res, nil
 }
@@ -108,6 +106,7 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 		Pool:       k.pool,
 		SpendKeyID: key.ID,
 		Now:        now,
+		Event:      AuditEvent{At: now, Type: EventValidationAccepted, KeyID: key.ID, Hostname: req.Hostname, Actor: req.Source, Reason: "first join"},
 	})
 	var pkTaken *PublicKeyTakenError
 	if errors.As(err, &pkTaken) && pkTaken.Existing.Hostname == req.Hostname {

@@ -32,7 +32,8 @@ type Store interface {
 	// r.Now; its use count and last-used time are updated. A hostname held
 	// by another node yields *HostnameTakenError, a public key held by
 	// another node *PublicKeyTakenError, an exhausted pool ErrPoolExhausted;
-	// on any error nothing is written.
+	// on any error nothing is written. If r.Event.Type is set, the event is
+	// appended to the audit trail in the same transaction.
 	ReserveNode(ctx context.Context, r Reservation) (NodeRecord, error)
 	// Node returns the node with hostname, or ErrNodeNotFound.
 	Node(ctx context.Context, hostname string) (NodeRecord, error)
@@ -77,4 +78,6 @@ type Reservation struct {
 	Pool       Pool
 	SpendKeyID string
 	Now        time.Time
+	// Event, if its Type is set, is audited atomically with the reservation.
+	Event AuditEvent
 }

@@ -162,6 +162,9 @@ func (s *Store) ReserveNode(_ context.Context, r joinkeys.Reservation) (joinkeys
 	s.nodes[n.Hostname] = n
 	s.byKey[n.PublicKey] = n.Hostname
 	s.byIP[joinkeys.AddrToUint32(addr)] = n.Hostname
+	if r.Event.Type != "" {
+		s.appendAudit(r.Event)
+	}
 	return cloneNode(n), nil
 }
 
@@ -258,10 +261,14 @@ func (s *Store) AppendAudit(_ context.Context, e joinkeys.AuditEvent) error {
 		return err
 	}
 	defer s.mu.Unlock()
+	s.appendAudit(e)
+	return nil
+}
+
+func (s *Store) appendAudit(e joinkeys.AuditEvent) {
 	s.auditID++
 	e.ID = s.auditID
 	s.audit = append(s.audit, e)
-	return nil
 }
 
 // Audit implements joinkeys.Store.

@@ -11,3 +11,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) joinkeys.Store { return new(memstore.Store) })
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, func(*testing.B) joinkeys.Store { return new(memstore.Store) })
+}

@@ -29,6 +29,9 @@ var migrations embed.FS
 type Store struct {
 	write *sql.DB // one connection: every write transaction queues here
 	read  *sql.DB // read-only connections
+
+	// Prepared reads on the hot paths of key checks and joins.
+	keyByID, nodeByHostname, nodeByPublicKey *sql.Stmt
 }
 
 var _ joinkeys.Store = (*Store)(nil)
@@ -86,6 +89,16 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	read.SetMaxOpenConns(readConns)
 	read.SetMaxIdleConns(readConns)
 	s.read = read
+	for stmt, query := range map[**sql.Stmt]string{
+		&s.keyByID:         `SELECT ` + keyColumns + ` FROM join_keys WHERE id = ?`,
+		&s.nodeByHostname:  `SELECT ` + nodeColumns + ` FROM nodes WHERE hostname = ?`,
+		&s.nodeByPublicKey: `SELECT ` + nodeColumns + ` FROM nodes WHERE public_key = ?`,
+	} {
+		if *stmt, err = read.PrepareContext(ctx, query); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("sqlitestore: prepare: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -180,6 +193,11 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	var errs []error
+	for _, stmt := range []*sql.Stmt{s.keyByID, s.nodeByHostname, s.nodeByPublicKey} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
+	}
 	if s.read != nil {
 		errs = append(errs, s.read.Close())
 	}
@@ -236,7 +254,7 @@ func (s *Store) InsertKey(ctx context.Context, k joinkeys.KeyRecord) error {
 
 // Key implements joinkeys.Store.
 func (s *Store) Key(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
-	return scanKey(s.read.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM join_keys WHERE id = ?`, id))
+	return scanKey(s.keyByID.QueryRowContext(ctx, id))
 }
 
 // Keys implements joinkeys.Store.
@@ -357,7 +375,13 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 			n.Hostname, n.PublicKey[:], int64(joinkeys.AddrToUint32(addr)), n.PoolID, n.Org, n.JoinKeyID, n.TokenHash, n.Version,
 			gpus, prefixString(n.PodCIDR), string(n.Status),
 			toNanos(n.CreatedAt), toNanos(n.UpdatedAt), toNanos(n.RegisteredAt), toNanos(n.LastSeen))
-		return mapConstraint(err, n.Hostname)
+		if err != nil {
+			return mapConstraint(err, n.Hostname)
+		}
+		if r.Event.Type != "" {
+			return appendAudit(ctx, tx, r.Event)
+		}
+		return nil
 	})
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -428,12 +452,12 @@ func (b *txBook) InUse(ip uint32) (bool, error) {
 
 // Node implements joinkeys.Store.
 func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord, error) {
-	return scanNode(s.read.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname = ?`, hostname))
+	return scanNode(s.nodeByHostname.QueryRowContext(ctx, hostname))
 }
 
 // NodeByPublicKey implements joinkeys.Store.
 func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.NodeRecord, error) {
-	return scanNode(s.read.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE public_key = ?`, key[:]))
+	return scanNode(s.nodeByPublicKey.QueryRowContext(ctx, key[:]))
 }
 
 // Nodes implements joinkeys.Store.
@@ -499,11 +523,13 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string) (joinkeys.NodeR
 
 // AppendAudit implements joinkeys.Store.
 func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (at, type, key_id, hostname, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
-			toNanos(e.At), string(e.Type), e.KeyID, e.Hostname, e.Actor, e.Reason)
-		return err
-	})
+	return s.inTx(ctx, func(tx *sql.Tx) error { return appendAudit(ctx, tx, e) })
+}
+
+func appendAudit(ctx context.Context, tx *sql.Tx, e joinkeys.AuditEvent) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (at, type, key_id, hostname, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
+		toNanos(e.At), string(e.Type), e.KeyID, e.Hostname, e.Actor, e.Reason)
+	return err
 }
 
 // Audit implements joinkeys.Store.

@@ -24,3 +24,9 @@ func TestConformance(t *testing.T) {
 		return open(t, filepath.Join(t.TempDir(), "joinkeys.db"))
 	})
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, func(b *testing.B) joinkeys.Store {
+		return open(b, filepath.Join(b.TempDir(), "bench.db"))
+	})
+}

@@ -1,0 +1,93 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/wgkey"
+)
+
+// Benchmark measures a store through a Keyring: reserving a node with 100
+// and with 10,000 nodes already in the ledger, and checking an org key and
+// a provider key. newStore returns a new, empty store; Benchmark closes it.
+func Benchmark(b *testing.B, newStore func(b *testing.B) joinkeys.Store) {
+	setup := func(b *testing.B) (*joinkeys.Keyring, joinkeys.Store) {
+		store := newStore(b)
+		b.Cleanup(func() { store.Close() })
+		kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: Secret, Pool: joinkeys.MustPool("198.18.0.0/15", "198.18.0.1")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return kr, store
+	}
+	for _, existing := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("Reserve/existing=%d", existing), func(b *testing.B) {
+			ctx := context.Background()
+			kr, _ := setup(b)
+			m := mint(b, kr, joinkeys.MintRequest{})
+			for i := range existing {
+				if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("pre-%d", i), PublicKey: PublicKey(b)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			keys := make([]string, 0, 1024)
+			i := 0
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				if len(keys) == 0 {
+					for range cap(keys) {
+						keys = append(keys, newPublicKey(b))
+					}
+				}
+				pub := keys[len(keys)-1]
+				keys = keys[:len(keys)-1]
+				host := fmt.Sprintf("bench-%d", i)
+				i++
+				b.StartTimer()
+				if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: host, PublicKey: pub}); err != nil {
+					b.Fatal(err)
+				}
+				// Keep the ledger at its size: release what was reserved.
+				b.StopTimer()
+				if _, err := kr.Release(ctx, host, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
+		})
+	}
+	b.Run("CheckOrgKey", func(b *testing.B) {
+		ctx := context.Background()
+		kr, _ := setup(b)
+		m := mint(b, kr, joinkeys.MintRequest{})
+		for b.Loop() {
+			if _, err := kr.Check(ctx, m.Secret); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("VerifyProviderKey", func(b *testing.B) {
+		ctx := context.Background()
+		kr, _ := setup(b)
+		m := mint(b, kr, joinkeys.MintRequest{Kind: joinkeys.KindProvider, Provider: "p", TTL: 24 * time.Hour})
+		for b.Loop() {
+			if _, err := kr.VerifyProvider(ctx, m.Secret); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func newPublicKey(b *testing.B) string {
+	priv, err := wgkey.GeneratePrivate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, _ := priv.Public()
+	return pub.String()
+}
