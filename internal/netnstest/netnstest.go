@@ -1,0 +1,107 @@
+package netnstest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Namespace is a network namespace made for one test.
+type Namespace struct {
+	Name string
+}
+
+// RequireRoot fails the test unless it runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (network namespaces, /dev/net/tun); run make test as root")
+	}
+}
+
+// UniqueName returns prefix followed by random hex, at most 15 bytes long
+// (the kernel's limit for interface names).
+func UniqueName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := prefix + hex.EncodeToString(b)
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	return name
+}
+
+// New creates a network namespace with its loopback up, deleted at cleanup.
+func New(t testing.TB, prefix string) *Namespace {
+	t.Helper()
+	RequireRoot(t)
+	ns := &Namespace{Name: UniqueName(prefix)}
+	IP(t, "netns", "add", ns.Name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns.Name).Run() })
+	ns.IP(t, "link", "set", "lo", "up")
+	return ns
+}
+
+// IP runs `ip args...` in the test's own namespace and fails the test on error.
+func IP(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// IP runs `ip args...` inside the namespace.
+func (ns *Namespace) IP(t testing.TB, args ...string) {
+	t.Helper()
+	IP(t, append([]string{"-n", ns.Name}, args...)...)
+}
+
+// Command returns a command that runs inside the namespace.
+func (ns *Namespace) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+}
+
+// Link joins a and b with a veth pair, gives each end its address (CIDR
+// notation, e.g. 198.18.100.1/30) and brings both up. It returns the names
+// of the two ends.
+func Link(t testing.TB, a *Namespace, addrA string, b *Namespace, addrB string) (string, string) {
+	t.Helper()
+	endA, endB := UniqueName("va"), UniqueName("vb")
+	IP(t, "link", "add", endA, "netns", a.Name, "type", "veth", "peer", "name", endB, "netns", b.Name)
+	a.IP(t, "addr", "add", addrA, "dev", endA)
+	b.IP(t, "addr", "add", addrB, "dev", endB)
+	a.IP(t, "link", "set", endA, "up")
+	b.IP(t, "link", "set", endB, "up")
+	return endA, endB
+}
+
+// Do runs fn on an OS thread that has entered the namespace, so that
+// sockets fn opens belong to it. A socket keeps its namespace after fn
+// returns and may be used from any goroutine.
+func (ns *Namespace) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: it ends with this goroutine
+		// instead of returning to the scheduler in another namespace.
+		runtime.LockOSThread()
+		target, err := os.Open("/var/run/netns/" + ns.Name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("enter netns %s: %w", ns.Name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}

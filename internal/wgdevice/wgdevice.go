@@ -1,0 +1,155 @@
+package wgdevice
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/wgkey"
+)
+
+const module = "golang.zx2c4.com/wireguard"
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Binary returns the path of a wireguard-go built from the version of
+// golang.zx2c4.com/wireguard in go.mod, cached in the user cache dir.
+func Binary(t testing.TB) string {
+	t.Helper()
+	build.once.Do(func() { build.path, build.err = buildBinary() })
+	if build.err != nil {
+		t.Fatalf("build wireguard-go: %v", build.err)
+	}
+	return build.path
+}
+
+func buildBinary() (string, error) {
+	version := "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == module {
+				version = dep.Version
+			}
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(cache, "gridweave", "wireguard-go", version, "wireguard-go")
+	if _, err := os.Stat(path); err == nil && version != "unknown" {
+		return path, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp" + randomSuffix()
+	out, err := exec.Command("go", "build", "-o", tmp, module).CombinedOutput()
+	if err != nil {
+		return "", errors.New(err.Error() + ": " + string(out))
+	}
+	return path, os.Rename(tmp, path)
+}
+
+func randomSuffix() string { return netnstest.UniqueName("")[:8] }
+
+// Device is a running wireguard-go device.
+type Device struct {
+	Name       string
+	PrivateKey wgkey.Key
+	PublicKey  wgkey.Key
+	ListenPort int
+	cmd        *exec.Cmd
+	output     *bytes.Buffer
+}
+
+// Start runs a wireguard-go device named prefix+random inside ns, gives it
+// a fresh private key and listenPort (0 lets WireGuard choose), and stops it
+// at cleanup. The interface is down and has no address; see Up.
+func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int) *Device {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	d := &Device{Name: netnstest.UniqueName(prefix), output: &bytes.Buffer{}}
+	d.cmd = ns.Command(Binary(t), "-f", d.Name)
+	d.cmd.Env = append(os.Environ(), "WG_PROCESS_FOREGROUND=1")
+	d.cmd.Stdout, d.cmd.Stderr = d.output, d.output
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-exited
+		}
+		_ = os.Remove(d.Socket())
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(d.Socket()); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("wireguard-go %s exited: %s", d.Name, d.output.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("wireguard-go %s: no UAPI socket after 10s: %s", d.Name, d.output.String())
+		}
+	}
+
+	var err error
+	if d.PrivateKey, err = wgkey.GeneratePrivate(); err != nil {
+		t.Fatal(err)
+	}
+	d.PublicKey, _ = d.PrivateKey.Public()
+	client, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	priv := wgtypes.Key(d.PrivateKey)
+	cfg := wgtypes.Config{PrivateKey: &priv}
+	if listenPort != 0 {
+		cfg.ListenPort = &listenPort
+	}
+	if err := client.ConfigureDevice(d.Name, cfg); err != nil {
+		t.Fatalf("configure %s: %v", d.Name, err)
+	}
+	dev, err := client.Device(d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ListenPort = dev.ListenPort
+	return d
+}
+
+// Socket is the device's UAPI socket.
+func (d *Device) Socket() string { return "/var/run/wireguard/" + d.Name + ".sock" }
+
+// Up gives the device an address (CIDR notation) inside ns and brings it up.
+func (d *Device) Up(t testing.TB, ns *netnstest.Namespace, addr string) {
+	t.Helper()
+	ns.IP(t, "addr", "add", addr, "dev", d.Name)
+	ns.IP(t, "link", "set", d.Name, "up")
+}

@@ -1,0 +1,134 @@
+// Package memmesh is an in-memory mesh.Mesh. The zero value is ready to use
+// and makes up its own device key on first use; it enforces the same rules
+// as a real device (one holder per allowed IP), so code written against it
+// behaves the same on wgmesh.
+package memmesh
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"gridweave.dev/mesh"
+	"gridweave.dev/wgkey"
+)
+
+// Mesh is an in-memory mesh.Mesh.
+type Mesh struct {
+	mu      sync.Mutex
+	key     wgkey.Key
+	peers   map[wgkey.Key]mesh.Peer
+	holders map[netip.Prefix]wgkey.Key
+	closed  bool
+}
+
+var _ mesh.Mesh = (*Mesh)(nil)
+
+// New returns a Mesh whose device has the given public key.
+func New(publicKey wgkey.Key) *Mesh { return &Mesh{key: publicKey} }
+
+var errClosed = errors.New("memmesh: closed")
+
+func (m *Mesh) lock() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return errClosed
+	}
+	if m.peers == nil {
+		m.peers = map[wgkey.Key]mesh.Peer{}
+		m.holders = map[netip.Prefix]wgkey.Key{}
+	}
+	if m.key.IsZero() {
+		priv, err := wgkey.GeneratePrivate()
+		if err == nil {
+			m.key, err = priv.Public()
+		}
+		if err != nil {
+			m.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+// PublicKey implements mesh.Mesh.
+func (m *Mesh) PublicKey(context.Context) (wgkey.Key, error) {
+	if err := m.lock(); err != nil {
+		return wgkey.Key{}, err
+	}
+	defer m.mu.Unlock()
+	return m.key, nil
+}
+
+// UpsertPeer implements mesh.Mesh.
+func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
+	p, err := mesh.Normalize(p)
+	if err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	for _, pfx := range p.AllowedIPs {
+		if holder, ok := m.holders[pfx]; ok && holder != p.PublicKey {
+			return &mesh.AllowedIPConflictError{Prefix: pfx, Holder: holder}
+		}
+	}
+	if old, ok := m.peers[p.PublicKey]; ok {
+		for _, pfx := range old.AllowedIPs {
+			delete(m.holders, pfx)
+		}
+		if !p.Endpoint.IsValid() {
+			p.Endpoint = old.Endpoint
+		}
+	}
+	for _, pfx := range p.AllowedIPs {
+		m.holders[pfx] = p.PublicKey
+	}
+	m.peers[p.PublicKey] = p
+	return nil
+}
+
+// RemovePeer implements mesh.Mesh.
+func (m *Mesh) RemovePeer(_ context.Context, key wgkey.Key) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	old, ok := m.peers[key]
+	if !ok {
+		return mesh.ErrPeerNotFound
+	}
+	for _, pfx := range old.AllowedIPs {
+		delete(m.holders, pfx)
+	}
+	delete(m.peers, key)
+	return nil
+}
+
+// Peers implements mesh.Mesh.
+func (m *Mesh) Peers(context.Context) ([]mesh.Peer, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := slices.Collect(maps.Values(m.peers))
+	for i := range out {
+		out[i].AllowedIPs = slices.Clone(out[i].AllowedIPs)
+	}
+	slices.SortFunc(out, func(a, b mesh.Peer) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
+	return out, nil
+}
+
+// Close implements mesh.Mesh; later calls fail.
+func (m *Mesh) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}

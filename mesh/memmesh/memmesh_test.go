@@ -1,0 +1,60 @@
+package memmesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/meshtest"
+	"gridweave.dev/wgkey"
+)
+
+func TestConformance(t *testing.T) {
+	meshtest.Run(t, func(*testing.T) mesh.Mesh { return new(memmesh.Mesh) })
+}
+
+func TestInterceptorInjectsFaults(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("device busy")
+	m := &meshtest.Interceptor{Inner: new(memmesh.Mesh), Before: meshtest.FailNext(meshtest.OpUpsertPeer, 1, boom)}
+	p := mesh.Peer{PublicKey: meshtest.NewKey(t), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.2/32")}}
+	if err := m.UpsertPeer(ctx, p); !errors.Is(err, boom) {
+		t.Fatalf("first upsert = %v, want the injected fault", err)
+	}
+	if peers, _ := m.Peers(ctx); len(peers) != 0 {
+		t.Fatalf("a failed upsert reached the mesh: %v", peers)
+	}
+	if err := m.UpsertPeer(ctx, p); err != nil {
+		t.Fatalf("second upsert = %v", err)
+	}
+	if got := m.Calls(meshtest.OpUpsertPeer); got != 2 {
+		t.Fatalf("counted %d upserts, want 2", got)
+	}
+}
+
+func ExampleMesh() {
+	ctx := context.Background()
+	m := new(memmesh.Mesh) // the zero value is ready
+	node := mesh.Peer{
+		PublicKey:  wgkey.MustParse("HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw="),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.2/32")},
+	}
+	fmt.Println(m.UpsertPeer(ctx, node))
+
+	// Another key claiming the same VPN address is refused, naming the holder.
+	intruder := mesh.Peer{
+		PublicKey:  wgkey.MustParse("xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg="),
+		AllowedIPs: node.AllowedIPs,
+	}
+	err := m.UpsertPeer(ctx, intruder)
+	fmt.Println(errors.Is(err, mesh.ErrAllowedIPHeld))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// true
+	// allowed IP 198.19.0.2/32 is held by peer HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=; remove that peer first
+}
