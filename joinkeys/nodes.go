@@ -412,4 +412,3 @@ func validateGPUs(gpus []GPU) error {
 	}
 	return nil
 }
-

@@ -69,7 +69,9 @@ type InvalidPeerError struct {
 	Problem string
 }
 
-func (e *InvalidPeerError) Error() string { return fmt.Sprintf("invalid peer %s: %s", e.Field, e.Problem) }
+func (e *InvalidPeerError) Error() string {
+	return fmt.Sprintf("invalid peer %s: %s", e.Field, e.Problem)
+}
 
 // Is makes errors.Is(err, ErrInvalidPeer) hold.
 func (e *InvalidPeerError) Is(target error) bool { return target == ErrInvalidPeer }

@@ -227,4 +227,3 @@ func toIPNets(prefixes []netip.Prefix) []net.IPNet {
 	}
 	return out
 }
-
