@@ -1,0 +1,117 @@
+package joinkeys_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/joinkeys/storetest"
+)
+
+func TestNewPoolNamesTheField(t *testing.T) {
+	for _, c := range []struct {
+		prefix   string
+		reserved []string
+		field    string
+		says     string
+	}{
+		{"2001:db8::/64", nil, "vpn_cidr", "not an IPv4 prefix"},
+		{"198.18.0.1/24", nil, "vpn_cidr", "host bits"},
+		{"198.18.0.0/31", nil, "vpn_cidr", "too small"},
+		{"198.0.0.0/7", nil, "vpn_cidr", "too large"},
+		{"198.18.0.0/24", []string{"198.19.0.1"}, "master_vpn_ip", "not inside"},
+		{"198.18.0.0/30", []string{"198.18.0.1", "198.18.0.2"}, "vpn_cidr", "no address left"},
+	} {
+		var reserved []netip.Addr
+		for _, r := range c.reserved {
+			reserved = append(reserved, netip.MustParseAddr(r))
+		}
+		_, err := joinkeys.NewPool(netip.MustParsePrefix(c.prefix), reserved...)
+		var fe *joinkeys.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("NewPool(%s, %v) = %v; want a %s error saying %q", c.prefix, c.reserved, err, c.field, c.says)
+		}
+	}
+	if _, err := joinkeys.NewPool(netip.Prefix{}); err == nil {
+		t.Error("NewPool of an invalid prefix succeeded")
+	}
+	p := joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")
+	if p.Size() != 253 {
+		t.Errorf("a /24 with the master reserved has %d node addresses, want 253", p.Size())
+	}
+}
+
+func TestNewRefusesAShortJWTSecret(t *testing.T) {
+	_, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte("dev-secret-change-me")})
+	var fe *joinkeys.FieldError
+	if !errors.As(err, &fe) || fe.Field != "jwt_secret" {
+		t.Fatalf("New with a 20-byte secret = %v, want a jwt_secret error", err)
+	}
+}
+
+// TestLogsNeverHoldSecrets runs the whole flow with a logger and checks
+// that no key secret, JWT or node token reaches the log.
+func TestLogsNeverHoldSecrets(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{
+		JWTSecret: storetest.Secret,
+		Pool:      joinkeys.MustPool("198.18.0.0/24", "198.18.0.1"),
+		Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	org, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	prov, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindProvider, Org: "acme", Provider: "p", TTL: time.Hour})
+	j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: org.Secret, Hostname: "n1", PublicKey: storetest.PublicKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = kr.Join(ctx, joinkeys.JoinRequest{Key: org.Secret + "0", Hostname: "n2", PublicKey: storetest.PublicKey(t)})
+	_, _ = kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "n1"})
+	_, _ = kr.Revoke(ctx, org.ID, "admin")
+	out := logs.String()
+	if !strings.Contains(out, org.ID) {
+		t.Fatalf("the log should name the key id:\n%s", out)
+	}
+	for name, secret := range map[string]string{"org secret": org.Secret[len(org.Secret)-64:], "provider JWT": prov.Secret, "node token": j.NodeToken} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log holds the %s", name)
+		}
+	}
+}
+
+func Example() {
+	ctx := context.Background()
+	kr, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{
+		JWTSecret: []byte("example-secret-at-least-32-bytes-long"),
+		Pool:      joinkeys.MustPool("198.18.0.0/24", "198.18.0.1"), // .1 is the master
+	})
+	key, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: 24 * time.Hour})
+
+	// A GPU owner's machine joins with the key and its WireGuard public key.
+	pub := "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw="
+	first, _ := kr.Join(ctx, joinkeys.JoinRequest{Key: key.Secret, Hostname: "gpu-box-1", PublicKey: pub})
+	fmt.Println(first.Node.VPNIP, first.Node.Status)
+
+	// After a reboot it re-joins with its node token and keeps its address.
+	again, _ := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: first.NodeToken, Hostname: "gpu-box-1", PublicKey: pub})
+	fmt.Println(again.Node.VPNIP, again.Rejoined)
+
+	// Another machine cannot take the hostname.
+	_, err := kr.Join(ctx, joinkeys.JoinRequest{Key: key.Secret, Hostname: "gpu-box-1", PublicKey: "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg="})
+	fmt.Println(errors.Is(err, joinkeys.ErrHostnameTaken))
+	// Output:
+	// 198.18.0.2 validated
+	// 198.18.0.2 true
+	// true
+}
