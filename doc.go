@@ -17,7 +17,7 @@
 // removes and lists peers by public key, programming only differences.
 // mesh/wgmesh drives a kernel or userspace (wireguard-go) device through
 // wgctrl; mesh/memmesh keeps peers in memory; mesh/meshtest is the
-// conformance suite.
+// conformance suite. wgkey is the WireGuard key type both share.
 //
 // rayctl owns the Ray side of Kubernetes: RayCluster, RayJob and RayService
 // operations over KubeRay's generated clientset and client-go (worker groups
