@@ -1,8 +1,27 @@
 // Package rayctl operates Ray on Kubernetes through KubeRay's generated
-// clientset and client-go: RayCluster create, get, list, scale and delete;
-// worker groups added from a typed or raw spec, drained and removed, swapped
-// or replaced in one update of the RayCluster; worker pods and their logs;
-// RayJob and RayService; server-side apply of ordered object sets and
-// watch-based waiting; and the Ray dashboard client for Serve applications
-// and the Jobs API. Every read-modify-write is retried on conflict.
+// clientset and client-go. A Client, made from those two interfaces (no new
+// interface of ours), offers:
+//
+//   - RayClusters: create from a typed ClusterSpec or a full RayCluster,
+//     get, list by label selector, delete (optionally waiting), scale a
+//     worker group;
+//   - worker groups: add from a typed WorkerGroup or a raw WorkerGroupSpec
+//     (validated with KubeRay's own rules before it is sent), remove with a
+//     safe drain (scale to 0, wait until its pods are gone, then drop it) or
+//     at once, swap one group for another and replace the whole set — each
+//     change in ONE update of the RayCluster, so the head and other groups
+//     are untouched;
+//   - workers: pods with group, node, phase, readiness, GPUs and IP, groups
+//     with desired and observed counts, and logs of a pod or a group as a
+//     stream;
+//   - RayJob and RayService create, get, delete and status;
+//   - server-side apply of ordered object sets (field manager "gridweave"),
+//     delete in reverse order, and watch-based waiting for readiness.
+//
+// Every read-modify-write retries on 409 Conflict with a bounded backoff.
+// Errors wrap ErrClusterNotFound, ErrGroupExists, ErrGroupNotFound or
+// ErrInvalidSpec; Kubernetes errors stay recognisable to apierrors.Is*.
+//
+// rayctl/dashboard is the Ray dashboard client (Serve and Jobs);
+// rayctl/rayctltest has fake clients with conflict injection.
 package rayctl

@@ -1,0 +1,37 @@
+package rayctl
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; every error of this package that is about one of these
+// conditions wraps the sentinel.
+var (
+	ErrClusterNotFound = errors.New("RayCluster not found")
+	ErrGroupExists     = errors.New("worker group already exists")
+	ErrGroupNotFound   = errors.New("worker group not found")
+	ErrInvalidSpec     = errors.New("invalid spec")
+	ErrNotFound        = errors.New("not found")
+)
+
+// InvalidSpecError names the field that is wrong.
+type InvalidSpecError struct {
+	Field   string
+	Problem string
+}
+
+func (e *InvalidSpecError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Problem) }
+
+// Is makes errors.Is(err, ErrInvalidSpec) hold.
+func (e *InvalidSpecError) Is(target error) bool { return target == ErrInvalidSpec }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidSpecError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+func clusterNotFound(namespace, name string) error {
+	return fmt.Errorf("%w: %s/%s", ErrClusterNotFound, namespace, name)
+}
+
+func asInvalid(err error, target **InvalidSpecError) bool { return errors.As(err, target) }

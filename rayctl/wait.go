@@ -1,0 +1,205 @@
+package rayctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
+)
+
+// Progress is one observation while waiting.
+type Progress struct {
+	Kind, Namespace, Name string
+	// State is a short word (e.g. "ready", "Initializing", "2/3 available").
+	State string
+	Ready bool
+}
+
+// WaitOptions tune the Wait calls.
+type WaitOptions struct {
+	// Timeout bounds the wait; default 10 minutes.
+	Timeout time.Duration
+	// Progress, if set, is called on every change observed.
+	Progress func(Progress)
+}
+
+// ErrFailed is wrapped when a waited-for object reaches a terminal failure.
+var ErrFailed = errors.New("failed")
+
+// readiness judges one object: ready, a terminal failure, or neither.
+type readiness func(obj runtime.Object) (p Progress, ready bool, err error)
+
+func (c *Client) waitFor(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, judge readiness, opts WaitOptions) error {
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last Progress
+	_, err := watchtools.UntilWithSync(ctx, lw, example, nil, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return false, fmt.Errorf("%s was deleted while waiting: %w", last.Name, ErrNotFound)
+		}
+		p, ready, err := judge(ev.Object)
+		if err != nil {
+			return false, err
+		}
+		p.Ready = ready
+		if p != last && opts.Progress != nil {
+			opts.Progress(p)
+		}
+		last = p
+		return ready, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) {
+		return fmt.Errorf("%s %s/%s not ready after %s (last state %q): %w", last.Kind, last.Namespace, last.Name, timeout, last.State, err)
+	}
+	return err
+}
+
+func nameSelector(name string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() }
+}
+
+// WaitClusterReady waits until a RayCluster has all its pods ready
+// (conditions RayClusterProvisioned and HeadPodReady, or state ready).
+func (c *Client) WaitClusterReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
+	namespace = c.ns(namespace)
+	rcs := c.ray.RayV1().RayClusters(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			nameSelector(name)(&o)
+			return rcs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			nameSelector(name)(&o)
+			return rcs.Watch(ctx, o)
+		},
+	}
+	return c.waitFor(ctx, lw, &rayv1.RayCluster{}, func(obj runtime.Object) (Progress, bool, error) {
+		rc := obj.(*rayv1.RayCluster)
+		return Progress{Kind: "RayCluster", Namespace: namespace, Name: name, State: clusterState(rc)}, clusterReady(rc), nil
+	}, opts)
+}
+
+func clusterReady(rc *rayv1.RayCluster) bool {
+	if meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.RayClusterProvisioned)) &&
+		meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.HeadPodReady)) {
+		return true
+	}
+	//lint:ignore SA1019 older operators report only the state field
+	return rc.Status.State == rayv1.Ready
+}
+
+func clusterState(rc *rayv1.RayCluster) string {
+	//lint:ignore SA1019 the state word is still what users read
+	if s := string(rc.Status.State); s != "" {
+		return s
+	}
+	return fmt.Sprintf("%d/%d workers ready", rc.Status.ReadyWorkerReplicas, rc.Status.DesiredWorkerReplicas)
+}
+
+// WaitJobRunning waits until a RayJob's deployment status is Running or
+// Complete; a Failed job is an error wrapping ErrFailed.
+func (c *Client) WaitJobRunning(ctx context.Context, namespace, name string, opts WaitOptions) error {
+	return c.waitJob(ctx, namespace, name, opts, func(j *rayv1.RayJob) bool {
+		return j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning || j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete
+	})
+}
+
+// WaitJobFinished waits until a RayJob is Complete; Failed is an error
+// wrapping ErrFailed.
+func (c *Client) WaitJobFinished(ctx context.Context, namespace, name string, opts WaitOptions) error {
+	return c.waitJob(ctx, namespace, name, opts, func(j *rayv1.RayJob) bool {
+		return j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete
+	})
+}
+
+func (c *Client) waitJob(ctx context.Context, namespace, name string, opts WaitOptions, done func(*rayv1.RayJob) bool) error {
+	namespace = c.ns(namespace)
+	jobs := c.ray.RayV1().RayJobs(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			nameSelector(name)(&o)
+			return jobs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			nameSelector(name)(&o)
+			return jobs.Watch(ctx, o)
+		},
+	}
+	return c.waitFor(ctx, lw, &rayv1.RayJob{}, func(obj runtime.Object) (Progress, bool, error) {
+		j := obj.(*rayv1.RayJob)
+		p := Progress{Kind: "RayJob", Namespace: namespace, Name: name, State: string(j.Status.JobDeploymentStatus)}
+		if j.Status.JobStatus != "" {
+			p.State += "/" + string(j.Status.JobStatus)
+		}
+		if j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusFailed {
+			return p, false, fmt.Errorf("RayJob %s/%s: %s: %w", namespace, name, j.Status.Message, ErrFailed)
+		}
+		return p, done(j), nil
+	}, opts)
+}
+
+// WaitServiceReady waits until a RayService reports its Ready condition.
+func (c *Client) WaitServiceReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
+	namespace = c.ns(namespace)
+	svcs := c.ray.RayV1().RayServices(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			nameSelector(name)(&o)
+			return svcs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			nameSelector(name)(&o)
+			return svcs.Watch(ctx, o)
+		},
+	}
+	return c.waitFor(ctx, lw, &rayv1.RayService{}, func(obj runtime.Object) (Progress, bool, error) {
+		s := obj.(*rayv1.RayService)
+		ready := meta.IsStatusConditionTrue(s.Status.Conditions, string(rayv1.RayServiceReady))
+		state := "not ready"
+		if cond := meta.FindStatusCondition(s.Status.Conditions, string(rayv1.RayServiceReady)); cond != nil {
+			state = cond.Reason
+		}
+		return Progress{Kind: "RayService", Namespace: namespace, Name: name, State: state}, ready, nil
+	}, opts)
+}
+
+// WaitDeploymentReady waits until a Deployment's rollout is complete: the
+// controller saw the newest generation and every replica is updated and
+// available.
+func (c *Client) WaitDeploymentReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
+	namespace = c.ns(namespace)
+	deps := c.kube.AppsV1().Deployments(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			nameSelector(name)(&o)
+			return deps.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			nameSelector(name)(&o)
+			return deps.Watch(ctx, o)
+		},
+	}
+	return c.waitFor(ctx, lw, &appsv1.Deployment{}, func(obj runtime.Object) (Progress, bool, error) {
+		d := obj.(*appsv1.Deployment)
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		ready := d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
+			d.Status.AvailableReplicas == want && d.Status.Replicas == want
+		return Progress{Kind: "Deployment", Namespace: namespace, Name: name,
+			State: fmt.Sprintf("%d/%d available", d.Status.AvailableReplicas, want)}, ready, nil
+	}, opts)
+}

@@ -1,0 +1,284 @@
+package rayctl
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+)
+
+// Worker is one worker pod of a RayCluster.
+type Worker struct {
+	Name      string    `json:"name"`
+	Group     string    `json:"group"`
+	Node      string    `json:"node"`
+	Phase     string    `json:"phase"`
+	Ready     bool      `json:"ready"`
+	GPUs      int64     `json:"gpus"`
+	IP        string    `json:"ip"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ListWorkers lists the worker pods of a cluster, or of one group if group
+// is not empty, ordered by group and name.
+func (c *Client) ListWorkers(ctx context.Context, namespace, cluster, group string) ([]Worker, error) {
+	namespace = c.ns(namespace)
+	selector := clusterSelector(cluster) + ",ray.io/node-type=worker"
+	if group != "" {
+		selector += ",ray.io/group=" + group
+	}
+	pods, err := c.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Worker, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		out = append(out, workerOf(&p))
+	}
+	slices.SortFunc(out, func(a, b Worker) int {
+		if c := strings.Compare(a.Group, b.Group); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+func workerOf(p *corev1.Pod) Worker {
+	w := Worker{
+		Name: p.Name, Group: p.Labels["ray.io/group"], Node: p.Spec.NodeName, Phase: string(p.Status.Phase),
+		IP: p.Status.PodIP, CreatedAt: p.CreationTimestamp.Time,
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			w.Ready = true
+		}
+	}
+	for _, ctr := range p.Spec.Containers {
+		for name, q := range ctr.Resources.Limits {
+			if strings.HasSuffix(string(name), "gpu") {
+				w.GPUs += q.Value()
+			}
+		}
+	}
+	return w
+}
+
+// GroupStatus is a worker group's spec with its desired and observed counts.
+type GroupStatus struct {
+	Name        string `json:"name"`
+	Replicas    int32  `json:"replicas"`
+	MinReplicas int32  `json:"min_replicas"`
+	MaxReplicas int32  `json:"max_replicas"`
+	Pods        int    `json:"pods"`
+	Running     int    `json:"running"`
+	Ready       int    `json:"ready"`
+	GPUsPerPod  int64  `json:"gpus_per_pod"`
+	Image       string `json:"image"`
+}
+
+// ListWorkerGroups returns each group's spec figures with its pod counts.
+func (c *Client) ListWorkerGroups(ctx context.Context, namespace, cluster string) ([]GroupStatus, error) {
+	rc, err := c.GetCluster(ctx, namespace, cluster)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := c.ListWorkers(ctx, rc.Namespace, cluster, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GroupStatus, 0, len(rc.Spec.WorkerGroupSpecs))
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		st := GroupStatus{Name: g.GroupName, Replicas: ptr.Deref(g.Replicas, 0), MinReplicas: ptr.Deref(g.MinReplicas, 0), MaxReplicas: ptr.Deref(g.MaxReplicas, 0)}
+		if len(g.Template.Spec.Containers) > 0 {
+			ctr := g.Template.Spec.Containers[0]
+			st.Image = ctr.Image
+			for name, q := range ctr.Resources.Limits {
+				if strings.HasSuffix(string(name), "gpu") {
+					st.GPUsPerPod += q.Value()
+				}
+			}
+		}
+		for _, w := range workers {
+			if w.Group != g.GroupName {
+				continue
+			}
+			st.Pods++
+			if w.Phase == string(corev1.PodRunning) {
+				st.Running++
+			}
+			if w.Ready {
+				st.Ready++
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// LogOptions select log lines.
+type LogOptions struct {
+	Container string        // default the pod's first container
+	TailLines *int64        // only the last N lines
+	Since     time.Duration // only lines newer than this
+	Follow    bool          // keep streaming until ctx ends or the pod stops
+}
+
+func (o LogOptions) pod() *corev1.PodLogOptions {
+	opts := &corev1.PodLogOptions{Container: o.Container, TailLines: o.TailLines, Follow: o.Follow}
+	if o.Since > 0 {
+		opts.SinceSeconds = ptr.To(int64((o.Since + time.Second - 1) / time.Second))
+	}
+	return opts
+}
+
+// PodLogs streams one pod's log. The caller closes the stream.
+func (c *Client) PodLogs(ctx context.Context, namespace, pod string, opts LogOptions) (io.ReadCloser, error) {
+	return c.kube.CoreV1().Pods(c.ns(namespace)).GetLogs(pod, opts.pod()).Stream(ctx)
+}
+
+// GroupLogs streams the logs of every pod of a worker group, each line
+// prefixed with "[pod] ". Without Follow the pods come one after another;
+// with Follow their lines interleave as they arrive. The caller closes the
+// stream, which stops the pods' streams.
+func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string, opts LogOptions) (io.ReadCloser, error) {
+	namespace = c.ns(namespace)
+	workers, err := c.ListWorkers(ctx, namespace, cluster, group)
+	if err != nil {
+		return nil, err
+	}
+	if len(workers) == 0 {
+		return nil, fmt.Errorf("%w: no pods in worker group %q of %s/%s", ErrNotFound, group, namespace, cluster)
+	}
+	streams := make([]io.ReadCloser, 0, len(workers))
+	for _, w := range workers {
+		s, err := c.PodLogs(ctx, namespace, w.Name, opts)
+		if err != nil {
+			for _, s := range streams {
+				s.Close()
+			}
+			return nil, fmt.Errorf("logs of pod %s: %w", w.Name, err)
+		}
+		streams = append(streams, s)
+	}
+	pr, pw := io.Pipe()
+	var mu sync.Mutex
+	copyLines := func(name string, s io.ReadCloser) error {
+		defer s.Close()
+		sc := bufio.NewScanner(s)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			mu.Lock()
+			_, err := fmt.Fprintf(pw, "[%s] %s\n", name, sc.Text())
+			mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		return sc.Err()
+	}
+	go func() {
+		if !opts.Follow {
+			for i, s := range streams {
+				if err := copyLines(workers[i].Name, s); err != nil {
+					for _, rest := range streams[i+1:] {
+						rest.Close()
+					}
+					pw.CloseWithError(err)
+					return
+				}
+			}
+			pw.Close()
+			return
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, len(streams))
+		for i, s := range streams {
+			wg.Go(func() { errs <- copyLines(workers[i].Name, s) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.Close()
+	}()
+	return &groupLogStream{PipeReader: pr, streams: streams}, nil
+}
+
+type groupLogStream struct {
+	*io.PipeReader
+	streams []io.ReadCloser
+}
+
+func (g *groupLogStream) Close() error {
+	for _, s := range g.streams {
+		s.Close()
+	}
+	return g.PipeReader.Close()
+}
+
+// waitNoPods watches pods matching selector until there are none.
+func (c *Client) waitNoPods(ctx context.Context, namespace, selector string) error {
+	pods := c.kube.CoreV1().Pods(namespace)
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return err
+		}
+		left := map[string]bool{}
+		for _, p := range list.Items {
+			left[p.Name] = true
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return err
+		}
+		done, err := drainWatch(ctx, w, left)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func drainWatch(ctx context.Context, w watch.Interface, left map[string]bool) (bool, error) {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("%d pods still present: %w", len(left), ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				delete(left, p.Name)
+			case watch.Added:
+				left[p.Name] = true
+			}
+			if len(left) == 0 {
+				return true, nil
+			}
+		}
+	}
+}
