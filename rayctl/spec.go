@@ -55,14 +55,14 @@ type WorkerGroup struct {
 	NodeHostname string `json:"node_hostname,omitempty"`
 	GPUs         int    `json:"gpus,omitempty"`
 	// GPUResource is the extended resource name; default nvidia.com/gpu.
-	GPUResource    string                `json:"gpu_resource,omitempty"`
-	CPU            string                `json:"cpu,omitempty"`
-	Memory         string                `json:"memory,omitempty"`
-	Tolerations    []corev1.Toleration   `json:"tolerations,omitempty"`
-	RayStartParams map[string]string     `json:"ray_start_params,omitempty"`
-	Labels         map[string]string     `json:"labels,omitempty"`
-	Env            map[string]string     `json:"env,omitempty"`
-	NodeSelector   map[string]string     `json:"node_selector,omitempty"`
+	GPUResource    string              `json:"gpu_resource,omitempty"`
+	CPU            string              `json:"cpu,omitempty"`
+	Memory         string              `json:"memory,omitempty"`
+	Tolerations    []corev1.Toleration `json:"tolerations,omitempty"`
+	RayStartParams map[string]string   `json:"ray_start_params,omitempty"`
+	Labels         map[string]string   `json:"labels,omitempty"`
+	Env            map[string]string   `json:"env,omitempty"`
+	NodeSelector   map[string]string   `json:"node_selector,omitempty"`
 }
 
 // Build returns the RayCluster the spec describes (not yet validated; the

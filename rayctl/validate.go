@@ -42,7 +42,7 @@ func ValidateCluster(rc *rayv1.RayCluster) error {
 func ValidateWorkerGroup(g rayv1.WorkerGroupSpec, autoscaling bool) error {
 	spec := rayv1.RayClusterSpec{
 		EnableInTreeAutoscaling: &autoscaling,
-		HeadGroupSpec: rayv1.HeadGroupSpec{Template: placeholderHeadTemplate()},
+		HeadGroupSpec:           rayv1.HeadGroupSpec{Template: placeholderHeadTemplate()},
 		WorkerGroupSpecs:        []rayv1.WorkerGroupSpec{g},
 	}
 	return ValidateCluster(&rayv1.RayCluster{ObjectMeta: placeholderMeta(), Spec: spec})

@@ -70,7 +70,9 @@ func (c *Client) waitFor(ctx context.Context, lw cache.ListerWatcher, example ru
 }
 
 func nameSelector(name string) func(*metav1.ListOptions) {
-	return func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() }
+	return func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
 }
 
 // WaitClusterReady waits until a RayCluster has all its pods ready
