@@ -1,9 +1,11 @@
 package rayctl_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -330,5 +332,91 @@ func TestErrorsNameTheProblemAndChangeNothing(t *testing.T) {
 	}
 	if _, err := e.c.CreateCluster(ctx, e.spec("errs")); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("create twice: %v, want AlreadyExists recognisable by apierrors", err)
+	}
+}
+
+// TestLogsOfAPodAndOfAGroup reads worker logs end to end: rayctl → the API
+// server → the node's kubelet (kwok) → the pod's log.
+func TestLogsOfAPodAndOfAGroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	spec := e.spec("logs")
+	spec.WorkerGroups = []rayctl.WorkerGroup{{Name: "w", Replicas: ptr.To[int32](2), NodeHostname: e.gpuNode, GPUs: 1}}
+	if _, err := e.c.CreateCluster(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.WaitClusterReady(ctx, "", "logs", rayctl.WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("worker says hello %d", time.Now().UnixNano())
+	if err := e.tc.AppendPodLog(marker); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := e.c.ListWorkers(ctx, "", "logs", "w")
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("workers %v, %v", ws, err)
+	}
+	s, err := e.c.PodLogs(ctx, "", ws[0].Name, rayctl.LogOptions{TailLines: ptr.To[int64](1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _ := io.ReadAll(s)
+	s.Close()
+	if strings.TrimSpace(string(one)) != marker {
+		t.Fatalf("tail of pod log = %q, want %q", one, marker)
+	}
+
+	s, err = e.c.GroupLogs(ctx, "", "logs", "w", rayctl.LogOptions{TailLines: ptr.To[int64](1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(s)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if !strings.Contains(string(all), "["+w.Name+"] "+marker) {
+			t.Errorf("group log lacks %s's line:\n%s", w.Name, all)
+		}
+	}
+
+	// Follow: a line written after the stream opened arrives, then Close ends it.
+	s, err = e.c.GroupLogs(ctx, "", "logs", "w", rayctl.LogOptions{Follow: true, TailLines: ptr.To[int64](0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := marker + " again"
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(s)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// The follow may start after a first append; keep appending (bounded)
+	// until a line arrives.
+	received := false
+	for attempt := 0; attempt < 30 && !received; attempt++ {
+		if err := e.tc.AppendPodLog(later); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case line := <-lines:
+			if !strings.HasSuffix(line, later) {
+				t.Fatalf("followed line %q", line)
+			}
+			received = true
+		case <-time.After(time.Second):
+		}
+	}
+	if !received {
+		t.Fatal("a followed log line never arrived")
+	}
+	s.Close()
+
+	if _, err := e.c.GroupLogs(ctx, "", "logs", "ghost", rayctl.LogOptions{}); !errors.Is(err, rayctl.ErrNotFound) {
+		t.Errorf("logs of a group without pods: %v", err)
 	}
 }

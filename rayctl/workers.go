@@ -148,8 +148,11 @@ func (c *Client) PodLogs(ctx context.Context, namespace, pod string, opts LogOpt
 
 // GroupLogs streams the logs of every pod of a worker group, each line
 // prefixed with "[pod] ". Without Follow the pods come one after another;
-// with Follow their lines interleave as they arrive. The caller closes the
-// stream, which stops the pods' streams.
+// with Follow each pod's stream is opened and read concurrently and lines
+// interleave as they arrive (a following stream may send nothing, not even
+// headers, until its pod logs a line). The caller closes the stream, which
+// ends every pod's stream. An error opening or reading a pod's log ends the
+// stream with that error.
 func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string, opts LogOptions) (io.ReadCloser, error) {
 	namespace = c.ns(namespace)
 	workers, err := c.ListWorkers(ctx, namespace, cluster, group)
@@ -159,20 +162,14 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 	if len(workers) == 0 {
 		return nil, fmt.Errorf("%w: no pods in worker group %q of %s/%s", ErrNotFound, group, namespace, cluster)
 	}
-	streams := make([]io.ReadCloser, 0, len(workers))
-	for _, w := range workers {
-		s, err := c.PodLogs(ctx, namespace, w.Name, opts)
-		if err != nil {
-			for _, s := range streams {
-				s.Close()
-			}
-			return nil, fmt.Errorf("logs of pod %s: %w", w.Name, err)
-		}
-		streams = append(streams, s)
-	}
+	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	var mu sync.Mutex
-	copyLines := func(name string, s io.ReadCloser) error {
+	copyPod := func(name string) error {
+		s, err := c.PodLogs(ctx, namespace, name, opts)
+		if err != nil {
+			return fmt.Errorf("logs of pod %s: %w", name, err)
+		}
 		defer s.Close()
 		sc := bufio.NewScanner(s)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -187,12 +184,10 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 		return sc.Err()
 	}
 	go func() {
+		defer cancel()
 		if !opts.Follow {
-			for i, s := range streams {
-				if err := copyLines(workers[i].Name, s); err != nil {
-					for _, rest := range streams[i+1:] {
-						rest.Close()
-					}
+			for _, w := range workers {
+				if err := copyPod(w.Name); err != nil {
 					pw.CloseWithError(err)
 					return
 				}
@@ -201,9 +196,9 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 			return
 		}
 		var wg sync.WaitGroup
-		errs := make(chan error, len(streams))
-		for i, s := range streams {
-			wg.Go(func() { errs <- copyLines(workers[i].Name, s) })
+		errs := make(chan error, len(workers))
+		for _, w := range workers {
+			wg.Go(func() { errs <- copyPod(w.Name) })
 		}
 		wg.Wait()
 		close(errs)
@@ -215,18 +210,16 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 		}
 		pw.Close()
 	}()
-	return &groupLogStream{PipeReader: pr, streams: streams}, nil
+	return &groupLogStream{PipeReader: pr, cancel: cancel}, nil
 }
 
 type groupLogStream struct {
 	*io.PipeReader
-	streams []io.ReadCloser
+	cancel context.CancelFunc
 }
 
 func (g *groupLogStream) Close() error {
-	for _, s := range g.streams {
-		s.Close()
-	}
+	g.cancel()
 	return g.PipeReader.Close()
 }
 

@@ -43,7 +43,6 @@ type Options struct {
 const (
 	ServiceCIDR    = "198.19.0.0/16"
 	DefaultPodCIDR = "198.18.0.0/16"
-	kwokNodeIP     = "198.18.255.254"
 )
 
 // KwokNodeAnnotation marks the nodes that kwok manages.
@@ -74,6 +73,9 @@ type Cluster struct {
 	Binaries *Binaries
 	// ID is written into every child's environment (GRIDWEAVE_TESTCLUSTER_OWNER).
 	ID string
+	// PodLogFile is what every container of every fake pod logs, in the
+	// CRI log format; AppendPodLog adds lines.
+	PodLogFile string
 
 	removeDir bool
 	progress  io.Writer
@@ -186,6 +188,10 @@ func (c *Cluster) start(ctx context.Context) error {
 			// Endpoints validation rejects; nothing here needs it.
 			"--endpoint-reconciler-type=none",
 			"--allow-privileged=true",
+			// Pod logs are served by kwok on 127.0.0.1 with a certificate
+			// from this cluster's CA.
+			"--kubelet-certificate-authority=" + certs.caCertFile,
+			"--kubelet-preferred-address-types=InternalIP",
 			"--profiling=false",
 		}
 	}, func(ctx context.Context, ports []int) error {
@@ -269,19 +275,43 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 
-	// kwok: it serves nothing, so it is ready once it runs; AddNode waits
-	// for the node it manages to turn Ready.
-	if _, err := c.startComponent(ctx, "kwok", 0, func([]int) []string {
+	// kwok: it manages the fake nodes and their pods, and serves as their
+	// kubelet on a loopback port, so that pod logs travel the real path
+	// (client → kube-apiserver → "kubelet") and return PodLogFile.
+	c.PodLogFile = filepath.Join(c.Dir, "pod-logs.log")
+	if err := os.WriteFile(c.PodLogFile, nil, 0o644); err != nil {
+		return err
+	}
+	logsConfig := filepath.Join(c.Dir, "kwok-logs.yaml")
+	if err := os.WriteFile(logsConfig, []byte(fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: all-pods
+spec:
+  logs:
+  - logsFile: %q
+    follow: true
+`, c.PodLogFile)), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.startComponent(ctx, "kwok", 1, func(ports []int) []string {
 		return []string{
 			c.Binaries.Kwok,
 			"--kubeconfig=" + c.KubeconfigPath,
 			"--config=" + c.Binaries.KwokStages,
+			"--config=" + logsConfig,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + KwokNodeAnnotationValue,
 			"--cidr=" + DefaultPodCIDR,
-			"--node-ip=" + kwokNodeIP,
+			"--node-ip=127.0.0.1",
+			"--node-port=" + strconv.Itoa(ports[0]),
+			"--server-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+			"--tls-cert-file=" + certs.servingCertFile,
+			"--tls-private-key-file=" + certs.servingKeyFile,
 		}
-	}, nil); err != nil {
+	}, func(ctx context.Context, ports []int) error {
+		return httpOK(ctx, insecureHTTPS, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", "")
+	}); err != nil {
 		return err
 	}
 

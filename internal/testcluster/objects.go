@@ -172,3 +172,20 @@ func (c *Cluster) poll(ctx context.Context, what string, cond func(ctx context.C
 	}
 	return nil
 }
+
+// AppendPodLog appends lines to PodLogFile, stamped now, as stdout in the
+// CRI log format that kwok serves as every container's log.
+func (c *Cluster) AppendPodLog(lines ...string) error {
+	f, err := os.OpenFile(c.PodLogFile, os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, line := range lines {
+		if _, err := fmt.Fprintf(f, "%s stdout F %s\n", now, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -317,3 +317,37 @@ func assertNoLeftovers(t *testing.T, id string) {
 		t.Errorf("left running: pid %d: %s", p.PID, p.Cmdline)
 	}
 }
+
+// TestPodLogsTravelThroughTheAPIServer reads a fake pod's log the way
+// kubectl does: the API server proxies to the node's kubelet, which kwok
+// plays on a loopback port.
+func TestPodLogsTravelThroughTheAPIServer(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.AddNode(ctx, "logs-node", nil, nil, "198.18.12.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "talker", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:   "logs-node",
+			Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
+		},
+	}
+	if _, err := c.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AppendPodLog("first line", "second line"); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = c.Kube.CoreV1().Pods("default").GetLogs("talker", &corev1.PodLogOptions{}).DoRaw(ctx)
+		return err == nil, nil
+	})
+	if err != nil || string(got) != "first line\nsecond line\n" {
+		t.Fatalf("pod log = %q, %v", got, err)
+	}
+}
