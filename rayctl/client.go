@@ -34,6 +34,7 @@ type Client struct {
 	log       *slog.Logger
 	backoff   wait.Backoff
 	poll      time.Duration
+	apply     *applier // set by WithDynamic
 }
 
 // DefaultBackoff is the retry schedule on conflicts.
