@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 )
 
@@ -40,19 +38,25 @@ var ErrFailed = errors.New("failed")
 // readiness judges one object: ready, a terminal failure, or neither.
 type readiness func(obj runtime.Object) (p Progress, ready bool, err error)
 
-func (c *Client) waitFor(ctx context.Context, lw cache.ListerWatcher, example runtime.Object, judge readiness, opts WaitOptions) error {
+// listWatch lists and watches the one object a wait is about.
+type listWatch struct {
+	list  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
+	watch func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+}
+
+// waitFor lists the object, judges it, then watches from the list's
+// resourceVersion and judges every change; a closed or failed watch leads
+// to a fresh list. It works the same on a real API server and on fakes.
+func (c *Client) waitFor(ctx context.Context, kind, namespace, name string, lw listWatch, judge readiness, opts WaitOptions) error {
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = 10 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last Progress
-	_, err := watchtools.UntilWithSync(ctx, lw, example, nil, func(ev watch.Event) (bool, error) {
-		if ev.Type == watch.Deleted {
-			return false, fmt.Errorf("%s was deleted while waiting: %w", last.Name, ErrNotFound)
-		}
-		p, ready, err := judge(ev.Object)
+	last := Progress{Kind: kind, Namespace: namespace, Name: name}
+	observe := func(obj runtime.Object) (bool, error) {
+		p, ready, err := judge(obj)
 		if err != nil {
 			return false, err
 		}
@@ -62,17 +66,75 @@ func (c *Client) waitFor(ctx context.Context, lw cache.ListerWatcher, example ru
 		}
 		last = p
 		return ready, nil
-	})
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) {
-		return fmt.Errorf("%s %s/%s not ready after %s (last state %q): %w", last.Kind, last.Namespace, last.Name, timeout, last.State, err)
 	}
-	return err
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	for {
+		list, err := lw.list(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return c.waitError(ctx, last, timeout, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return err
+		}
+		var found runtime.Object
+		for _, it := range items {
+			if acc, err := meta.Accessor(it); err == nil && acc.GetName() == name {
+				found = it
+			}
+		}
+		if found == nil {
+			return fmt.Errorf("%s %s/%s: %w", kind, namespace, name, ErrNotFound)
+		}
+		if ready, err := observe(found); err != nil || ready {
+			return err
+		}
+		listMeta, err := meta.ListAccessor(list)
+		if err != nil {
+			return err
+		}
+		w, err := lw.watch(ctx, metav1.ListOptions{FieldSelector: selector, ResourceVersion: listMeta.GetResourceVersion()})
+		if err != nil {
+			return c.waitError(ctx, last, timeout, err)
+		}
+		ready, err := func() (bool, error) {
+			defer w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return false, c.waitError(ctx, last, timeout, ctx.Err())
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return false, nil
+					}
+					switch ev.Type {
+					case watch.Deleted:
+						return false, fmt.Errorf("%s %s/%s was deleted while waiting: %w", kind, namespace, name, ErrNotFound)
+					case watch.Added, watch.Modified:
+						if acc, err := meta.Accessor(ev.Object); err != nil || acc.GetName() != name {
+							continue
+						}
+						return observe(ev.Object)
+					case watch.Error:
+						return false, nil // relist
+					}
+				}
+			}
+		}()
+		if err != nil || ready {
+			return err
+		}
+		if ctx.Err() != nil {
+			return c.waitError(ctx, last, timeout, ctx.Err())
+		}
+	}
 }
 
-func nameSelector(name string) func(*metav1.ListOptions) {
-	return func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+func (c *Client) waitError(ctx context.Context, last Progress, timeout time.Duration, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s/%s not ready after %s (last state %q): %w", last.Kind, last.Namespace, last.Name, timeout, last.State, ctx.Err())
 	}
+	return err
 }
 
 // WaitClusterReady waits until a RayCluster has all its pods ready
@@ -80,17 +142,11 @@ func nameSelector(name string) func(*metav1.ListOptions) {
 func (c *Client) WaitClusterReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
 	namespace = c.ns(namespace)
 	rcs := c.ray.RayV1().RayClusters(namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			nameSelector(name)(&o)
-			return rcs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			nameSelector(name)(&o)
-			return rcs.Watch(ctx, o)
-		},
+	lw := listWatch{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return rcs.List(ctx, o) },
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return rcs.Watch(ctx, o) },
 	}
-	return c.waitFor(ctx, lw, &rayv1.RayCluster{}, func(obj runtime.Object) (Progress, bool, error) {
+	return c.waitFor(ctx, "RayCluster", namespace, name, lw, func(obj runtime.Object) (Progress, bool, error) {
 		rc := obj.(*rayv1.RayCluster)
 		return Progress{Kind: "RayCluster", Namespace: namespace, Name: name, State: clusterState(rc)}, clusterReady(rc), nil
 	}, opts)
@@ -132,17 +188,11 @@ func (c *Client) WaitJobFinished(ctx context.Context, namespace, name string, op
 func (c *Client) waitJob(ctx context.Context, namespace, name string, opts WaitOptions, done func(*rayv1.RayJob) bool) error {
 	namespace = c.ns(namespace)
 	jobs := c.ray.RayV1().RayJobs(namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			nameSelector(name)(&o)
-			return jobs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			nameSelector(name)(&o)
-			return jobs.Watch(ctx, o)
-		},
+	lw := listWatch{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return jobs.List(ctx, o) },
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return jobs.Watch(ctx, o) },
 	}
-	return c.waitFor(ctx, lw, &rayv1.RayJob{}, func(obj runtime.Object) (Progress, bool, error) {
+	return c.waitFor(ctx, "RayJob", namespace, name, lw, func(obj runtime.Object) (Progress, bool, error) {
 		j := obj.(*rayv1.RayJob)
 		p := Progress{Kind: "RayJob", Namespace: namespace, Name: name, State: string(j.Status.JobDeploymentStatus)}
 		if j.Status.JobStatus != "" {
@@ -159,17 +209,11 @@ func (c *Client) waitJob(ctx context.Context, namespace, name string, opts WaitO
 func (c *Client) WaitServiceReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
 	namespace = c.ns(namespace)
 	svcs := c.ray.RayV1().RayServices(namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			nameSelector(name)(&o)
-			return svcs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			nameSelector(name)(&o)
-			return svcs.Watch(ctx, o)
-		},
+	lw := listWatch{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return svcs.List(ctx, o) },
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return svcs.Watch(ctx, o) },
 	}
-	return c.waitFor(ctx, lw, &rayv1.RayService{}, func(obj runtime.Object) (Progress, bool, error) {
+	return c.waitFor(ctx, "RayService", namespace, name, lw, func(obj runtime.Object) (Progress, bool, error) {
 		s := obj.(*rayv1.RayService)
 		ready := meta.IsStatusConditionTrue(s.Status.Conditions, string(rayv1.RayServiceReady))
 		state := "not ready"
@@ -186,17 +230,11 @@ func (c *Client) WaitServiceReady(ctx context.Context, namespace, name string, o
 func (c *Client) WaitDeploymentReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
 	namespace = c.ns(namespace)
 	deps := c.kube.AppsV1().Deployments(namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			nameSelector(name)(&o)
-			return deps.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			nameSelector(name)(&o)
-			return deps.Watch(ctx, o)
-		},
+	lw := listWatch{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return deps.List(ctx, o) },
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return deps.Watch(ctx, o) },
 	}
-	return c.waitFor(ctx, lw, &appsv1.Deployment{}, func(obj runtime.Object) (Progress, bool, error) {
+	return c.waitFor(ctx, "Deployment", namespace, name, lw, func(obj runtime.Object) (Progress, bool, error) {
 		d := obj.(*appsv1.Deployment)
 		want := ptr.Deref(d.Spec.Replicas, 1)
 		ready := d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
