@@ -114,7 +114,9 @@ func (c *Client) waitFor(ctx context.Context, kind, namespace, name string, lw l
 						if acc, err := meta.Accessor(ev.Object); err != nil || acc.GetName() != name {
 							continue
 						}
-						return observe(ev.Object)
+						if ready, err := observe(ev.Object); err != nil || ready {
+							return ready, err
+						}
 					case watch.Error:
 						return false, nil // relist
 					}
