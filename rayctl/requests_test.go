@@ -20,7 +20,7 @@ import (
 
 // countingTransport counts the API requests that pass through it.
 type countingTransport struct {
-	next http.RoundTripper
+	next      http.RoundTripper
 	mu        sync.Mutex
 	n         int
 	conflicts int
