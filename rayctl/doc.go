@@ -15,8 +15,10 @@
 //     with desired and observed counts, and logs of a pod or a group as a
 //     stream;
 //   - RayJob and RayService create, get, delete and status;
-//   - server-side apply of ordered object sets (field manager "gridweave"),
-//     delete in reverse order, and watch-based waiting for readiness.
+//   - server-side apply of ordered object sets of any kind (field manager
+//     "gridweave"), delete in reverse order, and watch-based waiting for
+//     readiness with progress callbacks; Apply needs a dynamic client,
+//     given with Client.WithDynamic.
 //
 // Every read-modify-write retries on 409 Conflict with a bounded backoff.
 // Errors wrap ErrClusterNotFound, ErrGroupExists, ErrGroupNotFound or

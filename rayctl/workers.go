@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -84,6 +85,8 @@ type GroupStatus struct {
 	Ready       int    `json:"ready"`
 	GPUsPerPod  int64  `json:"gpus_per_pod"`
 	Image       string `json:"image"`
+	// Spec is the group as the RayCluster holds it.
+	Spec rayv1.WorkerGroupSpec `json:"spec"`
 }
 
 // ListWorkerGroups returns each group's spec figures with its pod counts.
@@ -98,7 +101,7 @@ func (c *Client) ListWorkerGroups(ctx context.Context, namespace, cluster string
 	}
 	out := make([]GroupStatus, 0, len(rc.Spec.WorkerGroupSpecs))
 	for _, g := range rc.Spec.WorkerGroupSpecs {
-		st := GroupStatus{Name: g.GroupName, Replicas: ptr.Deref(g.Replicas, 0), MinReplicas: ptr.Deref(g.MinReplicas, 0), MaxReplicas: ptr.Deref(g.MaxReplicas, 0)}
+		st := GroupStatus{Spec: g, Name: g.GroupName, Replicas: ptr.Deref(g.Replicas, 0), MinReplicas: ptr.Deref(g.MinReplicas, 0), MaxReplicas: ptr.Deref(g.MaxReplicas, 0)}
 		if len(g.Template.Spec.Containers) > 0 {
 			ctr := g.Template.Spec.Containers[0]
 			st.Image = ctr.Image

@@ -17,7 +17,7 @@ import (
 var (
 	ErrNotFound           = errors.New("not found")
 	ErrSubmissionIDExists = errors.New("submission_id already used")
-	ErrImperativeApps     = errors.New("Serve runs applications deployed imperatively; a declarative update would remove them")
+	ErrImperativeApps     = errors.New("serve runs applications deployed imperatively; a declarative update would remove them")
 )
 
 // APIError is a non-2xx answer of the dashboard.
