@@ -1,0 +1,505 @@
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults of the launcher's rendering.
+const (
+	DefaultFleetResourcePrefix = "dockyard_fleet_"
+	DefaultFleetRoleEnv        = "DOCKYARD_FLEET_ROLE"
+	SandboxURLsEnv             = "DOCKYARD_SANDBOX_URLS"
+	NoUVRuntimeEnv             = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+	DefaultSandboxPort         = 9090
+	DefaultRayVersion          = "2.54.0"
+	GPUResource                = corev1.ResourceName("nvidia.com/gpu")
+	ManagedBy                  = "gridweave"
+)
+
+// Render turns a recipe and an infra spec into Kubernetes objects in apply
+// order: governance (ResourceQuota, LimitRange), the sandbox pool
+// (Deployment, Service, NetworkPolicy, PodDisruptionBudget), then, by
+// launch.mode, a RayJob, or a RayCluster (with its PodDisruptionBudget when
+// enabled), or nothing. The same inputs always give the same objects.
+func Render(r *Recipe, in *Infra) ([]*unstructured.Unstructured, error) {
+	image := ""
+	if in.Launch.Mode != ModeAttach {
+		backend, path := r.Inference.Backend, "inference.backend"
+		if in.InferenceBackend != "" {
+			backend, path = in.InferenceBackend, "inferenceBackend"
+		}
+		image = in.Images[backend]
+		if image == "" {
+			return nil, &SpecError{Path: path, Problem: fmt.Sprintf("%q has no image in the infra spec's images (have %s)", backend, strings.Join(sortedKeys(in.Images), ", "))}
+		}
+	}
+	name := r.Name
+	if in.Launch.ClusterName != "" {
+		name = in.Launch.ClusterName
+	}
+	var objs []runtime.Object
+	objs = append(objs, governance(name, in)...)
+	sandboxObjs, sandboxURL := sandbox(name, in)
+	objs = append(objs, sandboxObjs...)
+
+	if in.Launch.Mode != ModeAttach {
+		spec, err := clusterSpec(r, in, image, sandboxURL)
+		if err != nil {
+			return nil, err
+		}
+		switch in.Launch.Mode {
+		case ModeRayJob:
+			job, err := rayJob(r, in, name, spec, sandboxURL)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, job)
+		case ModeBringup:
+			if pdb := in.KubeRay.PDB; pdb != nil && ptr.Deref(pdb.Enabled, false) {
+				objs = append(objs, podDisruptionBudget(name+"-ray", in.Namespace, map[string]string{"ray.io/cluster": name}, pdb.MaxUnavailable, labels(name, "ray")))
+			}
+			objs = append(objs, &rayv1.RayCluster{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(name, "ray")},
+				Spec:       *spec,
+			})
+		}
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		u, err := toUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func labels(instance, component string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "dockyard",
+		"app.kubernetes.io/instance":   instance,
+		"app.kubernetes.io/component":  component,
+		"app.kubernetes.io/managed-by": ManagedBy,
+	}
+}
+
+func governance(name string, in *Infra) []runtime.Object {
+	var out []runtime.Object
+	if q := in.Infra.ResourceQuota; q != nil && q.Enabled {
+		out = append(out, &corev1.ResourceQuota{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-quota", Namespace: in.Namespace, Labels: labels(name, "governance")},
+			Spec:       corev1.ResourceQuotaSpec{Hard: resourceList(q.Hard)},
+		})
+	}
+	if l := in.Infra.LimitRange; l != nil && l.Enabled {
+		out = append(out, &corev1.LimitRange{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "LimitRange"},
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-limits", Namespace: in.Namespace, Labels: labels(name, "governance")},
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+				Type: corev1.LimitTypeContainer, Default: resourceList(l.Default), DefaultRequest: resourceList(l.DefaultRequest), Max: resourceList(l.Max),
+			}}},
+		})
+	}
+	return out
+}
+
+func resourceList(m map[string]string) corev1.ResourceList {
+	if len(m) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for k, v := range m {
+		out[corev1.ResourceName(k)] = resource.MustParse(v) // validated by ParseInfra
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// sandbox renders the executor pool and returns its URL for injection.
+func sandbox(name string, in *Infra) ([]runtime.Object, string) {
+	sb := in.Sandbox
+	if !ptr.Deref(sb.Enabled, true) || sb.Image == "" {
+		return nil, ""
+	}
+	svcName := name + "-sandbox"
+	port := sb.Port
+	if port == 0 {
+		port = DefaultSandboxPort
+	}
+	selector := map[string]string{"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "sandbox"}
+	lbls := labels(name, "sandbox")
+	req := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse(orDefault(sb.Resources.CPU, "1")),
+		corev1.ResourceMemory:           resource.MustParse(orDefault(sb.Resources.Memory, "2Gi")),
+		corev1.ResourceEphemeralStorage: resource.MustParse(orDefault(sb.Resources.EphemeralStorage, "10Gi")),
+	}
+	lim := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse(orDefault(sb.Resources.CPULimit, req.Cpu().String())),
+		corev1.ResourceMemory:           resource.MustParse(orDefault(sb.Resources.MemoryLimit, req.Memory().String())),
+		corev1.ResourceEphemeralStorage: resource.MustParse(orDefault(sb.Resources.EphemeralStorageLimit, req.StorageEphemeral().String())),
+	}
+	ctr := corev1.Container{
+		Name:           "executor",
+		Image:          sb.Image,
+		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+		Resources:      corev1.ResourceRequirements{Requests: req, Limits: lim},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}}, PeriodSeconds: 10},
+	}
+	if ptr.Deref(sb.Security.Enabled, true) {
+		ctr.SecurityContext = &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
+		if sb.Security.RunAsNonRoot {
+			ctr.SecurityContext.RunAsNonRoot = ptr.To(true)
+		}
+		if sb.Security.ReadOnlyRootFilesystem {
+			ctr.SecurityContext.ReadOnlyRootFilesystem = ptr.To(true)
+		}
+	}
+	spread := sb.TopologySpreadConstraints
+	if spread == nil {
+		spread = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
+		}}
+	}
+	deploy := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: in.Namespace, Labels: lbls},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(ptr.Deref(sb.Replicas, 2)),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
+				Spec: corev1.PodSpec{
+					Containers:                   []corev1.Container{ctr},
+					ImagePullSecrets:             pullSecrets(in.ImagePullSecrets),
+					PriorityClassName:            in.Infra.PriorityClassName,
+					TopologySpreadConstraints:    spread,
+					AutomountServiceAccountToken: ptr.To(false),
+				},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: in.Namespace, Labels: lbls},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selector,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	out := []runtime.Object{deploy, svc}
+	if np := sb.NetworkPolicy; ptr.Deref(np.Enabled, true) {
+		policy := &networkingv1.NetworkPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: in.Namespace, Labels: lbls},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: selector},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(port))}},
+				}},
+			},
+		}
+		if !ptr.Deref(np.AllowEgress, true) {
+			policy.Spec.PolicyTypes = append(policy.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+			dns := networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
+				{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))},
+				{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(53))},
+			}}
+			policy.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{dns}
+			if len(np.AllowedEgressCIDRs) > 0 {
+				rule := networkingv1.NetworkPolicyEgressRule{}
+				for _, c := range np.AllowedEgressCIDRs {
+					rule.To = append(rule.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+				}
+				policy.Spec.Egress = append(policy.Spec.Egress, rule)
+			}
+		}
+		out = append(out, policy)
+	}
+	if pdb := sb.PDB; ptr.Deref(pdb.Enabled, true) {
+		maxUnavailable := pdb.MaxUnavailable
+		if maxUnavailable == 0 {
+			maxUnavailable = 1
+		}
+		out = append(out, podDisruptionBudget(svcName, in.Namespace, selector, maxUnavailable, lbls))
+	}
+	url := ""
+	if sb.InjectURLs {
+		url = fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", svcName, in.Namespace, port)
+	}
+	return out, url
+}
+
+func podDisruptionBudget(name, namespace string, selector map[string]string, maxUnavailable int32, lbls map[string]string) *policyv1.PodDisruptionBudget {
+	if maxUnavailable == 0 {
+		maxUnavailable = 1
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: lbls},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selector},
+		},
+	}
+}
+
+func pullSecrets(names []string) []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, n := range names {
+		out = append(out, corev1.LocalObjectReference{Name: n})
+	}
+	return out
+}
+
+// rayEnv is the runtime invariants every Ray pod gets.
+func rayEnv(sandboxURL string, extra ...corev1.EnvVar) []corev1.EnvVar {
+	env := []corev1.EnvVar{{Name: NoUVRuntimeEnv, Value: "0"}}
+	if sandboxURL != "" {
+		env = append(env, corev1.EnvVar{Name: SandboxURLsEnv, Value: sandboxURL})
+	}
+	return append(env, extra...)
+}
+
+func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClusterSpec, error) {
+	prefix := orDefault(in.KubeRay.FleetResourcePrefix, DefaultFleetResourcePrefix)
+	roleEnv := orDefault(in.KubeRay.FleetRoleEnv, DefaultFleetRoleEnv)
+	var security *corev1.SecurityContext
+	if s := in.Infra.Security; s != nil && s.Enabled {
+		security = &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
+		if s.RunAsNonRoot {
+			security.RunAsNonRoot = ptr.To(true)
+		}
+	}
+	headRes := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}
+	spec := &rayv1.RayClusterSpec{
+		RayVersion: orDefault(in.KubeRay.RayVersion, DefaultRayVersion),
+		HeadGroupSpec: rayv1.HeadGroupSpec{
+			// The head schedules no GPU work.
+			RayStartParams: map[string]string{"num-gpus": "0"},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				ImagePullSecrets:  pullSecrets(in.ImagePullSecrets),
+				PriorityClassName: in.Infra.PriorityClassName,
+				Containers: []corev1.Container{{
+					Name: "ray-head", Image: image, Env: rayEnv(sandboxURL),
+					Resources:       corev1.ResourceRequirements{Requests: headRes, Limits: headRes.DeepCopy()},
+					SecurityContext: security,
+				}},
+			}},
+		},
+	}
+	for _, role := range sortedKeys(r.Fleets) {
+		f := r.Fleets[role]
+		res := corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse(orDefault(f.CPU, "8")),
+			corev1.ResourceMemory: resource.MustParse(orDefault(f.Memory, "64Gi")),
+		}
+		amount := max(f.GPUsPerNode, 1)
+		tag, _ := json.Marshal(map[string]int32{prefix + role: amount})
+		pod := corev1.PodSpec{
+			ImagePullSecrets:  pullSecrets(in.ImagePullSecrets),
+			PriorityClassName: orDefault(f.PriorityClassName, in.Infra.PriorityClassName),
+			Containers: []corev1.Container{{
+				Name: "ray-worker", Image: image,
+				Env:             rayEnv(sandboxURL, corev1.EnvVar{Name: roleEnv, Value: role}),
+				SecurityContext: security,
+			}},
+		}
+		limits := res.DeepCopy()
+		if f.GPUsPerNode > 0 {
+			limits[GPUResource] = *resource.NewQuantity(int64(f.GPUsPerNode), resource.DecimalSI)
+			pod.Tolerations = []corev1.Toleration{{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		}
+		pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: limits.DeepCopy(), Limits: limits}
+		spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
+			GroupName:   role,
+			Replicas:    ptr.To(f.Replicas),
+			MinReplicas: ptr.To(f.Replicas),
+			MaxReplicas: ptr.To(f.Replicas),
+			// Ray's resources flag takes JSON in single quotes.
+			RayStartParams: map[string]string{"resources": "'" + string(tag) + "'"},
+			Template:       corev1.PodTemplateSpec{Spec: pod},
+		})
+	}
+	if len(in.KubeRay.Spec) == 0 {
+		return spec, nil
+	}
+	base, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	var merged map[string]any
+	if err := json.Unmarshal(base, &merged); err != nil {
+		return nil, err
+	}
+	mergePatch(merged, in.KubeRay.Spec)
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return nil, err
+	}
+	out := &rayv1.RayClusterSpec{}
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, &SpecError{Path: "kuberay.spec", Problem: err.Error()}
+	}
+	return out, nil
+}
+
+// mergePatch applies patch to target with JSON merge patch rules (RFC
+// 7386): mappings merge, null deletes, everything else (lists included)
+// replaces.
+func mergePatch(target, patch map[string]any) {
+	for k, v := range patch {
+		if v == nil {
+			delete(target, k)
+			continue
+		}
+		if pm, ok := v.(map[string]any); ok {
+			if tm, ok := target[k].(map[string]any); ok {
+				mergePatch(tm, pm)
+				continue
+			}
+			fresh := map[string]any{}
+			mergePatch(fresh, pm)
+			target[k] = fresh
+			continue
+		}
+		target[k] = v
+	}
+}
+
+func rayJob(r *Recipe, in *Infra, name string, spec *rayv1.RayClusterSpec, sandboxURL string) (*rayv1.RayJob, error) {
+	entrypoint := r.Entrypoint
+	overrides := r.Overrides
+	if sandboxURL != "" && !hasOverride(overrides, "env.code.sandbox_urls") {
+		// The injected variable must win over the recipe's localhost default.
+		overrides = append(append([]string(nil), overrides...), "env.code.sandbox_urls=null")
+	}
+	for _, o := range overrides {
+		entrypoint += " " + shellQuote(o)
+	}
+	job := &rayv1.RayJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(name, "ray")},
+		Spec: rayv1.RayJobSpec{
+			Entrypoint:               entrypoint,
+			ShutdownAfterJobFinishes: true,
+			TTLSecondsAfterFinished:  ptr.Deref(in.Launch.TTLSecondsAfterFinished, 600),
+			RayClusterSpec:           spec,
+		},
+	}
+	if r.RuntimeEnv != nil {
+		env, err := yaml.Marshal(r.RuntimeEnv)
+		if err != nil {
+			return nil, err
+		}
+		job.Spec.RuntimeEnvYAML = string(env)
+	}
+	return job, nil
+}
+
+func hasOverride(overrides []string, key string) bool {
+	for _, o := range overrides {
+		if strings.HasPrefix(o, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r == '-' || r == '.' || r == '=' || r == '/' || r == ',' || r == ':' || r == '+' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+// toUnstructured converts a typed object and drops what a render must not
+// carry: status and the zero creationTimestamps of metadata and templates.
+func toUnstructured(o runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	dropNullTimestamps(m)
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func dropNullTimestamps(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		if ts, ok := t["creationTimestamp"]; ok && ts == nil {
+			delete(t, "creationTimestamp")
+		}
+		for _, child := range t {
+			dropNullTimestamps(child)
+		}
+		if meta, ok := t["metadata"].(map[string]any); ok && len(meta) == 0 {
+			delete(t, "metadata")
+		}
+	case []any:
+		for _, child := range t {
+			dropNullTimestamps(child)
+		}
+	}
+}
+
+// Marshal writes objects as one multi-document YAML stream, in order.
+func Marshal(objs []*unstructured.Unstructured) ([]byte, error) {
+	var b strings.Builder
+	for i, o := range objs {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(data)
+	}
+	return []byte(b.String()), nil
+}
+
+// FileName is the name render -o DIR gives an object: its position, kind
+// and name, so that a directory listing is the apply order.
+func FileName(i int, o *unstructured.Unstructured) string {
+	return fmt.Sprintf("%02d-%s-%s.yaml", i+1, strings.ToLower(o.GetKind()), o.GetName())
+}

@@ -1,0 +1,195 @@
+package manifest_test
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/golden"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"gridweave.dev/manifest"
+)
+
+const specs = "../examples/launcher/specs"
+
+func render(t testing.TB, recipe, infra string) []*unstructured.Unstructured {
+	t.Helper()
+	r, err := manifest.LoadRecipe(filepath.Join(specs, recipe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := manifest.LoadInfra(filepath.Join(specs, infra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Render(r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// TestRenderGolden pins the bytes of every example render (update with
+// go test ./manifest/ -update) and checks render → parse → render gives the
+// same bytes.
+func TestRenderGolden(t *testing.T) {
+	for _, c := range []struct{ recipe, infra, golden string }{
+		{"grpo_swe.recipe.yaml", "grpo_swe.infra.yaml", "grpo_swe.vllm.rayjob.yaml"},
+		{"grpo_swe.recipe.yaml", "grpo_swe_sglang.infra.yaml", "grpo_swe.sglang.bringup.yaml"},
+	} {
+		t.Run(c.golden, func(t *testing.T) {
+			objs := render(t, c.recipe, c.infra)
+			out, err := manifest.Marshal(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden.Assert(t, string(out), c.golden)
+
+			// Idempotence: parse the stream back and marshal it again.
+			var back []*unstructured.Unstructured
+			for _, doc := range strings.Split(string(out), "---\n") {
+				u := &unstructured.Unstructured{}
+				if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+					t.Fatal(err)
+				}
+				back = append(back, u)
+			}
+			again, err := manifest.Marshal(back)
+			if err != nil || !bytes.Equal(again, out) {
+				t.Fatalf("render → parse → render differs (%v)", err)
+			}
+			// And rendering twice gives the same bytes.
+			twice, _ := manifest.Marshal(render(t, c.recipe, c.infra))
+			if !bytes.Equal(twice, out) {
+				t.Fatal("two renders differ")
+			}
+		})
+	}
+}
+
+func TestRenderOrderAndInvariants(t *testing.T) {
+	objs := render(t, "grpo_swe.recipe.yaml", "grpo_swe_sglang.infra.yaml")
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	want := "ResourceQuota LimitRange Deployment Service NetworkPolicy PodDisruptionBudget PodDisruptionBudget RayCluster"
+	if strings.Join(kinds, " ") != want {
+		t.Fatalf("order %v, want %s", kinds, want)
+	}
+	rc := objs[len(objs)-1]
+	groups, _, _ := unstructured.NestedSlice(rc.Object, "spec", "workerGroupSpecs")
+	if len(groups) != 2 {
+		t.Fatalf("%d worker groups", len(groups))
+	}
+	for _, g := range groups {
+		gm := g.(map[string]any)
+		role := gm["groupName"].(string)
+		res, _, _ := unstructured.NestedString(gm, "rayStartParams", "resources")
+		if res != `'{"dockyard_fleet_`+role+`":8}'` {
+			t.Errorf("group %s resources %q", role, res)
+		}
+		ctrs, _, _ := unstructured.NestedSlice(gm, "template", "spec", "containers")
+		env := map[string]string{}
+		for _, e := range ctrs[0].(map[string]any)["env"].([]any) {
+			em := e.(map[string]any)
+			env[em["name"].(string)] = em["value"].(string)
+		}
+		if env["DOCKYARD_FLEET_ROLE"] != role || env["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] != "0" ||
+			env["DOCKYARD_SANDBOX_URLS"] != "http://grpo-swe-sandbox.dockyard-sglang.svc.cluster.local:9090" {
+			t.Errorf("group %s env %v", role, env)
+		}
+		if img := ctrs[0].(map[string]any)["image"]; img != "ghcr.io/dockyard/ubuntu-swe:sglang-2026.11" {
+			t.Errorf("group %s image %v", role, img)
+		}
+	}
+	if st, _, _ := unstructured.NestedString(rc.Object, "spec", "headGroupSpec", "serviceType"); st != "ClusterIP" {
+		t.Errorf("kuberay.spec override not merged: serviceType %q", st)
+	}
+}
+
+func TestAttachRendersNoRay(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	in, err := manifest.ParseInfra("inline", []byte("namespace: x\nlaunch: {mode: attach}\nsandbox: {image: exec:1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Render(r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetAPIVersion() == "ray.io/v1" {
+			t.Fatalf("attach rendered %s", o.GetKind())
+		}
+	}
+	if len(objs) != 4 {
+		t.Fatalf("attach rendered %d objects, want the 4 sandbox objects", len(objs))
+	}
+}
+
+func TestSpecErrorsNamePathAndLine(t *testing.T) {
+	for _, c := range []struct {
+		name, doc string
+		infra     bool
+		path      string
+		line      int
+		says      string
+	}{
+		{"unknown field", "name: a\nentrypoint: x\nfleets: {t: {replicas: 1}}\ninference: {backend: vllm}\noverides: []\n", false, "overides", 5, `did you mean "overrides"`},
+		{"nested unknown", "name: a\nentrypoint: x\nfleets:\n  t:\n    replicas: 1\n    gpus: 8\ninference: {backend: vllm}\n", false, "fleets.t.gpus", 6, "unknown field"},
+		{"wrong type", "name: a\nentrypoint: x\nfleets:\n  t:\n    replicas: many\ninference: {backend: vllm}\n", false, "fleets.t.replicas", 5, "want an integer"},
+		{"bad mode", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: yolo}\n", true, "launch.mode", 0, "rayjob, bringup or attach"},
+		{"typo in kuberay.spec", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nkuberay:\n  spec:\n    headGroupSpec:\n      serviceTyp: ClusterIP\n", true, "kuberay.spec.headGroupSpec.serviceTyp", 7, `did you mean "serviceType"`},
+		{"typo in topology spread", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox:\n  topologySpreadConstraints:\n  - maxSkew: 1\n    topologyKy: zone\n", true, "sandbox.topologySpreadConstraints[0].topologyKy", 7, "topologyKey"},
+		{"bad quantity", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {resources: {cpu: lots}}\n", true, "sandbox.resources.cpu", 0, "not a quantity"},
+		{"bad cidr", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {networkPolicy: {allowedEgressCidrs: [nope]}}\n", true, "sandbox.networkPolicy.allowedEgressCidrs[0]", 0, "not a CIDR"},
+		{"duplicate key", "namespace: ns\nnamespace: ns2\n", true, "namespace", 2, "appears twice"},
+		{"not yaml", "a: [1, 2\n", true, "", 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			if c.infra {
+				_, err = manifest.ParseInfra("spec.yaml", []byte(c.doc))
+			} else {
+				_, err = manifest.ParseRecipe("spec.yaml", []byte(c.doc))
+			}
+			var se *manifest.SpecError
+			if !errors.As(err, &se) || !errors.Is(err, manifest.ErrSpec) {
+				t.Fatalf("error %v, want a *SpecError", err)
+			}
+			if se.Path != c.path || (c.line != 0 && se.Line != c.line) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("error %q (path %q line %d); want path %q line %d saying %q", err, se.Path, se.Line, c.path, c.line, c.says)
+			}
+		})
+	}
+}
+
+func FuzzParseInfra(f *testing.F) {
+	for _, seed := range []string{"namespace: ns\nlaunch: {mode: rayjob}\nimages: {vllm: x}\n", "sandbox: {replicas: -1}", "kuberay: {spec: {workerGroupSpecs: [{groupName: 1}]}}", "[]", "a: &x [*x]"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := manifest.ParseInfra("fuzz.yaml", data)
+		var se *manifest.SpecError
+		if err != nil && !errors.As(err, &se) {
+			t.Fatalf("error %v is not a *SpecError", err)
+		}
+	})
+}
+
+func FuzzParseRecipe(f *testing.F) {
+	f.Add([]byte("name: a\nentrypoint: x\nfleets: {t: {replicas: 1}}\ninference: {backend: vllm}\n"))
+	f.Add([]byte("fleets: {T: {replicas: 0}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := manifest.ParseRecipe("fuzz.yaml", data)
+		var se *manifest.SpecError
+		if err != nil && !errors.As(err, &se) {
+			t.Fatalf("error %v is not a *SpecError", err)
+		}
+	})
+}

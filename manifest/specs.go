@@ -1,0 +1,200 @@
+package manifest
+
+import (
+	"os"
+	"reflect"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Recipe says what to run: the entrypoint with its overrides, the runtime
+// environment, the GPU fleets and the inference backend.
+type Recipe struct {
+	Name string `json:"name"`
+	// Entrypoint is the training command, e.g. "python -m dockyard_rl.train".
+	Entrypoint string `json:"entrypoint"`
+	// Overrides are appended to the entrypoint (key=value, Hydra style).
+	Overrides  []string          `json:"overrides,omitempty"`
+	RuntimeEnv *RuntimeEnv       `json:"runtimeEnv,omitempty"`
+	Fleets     map[string]Fleet  `json:"fleets"`
+	Inference  InferenceSettings `json:"inference"`
+}
+
+// RuntimeEnv is the Ray runtime environment of the job.
+type RuntimeEnv struct {
+	EnvVars    map[string]string `json:"env_vars,omitempty"`
+	WorkingDir string            `json:"working_dir,omitempty"`
+	PyModules  []string          `json:"py_modules,omitempty"`
+}
+
+// Fleet is one role's GPU workers: Replicas pods of GPUsPerNode GPUs.
+type Fleet struct {
+	Replicas    int32  `json:"replicas"`
+	GPUsPerNode int32  `json:"gpusPerNode"`
+	CPU         string `json:"cpu,omitempty"`
+	Memory      string `json:"memory,omitempty"`
+	// PriorityClassName overrides infra.priorityClassName for this fleet.
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// InferenceSettings picks the inference backend (and so the image).
+type InferenceSettings struct {
+	Backend string `json:"backend"` // vllm or sglang
+}
+
+// Infra says where to run: namespace, images, pull secrets, how to launch,
+// KubeRay overrides, the sandbox pool and namespace governance.
+type Infra struct {
+	Namespace string `json:"namespace"`
+	// InferenceBackend, if set, overrides the recipe's inference.backend:
+	// the infra spec is where the image (and so the backend) is chosen.
+	InferenceBackend string `json:"inferenceBackend,omitempty"`
+	// Images maps an inference backend to its image (they cannot share one).
+	Images           map[string]string `json:"images"`
+	ImagePullSecrets []string          `json:"imagePullSecrets,omitempty"`
+	Launch           Launch            `json:"launch"`
+	KubeRay          KubeRaySettings   `json:"kuberay,omitempty"`
+	Sandbox          Sandbox           `json:"sandbox,omitempty"`
+	Infra            Governance        `json:"infra,omitempty"`
+}
+
+// Launch modes.
+const (
+	ModeRayJob  = "rayjob"  // a RayJob that brings up its own cluster
+	ModeBringup = "bringup" // a bare RayCluster; jobs are submitted later
+	ModeAttach  = "attach"  // an existing cluster; nothing Ray is rendered
+)
+
+// Launch says how the workload starts.
+type Launch struct {
+	Mode        string `json:"mode"`
+	ClusterName string `json:"clusterName,omitempty"` // default the recipe name
+	// TTLSecondsAfterFinished for the RayJob; default 600.
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// KubeRaySettings tune the GPU RayCluster.
+type KubeRaySettings struct {
+	RayVersion string `json:"rayVersion,omitempty"`
+	// Spec is merged over the rendered RayClusterSpec (free-form, but its
+	// keys are checked against RayClusterSpec).
+	Spec map[string]any `json:"spec,omitempty"`
+	PDB  *PDBSettings   `json:"pdb,omitempty"`
+	// FleetResourcePrefix names the Ray resource of each fleet
+	// (<prefix><role>); default dockyard_fleet_.
+	FleetResourcePrefix string `json:"fleetResourcePrefix,omitempty"`
+	// FleetRoleEnv is the variable exporting the role; default DOCKYARD_FLEET_ROLE.
+	FleetRoleEnv string `json:"fleetRoleEnv,omitempty"`
+}
+
+// PDBSettings configure a PodDisruptionBudget.
+type PDBSettings struct {
+	Enabled        *bool `json:"enabled,omitempty"`
+	MaxUnavailable int32 `json:"maxUnavailable,omitempty"`
+}
+
+// Sandbox is the GPU-free pool of task executors.
+type Sandbox struct {
+	Enabled                   *bool                             `json:"enabled,omitempty"`
+	Image                     string                            `json:"image,omitempty"`
+	Replicas                  *int32                            `json:"replicas,omitempty"`
+	Port                      int32                             `json:"port,omitempty"`
+	InjectURLs                bool                              `json:"injectUrls,omitempty"`
+	Resources                 SandboxResources                  `json:"resources,omitempty"`
+	Security                  SandboxSecurity                   `json:"security,omitempty"`
+	NetworkPolicy             SandboxNetworkPolicy              `json:"networkPolicy,omitempty"`
+	PDB                       PDBSettings                       `json:"pdb,omitempty"`
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+}
+
+// SandboxResources are requests, and limits that default to them.
+type SandboxResources struct {
+	CPU                   string `json:"cpu,omitempty"`
+	Memory                string `json:"memory,omitempty"`
+	EphemeralStorage      string `json:"ephemeralStorage,omitempty"`
+	CPULimit              string `json:"cpuLimit,omitempty"`
+	MemoryLimit           string `json:"memoryLimit,omitempty"`
+	EphemeralStorageLimit string `json:"ephemeralStorageLimit,omitempty"`
+}
+
+// SandboxSecurity is the hardening baseline; on unless Enabled is false.
+type SandboxSecurity struct {
+	Enabled                *bool `json:"enabled,omitempty"`
+	RunAsNonRoot           bool  `json:"runAsNonRoot,omitempty"`
+	ReadOnlyRootFilesystem bool  `json:"readOnlyRootFilesystem,omitempty"`
+}
+
+// SandboxNetworkPolicy restricts the pool's traffic.
+type SandboxNetworkPolicy struct {
+	Enabled            *bool    `json:"enabled,omitempty"`
+	AllowEgress        *bool    `json:"allowEgress,omitempty"`
+	AllowedEgressCIDRs []string `json:"allowedEgressCidrs,omitempty"`
+}
+
+// Governance is namespace-wide scheduling and quota.
+type Governance struct {
+	PriorityClassName string                `json:"priorityClassName,omitempty"`
+	ResourceQuota     *ResourceQuotaSettings `json:"resourceQuota,omitempty"`
+	LimitRange        *LimitRangeSettings    `json:"limitRange,omitempty"`
+	Security          *GPUSecurity           `json:"security,omitempty"`
+}
+
+// ResourceQuotaSettings render a ResourceQuota when enabled.
+type ResourceQuotaSettings struct {
+	Enabled bool              `json:"enabled"`
+	Hard    map[string]string `json:"hard"`
+}
+
+// LimitRangeSettings render a LimitRange for containers when enabled.
+type LimitRangeSettings struct {
+	Enabled        bool              `json:"enabled"`
+	Default        map[string]string `json:"default,omitempty"`
+	DefaultRequest map[string]string `json:"defaultRequest,omitempty"`
+	Max            map[string]string `json:"max,omitempty"`
+}
+
+// GPUSecurity is the opt-in hardening of the GPU fleets.
+type GPUSecurity struct {
+	Enabled      bool `json:"enabled"`
+	RunAsNonRoot bool `json:"runAsNonRoot,omitempty"`
+}
+
+var infraShapes = map[string]reflect.Type{"kuberay.spec": reflect.TypeFor[rayv1.RayClusterSpec]()}
+
+// ParseRecipe decodes a recipe strictly: an unknown or mistyped field is a
+// *SpecError naming its path and line. file is used in messages only.
+func ParseRecipe(file string, data []byte) (*Recipe, error) {
+	r := &Recipe{}
+	if err := decodeStrict(file, data, r, nil); err != nil {
+		return nil, err
+	}
+	return r, r.validate(file)
+}
+
+// ParseInfra decodes an infra spec strictly, like ParseRecipe.
+func ParseInfra(file string, data []byte) (*Infra, error) {
+	in := &Infra{}
+	if err := decodeStrict(file, data, in, infraShapes); err != nil {
+		return nil, err
+	}
+	return in, in.validate(file)
+}
+
+// LoadRecipe reads and parses a recipe file.
+func LoadRecipe(path string) (*Recipe, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRecipe(path, data)
+}
+
+// LoadInfra reads and parses an infra spec file.
+func LoadInfra(path string) (*Infra, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInfra(path, data)
+}

@@ -1,0 +1,156 @@
+package manifest
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+var roleName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
+
+func (r *Recipe) validate(file string) error {
+	bad := func(path, format string, args ...any) error {
+		return &SpecError{File: file, Path: path, Problem: fmt.Sprintf(format, args...)}
+	}
+	if r.Name == "" {
+		return bad("name", "is required")
+	}
+	if errs := validation.IsDNS1035Label(r.Name); len(errs) > 0 || len(r.Name) > 47 {
+		return bad("name", "%q must be a DNS-1035 label of at most 47 characters (it names the RayJob)", r.Name)
+	}
+	if r.Entrypoint == "" {
+		return bad("entrypoint", "is required")
+	}
+	if len(r.Fleets) == 0 {
+		return bad("fleets", "at least one fleet (e.g. trainer, inference) is required")
+	}
+	for _, role := range sortedKeys(r.Fleets) {
+		f := r.Fleets[role]
+		p := "fleets." + role
+		if !roleName.MatchString(role) {
+			return bad(p, "fleet names are lowercase letters, digits and _ (they name Ray resources and worker groups)")
+		}
+		if f.Replicas < 1 {
+			return bad(p+".replicas", "must be at least 1")
+		}
+		if f.GPUsPerNode < 0 {
+			return bad(p+".gpusPerNode", "must not be negative")
+		}
+		if err := quantity(f.CPU); err != nil {
+			return bad(p+".cpu", "%v", err)
+		}
+		if err := quantity(f.Memory); err != nil {
+			return bad(p+".memory", "%v", err)
+		}
+	}
+	if r.Inference.Backend == "" {
+		return bad("inference.backend", "is required (vllm or sglang)")
+	}
+	return nil
+}
+
+func (in *Infra) validate(file string) error {
+	bad := func(path, format string, args ...any) error {
+		return &SpecError{File: file, Path: path, Problem: fmt.Sprintf(format, args...)}
+	}
+	if errs := validation.IsDNS1123Label(in.Namespace); len(errs) > 0 {
+		return bad("namespace", "%q: %s", in.Namespace, errs[0])
+	}
+	if !slices.Contains([]string{ModeRayJob, ModeBringup, ModeAttach}, in.Launch.Mode) {
+		return bad("launch.mode", "%q: want rayjob, bringup or attach", in.Launch.Mode)
+	}
+	if in.Launch.Mode != ModeAttach && len(in.Images) == 0 {
+		return bad("images", "map each inference backend to its image, e.g. vllm: ghcr.io/org/worker:vllm")
+	}
+	for backend, image := range in.Images {
+		if image == "" {
+			return bad("images."+backend, "is empty")
+		}
+	}
+	for i, s := range in.ImagePullSecrets {
+		if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
+			return bad(fmt.Sprintf("imagePullSecrets[%d]", i), "%q: %s", s, errs[0])
+		}
+	}
+	if t := in.Launch.TTLSecondsAfterFinished; t != nil && *t < 0 {
+		return bad("launch.ttlSecondsAfterFinished", "must not be negative")
+	}
+	sb := in.Sandbox
+	if sb.Replicas != nil && *sb.Replicas < 0 {
+		return bad("sandbox.replicas", "must not be negative")
+	}
+	if sb.Port < 0 || sb.Port > 65535 {
+		return bad("sandbox.port", "%d is not a port", sb.Port)
+	}
+	res := sb.Resources
+	for path, q := range map[string]string{
+		"sandbox.resources.cpu": res.CPU, "sandbox.resources.memory": res.Memory, "sandbox.resources.ephemeralStorage": res.EphemeralStorage,
+		"sandbox.resources.cpuLimit": res.CPULimit, "sandbox.resources.memoryLimit": res.MemoryLimit, "sandbox.resources.ephemeralStorageLimit": res.EphemeralStorageLimit,
+	} {
+		if err := quantity(q); err != nil {
+			return bad(path, "%v", err)
+		}
+	}
+	for i, c := range sb.NetworkPolicy.AllowedEgressCIDRs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			return bad(fmt.Sprintf("sandbox.networkPolicy.allowedEgressCidrs[%d]", i), "%q is not a CIDR", c)
+		}
+	}
+	for _, pdb := range []struct {
+		path string
+		p    *PDBSettings
+	}{{"sandbox.pdb", &in.Sandbox.PDB}, {"kuberay.pdb", in.KubeRay.PDB}} {
+		if pdb.p != nil && pdb.p.MaxUnavailable < 0 {
+			return bad(pdb.path+".maxUnavailable", "must not be negative")
+		}
+	}
+	if q := in.Infra.ResourceQuota; q != nil {
+		for k, v := range q.Hard {
+			if err := quantity(v); err != nil {
+				return bad("infra.resourceQuota.hard."+k, "%v", err)
+			}
+		}
+	}
+	if l := in.Infra.LimitRange; l != nil {
+		for name, m := range map[string]map[string]string{"default": l.Default, "defaultRequest": l.DefaultRequest, "max": l.Max} {
+			for k, v := range m {
+				if err := quantity(v); err != nil {
+					return bad("infra.limitRange."+name+"."+k, "%v", err)
+				}
+			}
+		}
+	}
+	if pc := in.Infra.PriorityClassName; pc != "" {
+		if errs := validation.IsDNS1123Subdomain(pc); len(errs) > 0 {
+			return bad("infra.priorityClassName", "%q: %s", pc, errs[0])
+		}
+	}
+	return nil
+}
+
+func quantity(s string) error {
+	if s == "" {
+		return nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a quantity like 2, 500m or 4Gi", s)
+	}
+	if q.Sign() < 0 {
+		return fmt.Errorf("%q is negative", s)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
