@@ -134,7 +134,7 @@ type SandboxNetworkPolicy struct {
 
 // Governance is namespace-wide scheduling and quota.
 type Governance struct {
-	PriorityClassName string                `json:"priorityClassName,omitempty"`
+	PriorityClassName string                 `json:"priorityClassName,omitempty"`
 	ResourceQuota     *ResourceQuotaSettings `json:"resourceQuota,omitempty"`
 	LimitRange        *LimitRangeSettings    `json:"limitRange,omitempty"`
 	Security          *GPUSecurity           `json:"security,omitempty"`
