@@ -9,6 +9,7 @@ import (
 
 	"gotest.tools/v3/golden"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"gridweave.dev/manifest"
@@ -192,4 +193,8 @@ func FuzzParseRecipe(f *testing.F) {
 			t.Fatalf("error %v is not a *SpecError", err)
 		}
 	})
+}
+
+func fromUnstructured(u *unstructured.Unstructured, out any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)
 }
