@@ -1,0 +1,94 @@
+package manifest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Severity of a finding.
+type Severity string
+
+const (
+	// SeverityError: the API server or the KubeRay operator would reject it.
+	SeverityError Severity = "error"
+	// SeverityWarning: accepted, but questionable.
+	SeverityWarning Severity = "warning"
+)
+
+// Finding is one problem found in one object.
+type Finding struct {
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	// Source is where the object came from (file and document index), if known.
+	Source string `json:"source,omitempty"`
+	// Object is "Kind namespace/name".
+	Object  string `json:"object"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+func (f Finding) String() string {
+	var b strings.Builder
+	if f.Source != "" {
+		b.WriteString(f.Source + ": ")
+	}
+	fmt.Fprintf(&b, "%s: %s [%s]", f.Object, f.Severity, f.ID)
+	if f.Path != "" {
+		b.WriteString(" " + f.Path + ":")
+	}
+	b.WriteString(" " + f.Message)
+	if f.Fix != "" {
+		b.WriteString(" (fix: " + f.Fix + ")")
+	}
+	return b.String()
+}
+
+// HasErrors reports whether any finding is an error.
+func HasErrors(fs []Finding) bool {
+	for _, f := range fs {
+		if f.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// SortFindings orders findings by source, object, severity (errors
+// first), path and id, so output is stable.
+func SortFindings(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Source != b.Source {
+			return a.Source < b.Source
+		}
+		if a.Object != b.Object {
+			return a.Object < b.Object
+		}
+		if a.Severity != b.Severity {
+			return a.Severity == SeverityError
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return a.ID < b.ID
+	})
+}
+
+func describe(u *unstructured.Unstructured) string {
+	name := u.GetName()
+	if name == "" {
+		name = "(no name)"
+	}
+	if ns := u.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	kind := u.GetKind()
+	if kind == "" {
+		kind = "(no kind)"
+	}
+	return kind + " " + name
+}

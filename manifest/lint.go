@@ -1,0 +1,269 @@
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sjson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/utils/ptr"
+)
+
+// Document is one object read from a stream, with where it came from.
+type Document struct {
+	Source string // "file.yaml#2" (1-based document index)
+	Object *unstructured.Unstructured
+	// Err is set when the document is not a Kubernetes object.
+	Err error
+}
+
+// ReadDocuments splits a multi-document YAML (or JSON) stream into
+// objects. Empty documents are skipped; a document that is not a mapping
+// with apiVersion and kind is returned with Err set. A List's items are
+// returned one by one.
+func ReadDocuments(name string, r io.Reader) ([]Document, error) {
+	dec := yaml.NewDecoder(r)
+	var out []Document
+	for i := 1; ; i++ {
+		var node yaml.Node
+		err := dec.Decode(&node)
+		if err == io.EOF {
+			return out, nil
+		}
+		src := fmt.Sprintf("%s#%d", name, i)
+		if err != nil {
+			return append(out, Document{Source: src, Err: fmt.Errorf("not YAML: %v", err)}), nil
+		}
+		if len(node.Content) == 0 || (node.Content[0].Kind == yaml.ScalarNode && node.Content[0].Tag == "!!null") {
+			continue
+		}
+		w := walker{lines: map[string]int{}}
+		v, err := w.convert(node.Content[0], anyType, "")
+		m, ok := v.(map[string]any)
+		if err != nil {
+			out = append(out, Document{Source: src, Err: err})
+			continue
+		}
+		if !ok {
+			out = append(out, Document{Source: src, Err: fmt.Errorf("line %d: not a mapping", node.Content[0].Line)})
+			continue
+		}
+		if dup := duplicateKey(node.Content[0], ""); dup != "" {
+			out = append(out, Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)})
+			continue
+		}
+		// Unstructured objects hold JSON values: int64 and float64.
+		js, err := json.Marshal(m)
+		if err != nil {
+			out = append(out, Document{Source: src, Err: err})
+			continue
+		}
+		obj := map[string]any{}
+		if err := k8sjson.Unmarshal(js, &obj); err != nil {
+			out = append(out, Document{Source: src, Err: err})
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		if u.IsList() {
+			list, err := u.ToList()
+			if err == nil {
+				for j := range list.Items {
+					out = append(out, Document{Source: fmt.Sprintf("%s.items[%d]", src, j), Object: &list.Items[j]})
+				}
+				continue
+			}
+		}
+		out = append(out, Document{Source: src, Object: u})
+	}
+}
+
+var anyType = reflect.TypeFor[map[string]any]()
+
+// duplicateKey returns the path of the first key that appears twice in a
+// mapping (the API server rejects such documents), or "".
+func duplicateKey(n *yaml.Node, path string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			p := join(path, k)
+			if seen[k] {
+				return fmt.Sprintf("%s (line %d)", p, n.Content[i].Line)
+			}
+			seen[k] = true
+			if d := duplicateKey(n.Content[i+1], p); d != "" {
+				return d
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if d := duplicateKey(c, fmt.Sprintf("%s[%d]", path, i)); d != "" {
+				return d
+			}
+		}
+	}
+	return ""
+}
+
+// Lint validates objects (Validator) and adds the Ray-aware rules: it
+// works on any objects a user hands in, not only on rendered ones.
+func Lint(v *Validator, docs []Document) []Finding {
+	var out []Finding
+	for _, d := range docs {
+		if d.Err != nil {
+			out = append(out, Finding{ID: "parse", Severity: SeverityError, Source: d.Source, Object: "(document)", Message: d.Err.Error()})
+			continue
+		}
+		fs := v.Validate(d.Object)
+		fs = append(fs, rayRules(d.Object)...)
+		for i := range fs {
+			fs[i].Source = d.Source
+		}
+		out = append(out, fs...)
+	}
+	SortFindings(out)
+	return out
+}
+
+var imageRayVersion = regexp.MustCompile(`(?:^|/)ray(?:-ml|-llm)?:(\d+\.\d+\.\d+)`)
+
+// rayRules are the Ray-aware lint rules: questionable but accepted choices
+// are warnings; what KubeRay would refuse is an error.
+func rayRules(u *unstructured.Unstructured) []Finding {
+	obj := describe(u)
+	var out []Finding
+	warn := func(id, path, msg, fix string) {
+		out = append(out, Finding{ID: id, Severity: SeverityWarning, Object: obj, Path: path, Message: msg, Fix: fix})
+	}
+	fail := func(id, path, msg, fix string) {
+		out = append(out, Finding{ID: id, Severity: SeverityError, Object: obj, Path: path, Message: msg, Fix: fix})
+	}
+	clusterRules := func(prefix, name string, spec *rayv1.RayClusterSpec) {
+		if spec == nil {
+			return
+		}
+		if ptr.Deref(spec.EnableInTreeAutoscaling, false) && (spec.AutoscalerOptions == nil || spec.AutoscalerOptions.Version == nil) {
+			warn("autoscaler-version", prefix+"autoscalerOptions.version", "autoscaling without an explicit autoscaler version follows a version-dependent default", "set autoscalerOptions.version: v2")
+		}
+		type group struct {
+			path      string
+			params    map[string]string
+			resources map[string]string
+			tmpl      corev1.PodTemplateSpec
+			serviceOK bool
+		}
+		groups := []group{{path: prefix + "headGroupSpec", params: spec.HeadGroupSpec.RayStartParams, resources: spec.HeadGroupSpec.Resources, tmpl: spec.HeadGroupSpec.Template}}
+		if t := spec.HeadGroupSpec.ServiceType; t == corev1.ServiceTypeLoadBalancer || t == corev1.ServiceTypeNodePort {
+			warn("exposed-dashboard", prefix+"headGroupSpec.serviceType", fmt.Sprintf("a %s head Service exposes the dashboard and job API (8265) and Ray client (10001) outside the cluster: anyone who reaches them can run code", t), "use ClusterIP and an authenticated gateway")
+		}
+		for i, g := range spec.WorkerGroupSpecs {
+			p := fmt.Sprintf("%sworkerGroupSpecs[%d]", prefix, i)
+			groups = append(groups, group{path: p, params: g.RayStartParams, resources: g.Resources, tmpl: g.Template})
+			r, lo, hi := ptr.Deref(g.Replicas, 0), ptr.Deref(g.MinReplicas, 0), ptr.Deref(g.MaxReplicas, 0)
+			if g.MinReplicas != nil && g.MaxReplicas != nil && (r < lo || r > hi) {
+				warn("replicas-out-of-range", p+".replicas", fmt.Sprintf("replicas %d is outside [minReplicas %d, maxReplicas %d]; KubeRay clamps it", r, lo, hi), "")
+			}
+		}
+		for _, g := range groups {
+			if len(g.resources) > 0 {
+				for _, k := range []string{"num-cpus", "num-gpus", "memory", "resources"} {
+					if _, ok := g.params[k]; ok {
+						fail("resources-and-start-params", g.path+".rayStartParams."+k, "group resources and rayStartParams resource keys cannot be combined; KubeRay rejects the cluster", "keep one of them")
+					}
+				}
+			}
+			if len(g.tmpl.Spec.Containers) == 0 {
+				continue
+			}
+			ctr := g.tmpl.Spec.Containers[0]
+			cp := g.path + ".template.spec.containers[0]"
+			if m := imageRayVersion.FindStringSubmatch(ctr.Image); m != nil && spec.RayVersion != "" && m[1] != spec.RayVersion {
+				warn("ray-version-image", prefix+"rayVersion", fmt.Sprintf("rayVersion %s does not match the image %s (Ray %s); KubeRay picks features by rayVersion", spec.RayVersion, ctr.Image, m[1]), "set rayVersion to "+m[1])
+			}
+			for _, which := range []struct {
+				name string
+				list corev1.ResourceList
+			}{{"requests", ctr.Resources.Requests}, {"limits", ctr.Resources.Limits}} {
+				if cpu, ok := which.list[corev1.ResourceCPU]; ok && cpu.MilliValue()%1000 != 0 {
+					if _, explicit := g.params["num-cpus"]; !explicit {
+						warn("fractional-cpu", cp+".resources."+which.name+".cpu", fmt.Sprintf("%s CPU is rounded up to %d for ray start", cpu.String(), cpu.Value()), "use whole CPUs, or set rayStartParams num-cpus")
+					}
+				}
+			}
+		}
+		if name != "" {
+			if rs, err := ComputeStartResources(name, spec); err == nil {
+				for i, r := range rs {
+					if r.GPU == nil {
+						continue
+					}
+					g := groups[i]
+					limit := int64(0)
+					for res, q := range g.tmpl.Spec.Containers[0].Resources.Limits {
+						if strings.HasSuffix(string(res), "gpu") {
+							limit += q.Value()
+						}
+					}
+					if *r.GPU != limit && *r.GPU > 0 {
+						warn("gpu-mismatch", g.path, fmt.Sprintf("Ray will see %d GPUs but the container is limited to %d", *r.GPU, limit), "make num-gpus (or group resources GPU) equal the container's GPU limit")
+					}
+				}
+			}
+		}
+	}
+	switch u.GetKind() {
+	case "RayCluster":
+		rc := &rayv1.RayCluster{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rc) == nil {
+			clusterRules("spec.", rc.Name, &rc.Spec)
+		}
+	case "RayJob":
+		j := &rayv1.RayJob{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, j) != nil {
+			break
+		}
+		if !j.Spec.ShutdownAfterJobFinishes && j.Spec.DeletionStrategy == nil && j.Spec.RayClusterSpec != nil {
+			warn("rayjob-no-cleanup", "spec.shutdownAfterJobFinishes", "the job's RayCluster (and its GPUs) outlives the job: shutdownAfterJobFinishes defaults to false", "set shutdownAfterJobFinishes: true and ttlSecondsAfterFinished")
+		}
+		if j.Spec.TTLSecondsAfterFinished > 0 && !j.Spec.ShutdownAfterJobFinishes {
+			fail("rayjob-ttl-without-shutdown", "spec.ttlSecondsAfterFinished", "a TTL without shutdownAfterJobFinishes does nothing; KubeRay rejects it", "set shutdownAfterJobFinishes: true")
+		}
+		if ds := j.Spec.DeletionStrategy; ds != nil && (ds.OnSuccess != nil || ds.OnFailure != nil) && len(ds.DeletionRules) > 0 {
+			fail("rayjob-mixed-deletion-policies", "spec.deletionStrategy", "legacy onSuccess/onFailure and deletionRules cannot be mixed", "keep deletionRules")
+		}
+		clusterRules("spec.rayClusterSpec.", j.Name, j.Spec.RayClusterSpec)
+	case "RayService":
+		s := &rayv1.RayService{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s) == nil {
+			clusterRules("spec.rayClusterConfig.", s.Name, &s.Spec.RayClusterSpec)
+		}
+	case "RayCronJob":
+		warn("raycronjob-feature-gate", "kind", "the RayCronJob controller is behind a feature gate that is off by default: the CRD accepts the object and nothing runs", "enable the RayCronJob feature gate on the operator")
+	case "Service":
+		svc := &corev1.Service{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, svc) != nil {
+			break
+		}
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort {
+			for i, p := range svc.Spec.Ports {
+				if p.Port == 8265 || p.Port == 10001 || p.TargetPort.IntValue() == 8265 || p.TargetPort.IntValue() == 10001 || p.TargetPort.StrVal == "dashboard" || p.TargetPort.StrVal == "client" {
+					warn("exposed-dashboard", fmt.Sprintf("spec.ports[%d]", i), fmt.Sprintf("a %s Service exposes Ray's dashboard/job API or client port %d outside the cluster: anyone who reaches it can run code", svc.Spec.Type, p.Port), "use ClusterIP behind an authenticated gateway")
+				}
+			}
+		}
+	}
+	if kind := u.GetKind(); kind == "RayCluster" && len(u.GetName()) > 53 {
+		// KubeRay's own rule reports it too; say why in one line.
+		fail("name-too-long", "metadata.name", fmt.Sprintf("%d characters; KubeRay derives pod and Service names from it and allows 53", len(u.GetName())), "shorten the name")
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package manifest_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gridweave.dev/manifest"
+)
+
+var validator = manifest.NewValidator()
+
+func lintString(t testing.TB, doc string) []manifest.Finding {
+	t.Helper()
+	docs, err := manifest.ReadDocuments("case.yaml", strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return manifest.Lint(validator, docs)
+}
+
+func TestLintAcceptsTheExamples(t *testing.T) {
+	f, err := os.Open(filepath.Join(specs, "ray-cpu-demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	docs, _ := manifest.ReadDocuments("ray-cpu-demo.yaml", f)
+	if fs := manifest.Lint(validator, docs); len(fs) != 0 {
+		t.Errorf("seed 003's minimal CPU cluster: %v", fs)
+	}
+	for _, c := range [][2]string{{"grpo_swe.recipe.yaml", "grpo_swe.infra.yaml"}, {"grpo_swe.recipe.yaml", "grpo_swe_sglang.infra.yaml"}} {
+		objs := render(t, c[0], c[1])
+		var docs []manifest.Document
+		for i, o := range objs {
+			docs = append(docs, manifest.Document{Source: fmt.Sprintf("render#%d", i+1), Object: o})
+		}
+		for _, f := range manifest.Lint(validator, docs) {
+			if f.Severity == manifest.SeverityError {
+				t.Errorf("%s: rendered output has an error: %s", c[1], f)
+			}
+		}
+	}
+}
+
+const rayCluster = `apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: %s
+spec:
+  rayVersion: "2.54.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.54.0
+  workerGroupSpecs:
+  - groupName: gpu
+    replicas: 1
+    minReplicas: 0
+    maxReplicas: 2
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.54.0
+          resources:
+            limits: {nvidia.com/gpu: "1", cpu: "4", memory: 16Gi}
+`
+
+// TestLintFindsUsersMistakes feeds YAML with the mistakes users make and
+// expects each to be reported at its field, with the right severity.
+func TestLintFindsUsersMistakes(t *testing.T) {
+	base := fmt.Sprintf(rayCluster, "demo")
+	cases := []struct {
+		name     string
+		doc      string
+		id, path string
+		severity manifest.Severity
+	}{
+		{"typo in a worker group", strings.Replace(base, "    replicas: 1\n", "    replica: 1\n", 1), "unknown-field", "spec.workerGroupSpecs[0].replica", manifest.SeverityError},
+		{"memory with a wrong unit", strings.Replace(base, "memory: 16Gi", "memory: 16GB", 1), "schema", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.memory", manifest.SeverityError},
+		{"a number where a string goes", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}", "  headGroupSpec:\n    rayStartParams: {num-cpus: 0}", 1), "schema", "spec.headGroupSpec.rayStartParams.num-cpus", manifest.SeverityError},
+		{"CEL rule", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  managedBy: someone-else\n  rayVersion", 1), "schema", "spec.managedBy", manifest.SeverityError},
+		{"uppercase name", fmt.Sprintf(rayCluster, "Demo"), "metadata", "metadata.name", manifest.SeverityError},
+		{"name too long", fmt.Sprintf(rayCluster, strings.Repeat("a", 54)), "name-too-long", "metadata.name", manifest.SeverityError},
+		{"container name", strings.Replace(base, "name: ray-worker", "name: Ray_Worker", 1), "container-name", "spec.workerGroupSpecs[0].template.spec.containers[0].name", manifest.SeverityError},
+		{"label value", strings.Replace(base, "    rayStartParams: {}\n    template:\n      spec:\n        containers:\n        - name: ray-worker", "    rayStartParams: {}\n    template:\n      metadata:\n        labels: {team: \"has space!\"}\n      spec:\n        containers:\n        - name: ray-worker", 1), "", "", ""},
+		{"GPU only in requests", strings.Replace(base, "limits: {nvidia.com/gpu: \"1\", cpu: \"4\", memory: 16Gi}", "requests: {nvidia.com/gpu: \"1\"}", 1), "gpu-request-only", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.nvidia.com/gpu", manifest.SeverityError},
+		{"resources in both places", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    resources: {GPU: \"1\"}\n    rayStartParams: {num-gpus: \"1\"}", 1), "resources-and-start-params", "spec.workerGroupSpecs[0].rayStartParams.num-gpus", manifest.SeverityError},
+		{"GPUs Ray sees differ", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    rayStartParams: {num-gpus: \"2\"}", 1), "gpu-mismatch", "spec.workerGroupSpecs[0]", manifest.SeverityWarning},
+		{"fractional CPU", strings.Replace(base, `cpu: "4"`, "cpu: 1500m", 1), "fractional-cpu", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu", manifest.SeverityWarning},
+		{"rayVersion vs image", strings.Replace(base, `rayVersion: "2.54.0"`, `rayVersion: "2.50.0"`, 1), "ray-version-image", "spec.rayVersion", manifest.SeverityWarning},
+		{"replicas out of range", strings.Replace(base, "    replicas: 1\n", "    replicas: 5\n", 1), "replicas-out-of-range", "spec.workerGroupSpecs[0].replicas", manifest.SeverityWarning},
+		{"autoscaling without version", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  enableInTreeAutoscaling: true\n  rayVersion", 1), "autoscaler-version", "spec.autoscalerOptions.version", manifest.SeverityWarning},
+		{"exposed head", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    serviceType: LoadBalancer\n", 1), "exposed-dashboard", "spec.headGroupSpec.serviceType", manifest.SeverityWarning},
+		{"RayJob without cleanup", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-no-cleanup", "spec.shutdownAfterJobFinishes", manifest.SeverityWarning},
+		{"RayJob TTL without shutdown", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  ttlSecondsAfterFinished: 60\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-ttl-without-shutdown", "spec.ttlSecondsAfterFinished", manifest.SeverityError},
+		{"RayCronJob gate", "apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 3 * * *\"\n  jobTemplate:\n    entrypoint: python x.py\n    shutdownAfterJobFinishes: true\n    rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "    "), "raycronjob-feature-gate", "kind", manifest.SeverityWarning},
+		{"wrong apiVersion", strings.Replace(base, "ray.io/v1", "ray.io/v2", 1), "type", "apiVersion", manifest.SeverityError},
+		{"Deployment typo", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replica: 2\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec: {containers: [{name: c, image: i}]}\n", "unknown-field", "spec.replica", manifest.SeverityError},
+		{"Deployment selector", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: b}}\n    spec: {containers: [{name: c, image: i}]}\n", "schema", "spec.template.metadata.labels", manifest.SeverityError},
+		{"Service port type", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports: [{port: http}]\n", "schema", "spec.ports[0].port", manifest.SeverityError},
+		{"exposed dashboard Service", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  type: NodePort\n  ports: [{port: 8265}]\n", "exposed-dashboard", "spec.ports[0]", manifest.SeverityWarning},
+		{"duplicate env", strings.Replace(base, "name: ray-worker\n", "name: ray-worker\n          env: [{name: A, value: \"1\"}, {name: A, value: \"2\"}]\n", 1), "duplicate-env", "spec.workerGroupSpecs[0].template.spec.containers[0].env[1].name", manifest.SeverityWarning},
+		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: \"1\"}\ndata: {b: \"2\"}\n", "parse", "", manifest.SeverityError},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := lintString(t, c.doc)
+			if c.id == "" { // label value: the pod-label check
+				if !has(fs, "pod-label", "spec.workerGroupSpecs[0].template.metadata.labels.team", manifest.SeverityError) {
+					t.Errorf("findings:\n%s", list(fs))
+				}
+				return
+			}
+			if !has(fs, c.id, c.path, c.severity) {
+				t.Errorf("want %s [%s] at %q; findings:\n%s", c.severity, c.id, c.path, list(fs))
+			}
+		})
+	}
+}
+
+func has(fs []manifest.Finding, id, path string, sev manifest.Severity) bool {
+	for _, f := range fs {
+		if f.ID == id && f.Severity == sev && (path == "" || f.Path == path) {
+			return true
+		}
+	}
+	return false
+}
+
+func list(fs []manifest.Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		b.WriteString("  " + f.String() + "\n")
+	}
+	return b.String()
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func rayClusterDoc(name string) string { return fmt.Sprintf(rayCluster, name) }
+
+func lintDocs(t testing.TB, doc string) []manifest.Document {
+	docs, err := manifest.ReadDocuments("bench.yaml", strings.NewReader(doc))
+	if err != nil || len(docs) == 0 || docs[0].Err != nil {
+		t.Fatalf("%v %v", docs, err)
+	}
+	return docs
+}
