@@ -1,0 +1,270 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"gridweave.dev/manifest"
+)
+
+// exitError carries an exit status through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(stderr, "launcher:", err)
+		return 2
+	}
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "launcher",
+		Short:         "Render, validate and lint Ray-on-Kubernetes launches",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	var namespace string
+	root.PersistentFlags().StringVarP(&namespace, "namespace", "n", "", "override the infra spec's namespace")
+	v := manifest.NewValidator()
+
+	load := func(recipePath, infraPath string) (*manifest.Recipe, *manifest.Infra, []*unstructured.Unstructured, error) {
+		r, err := manifest.LoadRecipe(recipePath)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		in, err := manifest.LoadInfra(infraPath)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if namespace != "" {
+			in.Namespace = namespace
+		}
+		objs, err := manifest.Render(r, in)
+		return r, in, objs, err
+	}
+
+	check := &cobra.Command{
+		Use:   "check RECIPE INFRA",
+		Short: "Validate and lint a recipe and infra spec; show what Ray will see per group",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, objs, err := load(args[0], args[1])
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return exitError{1}
+			}
+			docs := make([]manifest.Document, len(objs))
+			for i, o := range objs {
+				docs[i] = manifest.Document{Source: "render#" + fmt.Sprint(i+1), Object: o}
+			}
+			findings := manifest.Lint(v, docs)
+			for _, f := range findings {
+				fmt.Fprintln(stdout, f)
+			}
+			for _, o := range objs {
+				name, spec := raySpec(o)
+				if spec == nil {
+					continue
+				}
+				rs, err := manifest.ComputeStartResources(name, spec)
+				if err != nil {
+					fmt.Fprintf(stdout, "%s %s: %v\n", o.GetKind(), o.GetName(), err)
+					continue
+				}
+				fmt.Fprintf(stdout, "Ray resources per node of %s %s (KubeRay %s):\n", o.GetKind(), o.GetName(), manifest.KubeRayVersion)
+				for _, r := range rs {
+					fmt.Fprintln(stdout, "  "+r.String())
+				}
+			}
+			if manifest.HasErrors(findings) {
+				return exitError{1}
+			}
+			fmt.Fprintf(stdout, "%d objects, %s\n", len(objs), summary(findings))
+			return nil
+		},
+	}
+
+	var outDir string
+	render := &cobra.Command{
+		Use:   "render RECIPE INFRA",
+		Short: "Print the manifests in apply order, or write one file per object with -o DIR",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, objs, err := load(args[0], args[1])
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return exitError{1}
+			}
+			if outDir == "" {
+				data, err := manifest.Marshal(objs)
+				if err != nil {
+					return err
+				}
+				_, err = stdout.Write(data)
+				return err
+			}
+			if err := os.MkdirAll(outDir, 0o755); err != nil {
+				return err
+			}
+			for i, o := range objs {
+				data, err := manifest.Marshal([]*unstructured.Unstructured{o})
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(outDir, manifest.FileName(i, o)), data, 0o644); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(stderr, "wrote %d files to %s\n", len(objs), outDir)
+			return nil
+		},
+	}
+	render.Flags().StringVarP(&outDir, "output-dir", "o", "", "write one file per object into this directory")
+
+	var format string
+	lint := &cobra.Command{
+		Use:   "lint PATH... | -",
+		Short: "Validate and lint Kubernetes YAML: files, directories (recursively), or - for stdin",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("-o %q: want text or json", format)
+			}
+			docs, err := readPaths(args, stdin)
+			if err != nil {
+				return err
+			}
+			findings := manifest.Lint(v, docs)
+			if format == "json" {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if findings == nil {
+					findings = []manifest.Finding{}
+				}
+				if err := enc.Encode(map[string]any{"objects": len(docs), "findings": findings}); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range findings {
+					fmt.Fprintln(stdout, f)
+				}
+				fmt.Fprintf(stdout, "%d objects, %s\n", len(docs), summary(findings))
+			}
+			if manifest.HasErrors(findings) {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	lint.Flags().StringVarP(&format, "output", "o", "text", "text or json")
+
+	root.AddCommand(check, render, lint)
+	return root
+}
+
+func summary(fs []manifest.Finding) string {
+	errs, warns := 0, 0
+	for _, f := range fs {
+		if f.Severity == manifest.SeverityError {
+			errs++
+		} else {
+			warns++
+		}
+	}
+	return fmt.Sprintf("%d errors, %d warnings", errs, warns)
+}
+
+// raySpec returns the cluster spec inside a RayCluster or RayJob.
+func raySpec(o *unstructured.Unstructured) (string, *rayv1.RayClusterSpec) {
+	switch o.GetKind() {
+	case "RayCluster":
+		rc := &rayv1.RayCluster{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, rc) == nil {
+			return rc.Name, &rc.Spec
+		}
+	case "RayJob":
+		j := &rayv1.RayJob{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, j) == nil {
+			return j.Name, j.Spec.RayClusterSpec
+		}
+	}
+	return "", nil
+}
+
+// readPaths reads every YAML or JSON document under the given paths
+// (directories recursively; - is stdin), in a stable order.
+func readPaths(paths []string, stdin io.Reader) ([]manifest.Document, error) {
+	var docs []manifest.Document
+	for _, p := range paths {
+		if p == "-" {
+			d, err := manifest.ReadDocuments("stdin", stdin)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, d...)
+			continue
+		}
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		var files []string
+		if info.IsDir() {
+			err := filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				ext := strings.ToLower(filepath.Ext(path))
+				if !d.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+					files = append(files, path)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			sort.Strings(files)
+		} else {
+			files = []string{p}
+		}
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				return nil, err
+			}
+			d, err := manifest.ReadDocuments(f, fh)
+			fh.Close()
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, d...)
+		}
+	}
+	return docs, nil
+}
