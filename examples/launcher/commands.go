@@ -184,7 +184,34 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	lint.Flags().StringVarP(&format, "output", "o", "text", "text or json")
 
-	root.AddCommand(check, render, lint)
+	chart := &cobra.Command{Use: "chart", Short: "The RayService chart"}
+	chartRender := &cobra.Command{
+		Use:   "render VALUES",
+		Short: "Print the RayService chart's objects for a values file",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			values, err := manifest.LoadChartValues(args[0])
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return exitError{1}
+			}
+			if namespace != "" {
+				values.Namespace = namespace
+			}
+			objs, err := manifest.RenderChart(values)
+			if err != nil {
+				return err
+			}
+			data, err := manifest.Marshal(objs)
+			if err != nil {
+				return err
+			}
+			_, err = stdout.Write(data)
+			return err
+		},
+	}
+	chart.AddCommand(chartRender)
+	root.AddCommand(check, render, lint, chart)
 	return root
 }
 

@@ -6,6 +6,7 @@
 //	launcher check RECIPE INFRA      validate + lint the pair; show the resources Ray will see
 //	launcher render RECIPE INFRA     manifests in apply order (stdout, or -o DIR)
 //	launcher lint PATH... | -        validate + lint files, directories or stdin (-o json)
+//	launcher chart render VALUES     the RayService chart's objects
 //
 // Exit status: 0 fine (warnings allowed), 1 an error was found, 2 the
 // command could not run. The logic lives in gridweave.dev/manifest.

@@ -102,3 +102,16 @@ func TestLintStdinFilesAndJSON(t *testing.T) {
 		t.Fatalf("missing path: exit %d", code)
 	}
 }
+
+func TestChartRender(t *testing.T) {
+	code, out, errOut := launch(t, "", "chart", "render", "chart/values.yaml")
+	golden, _ := os.ReadFile("../../manifest/testdata/chart.plain.yaml")
+	if code != 0 || out != string(golden) {
+		t.Fatalf("chart render differs from the golden file (exit %d) %s", code, errOut)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "v.yaml"), []byte("name: r\nnamespace: ns\nserve: {proxyLocation: Everywhere}\n"), 0o644)
+	if code, _, errOut := launch(t, "", "chart", "render", filepath.Join(dir, "v.yaml")); code != 1 || !strings.Contains(errOut, "serve.proxyLocation") {
+		t.Fatalf("bad values: exit %d %q", code, errOut)
+	}
+}

@@ -1,0 +1,348 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// ChartValues are the values of the RayService chart (seed 002): one
+// RayService running Ray Serve, Services of its own that reach the head
+// from install time, optional external exposure, and two conditional
+// injections (an organisation CA bundle; a GPU toleration).
+type ChartValues struct {
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	Image      string `json:"image,omitempty"`
+	RayVersion string `json:"rayVersion,omitempty"` // default: the image tag's version
+	Serve      struct {
+		// Enabled exposes the Serve endpoint externally (it is always
+		// reachable in-cluster through the chart's serve Service).
+		Enabled       bool   `json:"enabled,omitempty"`
+		ProxyLocation string `json:"proxyLocation,omitempty"` // default EveryNode
+	} `json:"serve,omitempty"`
+	ServeApplications []map[string]any `json:"serveApplications,omitempty"`
+	Head              struct {
+		Resources      corev1.ResourceRequirements `json:"resources,omitempty"`
+		RayStartParams map[string]string           `json:"rayStartParams,omitempty"`
+		Tolerations    []corev1.Toleration         `json:"tolerations,omitempty"`
+	} `json:"head,omitempty"`
+	Worker struct {
+		Replicas       *int32                      `json:"replicas,omitempty"`
+		MinReplicas    *int32                      `json:"minReplicas,omitempty"`
+		MaxReplicas    *int32                      `json:"maxReplicas,omitempty"`
+		Resources      corev1.ResourceRequirements `json:"resources,omitempty"`
+		RayStartParams map[string]string           `json:"rayStartParams,omitempty"`
+		Tolerations    []corev1.Toleration         `json:"tolerations,omitempty"`
+	} `json:"worker,omitempty"`
+	OrgCABundle struct {
+		ConfigMapName string `json:"configMapName,omitempty"`
+		Key           string `json:"key,omitempty"`   // default ca.crt
+		Image         string `json:"image,omitempty"` // default alpine:3.20
+	} `json:"orgCABundle,omitempty"`
+	Exposure struct {
+		// Type is "" (none), "httproute" (Gateway API) or "nebariapp".
+		Type              string `json:"type,omitempty"`
+		DashboardHostname string `json:"dashboardHostname,omitempty"`
+		ServeHostname     string `json:"serveHostname,omitempty"`
+		Gateway           struct {
+			Name        string `json:"name,omitempty"`
+			Namespace   string `json:"namespace,omitempty"`
+			SectionName string `json:"sectionName,omitempty"`
+		} `json:"gateway,omitempty"`
+		// Auth requires OIDC at the gateway (NebariApp only).
+		Auth bool `json:"auth,omitempty"`
+	} `json:"exposure,omitempty"`
+}
+
+// Chart defaults.
+const (
+	DefaultChartImage = "rayproject/ray:2.54.0-py312"
+	DefaultCAImage    = "alpine:3.20"
+	caBundlePath      = "/shared/ca-bundle.crt"
+)
+
+// ParseChartValues decodes chart values strictly (unknown or mistyped
+// fields are *SpecError with path and line) and checks them.
+func ParseChartValues(file string, data []byte) (*ChartValues, error) {
+	v := &ChartValues{}
+	if err := decodeStrict(file, data, v, nil); err != nil {
+		return nil, err
+	}
+	bad := func(path, format string, args ...any) error {
+		return &SpecError{File: file, Path: path, Problem: fmt.Sprintf(format, args...)}
+	}
+	if errs := validation.IsDNS1035Label(v.Name); len(errs) > 0 || len(v.Name) > 40 {
+		return nil, bad("name", "%q must be a DNS-1035 label of at most 40 characters (it prefixes Service names)", v.Name)
+	}
+	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
+		return nil, bad("namespace", "%q: %s", v.Namespace, errs[0])
+	}
+	if pl := v.Serve.ProxyLocation; pl != "" && !slices.Contains([]string{"EveryNode", "HeadOnly", "Disabled"}, pl) {
+		return nil, bad("serve.proxyLocation", "%q: want EveryNode, HeadOnly or Disabled", pl)
+	}
+	for i, app := range v.ServeApplications {
+		if _, ok := app["import_path"].(string); !ok {
+			return nil, bad(fmt.Sprintf("serveApplications[%d].import_path", i), "is required")
+		}
+	}
+	switch v.Exposure.Type {
+	case "":
+	case "httproute", "nebariapp":
+		if v.Exposure.DashboardHostname == "" {
+			return nil, bad("exposure.dashboardHostname", "is required to expose the dashboard")
+		}
+		if v.Serve.Enabled && v.Exposure.ServeHostname == "" {
+			return nil, bad("exposure.serveHostname", "is required when serve.enabled is true")
+		}
+		if v.Exposure.Type == "httproute" && v.Exposure.Gateway.Name == "" {
+			return nil, bad("exposure.gateway.name", "is required for an HTTPRoute")
+		}
+	default:
+		return nil, bad("exposure.type", "%q: want httproute or nebariapp (or leave it empty)", v.Exposure.Type)
+	}
+	if v.Exposure.Auth && v.Exposure.Type == "httproute" {
+		return nil, bad("exposure.auth", "OIDC at the gateway is configured by a NebariApp; use type nebariapp or your Gateway's own policy")
+	}
+	return v, nil
+}
+
+// LoadChartValues reads and parses a values file.
+func LoadChartValues(path string) (*ChartValues, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChartValues(path, data)
+}
+
+var imageVersion = regexp.MustCompile(`:(\d+\.\d+\.\d+)`)
+
+// RenderChart renders the chart: the dashboard and serve Services (named
+// <name>-dashboard and <name>-serve, never KubeRay's own <name>-head-svc
+// and <name>-serve-svc, which its RayService controller overwrites), the
+// RayService, then the exposure objects. The two injections render nothing
+// unless asked for.
+func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
+	image := orDefault(v.Image, DefaultChartImage)
+	rayVersion := v.RayVersion
+	if rayVersion == "" {
+		if m := imageVersion.FindStringSubmatch(image); m != nil {
+			rayVersion = m[1]
+		}
+	}
+	ignoreExtraneous := map[string]string{"argocd.argoproj.io/compare-options": "IgnoreExtraneous"}
+	lbls := map[string]string{"app.kubernetes.io/name": "rayserve", "app.kubernetes.io/instance": v.Name, "app.kubernetes.io/managed-by": ManagedBy}
+	headSelector := map[string]string{"ray.io/node-type": "head", "ray.io/originated-from-crd": "RayService", "ray.io/originated-from-cr-name": v.Name}
+	service := func(name string, ports ...corev1.ServicePort) *corev1.Service {
+		return &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v.Namespace, Labels: lbls, Annotations: ignoreExtraneous},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: headSelector, Ports: ports},
+		}
+	}
+	port := func(name string, p int32) corev1.ServicePort {
+		return corev1.ServicePort{Name: name, Port: p, TargetPort: intstr.FromInt32(p), Protocol: corev1.ProtocolTCP}
+	}
+	dashboardSvc := service(v.Name+"-dashboard", port("dashboard", 8265), port("client", 10001))
+	serveSvc := service(v.Name+"-serve", port("serve", 8000))
+
+	apps := v.ServeApplications
+	if apps == nil {
+		apps = []map[string]any{}
+	}
+	serveConfig, err := yaml.Marshal(map[string]any{
+		"proxy_location": orDefault(v.Serve.ProxyLocation, "EveryNode"),
+		// 0.0.0.0: without it the proxy binds loopback and nothing outside
+		// the pod reaches it.
+		"http_options": map[string]any{"host": "0.0.0.0", "port": 8000},
+		"applications": apps,
+	})
+	if err != nil {
+		return nil, err
+	}
+	head := corev1.PodSpec{
+		Tolerations: slices.Clone(v.Head.Tolerations),
+		Containers: []corev1.Container{{
+			Name: "ray-head", Image: image, Resources: v.Head.Resources,
+			Ports: []corev1.ContainerPort{
+				{Name: "gcs", ContainerPort: 6379}, {Name: "dashboard", ContainerPort: 8265},
+				{Name: "client", ContainerPort: 10001}, {Name: "serve", ContainerPort: 8000},
+			},
+		}},
+	}
+	worker := corev1.PodSpec{
+		Tolerations: slices.Clone(v.Worker.Tolerations),
+		Containers:  []corev1.Container{{Name: "ray-worker", Image: image, Resources: v.Worker.Resources}},
+	}
+	for _, spec := range []*corev1.PodSpec{&head, &worker} {
+		injectGPUToleration(spec)
+		if v.OrgCABundle.ConfigMapName != "" {
+			injectCABundle(spec, v)
+		}
+	}
+	replicas := ptr.Deref(v.Worker.Replicas, 1)
+	svc := &rayv1.RayService{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayService"},
+		ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, Labels: lbls, Annotations: ignoreExtraneous},
+		Spec: rayv1.RayServiceSpec{
+			ServeConfigV2: string(serveConfig),
+			RayClusterSpec: rayv1.RayClusterSpec{
+				RayVersion: rayVersion,
+				HeadGroupSpec: rayv1.HeadGroupSpec{
+					RayStartParams: nonNilMap(v.Head.RayStartParams),
+					Template:       corev1.PodTemplateSpec{Spec: head},
+				},
+				WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
+					GroupName:      "workers",
+					Replicas:       ptr.To(replicas),
+					MinReplicas:    ptr.To(ptr.Deref(v.Worker.MinReplicas, replicas)),
+					MaxReplicas:    ptr.To(ptr.Deref(v.Worker.MaxReplicas, replicas)),
+					RayStartParams: nonNilMap(v.Worker.RayStartParams),
+					Template:       corev1.PodTemplateSpec{Spec: worker},
+				}},
+			},
+		},
+	}
+	objs := []*unstructured.Unstructured{}
+	for _, o := range []runtime.Object{dashboardSvc, serveSvc, svc} {
+		u, err := toUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, u)
+	}
+	objs = append(objs, exposure(v, dashboardSvc.Name, serveSvc.Name, lbls)...)
+	return objs, nil
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// injectGPUToleration adds the nvidia.com/gpu toleration to a pod spec
+// whose container requests or limits a GPU, unless one with that key is
+// already there.
+func injectGPUToleration(spec *corev1.PodSpec) {
+	wants := false
+	for _, c := range spec.Containers {
+		if _, ok := c.Resources.Limits[GPUResource]; ok {
+			wants = true
+		}
+		if _, ok := c.Resources.Requests[GPUResource]; ok {
+			wants = true
+		}
+	}
+	if !wants {
+		return
+	}
+	for _, t := range spec.Tolerations {
+		if t.Key == string(GPUResource) {
+			return
+		}
+	}
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+}
+
+// injectCABundle builds a CA bundle (the system store plus the
+// organisation's CA from a ConfigMap) in an init container with its own
+// resources and a restricted securityContext, and points the usual
+// variables of the Ray container at it.
+func injectCABundle(spec *corev1.PodSpec, v *ChartValues) {
+	key := orDefault(v.OrgCABundle.Key, "ca.crt")
+	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{
+		Name:    "build-ca-bundle",
+		Image:   orDefault(v.OrgCABundle.Image, DefaultCAImage),
+		Command: []string{"sh", "-c", "cat /etc/ssl/certs/ca-certificates.crt /org-ca/" + key + " > " + caBundlePath},
+		Resources: corev1.ResourceRequirements{
+			Requests: small,
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534),
+			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "ca-bundle", MountPath: "/shared"}, {Name: "org-ca", MountPath: "/org-ca", ReadOnly: true}},
+	})
+	spec.Volumes = append(spec.Volumes,
+		corev1.Volume{Name: "ca-bundle", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: "org-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: v.OrgCABundle.ConfigMapName}}}},
+	)
+	c := &spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "ca-bundle", MountPath: "/shared", ReadOnly: true})
+	for _, name := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"} {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: caBundlePath})
+	}
+}
+
+func exposure(v *ChartValues, dashboardSvc, serveSvc string, lbls map[string]string) []*unstructured.Unstructured {
+	type target struct {
+		name, host, svc string
+		port            int64
+	}
+	targets := []target{{v.Name + "-dashboard", v.Exposure.DashboardHostname, dashboardSvc, 8265}}
+	if v.Serve.Enabled {
+		targets = append(targets, target{v.Name + "-serve", v.Exposure.ServeHostname, serveSvc, 8000})
+	}
+	meta := func(name string) map[string]any {
+		l := map[string]any{}
+		for k, val := range lbls {
+			l[k] = val
+		}
+		return map[string]any{"name": name, "namespace": v.Namespace, "labels": l}
+	}
+	var out []*unstructured.Unstructured
+	for _, t := range targets {
+		switch v.Exposure.Type {
+		case "httproute":
+			parent := map[string]any{"name": v.Exposure.Gateway.Name}
+			if v.Exposure.Gateway.Namespace != "" {
+				parent["namespace"] = v.Exposure.Gateway.Namespace
+			}
+			if v.Exposure.Gateway.SectionName != "" {
+				parent["sectionName"] = v.Exposure.Gateway.SectionName
+			}
+			out = append(out, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(t.name),
+				"spec": map[string]any{
+					"parentRefs": []any{parent},
+					"hostnames":  []any{t.host},
+					"rules": []any{map[string]any{
+						"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}}},
+						"backendRefs": []any{map[string]any{"name": t.svc, "port": t.port}},
+					}},
+				},
+			}})
+		case "nebariapp":
+			out = append(out, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "reconcilers.nebari.dev/v1", "kind": "NebariApp", "metadata": meta(t.name),
+				"spec": map[string]any{
+					"hostname": t.host,
+					"service":  map[string]any{"name": t.svc, "port": t.port, "namespace": v.Namespace},
+					"routing":  map[string]any{"routes": []any{map[string]any{"pathPrefix": "/", "pathType": "PathPrefix"}}},
+					"auth":     map[string]any{"enabled": v.Exposure.Auth},
+					"gateway":  "public",
+				},
+			}})
+		}
+	}
+	return out
+}

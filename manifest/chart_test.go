@@ -1,0 +1,151 @@
+package manifest_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/golden"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"gridweave.dev/manifest"
+)
+
+const chartDir = "../examples/launcher/chart"
+
+func renderChart(t *testing.T, values string) ([]*unstructured.Unstructured, []byte) {
+	t.Helper()
+	v, err := manifest.ParseChartValues("values.yaml", []byte(values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.RenderChart(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := manifest.Marshal(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, out
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	v, err := manifest.LoadChartValues(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v
+	data, _ := osReadFile(path)
+	return string(data)
+}
+
+func TestChartGoldenAndValid(t *testing.T) {
+	for _, c := range []struct{ values, golden string }{
+		{"values.yaml", "chart.plain.yaml"},
+		{"values-gpu-nebari.yaml", "chart.gpu-nebari.yaml"},
+	} {
+		t.Run(c.values, func(t *testing.T) {
+			objs, out := renderChart(t, readFile(t, filepath.Join(chartDir, c.values)))
+			golden.Assert(t, string(out), c.golden)
+			var docs []manifest.Document
+			for _, o := range objs {
+				docs = append(docs, manifest.Document{Source: c.values, Object: o})
+			}
+			for _, f := range manifest.Lint(validator, docs) {
+				if f.Severity == manifest.SeverityError {
+					t.Errorf("chart output: %s", f)
+				}
+			}
+			for _, o := range objs {
+				if o.GetKind() == "Service" && (strings.HasSuffix(o.GetName(), "-head-svc") || strings.HasSuffix(o.GetName(), "-serve-svc")) {
+					t.Errorf("Service %s takes a name KubeRay's RayService controller owns", o.GetName())
+				}
+			}
+		})
+	}
+}
+
+// TestInjectionsRenderNothingUnlessAsked: without a CA bundle and without
+// GPUs, the output is byte-identical to the plain render; each injection
+// appears only under its condition.
+func TestInjectionsRenderNothingUnlessAsked(t *testing.T) {
+	plain := readFile(t, filepath.Join(chartDir, "values.yaml"))
+	_, base := renderChart(t, plain)
+	_, same := renderChart(t, plain+"orgCABundle:\n  configMapName: \"\"\n")
+	if !bytes.Equal(base, same) {
+		t.Fatal("an empty orgCABundle changed the output")
+	}
+	_, withCA := renderChart(t, plain+"orgCABundle:\n  configMapName: org-ca\n")
+	for _, want := range []string{"build-ca-bundle", "SSL_CERT_FILE", "GIT_SSL_CAINFO", "readOnlyRootFilesystem: true", "runAsNonRoot: true", "name: org-ca"} {
+		if !strings.Contains(string(withCA), want) {
+			t.Errorf("CA injection lacks %q", want)
+		}
+	}
+	if strings.Contains(string(base), "nvidia.com/gpu") {
+		t.Fatal("a CPU chart has a GPU toleration")
+	}
+	gpu := strings.Replace(plain, "limits: {cpu: \"4\", memory: 16Gi}", "limits: {cpu: \"4\", memory: 16Gi, nvidia.com/gpu: \"1\"}", 1)
+	objs, _ := renderChart(t, gpu)
+	tols, _, _ := unstructured.NestedSlice(objs[2].Object, "spec", "rayClusterConfig", "workerGroupSpecs")
+	wg := tols[0].(map[string]any)
+	got, _, _ := unstructured.NestedSlice(wg, "template", "spec", "tolerations")
+	if len(got) != 1 || got[0].(map[string]any)["key"] != "nvidia.com/gpu" {
+		t.Fatalf("GPU worker tolerations %v", got)
+	}
+	headTols, _, _ := unstructured.NestedSlice(objs[2].Object, "spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "tolerations")
+	if len(headTols) != 0 {
+		t.Fatalf("CPU head got tolerations %v", headTols)
+	}
+	// A user toleration with the key is kept, not duplicated.
+	own := strings.Replace(gpu, "worker:\n", "worker:\n  tolerations: [{key: nvidia.com/gpu, operator: Equal, value: a100, effect: NoSchedule}]\n", 1)
+	objs, _ = renderChart(t, own)
+	wg = mustSlice(objs[2], "spec", "rayClusterConfig", "workerGroupSpecs")[0].(map[string]any)
+	got, _, _ = unstructured.NestedSlice(wg, "template", "spec", "tolerations")
+	if len(got) != 1 || got[0].(map[string]any)["value"] != "a100" {
+		t.Fatalf("user toleration handling %v", got)
+	}
+}
+
+func TestChartServesOnAllInterfacesAndSelectsItsOwnHead(t *testing.T) {
+	objs, _ := renderChart(t, readFile(t, filepath.Join(chartDir, "values.yaml")))
+	cfg, _, _ := unstructured.NestedString(objs[2].Object, "spec", "serveConfigV2")
+	if !strings.Contains(cfg, "host: 0.0.0.0") || !strings.Contains(cfg, "port: 8000") || !strings.Contains(cfg, "proxy_location: EveryNode") {
+		t.Fatalf("serveConfigV2:\n%s", cfg)
+	}
+	sel, _, _ := unstructured.NestedStringMap(objs[0].Object, "spec", "selector")
+	if sel["ray.io/originated-from-cr-name"] != "rayserve" || sel["ray.io/node-type"] != "head" {
+		t.Fatalf("dashboard Service selector %v", sel)
+	}
+	if objs[0].GetAnnotations()["argocd.argoproj.io/compare-options"] != "IgnoreExtraneous" {
+		t.Fatal("missing IgnoreExtraneous")
+	}
+}
+
+func TestChartValuesErrors(t *testing.T) {
+	for _, c := range []struct{ doc, path string }{
+		{"name: r\nnamespace: ns\nserve: {proxyLocation: Everywhere}\n", "serve.proxyLocation"},
+		{"name: r\nnamespace: ns\nserveApplications: [{name: a}]\n", "serveApplications[0].import_path"},
+		{"name: r\nnamespace: ns\nexposure: {type: httproute, dashboardHostname: d.example.org}\n", "exposure.gateway.name"},
+		{"name: r\nnamespace: ns\nexposure: {type: ingress}\n", "exposure.type"},
+		{"name: r\nnamespace: ns\nworker: {replicas: two}\n", "worker.replicas"},
+		{"name: r\nnamespace: ns\nworker: {resources: {limit: {cpu: 1}}}\n", "worker.resources.limit"},
+	} {
+		_, err := manifest.ParseChartValues("values.yaml", []byte(c.doc))
+		var se *manifest.SpecError
+		if !errors.As(err, &se) || se.Path != c.path {
+			t.Errorf("%q: %v, want an error at %s", c.doc, err, c.path)
+		}
+	}
+}
+
+func mustSlice(u *unstructured.Unstructured, path ...string) []any {
+	s, _, _ := unstructured.NestedSlice(u.Object, path...)
+	return s
+}
+
+var osReadFile = os.ReadFile
