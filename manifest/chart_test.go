@@ -149,3 +149,21 @@ func mustSlice(u *unstructured.Unstructured, path ...string) []any {
 }
 
 var osReadFile = os.ReadFile
+
+func FuzzParseChartValues(f *testing.F) {
+	f.Add([]byte("name: r\nnamespace: ns\n"))
+	f.Add([]byte("name: r\nnamespace: ns\nworker: {resources: {limits: {cpu: x}}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := manifest.ParseChartValues("fuzz.yaml", data)
+		var se *manifest.SpecError
+		if err != nil {
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v is not a *SpecError", err)
+			}
+			return
+		}
+		if _, err := manifest.RenderChart(v); err != nil {
+			t.Fatalf("valid values failed to render: %v", err)
+		}
+	})
+}

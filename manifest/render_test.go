@@ -3,6 +3,7 @@ package manifest_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -197,4 +198,38 @@ func FuzzParseRecipe(f *testing.F) {
 
 func fromUnstructured(u *unstructured.Unstructured, out any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)
+}
+
+func TestSandboxPiecesCanBeTurnedOff(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	kinds := func(infra string) string {
+		in, err := manifest.ParseInfra("inline", []byte(infra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.Render(r, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		for _, o := range objs {
+			ks = append(ks, o.GetKind())
+		}
+		return strings.Join(ks, " ")
+	}
+	base := "namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox:\n  image: exec:1\n"
+	if got := kinds(base); got != "Deployment Service NetworkPolicy PodDisruptionBudget RayCluster" {
+		t.Errorf("defaults: %s", got)
+	}
+	if got := kinds(base + "  networkPolicy: {enabled: false}\n  pdb: {enabled: false}\n"); got != "Deployment Service RayCluster" {
+		t.Errorf("policy and PDB off: %s", got)
+	}
+	if got := kinds("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox: {enabled: false, image: exec:1}\n"); got != "RayCluster" {
+		t.Errorf("sandbox off: %s", got)
+	}
+	in, _ := manifest.ParseInfra("inline", []byte(base+"  security: {enabled: false}\n"))
+	objs, _ := manifest.Render(r, in)
+	if strings.Contains(fmt.Sprint(objs[0].Object), "allowPrivilegeEscalation") {
+		t.Error("security: {enabled: false} kept the securityContext")
+	}
 }

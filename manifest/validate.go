@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"reflect"
 	"strings"
 	"sync"
@@ -32,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -48,9 +49,15 @@ import (
 // A Validator compiles each CRD's schema and CEL rules once, on first use,
 // and is safe for concurrent use.
 type Validator struct {
-	once    sync.Once
-	loadErr error
-	crds    map[schema.GroupVersionKind]*crdValidator
+	mu    sync.Mutex
+	files map[string]*crdFile // by CRD file, loaded on first use
+}
+
+// crdFile is one embedded CRD, compiled once.
+type crdFile struct {
+	once     sync.Once
+	err      error
+	versions map[schema.GroupVersionKind]*crdValidator
 }
 
 type crdValidator struct {
@@ -61,49 +68,75 @@ type crdValidator struct {
 	namespaced bool
 }
 
-// NewValidator returns a Validator; schemas load lazily.
-func NewValidator() *Validator { return &Validator{} }
+// NewValidator returns a Validator; each CRD's schema is compiled the first
+// time an object of its kind is validated, so only the kinds in use stay
+// in memory.
+func NewValidator() *Validator { return &Validator{files: map[string]*crdFile{}} }
 
-func (v *Validator) load() error {
-	v.once.Do(func() {
-		v.crds = map[schema.GroupVersionKind]*crdValidator{}
-		v.loadErr = fs.WalkDir(kubeRayCRDs, "crds", func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			data, err := kubeRayCRDs.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := sigsyaml.Unmarshal(data, crd); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			for _, ver := range crd.Spec.Versions {
-				if ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil || !ver.Served {
-					continue
-				}
-				internal := &apiextensions.JSONSchemaProps{}
-				if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(ver.Schema.OpenAPIV3Schema, internal, nil); err != nil {
-					return err
-				}
-				structural, err := structuralschema.NewStructural(internal)
-				if err != nil {
-					return fmt.Errorf("%s %s: %w", crd.Name, ver.Name, err)
-				}
-				validator, _, err := apiservervalidation.NewSchemaValidator(internal)
-				if err != nil {
-					return err
-				}
-				gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
-				namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
-				strategy := customresource.NewStrategy(scheme.Scheme, namespaced, gvk, validator, nil, structural, nil, nil, nil)
-				v.crds[gvk] = &crdValidator{structural: structural, strategy: strategy, namespaced: namespaced}
-			}
-			return nil
-		})
-	})
-	return v.loadErr
+// crdFor returns the compiled schema of a ray.io kind and version.
+func (v *Validator) crdFor(gvk schema.GroupVersionKind) (*crdValidator, error) {
+	name := "crds/ray.io_" + strings.ToLower(gvk.Kind) + "s.yaml"
+	v.mu.Lock()
+	f, ok := v.files[name]
+	if !ok {
+		f = &crdFile{}
+		v.files[name] = f
+	}
+	v.mu.Unlock()
+	f.once.Do(func() { f.versions, f.err = compileCRD(name) })
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.versions[gvk], nil
+}
+
+func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) {
+	data, err := kubeRayCRDs.ReadFile(name)
+	if err != nil {
+		return nil, nil // no such kind: the caller reports it
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := sigsyaml.Unmarshal(data, crd); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	out := map[schema.GroupVersionKind]*crdValidator{}
+	for _, ver := range crd.Spec.Versions {
+		if ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil || !ver.Served {
+			continue
+		}
+		internal := &apiextensions.JSONSchemaProps{}
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(ver.Schema.OpenAPIV3Schema, internal, nil); err != nil {
+			return nil, err
+		}
+		structural, err := structuralschema.NewStructural(internal)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", crd.Name, ver.Name, err)
+		}
+		_, openapiSchema, err := apiservervalidation.NewSchemaValidator(internal)
+		if err != nil {
+			return nil, err
+		}
+		// Objects are validated as creates, with one schema validator built
+		// once (the ratcheting validator builds one per call to that end).
+		validator := createValidator{validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
+		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
+		namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+		strategy := customresource.NewStrategy(scheme.Scheme, namespaced, gvk, validator, nil, structural, nil, nil, nil)
+		out[gvk] = &crdValidator{structural: structural, strategy: strategy, namespaced: namespaced}
+	}
+	return out, nil
+}
+
+// createValidator validates objects as the API server does on create, with
+// one schema validator built once.
+type createValidator struct{ v *validate.SchemaValidator }
+
+func (c createValidator) Validate(obj any, _ ...apiservervalidation.ValidationOption) *validate.Result {
+	return c.v.Validate(obj)
+}
+
+func (c createValidator) ValidateUpdate(obj, _ any, _ ...apiservervalidation.ValidationOption) *validate.Result {
+	return c.v.Validate(obj)
 }
 
 // builtinTypes are the built-in kinds decoded strictly into Go types.
@@ -153,11 +186,11 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 	}
 
 	if gvk.Group == rayv1.GroupVersion.Group {
-		if err := v.load(); err != nil {
+		crd, err := v.crdFor(gvk)
+		if err != nil {
 			return append(out, errorAt("internal", "", "loading KubeRay CRDs: "+err.Error(), ""))
 		}
-		crd, ok := v.crds[gvk]
-		if !ok {
+		if crd == nil {
 			return append(out, errorAt("type", "apiVersion", fmt.Sprintf("KubeRay %s serves no %s %s", KubeRayVersion, gvk.GroupVersion(), gvk.Kind), "use apiVersion ray.io/v1"))
 		}
 		out = append(out, v.validateCR(u, crd, errorAt)...)
