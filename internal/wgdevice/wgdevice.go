@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"syscall"
@@ -89,7 +90,20 @@ func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int)
 	d.cmd.Env = append(os.Environ(), "WG_PROCESS_FOREGROUND=1")
 	d.cmd.Stdout, d.cmd.Stderr = d.output, d.output
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
+	// PR_SET_PDEATHSIG fires when the forking *thread* exits. Fork from a
+	// thread locked to a goroutine that lives until cleanup, so that no
+	// other goroutine (netnstest.Do ends its locked threads) can take the
+	// thread and end it early, and the device still dies with the test
+	// binary.
+	started := make(chan error, 1)
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		started <- d.cmd.Start()
+		<-release
+	}()
+	if err := <-started; err != nil {
+		close(release)
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
@@ -102,6 +116,7 @@ func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int)
 			_ = d.cmd.Process.Kill()
 			<-exited
 		}
+		close(release)
 		_ = os.Remove(d.Socket())
 	})
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
