@@ -159,7 +159,6 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 			params    map[string]string
 			resources map[string]string
 			tmpl      corev1.PodTemplateSpec
-			serviceOK bool
 		}
 		groups := []group{{path: prefix + "headGroupSpec", params: spec.HeadGroupSpec.RayStartParams, resources: spec.HeadGroupSpec.Resources, tmpl: spec.HeadGroupSpec.Template}}
 		if t := spec.HeadGroupSpec.ServiceType; t == corev1.ServiceTypeLoadBalancer || t == corev1.ServiceTypeNodePort {
