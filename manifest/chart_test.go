@@ -160,6 +160,7 @@ func FuzzParseChartValues(f *testing.F) {
 			if !errors.As(err, &se) {
 				t.Fatalf("error %v is not a *SpecError", err)
 			}
+			checkSpecError(t, err)
 			return
 		}
 		if _, err := manifest.RenderChart(v); err != nil {

@@ -177,10 +177,7 @@ func FuzzParseInfra(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := manifest.ParseInfra("fuzz.yaml", data)
-		var se *manifest.SpecError
-		if err != nil && !errors.As(err, &se) {
-			t.Fatalf("error %v is not a *SpecError", err)
-		}
+		checkSpecError(t, err)
 	})
 }
 
@@ -189,10 +186,7 @@ func FuzzParseRecipe(f *testing.F) {
 	f.Add([]byte("fleets: {T: {replicas: 0}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := manifest.ParseRecipe("fuzz.yaml", data)
-		var se *manifest.SpecError
-		if err != nil && !errors.As(err, &se) {
-			t.Fatalf("error %v is not a *SpecError", err)
-		}
+		checkSpecError(t, err)
 	})
 }
 
@@ -231,5 +225,21 @@ func TestSandboxPiecesCanBeTurnedOff(t *testing.T) {
 	objs, _ := manifest.Render(r, in)
 	if strings.Contains(fmt.Sprint(objs[0].Object), "allowPrivilegeEscalation") {
 		t.Error("security: {enabled: false} kept the securityContext")
+	}
+}
+
+// checkSpecError requires a parse error to be a *SpecError that points at
+// a field path or, for YAML syntax, a line.
+func checkSpecError(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var se *manifest.SpecError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v is not a *SpecError", err)
+	}
+	if se.Path == "" && se.Line == 0 && se.Problem != "the file is empty" {
+		t.Fatalf("error %q names neither a path nor a line", err)
 	}
 }

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -54,7 +55,16 @@ func (e *SpecError) Is(target error) bool { return target == ErrSpec }
 func decodeStrict(file string, data []byte, out any, shapes map[string]reflect.Type) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return &SpecError{File: file, Line: yamlErrorLine(err), Problem: strings.TrimPrefix(err.Error(), "yaml: ")}
+		line := yamlErrorLine(err)
+		if line == 0 {
+			// yaml.v3 gives no line for errors found at the end of the
+			// stream (an unclosed quote or bracket): point there.
+			line = max(1, bytes.Count(data, []byte("\n"))+1)
+			if bytes.HasSuffix(data, []byte("\n")) {
+				line--
+			}
+		}
+		return &SpecError{File: file, Line: line, Problem: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return &SpecError{File: file, Problem: "the file is empty"}
@@ -156,7 +166,19 @@ func (w *walker) convert(n *yaml.Node, t reflect.Type, path string) (any, error)
 	// Types with their own decoding (quantities, int-or-string, times)
 	// take the value as it is; they judge it when decoded.
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
-		return generic()
+		v, err := generic()
+		if err != nil {
+			return nil, err
+		}
+		// Decode it here, so that a bad quantity or time names its field.
+		js, err := json.Marshal(v)
+		if err == nil {
+			err = json.Unmarshal(js, reflect.New(t).Interface())
+		}
+		if err != nil {
+			return nil, w.errorf(n, path, "%v", err)
+		}
+		return v, nil
 	}
 	switch t.Kind() {
 	case reflect.Interface:
