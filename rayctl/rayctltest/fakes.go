@@ -30,6 +30,15 @@ type Fakes struct {
 // objects go to the KubeRay fake, the rest to the Kubernetes fake.
 func New(t testing.TB, namespace string, objects ...runtime.Object) *Fakes {
 	t.Helper()
+	f, err := NewFakes(namespace, objects...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// NewFakes is New for code without a testing.TB (examples, tools).
+func NewFakes(namespace string, objects ...runtime.Object) (*Fakes, error) {
 	var rayObjs, kubeObjs []runtime.Object
 	for _, o := range objects {
 		switch o.(type) {
@@ -46,10 +55,7 @@ func New(t testing.TB, namespace string, objects ...runtime.Object) *Fakes {
 	f := &Fakes{Ray: rayFake, Kube: k8sfake.NewClientset(kubeObjs...)}
 	var err error
 	f.Client, err = rayctl.New(f.Kube, f.Ray, &rayctl.Options{Namespace: namespace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return f, err
 }
 
 // Conflicts counts the update calls a conflict injector saw.
