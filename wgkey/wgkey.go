@@ -83,3 +83,12 @@ func (k Key) Public() (Key, error) {
 	copy(pub[:], priv.PublicKey().Bytes())
 	return pub, nil
 }
+
+// GeneratePair returns a new private key and its public key.
+func GeneratePair() (private, public Key, err error) {
+	if private, err = GeneratePrivate(); err != nil {
+		return Key{}, Key{}, err
+	}
+	public, err = private.Public()
+	return private, public, err
+}

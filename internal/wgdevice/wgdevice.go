@@ -134,10 +134,9 @@ func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int)
 	}
 
 	var err error
-	if d.PrivateKey, err = wgkey.GeneratePrivate(); err != nil {
+	if d.PrivateKey, d.PublicKey, err = wgkey.GeneratePair(); err != nil {
 		t.Fatal(err)
 	}
-	d.PublicKey, _ = d.PrivateKey.Public()
 	client, err := wgctrl.New()
 	if err != nil {
 		t.Fatal(err)

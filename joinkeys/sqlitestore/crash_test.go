@@ -58,12 +58,11 @@ func crashChild(path, key, tag string) int {
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; ; i++ {
 		host := fmt.Sprintf("%s-%d", tag, i)
-		priv, err := wgkey.GeneratePrivate()
+		_, pub, err := wgkey.GeneratePair()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		pub, _ := priv.Public()
 		res, err := kr.Join(ctx, joinkeys.JoinRequest{Key: key, Hostname: host, PublicKey: pub.String()})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

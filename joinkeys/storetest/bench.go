@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/wgkey"
 )
 
 // Benchmark measures a store through a Keyring: reserving a node with 100
@@ -40,7 +39,7 @@ func Benchmark(b *testing.B, newStore func(b *testing.B) joinkeys.Store) {
 				b.StopTimer()
 				if len(keys) == 0 {
 					for range cap(keys) {
-						keys = append(keys, newPublicKey(b))
+						keys = append(keys, PublicKey(b))
 					}
 				}
 				pub := keys[len(keys)-1]
@@ -81,13 +80,4 @@ func Benchmark(b *testing.B, newStore func(b *testing.B) joinkeys.Store) {
 			}
 		}
 	})
-}
-
-func newPublicKey(b *testing.B) string {
-	priv, err := wgkey.GeneratePrivate()
-	if err != nil {
-		b.Fatal(err)
-	}
-	pub, _ := priv.Public()
-	return pub.String()
 }

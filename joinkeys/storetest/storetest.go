@@ -81,11 +81,7 @@ type envFunc func(t *testing.T) (*joinkeys.Keyring, joinkeys.Store, *Clock)
 // PublicKey returns a fresh WireGuard public key in base64.
 func PublicKey(t testing.TB) string {
 	t.Helper()
-	priv, err := wgkey.GeneratePrivate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := priv.Public()
+	_, pub, err := wgkey.GeneratePair()
 	if err != nil {
 		t.Fatal(err)
 	}

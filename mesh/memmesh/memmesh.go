@@ -43,11 +43,8 @@ func (m *Mesh) lock() error {
 		m.holders = map[netip.Prefix]wgkey.Key{}
 	}
 	if m.key.IsZero() {
-		priv, err := wgkey.GeneratePrivate()
-		if err == nil {
-			m.key, err = priv.Public()
-		}
-		if err != nil {
+		var err error
+		if _, m.key, err = wgkey.GeneratePair(); err != nil {
 			m.mu.Unlock()
 			return err
 		}

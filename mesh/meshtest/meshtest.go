@@ -152,11 +152,7 @@ func Run(t *testing.T, newMesh func(t *testing.T) mesh.Mesh) {
 // NewKey returns a fresh public key.
 func NewKey(t testing.TB) wgkey.Key {
 	t.Helper()
-	priv, err := wgkey.GeneratePrivate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := priv.Public()
+	_, pub, err := wgkey.GeneratePair()
 	if err != nil {
 		t.Fatal(err)
 	}
