@@ -2,6 +2,7 @@ package rayctl
 
 import (
 	"context"
+	"hash/fnv"
 	"sync"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -13,23 +14,14 @@ import (
 // clusterLocks serialises this process's read-modify-writes of one
 // RayCluster, so that its own callers do not race each other into
 // conflicts; writers elsewhere (the operator, other processes) are handled
-// by retrying on 409.
-type clusterLocks struct {
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
-}
+// by retrying on 409. The locks are striped by name, so memory stays
+// bounded however many clusters a long-running process touches.
+type clusterLocks [64]sync.Mutex
 
 func (l *clusterLocks) lock(key string) func() {
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = map[string]*sync.Mutex{}
-	}
-	m, ok := l.locks[key]
-	if !ok {
-		m = &sync.Mutex{}
-		l.locks[key] = m
-	}
-	l.mu.Unlock()
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	m := &l[h.Sum32()%uint32(len(l))]
 	m.Lock()
 	return m.Unlock
 }
