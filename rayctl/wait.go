@@ -139,8 +139,9 @@ func (c *Client) waitError(ctx context.Context, last Progress, timeout time.Dura
 	return err
 }
 
-// WaitClusterReady waits until a RayCluster has all its pods ready
-// (conditions RayClusterProvisioned and HeadPodReady, or state ready).
+// WaitClusterReady waits until a RayCluster's head and all the workers its
+// spec asks for are ready, as the operator reports them for the current
+// generation.
 func (c *Client) WaitClusterReady(ctx context.Context, namespace, name string, opts WaitOptions) error {
 	namespace = c.ns(namespace)
 	rcs := c.ray.RayV1().RayClusters(namespace)
@@ -154,13 +155,23 @@ func (c *Client) WaitClusterReady(ctx context.Context, namespace, name string, o
 	}, opts)
 }
 
+// clusterReady: the operator has seen the current spec, the head pod is
+// ready, and as many workers are ready as the spec asks for. The
+// RayClusterProvisioned condition and the ready state alone are not enough:
+// KubeRay computes them from the pods that exist, so a worker whose
+// creation was refused for a moment (a ResourceQuota whose usage is not
+// computed yet) leaves them true with a worker still to come.
 func clusterReady(rc *rayv1.RayCluster) bool {
-	if meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.RayClusterProvisioned)) &&
-		meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.HeadPodReady)) {
-		return true
+	if rc.Status.ObservedGeneration < rc.Generation {
+		return false
 	}
-	//lint:ignore SA1019 older operators report only the state field
-	return rc.Status.State == rayv1.Ready
+	if !meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.HeadPodReady)) {
+		//lint:ignore SA1019 older operators report only the state field
+		if rc.Status.State != rayv1.Ready {
+			return false
+		}
+	}
+	return rc.Status.ReadyWorkerReplicas >= rc.Status.DesiredWorkerReplicas
 }
 
 func clusterState(rc *rayv1.RayCluster) string {
