@@ -22,7 +22,9 @@
 //     skipped only in -short mode (make test-unit).
 //   - AddNode makes a kwok node with the given allocatable resources (for a
 //     GPU node, nvidia.com/gpu), labels and pod CIDR, and waits until it is
-//     Ready and schedulable.
+//     Ready and schedulable. kwok also plays every node's kubelet on a
+//     loopback port, so pod logs come through the API server for real:
+//     AppendPodLog writes what every container logs.
 //
 // Children are started from one OS thread with PR_SET_PDEATHSIG, so they die
 // with the test binary even when it is killed; Leftovers finds any that
