@@ -35,6 +35,7 @@ type Client struct {
 	backoff   wait.Backoff
 	poll      time.Duration
 	apply     *applier // set by WithDynamic
+	locks     *clusterLocks
 }
 
 // DefaultBackoff is the retry schedule on conflicts.
@@ -48,7 +49,7 @@ func New(kube kubernetes.Interface, ray rayclient.Interface, opts *Options) (*Cl
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff, poll: opts.PollInterval}
+	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff, poll: opts.PollInterval, locks: &clusterLocks{}}
 	if c.namespace == "" {
 		c.namespace = "default"
 	}

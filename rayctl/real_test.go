@@ -6,18 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"gridweave.dev/internal/testcluster"
@@ -253,7 +257,14 @@ func TestConcurrentAddWorkerGroupsLoseNothing(t *testing.T) {
 	if _, err := e.c.CreateCluster(ctx, e.spec("busy")); err != nil {
 		t.Fatal(err)
 	}
-	other, err := rayctl.New(e.tc.Kube, e.tc.Ray, &rayctl.Options{Namespace: e.ns, Backoff: &wait.Backoff{Steps: 60, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 500 * time.Millisecond}})
+	// The second Client is a separate writer (as a second server replica
+	// would be) whose requests are counted, to see the conflicts happen.
+	counter := &countingTransport{}
+	cfg := rest.CopyConfig(e.tc.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	kube, _ := kubernetes.NewForConfig(cfg)
+	ray, _ := rayclient.NewForConfig(cfg)
+	other, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: e.ns, Backoff: &wait.Backoff{Steps: 60, Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +295,11 @@ func TestConcurrentAddWorkerGroupsLoseNothing(t *testing.T) {
 	}
 	if len(names) != 50 || len(rc.Spec.WorkerGroupSpecs) != 50 {
 		t.Fatalf("%d groups (%d distinct) after 50 concurrent adds", len(rc.Spec.WorkerGroupSpecs), len(names))
+	}
+	_, conflicts, _ := counter.take()
+	t.Logf("the second client retried %d conflicts", conflicts)
+	if conflicts == 0 {
+		t.Error("the two clients never conflicted: the retry path was not exercised")
 	}
 }
 

@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// clusterLocks serialises this process's read-modify-writes of one
+// clusterLocks serialises one Client's read-modify-writes of one
 // RayCluster, so that its own callers do not race each other into
-// conflicts; writers elsewhere (the operator, other processes) are handled
-// by retrying on 409. The locks are striped by name, so memory stays
+// conflicts; other writers (the operator, other Clients, other processes)
+// are handled by retrying on 409. The locks are striped by name, so memory stays
 // bounded however many clusters a long-running process touches.
 type clusterLocks [64]sync.Mutex
 
@@ -26,8 +26,6 @@ func (l *clusterLocks) lock(key string) func() {
 	return m.Unlock
 }
 
-var locks clusterLocks
-
 // updateCluster reads the RayCluster, lets change edit it, validates the
 // result with KubeRay's rules and writes it back with one Update. On 409
 // Conflict it starts over from a fresh read, up to the Client's backoff;
@@ -35,7 +33,7 @@ var locks clusterLocks
 // is returned at once.
 func (c *Client) updateCluster(ctx context.Context, namespace, name string, change func(rc *rayv1.RayCluster) error) (*rayv1.RayCluster, error) {
 	namespace = c.ns(namespace)
-	defer locks.lock(namespace + "/" + name)()
+	defer c.locks.lock(namespace + "/" + name)()
 	var out *rayv1.RayCluster
 	err := retry.RetryOnConflict(c.backoff, func() error {
 		rc, err := c.ray.RayV1().RayClusters(namespace).Get(ctx, name, metav1.GetOptions{})
