@@ -35,12 +35,10 @@ func renderChart(t *testing.T, values string) ([]*unstructured.Unstructured, []b
 
 func readFile(t *testing.T, path string) string {
 	t.Helper()
-	v, err := manifest.LoadChartValues(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = v
-	data, _ := osReadFile(path)
 	return string(data)
 }
 
@@ -147,8 +145,6 @@ func mustSlice(u *unstructured.Unstructured, path ...string) []any {
 	s, _, _ := unstructured.NestedSlice(u.Object, path...)
 	return s
 }
-
-var osReadFile = os.ReadFile
 
 func FuzzParseChartValues(f *testing.F) {
 	f.Add([]byte("name: r\nnamespace: ns\n"))

@@ -34,9 +34,10 @@ func (c *Client) AddWorkerGroupRaw(ctx context.Context, namespace, cluster strin
 	return c.AddWorkerGroupSpec(ctx, namespace, cluster, spec)
 }
 
-// DecodeWorkerGroupSpec decodes a WorkerGroupSpec strictly and checks it
-// with KubeRay's rules (as a group of a cluster without autoscaling unless
-// the spec only makes sense with it).
+// DecodeWorkerGroupSpec decodes a WorkerGroupSpec strictly (an unknown or
+// duplicate field is an InvalidSpecError naming it) and requires a
+// container. The add call then checks the whole cluster with KubeRay's
+// rules before anything is sent.
 func DecodeWorkerGroupSpec(raw []byte) (rayv1.WorkerGroupSpec, error) {
 	var spec rayv1.WorkerGroupSpec
 	strict, err := sigsjson.UnmarshalStrict(raw, &spec)
