@@ -1,7 +1,9 @@
 package manifest_test
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gridweave.dev/manifest"
@@ -36,6 +38,37 @@ func BenchmarkRenderAndValidateGRPO(b *testing.B) {
 	}
 }
 
+// BenchmarkValidate validates, in steady state, each object of the golden
+// files (the rendered grpo_swe job and bring-up, the RayService chart):
+// one sub-benchmark per file and kind, so ns/op is the time per object.
+func BenchmarkValidate(b *testing.B) {
+	files, _ := filepath.Glob("testdata/*.yaml")
+	v := manifest.NewValidator()
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs, err := manifest.ReadDocuments(file, f)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, d := range docs {
+			o := d.Object
+			name := strings.TrimSuffix(filepath.Base(file), ".yaml") + "/" + o.GetKind() + "/" + o.GetName()
+			b.Run(name, func(b *testing.B) {
+				if fs := v.Validate(o); manifest.HasErrors(fs) {
+					b.Fatal(fs)
+				}
+				for b.Loop() {
+					v.Validate(o)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkValidateObject validates one RayCluster (head + GPU group) in
 // steady state.
 func BenchmarkValidateObject(b *testing.B) {
@@ -46,14 +79,5 @@ func BenchmarkValidateObject(b *testing.B) {
 		if fs := v.Validate(docs[0].Object); manifest.HasErrors(fs) {
 			b.Fatal(fs)
 		}
-	}
-}
-
-// BenchmarkValidateDeployment validates one built-in object.
-func BenchmarkValidateDeployment(b *testing.B) {
-	docs := lintDocs(b, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec: {containers: [{name: c, image: i}]}\n")
-	v := manifest.NewValidator()
-	for b.Loop() {
-		v.Validate(docs[0].Object)
 	}
 }

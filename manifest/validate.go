@@ -20,19 +20,21 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes/scheme"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
+	kjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -61,11 +63,14 @@ type crdFile struct {
 }
 
 type crdValidator struct {
+	gvk        schema.GroupVersionKind
 	structural *structuralschema.Structural
-	strategy   interface {
-		Validate(ctx context.Context, obj runtime.Object) field.ErrorList
-	}
+	schema     createValidator
+	cel        *cel.Validator
 	namespaced bool
+	// embedded: the schema has x-kubernetes-embedded-resource somewhere,
+	// so embedded objects' metadata must be validated.
+	embedded bool
 }
 
 // NewValidator returns a Validator; each CRD's schema is compiled the first
@@ -118,25 +123,102 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 		}
 		// Objects are validated as creates, with one schema validator built
 		// once (the ratcheting validator builds one per call to that end).
-		validator := createValidator{validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
+		validator := createValidator{
+			check: compileSchemaCheck(openapiSchema, strfmt.Default),
+			full:  validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default),
+		}
 		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
 		namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
-		strategy := customresource.NewStrategy(scheme.Scheme, namespaced, gvk, validator, nil, structural, nil, nil, nil)
-		out[gvk] = &crdValidator{structural: structural, strategy: strategy, namespaced: namespaced}
+		out[gvk] = &crdValidator{
+			gvk: gvk, structural: structural, schema: validator, namespaced: namespaced,
+			cel:      cel.NewValidator(structural, true, celconfig.PerCallLimit),
+			embedded: hasEmbeddedResource(structural),
+		}
 	}
 	return out, nil
 }
 
+// validateCreate is what the API server runs on the create of a custom
+// resource — customResourceStrategy.Validate of apiextensions-apiserver,
+// step by step, calling the same functions (its validator type is not
+// exported) — except the embedded-resource metadata walk, skipped when the
+// schema has no x-kubernetes-embedded-resource: it could find nothing and
+// costs a walk of the whole object. TestValidateCreateMatchesStrategy holds
+// this to the strategy's output.
+func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	if u.GetKind() != c.gvk.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), u.GetKind(), fmt.Sprintf("must be %v", c.gvk.Kind)))
+	}
+	if u.GetAPIVersion() != c.gvk.Group+"/"+c.gvk.Version {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), u.GetAPIVersion(), fmt.Sprintf("must be %v", c.gvk.Group+"/"+c.gvk.Version)))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, apivalidation.ValidateObjectMetaAccessor(u, c.namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
+		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), c.schema)...)
+	}
+	if c.embedded {
+		errs = append(errs, structuralobjectmeta.Validate(nil, u.Object, c.structural, false)...)
+	}
+	errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, c.structural, u.Object)...)
+	if blocked := blockingError(errs); blocked != nil {
+		errs = append(errs, blocked)
+	} else {
+		celErrs, _ := c.cel.Validate(ctx, nil, c.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, celErrs...)
+	}
+	return errs
+}
+
+// blockingError is the strategy's: errors of these types stop CEL rules.
+func blockingError(errs field.ErrorList) *field.Error {
+	for _, err := range errs {
+		switch err.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")
+		}
+	}
+	return nil
+}
+
+// hasEmbeddedResource reports whether s or any schema below it is an
+// x-kubernetes-embedded-resource.
+func hasEmbeddedResource(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if s.XEmbeddedResource {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasEmbeddedResource(&p) {
+			return true
+		}
+	}
+	if s.AdditionalProperties != nil && hasEmbeddedResource(s.AdditionalProperties.Structural) {
+		return true
+	}
+	return hasEmbeddedResource(s.Items)
+}
+
 // createValidator validates objects as the API server does on create, with
-// one schema validator built once.
-type createValidator struct{ v *validate.SchemaValidator }
+// one schema validator built once. The compiled check confirms a valid
+// object quickly; anything it is not certain of goes to kube-openapi's
+// validator, which decides and words the errors.
+type createValidator struct {
+	check *schemaCheck
+	full  *validate.SchemaValidator
+}
 
 func (c createValidator) Validate(obj any, _ ...apiservervalidation.ValidationOption) *validate.Result {
-	return c.v.Validate(obj)
+	if c.check.certainlyValid(obj, strfmt.Default) {
+		return &validate.Result{}
+	}
+	return c.full.Validate(obj)
 }
 
 func (c createValidator) ValidateUpdate(obj, _ any, _ ...apiservervalidation.ValidationOption) *validate.Result {
-	return c.v.Validate(obj)
+	return c.Validate(obj)
 }
 
 // builtinTypes are the built-in kinds decoded strictly into Go types.
@@ -194,7 +276,15 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 			return append(out, errorAt("type", "apiVersion", fmt.Sprintf("KubeRay %s serves no %s %s", KubeRayVersion, gvk.GroupVersion(), gvk.Kind), "use apiVersion ray.io/v1"))
 		}
 		out = append(out, v.validateCR(u, crd, errorAt)...)
-		out = append(out, kubeRayRules(u, errorAt)...)
+		rules, rayTemplates, decoded := kubeRayRules(u, errorAt)
+		out = append(out, rules...)
+		if !decoded {
+			rayTemplates = podTemplates(u)
+		}
+		for _, tmpl := range rayTemplates {
+			out = append(out, podTemplateFindings(obj, tmpl.path, tmpl.spec, tmpl.labels)...)
+		}
+		return out
 	} else if t, known := builtinTypes[gvk]; known {
 		out = append(out, metadataFindings(u, !clusterScoped[gvk.Kind], errorAt)...)
 		if t != nil {
@@ -218,15 +308,27 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 		out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
 	}
 	structuraldefaulting.Default(obj.Object, crd.structural)
-	out = append(out, metadataFindings(obj, crd.namespaced, errorAt)...)
+	// The API server reads metadata the same way; the strategy below
+	// validates its values.
+	if _, _, err := structuralobjectmeta.GetObjectMeta(obj.Object, false); err != nil {
+		out = append(out, errorAt("metadata", "metadata", err.Error(), ""))
+	}
 	if crd.namespaced && obj.GetNamespace() == "" {
 		obj.SetNamespace("default") // the namespace comes from the context at apply time
 	}
-	for _, e := range crd.strategy.Validate(context.Background(), obj) {
+	unnamed := obj.GetName() == "" && obj.GetGenerateName() == ""
+	for _, e := range crd.validateCreate(context.Background(), obj) {
 		if e.Field == "<nil>" && strings.Contains(e.Detail, "not checked because the object was invalid") {
 			continue // the errors that blocked CEL are reported already
 		}
-		out = append(out, errorAt("schema", e.Field, strings.TrimPrefix(e.ErrorBody(), e.Field+": "), ""))
+		id := "schema"
+		if e.Field == "metadata" || strings.HasPrefix(e.Field, "metadata.") {
+			if unnamed && e.Field == "metadata.name" {
+				continue // reported once already
+			}
+			id = "metadata"
+		}
+		out = append(out, errorAt(id, e.Field, strings.TrimPrefix(e.ErrorBody(), e.Field+": "), ""))
 	}
 	return out
 }
@@ -258,6 +360,12 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 	if err != nil {
 		return []Finding{errorAt("decode", "", err.Error(), "")}
 	}
+	// The API server's strict decoding first: a clean object (the steady
+	// state) is done; any complaint is located precisely below.
+	typed := reflect.New(t).Interface()
+	if strictErrs, err := kjson.UnmarshalStrict(data, typed); err == nil && len(strictErrs) == 0 {
+		return builtinSemantics(typed, errorAt)
+	}
 	var node yaml.Node
 	if err := yaml.Unmarshal(data, &node); err != nil || len(node.Content) == 0 {
 		return []Finding{errorAt("decode", "", fmt.Sprint(err), "")}
@@ -274,7 +382,7 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 		}
 		return []Finding{errorAt("decode", "", err.Error(), "")}
 	}
-	typed := reflect.New(t).Interface()
+	typed = reflect.New(t).Interface()
 	js, _ := json.Marshal(generic)
 	if err := json.Unmarshal(js, typed); err != nil {
 		return []Finding{errorAt("schema", "", err.Error(), "")}

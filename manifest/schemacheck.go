@@ -1,0 +1,285 @@
+package manifest
+
+import (
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"unicode/utf8"
+
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+)
+
+// schemaCheck is an OpenAPI schema compiled for one question: does a
+// value certainly satisfy it? It answers the way kube-openapi's
+// SchemaValidator (the API server's) would, but walks the value instead of
+// the schema and allocates nothing, so a valid object — the steady state —
+// is confirmed in a fraction of the time.
+//
+// It is conservative by construction: every check it does not mirror
+// exactly (oneOf, not, multipleOf, uniqueItems, tuples, patternProperties,
+// $ref, unusual number formats, unusual Go types) answers "not certain",
+// and so does every failed check. The caller then runs kube-openapi's
+// validator, which decides and words the errors. A "yes" from here is
+// therefore only ever given where kube-openapi would find no error; the
+// differential tests hold it to that.
+type schemaCheck struct {
+	types    spec.StringOrArray
+	nullable bool
+	format   string
+	// formatChecked: the format is one the registry knows, so strings are
+	// checked against it (kube-openapi skips unknown formats).
+	formatChecked bool
+	enum          []any
+
+	maxLength, minLength *int64
+	pattern              *regexp.Regexp
+
+	maximum, minimum                   *float64
+	exclusiveMaximum, exclusiveMinimum bool
+
+	items              *schemaCheck
+	maxItems, minItems *int64
+
+	properties             map[string]*schemaCheck
+	required               []string
+	additionalProperties   *schemaCheck
+	noAdditionalProperties bool
+	maxProperties          *int64
+	minProperties          *int64
+
+	allOf, anyOf []*schemaCheck
+
+	// undecidable: the schema uses a feature this check does not mirror.
+	undecidable bool
+}
+
+// compileSchemaCheck compiles s (nil: anything goes).
+func compileSchemaCheck(s *spec.Schema, formats strfmt.Registry) *schemaCheck {
+	if s == nil {
+		return nil
+	}
+	c := &schemaCheck{
+		types: s.Type, nullable: s.Nullable, format: s.Format,
+		formatChecked: s.Format != "" && formats.ContainsName(s.Format),
+		enum:          s.Enum,
+		maxLength:     s.MaxLength, minLength: s.MinLength,
+		maximum: s.Maximum, minimum: s.Minimum,
+		exclusiveMaximum: s.ExclusiveMaximum, exclusiveMinimum: s.ExclusiveMinimum,
+		maxItems: s.MaxItems, minItems: s.MinItems,
+		required:      s.Required,
+		maxProperties: s.MaxProperties, minProperties: s.MinProperties,
+	}
+	if s.Pattern != "" {
+		re, err := regexp.Compile(s.Pattern)
+		if err != nil {
+			c.undecidable = true // kube-openapi reports the bad pattern
+		}
+		c.pattern = re
+	}
+	if s.Ref.String() != "" || s.MultipleOf != nil || s.UniqueItems || len(s.OneOf) > 0 || s.Not != nil ||
+		len(s.PatternProperties) > 0 || len(s.Dependencies) > 0 || s.AdditionalItems != nil {
+		c.undecidable = true
+	}
+	if s.Items != nil {
+		if s.Items.Schema != nil {
+			c.items = compileSchemaCheck(s.Items.Schema, formats)
+		}
+		if len(s.Items.Schemas) > 0 {
+			c.undecidable = true
+		}
+	}
+	if len(s.Properties) > 0 {
+		c.properties = make(map[string]*schemaCheck, len(s.Properties))
+		for name, p := range s.Properties {
+			c.properties[name] = compileSchemaCheck(&p, formats)
+		}
+	}
+	if ap := s.AdditionalProperties; ap != nil {
+		if ap.Schema != nil {
+			c.additionalProperties = compileSchemaCheck(ap.Schema, formats)
+		} else if !ap.Allows {
+			c.noAdditionalProperties = true
+		}
+	}
+	for i := range s.AllOf {
+		c.allOf = append(c.allOf, compileSchemaCheck(&s.AllOf[i], formats))
+	}
+	for i := range s.AnyOf {
+		c.anyOf = append(c.anyOf, compileSchemaCheck(&s.AnyOf[i], formats))
+	}
+	return c
+}
+
+// certainlyValid reports whether v satisfies the schema with certainty;
+// false means "maybe not": ask the full validator.
+func (c *schemaCheck) certainlyValid(v any, formats strfmt.Registry) bool {
+	if c == nil {
+		return true
+	}
+	if c.undecidable {
+		return false
+	}
+	if v == nil {
+		// kube-openapi runs only the type and enum checks on null.
+		return (len(c.types) == 0 || c.types.Contains("null") || c.nullable) && len(c.enum) == 0
+	}
+	var jsonType string
+	switch v.(type) {
+	case map[string]any:
+		jsonType = "object"
+	case []any:
+		jsonType = "array"
+	case string:
+		jsonType = "string"
+	case bool:
+		jsonType = "boolean"
+	case int64:
+		jsonType = "integer"
+	case float64:
+		jsonType = "number"
+	default:
+		return false // a Go type JSON decoding does not make
+	}
+	if !c.typeAccepts(jsonType) {
+		return false
+	}
+	if len(c.enum) > 0 && !slices.ContainsFunc(c.enum, func(e any) bool { return enumEqual(e, v) }) {
+		return false
+	}
+	for _, sub := range c.allOf {
+		if !sub.certainlyValid(v, formats) {
+			return false
+		}
+	}
+	if len(c.anyOf) > 0 && !slices.ContainsFunc(c.anyOf, func(sub *schemaCheck) bool { return sub.certainlyValid(v, formats) }) {
+		return false
+	}
+	switch x := v.(type) {
+	case string:
+		return c.stringValid(x, formats)
+	case int64:
+		return c.integerValid(x)
+	case float64:
+		return c.numberValid(x)
+	case []any:
+		return c.arrayValid(x, formats)
+	case map[string]any:
+		return c.objectValid(x, formats)
+	}
+	return true
+}
+
+// typeAccepts mirrors kube-openapi's type validator for the JSON types a
+// decoded object holds (string, int64, float64, bool, map, slice).
+func (c *schemaCheck) typeAccepts(jsonType string) bool {
+	if len(c.types) == 0 {
+		// With only a format, a number must match the format exactly:
+		// leave that to kube-openapi.
+		return c.format == "" || jsonType == "string" || jsonType == "array"
+	}
+	numeric := c.types.Contains("number") || c.types.Contains("integer")
+	if !numeric && c.format != "" && (jsonType == "string" || jsonType == "array") {
+		return true
+	}
+	// An integral float64 may pass as an integer in kube-openapi; that
+	// rare case is left to it.
+	return c.types.Contains(jsonType) || (jsonType == "integer" && c.types.Contains("number"))
+}
+
+func (c *schemaCheck) stringValid(s string, formats strfmt.Registry) bool {
+	if c.formatChecked && !formats.Validates(c.format, s) {
+		return false
+	}
+	if c.maxLength != nil || c.minLength != nil {
+		n := int64(utf8.RuneCountInString(s))
+		if (c.maxLength != nil && n > *c.maxLength) || (c.minLength != nil && n < *c.minLength) {
+			return false
+		}
+	}
+	return c.pattern == nil || c.pattern.MatchString(s)
+}
+
+func (c *schemaCheck) integerValid(n int64) bool {
+	switch c.format {
+	case "", "int64":
+	case "int32":
+		if n < math.MinInt32 || n > math.MaxInt32 {
+			return false
+		}
+	default:
+		return false // uint, float formats: kube-openapi decides
+	}
+	return c.boundsAccept(float64(n))
+}
+
+func (c *schemaCheck) numberValid(f float64) bool {
+	if c.types.Contains("integer") || (c.format != "" && c.format != "double" && c.format != "float64") {
+		return false
+	}
+	return c.boundsAccept(f)
+}
+
+func (c *schemaCheck) boundsAccept(f float64) bool {
+	if c.maximum != nil && (f > *c.maximum || (c.exclusiveMaximum && f == *c.maximum)) {
+		return false
+	}
+	if c.minimum != nil && (f < *c.minimum || (c.exclusiveMinimum && f == *c.minimum)) {
+		return false
+	}
+	return true
+}
+
+func (c *schemaCheck) arrayValid(a []any, formats strfmt.Registry) bool {
+	n := int64(len(a))
+	if (c.maxItems != nil && n > *c.maxItems) || (c.minItems != nil && n < *c.minItems) {
+		return false
+	}
+	if c.items != nil {
+		for _, e := range a {
+			if !c.items.certainlyValid(e, formats) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (c *schemaCheck) objectValid(m map[string]any, formats strfmt.Registry) bool {
+	n := int64(len(m))
+	if (c.maxProperties != nil && n > *c.maxProperties) || (c.minProperties != nil && n < *c.minProperties) {
+		return false
+	}
+	for _, name := range c.required {
+		if _, ok := m[name]; !ok {
+			return false
+		}
+	}
+	for k, v := range m {
+		p, known := c.properties[k]
+		switch {
+		case known:
+			if !p.certainlyValid(v, formats) {
+				return false
+			}
+		case c.noAdditionalProperties:
+			return false
+		case c.additionalProperties != nil:
+			if !c.additionalProperties.certainlyValid(v, formats) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// enumEqual is true only when e and v are plainly the same JSON value;
+// conversions kube-openapi might allow are left to it.
+func enumEqual(e, v any) bool {
+	switch e := e.(type) {
+	case string, bool, int64, float64:
+		return e == v
+	}
+	return reflect.DeepEqual(e, v)
+}
