@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -63,7 +64,7 @@ func SortFindings(fs []Finding) {
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
 		if a.Source != b.Source {
-			return a.Source < b.Source
+			return sourceLess(a.Source, b.Source)
 		}
 		if a.Object != b.Object {
 			return a.Object < b.Object
@@ -91,4 +92,28 @@ func describe(u *unstructured.Unstructured) string {
 		kind = "(no kind)"
 	}
 	return kind + " " + name
+}
+
+// sourceLess orders "file#N" sources by file, then by document number
+// (file#2 before file#10).
+func sourceLess(a, b string) bool {
+	af, an, _ := strings.Cut(a, "#")
+	bf, bn, _ := strings.Cut(b, "#")
+	if af != bf {
+		return af < bf
+	}
+	ai, aerr := strconv.Atoi(leadingDigits(an))
+	bi, berr := strconv.Atoi(leadingDigits(bn))
+	if aerr == nil && berr == nil && ai != bi {
+		return ai < bi
+	}
+	return an < bn
+}
+
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"gotest.tools/v3/golden"
+
 	"gridweave.dev/manifest"
 )
 
@@ -91,7 +93,7 @@ func TestLintFindsUsersMistakes(t *testing.T) {
 		{"name too long", fmt.Sprintf(rayCluster, strings.Repeat("a", 54)), "name-too-long", "metadata.name", manifest.SeverityError},
 		{"container name", strings.Replace(base, "name: ray-worker", "name: Ray_Worker", 1), "container-name", "spec.workerGroupSpecs[0].template.spec.containers[0].name", manifest.SeverityError},
 		{"label value", strings.Replace(base, "    rayStartParams: {}\n    template:\n      spec:\n        containers:\n        - name: ray-worker", "    rayStartParams: {}\n    template:\n      metadata:\n        labels: {team: \"has space!\"}\n      spec:\n        containers:\n        - name: ray-worker", 1), "", "", ""},
-		{"GPU only in requests", strings.Replace(base, "limits: {nvidia.com/gpu: \"1\", cpu: \"4\", memory: 16Gi}", "requests: {nvidia.com/gpu: \"1\"}", 1), "gpu-request-only", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.requests.nvidia.com/gpu", manifest.SeverityError},
+		{"GPU only in requests", strings.Replace(base, "limits: {nvidia.com/gpu: \"1\", cpu: \"4\", memory: 16Gi}", "requests: {nvidia.com/gpu: \"1\"}", 1), "gpu-request-only", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits", manifest.SeverityError},
 		{"resources in both places", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    resources: {GPU: \"1\"}\n    rayStartParams: {num-gpus: \"1\"}", 1), "resources-and-start-params", "spec.workerGroupSpecs[0].rayStartParams.num-gpus", manifest.SeverityError},
 		{"GPUs Ray sees differ", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    rayStartParams: {num-gpus: \"2\"}", 1), "gpu-mismatch", "spec.workerGroupSpecs[0]", manifest.SeverityWarning},
 		{"fractional CPU", strings.Replace(base, `cpu: "4"`, "cpu: 1500m", 1), "fractional-cpu", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu", manifest.SeverityWarning},
@@ -159,4 +161,29 @@ func lintDocs(t testing.TB, doc string) []manifest.Document {
 		t.Fatalf("%v %v", docs, err)
 	}
 	return docs
+}
+
+// TestLintUsersCorpusGolden pins what lint says about testdata/users (the
+// YAML TestLintAgreesWithTheRealSystems holds to the real API server and
+// operator), so that a change in wording or coverage shows in review
+// (update with go test ./manifest/ -update).
+func TestLintUsersCorpusGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/users/*.yaml")
+	v := manifest.NewValidator()
+	var b strings.Builder
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := manifest.ReadDocuments(filepath.Base(file), f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range manifest.Lint(v, docs) {
+			b.WriteString(f.String() + "\n")
+		}
+	}
+	golden.Assert(t, b.String(), "users.findings.golden")
 }

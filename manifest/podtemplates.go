@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // KubeRayVersion is the KubeRay release whose CRDs and rules are embedded.
@@ -75,12 +77,42 @@ func podTemplates(u *unstructured.Unstructured) []podTemplate {
 	return out
 }
 
+// restartPolicies says which restart policies a pod template may have,
+// by the kind that owns it: workloads keep pods running, Jobs must name
+// one that ends; bare pods and Ray's pods take any of the three.
+func restartPolicyFinding(kind string, policy corev1.RestartPolicy, p *field.Path) *field.Error {
+	all := []corev1.RestartPolicy{corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever}
+	switch kind {
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
+		if policy != "" && policy != corev1.RestartPolicyAlways { // defaults to Always
+			return field.NotSupported(p, policy, []corev1.RestartPolicy{corev1.RestartPolicyAlways})
+		}
+	case "Job":
+		if policy == "" {
+			return field.Required(p, `valid values: "OnFailure", "Never"`)
+		}
+		if policy != corev1.RestartPolicyOnFailure && policy != corev1.RestartPolicyNever {
+			return field.NotSupported(p, policy, []corev1.RestartPolicy{corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever})
+		}
+	default:
+		if policy != "" && !slices.Contains(all, policy) {
+			return field.NotSupported(p, policy, all)
+		}
+	}
+	return nil
+}
+
 // podTemplateFindings are the checks no schema makes inside a pod
-// template, which otherwise surface only when the pod is created.
-func podTemplateFindings(obj, path string, spec *corev1.PodSpec, lbls map[string]string) []Finding {
+// template — the API server's pod validation the users' mistakes hit
+// most, with its paths and words — which for a custom resource surface
+// only when the operator creates the pod. kind is the owner's kind.
+func podTemplateFindings(obj, kind, path string, spec *corev1.PodSpec, lbls map[string]string) []Finding {
 	var out []Finding
 	errorAt := func(id, p, msg, fix string) {
 		out = append(out, Finding{ID: id, Severity: SeverityError, Object: obj, Path: p, Message: msg, Fix: fix})
+	}
+	fieldError := func(id string, e *field.Error, fix string) {
+		errorAt(id, e.Field, strings.TrimPrefix(e.ErrorBody(), e.Field+": "), fix)
 	}
 	warnAt := func(id, p, msg, fix string) {
 		out = append(out, Finding{ID: id, Severity: SeverityWarning, Object: obj, Path: p, Message: msg, Fix: fix})
@@ -89,6 +121,7 @@ func podTemplateFindings(obj, path string, spec *corev1.PodSpec, lbls map[string
 	if path == "spec" {
 		specPath = "spec"
 	}
+	sp := pathOf(specPath)
 	for k, v := range lbls {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			errorAt("pod-label", path+".metadata.labels", fmt.Sprintf("label key %q: %s", k, errs[0]), "")
@@ -100,9 +133,59 @@ func podTemplateFindings(obj, path string, spec *corev1.PodSpec, lbls map[string
 	if len(spec.Containers) == 0 {
 		errorAt("pod-containers", specPath+".containers", "at least one container is required", "")
 	}
+	if e := restartPolicyFinding(kind, spec.RestartPolicy, sp.Child("restartPolicy")); e != nil {
+		fieldError("restart-policy", e, "")
+	}
+	switch spec.DNSPolicy {
+	case "", corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone:
+	default:
+		fieldError("pod-spec", field.NotSupported(sp.Child("dnsPolicy"), spec.DNSPolicy, []corev1.DNSPolicy{corev1.DNSClusterFirstWithHostNet, corev1.DNSClusterFirst, corev1.DNSDefault, corev1.DNSNone}), "")
+	}
+	volumes := map[string]bool{}
+	for i, v := range spec.Volumes {
+		p := sp.Child("volumes").Index(i).Child("name")
+		switch {
+		case v.Name == "":
+			fieldError("volume", field.Required(p, ""), "")
+		case len(validation.IsDNS1123Label(v.Name)) > 0:
+			fieldError("volume", field.Invalid(p, v.Name, validation.IsDNS1123Label(v.Name)[0]), "use lowercase letters, digits and '-'")
+		case volumes[v.Name]:
+			fieldError("volume", field.Duplicate(p, v.Name), "")
+		}
+		volumes[v.Name] = true
+	}
+	for i, t := range spec.Tolerations {
+		p := sp.Child("tolerations").Index(i)
+		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
+			fieldError("toleration", field.Invalid(p.Child("operator"), t.Operator, "operator must be Exists when `key` is empty, which means \"match all values and all keys\""), "")
+		}
+		switch t.Operator {
+		case corev1.TolerationOpEqual, "":
+			if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+				fieldError("toleration", field.Invalid(p.Child("operator"), t.Value, strings.Join(errs, ";")), "")
+			}
+		case corev1.TolerationOpExists:
+			if t.Value != "" {
+				fieldError("toleration", field.Invalid(p.Child("operator"), t.Value, "value must be empty when `operator` is 'Exists'"), "drop the value, or use operator: Equal")
+			}
+		default:
+			fieldError("toleration", field.NotSupported(p.Child("operator"), t.Operator, []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}), "")
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			fieldError("toleration", field.NotSupported(p.Child("effect"), t.Effect, []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}), "")
+		}
+		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+			fieldError("toleration", field.Invalid(p.Child("effect"), t.Effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"), "")
+		}
+	}
 	names := map[string]bool{}
+	podPorts := map[string]bool{}
 	check := func(kind string, i int, c corev1.Container) {
+		containerPorts := map[string]bool{}
 		p := fmt.Sprintf("%s.%s[%d]", specPath, kind, i)
+		cp := sp.Child(kind).Index(i)
 		if errs := validation.IsDNS1123Label(c.Name); len(errs) > 0 {
 			errorAt("container-name", p+".name", fmt.Sprintf("%q: %s", c.Name, errs[0]), "use lowercase letters, digits and '-'")
 		} else if names[c.Name] {
@@ -112,14 +195,57 @@ func podTemplateFindings(obj, path string, spec *corev1.PodSpec, lbls map[string
 		if c.Image == "" && kind == "containers" {
 			errorAt("container-image", p+".image", "is required", "")
 		}
+		switch c.ImagePullPolicy {
+		case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		default:
+			fieldError("container", field.NotSupported(cp.Child("imagePullPolicy"), c.ImagePullPolicy, []corev1.PullPolicy{corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever}), "")
+		}
+		for j, port := range c.Ports {
+			pp := cp.Child("ports").Index(j)
+			if port.Name != "" {
+				if errs := validation.IsValidPortName(port.Name); len(errs) > 0 {
+					fieldError("container-port", field.Invalid(pp.Child("name"), port.Name, errs[0]), "use at most 15 lowercase letters, digits and '-'")
+				} else if containerPorts[port.Name] {
+					fieldError("container-port", field.Duplicate(pp.Child("name"), port.Name), "")
+				} else if podPorts[port.Name] {
+					warnAt("duplicate-port-name", pp.Child("name").String(), fmt.Sprintf("%q names a port of another container too; Services and probes that select ports by name use the first", port.Name), "name ports uniquely in the pod")
+				}
+				containerPorts[port.Name], podPorts[port.Name] = true, true
+			}
+			if errs := validation.IsValidPortNum(int(port.ContainerPort)); len(errs) > 0 && port.ContainerPort != 0 {
+				fieldError("container-port", field.Invalid(pp.Child("containerPort"), port.ContainerPort, errs[0]), "")
+			}
+			switch port.Protocol {
+			case "", corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+			default:
+				fieldError("container-port", field.NotSupported(pp.Child("protocol"), port.Protocol, []corev1.Protocol{corev1.ProtocolSCTP, corev1.ProtocolTCP, corev1.ProtocolUDP}), "")
+			}
+		}
+		mountPaths := map[string]bool{}
+		for j, m := range c.VolumeMounts {
+			mp := cp.Child("volumeMounts").Index(j)
+			if !volumes[m.Name] {
+				fieldError("volume-mount", field.NotFound(mp.Child("name"), m.Name), "declare the volume in spec.volumes")
+			}
+			if m.MountPath != "" && mountPaths[m.MountPath] {
+				fieldError("volume-mount", field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"), "")
+			}
+			mountPaths[m.MountPath] = true
+		}
 		env := map[string]bool{}
 		for j, e := range c.Env {
 			if env[e.Name] {
 				warnAt("duplicate-env", fmt.Sprintf("%s.env[%d].name", p, j), fmt.Sprintf("%q is set twice; the last value wins", e.Name), "remove one")
 			}
 			env[e.Name] = true
-			if errs := validation.IsEnvVarName(e.Name); len(errs) > 0 {
+			if e.Name == "" {
+				continue // the schema requires it
+			}
+			if errs := validation.IsRelaxedEnvVarName(e.Name); len(errs) > 0 {
 				errorAt("env-name", fmt.Sprintf("%s.env[%d].name", p, j), fmt.Sprintf("%q: %s", e.Name, errs[0]), "")
+			}
+			if e.Value != "" && e.ValueFrom != nil {
+				fieldError("env-value", field.Invalid(cp.Child("env").Index(j).Child("valueFrom"), "", "may not be specified when `value` is not empty"), "keep value or valueFrom")
 			}
 		}
 		for name, req := range c.Resources.Requests {
@@ -127,10 +253,11 @@ func podTemplateFindings(obj, path string, spec *corev1.PodSpec, lbls map[string
 			extended := strings.Contains(string(name), "/") && !strings.HasPrefix(string(name), "kubernetes.io/")
 			if extended && !hasLimit {
 				fix := fmt.Sprintf("set resources.limits.%s (requests default to limits for extended resources)", name)
+				msg := fmt.Sprintf("Required value: Limit must be set for non overcommitable resources (%s is requested)", name)
 				if strings.HasSuffix(string(name), "gpu") {
-					errorAt("gpu-request-only", p+".resources.requests."+string(name), "GPUs are requested but not limited; the API server rejects the pod, and Ray reads GPUs from limits only", fix)
+					errorAt("gpu-request-only", p+".resources.limits", msg+"; Ray reads GPUs from limits only", fix)
 				} else {
-					errorAt("extended-request-only", p+".resources.requests."+string(name), "an extended resource needs a limit", fix)
+					errorAt("extended-request-only", p+".resources.limits", msg, fix)
 				}
 				continue
 			}
@@ -147,6 +274,27 @@ func podTemplateFindings(obj, path string, spec *corev1.PodSpec, lbls map[string
 	}
 	for i, c := range spec.Containers {
 		check("containers", i, c)
+	}
+	return out
+}
+
+// pathOf turns a dotted path with indexes back into a field.Path.
+func pathOf(p string) *field.Path {
+	var out *field.Path
+	for _, part := range strings.Split(p, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		if out == nil {
+			out = field.NewPath(name)
+		} else {
+			out = out.Child(name)
+		}
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			n := 0
+			fmt.Sscanf(idx, "%d", &n)
+			out = out.Index(n)
+			rest = strings.TrimPrefix(after, "[")
+		}
 	}
 	return out
 }

@@ -121,6 +121,9 @@ type walker struct {
 	file   string
 	lines  map[string]int
 	shapes map[string]reflect.Type
+	// jsonScalars: the document came from JSON, where a string field takes
+	// only a string (in a hand-written spec, `tag: 2.54` is a string).
+	jsonScalars bool
 }
 
 var (
@@ -247,6 +250,9 @@ func (w *walker) convert(n *yaml.Node, t reflect.Type, path string) (any, error)
 	}
 	switch t.Kind() {
 	case reflect.String:
+		if w.jsonScalars && n.Tag != "!!str" {
+			return nil, w.errorf(n, path, "want a string, got %s", n.Value)
+		}
 		return n.Value, nil
 	case reflect.Bool:
 		if n.Tag != "!!bool" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -30,6 +31,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
@@ -275,14 +278,17 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 		if crd == nil {
 			return append(out, errorAt("type", "apiVersion", fmt.Sprintf("KubeRay %s serves no %s %s", KubeRayVersion, gvk.GroupVersion(), gvk.Kind), "use apiVersion ray.io/v1"))
 		}
-		out = append(out, v.validateCR(u, crd, errorAt)...)
-		rules, rayTemplates, decoded := kubeRayRules(u, errorAt)
+		found, admitted := v.validateCR(u, crd, errorAt)
+		out = append(out, found...)
+		// The operator reads the object as the API server stored it:
+		// pruned and defaulted.
+		rules, rayTemplates, decoded := kubeRayRules(admitted, errorAt)
 		out = append(out, rules...)
 		if !decoded {
-			rayTemplates = podTemplates(u)
+			rayTemplates = podTemplates(admitted)
 		}
 		for _, tmpl := range rayTemplates {
-			out = append(out, podTemplateFindings(obj, tmpl.path, tmpl.spec, tmpl.labels)...)
+			out = append(out, podTemplateFindings(obj, gvk.Kind, tmpl.path, tmpl.spec, tmpl.labels)...)
 		}
 		return out
 	} else if t, known := builtinTypes[gvk]; known {
@@ -296,12 +302,14 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 		out = append(out, metadataFindings(u, true, errorAt)...)
 	}
 	for _, tmpl := range podTemplates(u) {
-		out = append(out, podTemplateFindings(obj, tmpl.path, tmpl.spec, tmpl.labels)...)
+		out = append(out, podTemplateFindings(obj, gvk.Kind, tmpl.path, tmpl.spec, tmpl.labels)...)
 	}
 	return out
 }
 
-func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, errorAt func(id, path, msg, fix string) Finding) []Finding {
+// validateCR returns what the API server would refuse, and the object as
+// it would store it (pruned and defaulted).
+func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, errorAt func(id, path, msg, fix string) Finding) ([]Finding, *unstructured.Unstructured) {
 	var out []Finding
 	obj := u.DeepCopy()
 	for _, p := range pruning.PruneWithOptions(obj.Object, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
@@ -330,7 +338,7 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 		}
 		out = append(out, errorAt(id, e.Field, strings.TrimPrefix(e.ErrorBody(), e.Field+": "), ""))
 	}
-	return out
+	return out, obj
 }
 
 func metadataFindings(u *unstructured.Unstructured, namespaced bool, errorAt func(id, path, msg, fix string) Finding) []Finding {
@@ -370,7 +378,7 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 	if err := yaml.Unmarshal(data, &node); err != nil || len(node.Content) == 0 {
 		return []Finding{errorAt("decode", "", fmt.Sprint(err), "")}
 	}
-	w := walker{lines: map[string]int{}}
+	w := walker{lines: map[string]int{}, jsonScalars: true}
 	generic, err := w.convert(node.Content[0], t, "")
 	if err != nil {
 		if se, ok := err.(*SpecError); ok {
@@ -414,6 +422,57 @@ func builtinSemantics(obj any, errorAt func(id, path, msg, fix string) Finding) 
 			if len(o.Spec.Ports) > 1 && p.Name == "" {
 				out = append(out, errorAt("schema", fmt.Sprintf("spec.ports[%d].name", i), "is required when there is more than one port", ""))
 			}
+		}
+	case *networkingv1.NetworkPolicy:
+		peers := func(rule string, i int, dir string, ps []networkingv1.NetworkPolicyPeer) {
+			for j, peer := range ps {
+				b := peer.IPBlock
+				if b == nil {
+					continue
+				}
+				p := fmt.Sprintf("spec.%s[%d].%s[%d].ipBlock", rule, i, dir, j)
+				_, block, err := net.ParseCIDR(b.CIDR)
+				if err != nil {
+					out = append(out, errorAt("schema", p+".cidr", fmt.Sprintf("Invalid value: %q: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)", b.CIDR), ""))
+					continue
+				}
+				for k, ex := range b.Except {
+					_, exBlock, err := net.ParseCIDR(ex)
+					if err != nil {
+						out = append(out, errorAt("schema", fmt.Sprintf("%s.except[%d]", p, k), fmt.Sprintf("Invalid value: %q: must be a valid CIDR value", ex), ""))
+						continue
+					}
+					bOnes, _ := block.Mask.Size()
+					eOnes, _ := exBlock.Mask.Size()
+					if !block.Contains(exBlock.IP) || eOnes <= bOnes {
+						out = append(out, errorAt("schema", fmt.Sprintf("%s.except[%d]", p, k), fmt.Sprintf("Invalid value: %q: must be a strict subset of `cidr`", ex), ""))
+					}
+				}
+			}
+		}
+		ports := func(rule string, i int, ps []networkingv1.NetworkPolicyPort) {
+			for j, port := range ps {
+				p := fmt.Sprintf("spec.%s[%d].ports[%d]", rule, i, j)
+				if port.Protocol != nil && *port.Protocol != corev1.ProtocolTCP && *port.Protocol != corev1.ProtocolUDP && *port.Protocol != corev1.ProtocolSCTP {
+					out = append(out, errorAt("schema", p+".protocol", fmt.Sprintf("Unsupported value: %q: supported values: \"SCTP\", \"TCP\", \"UDP\"", *port.Protocol), ""))
+				}
+				if port.Port != nil && port.Port.Type == intstr.Int {
+					if errs := k8svalidation.IsValidPortNum(port.Port.IntValue()); len(errs) > 0 {
+						out = append(out, errorAt("schema", p+".port", fmt.Sprintf("Invalid value: %d: %s", port.Port.IntValue(), errs[0]), ""))
+					}
+				}
+				if port.EndPort != nil && (port.Port == nil || port.Port.Type != intstr.Int || *port.EndPort < port.Port.IntVal) {
+					out = append(out, errorAt("schema", p+".endPort", "must be a port number not below `port`, which must be a number", ""))
+				}
+			}
+		}
+		for i, r := range o.Spec.Ingress {
+			peers("ingress", i, "from", r.From)
+			ports("ingress", i, r.Ports)
+		}
+		for i, r := range o.Spec.Egress {
+			peers("egress", i, "to", r.To)
+			ports("egress", i, r.Ports)
 		}
 	case *policyv1.PodDisruptionBudget:
 		if o.Spec.MinAvailable != nil && o.Spec.MaxUnavailable != nil {

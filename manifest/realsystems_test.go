@@ -1,0 +1,240 @@
+package manifest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/manifest"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+
+// admissionIDs are the findings that say the API server refuses the
+// object itself. For built-in workloads the pod template is part of the
+// object, so its checks are admission checks too; for ray.io kinds they
+// surface when the operator creates the pods.
+var admissionIDs = map[string]bool{"parse": true, "decode": true, "schema": true, "unknown-field": true, "metadata": true, "type": true}
+
+func admissionError(d manifest.Document, f manifest.Finding) bool {
+	if f.Severity != manifest.SeverityError {
+		return false
+	}
+	if d.Object != nil && d.Object.GroupVersionKind().Group != "ray.io" {
+		return true
+	}
+	return admissionIDs[f.ID]
+}
+
+// operatorRefusals are the Warning events the KubeRay operator records
+// when it will not reconcile an object or cannot create its pods.
+var operatorRefusals = regexp.MustCompile(`^(Invalid\w*(Spec|Metadata)|FailedToCreate\w*)$`)
+
+// TestLintAgreesWithTheRealSystems lints YAML written the way users write
+// it (testdata/users: one mistake per document, or none) and holds every
+// verdict to the real systems: the API server (a dry-run create with
+// strict field validation) refuses exactly the documents lint reports an
+// admission error for, naming the fields lint names; of the ray.io
+// objects it admits, the KubeRay operator refuses (a Warning event:
+// Invalid*Spec, FailedToCreate*Pod) exactly those lint reports another
+// error for.
+func TestLintAgreesWithTheRealSystems(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(tc.Kube.Discovery()))
+	v := manifest.NewValidator()
+
+	files, _ := filepath.Glob("testdata/users/*.yaml")
+	type created struct {
+		name, namespace, kind string
+		lintErrors            []manifest.Finding
+	}
+	var live []created
+	var admitted, refused int
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := manifest.ReadDocuments(file, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range docs {
+			if d.Err != nil {
+				t.Fatalf("%s: %v", d.Source, d.Err)
+			}
+			findings := manifest.Lint(v, []manifest.Document{d})
+			var ours, others []manifest.Finding
+			for _, f := range findings {
+				if admissionError(d, f) {
+					ours = append(ours, f)
+				} else if f.Severity == manifest.SeverityError {
+					others = append(others, f)
+				}
+			}
+			ns := fmt.Sprintf("users-%s-%d", strings.TrimSuffix(filepath.Base(file), ".yaml"), i)
+			if err := tc.CreateNamespace(ctx, ns); err != nil {
+				t.Fatal(err)
+			}
+			obj := d.Object.DeepCopy()
+			gvk := obj.GroupVersionKind()
+			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %v", d.Source, err)
+			}
+			client := tc.Dynamic.Resource(mapping.Resource).Namespace(ns)
+			_, serverErr := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+			if serverErr != nil && !apierrors.IsInvalid(serverErr) && !apierrors.IsBadRequest(serverErr) {
+				t.Fatalf("%s: %v", d.Source, serverErr)
+			}
+			switch {
+			case serverErr != nil && len(ours) == 0:
+				t.Errorf("%s %s: the API server refuses it and lint finds no admission error:\n  server: %v\n  lint: %v", d.Source, obj.GetName(), serverErr, findings)
+			case serverErr == nil && len(ours) > 0:
+				t.Errorf("%s %s: lint reports admission errors the API server does not make:\n  lint: %v", d.Source, obj.GetName(), ours)
+			case serverErr != nil:
+				refused++
+				for _, field := range serverFields(serverErr) {
+					if !namesField(ours, field) {
+						t.Errorf("%s %s: the API server names %s; lint names only %v", d.Source, obj.GetName(), field, paths(ours))
+					}
+				}
+				continue
+			}
+			admitted++
+			if gvk.Group != "ray.io" {
+				continue
+			}
+			if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("%s: %v", d.Source, err)
+			}
+			live = append(live, created{name: obj.GetName(), namespace: ns, kind: gvk.Kind, lintErrors: others})
+		}
+	}
+	t.Logf("the API server refused %d documents and admitted %d; %d ray.io objects created for the operator", refused, admitted, len(live))
+	if refused < 10 || admitted < 10 {
+		t.Fatalf("the corpus exercises too little: %d refused, %d admitted", refused, admitted)
+	}
+
+	// Wait until the operator has acted on every object (it records an
+	// event on each: created a Service or pod, or refused) and every
+	// refusal lint predicts has come or two minutes have passed; then
+	// compare. Under load the operator's client is rate limited, so its
+	// events can take tens of seconds.
+	refusals := map[string][]string{}
+	giveUp := time.Now().Add(2 * time.Minute)
+	for {
+		settled := true
+		for _, c := range live {
+			events, err := tc.Kube.CoreV1().Events(c.namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refusals[c.namespace] = nil
+			acted := false
+			for _, e := range events.Items {
+				if e.InvolvedObject.Kind == c.kind {
+					acted = true
+				}
+				if e.Type == corev1.EventTypeWarning && operatorRefusals.MatchString(e.Reason) {
+					refusals[c.namespace] = append(refusals[c.namespace], e.Reason+": "+e.Message)
+				}
+			}
+			if !acted || (len(c.lintErrors) > 0 && len(refusals[c.namespace]) == 0) {
+				settled = false
+			}
+		}
+		if settled || time.Now().After(giveUp) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	var operatorRefused int
+	for _, c := range live {
+		got := refusals[c.namespace]
+		if len(got) > 0 {
+			operatorRefused++
+		}
+		switch {
+		case len(got) > 0 && len(c.lintErrors) == 0:
+			t.Errorf("%s %s: the operator refuses it (%v) and lint reports no error", c.kind, c.name, got)
+		case len(got) == 0 && len(c.lintErrors) > 0:
+			t.Errorf("%s %s: lint reports errors the operator does not make: %v\n  events: %s", c.kind, c.name, c.lintErrors, eventSummary(ctx, tc, c.namespace))
+		}
+	}
+	t.Logf("the operator refused %d of the %d objects it was given", operatorRefused, len(live))
+	if operatorRefused < 3 {
+		t.Fatalf("the corpus exercises the operator too little: %d refusals", operatorRefused)
+	}
+}
+
+// eventSummary lists a namespace's events, for failure messages.
+func eventSummary(ctx context.Context, tc *testcluster.Cluster, namespace string) string {
+	events, err := tc.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "\n    %s %s %s: %s", e.Type, e.InvolvedObject.Kind, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+// serverFields are the field paths the API server's error names.
+func serverFields(err error) []string {
+	status, ok := err.(apierrors.APIStatus)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if d := status.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if c.Field != "" && c.Field != "<nil>" {
+				out = append(out, c.Field)
+			}
+		}
+	}
+	for _, m := range unknownFieldInMessage.FindAllStringSubmatch(status.Status().Message, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+var unknownFieldInMessage = regexp.MustCompile(`unknown field "([^"]+)"`)
+
+// namesField reports whether a finding's path is the field, or contains it
+// or is contained in it (the server may name a list where lint names the
+// element, or the other way round).
+func namesField(fs []manifest.Finding, field string) bool {
+	for _, f := range fs {
+		if f.Path == field || strings.HasPrefix(field, f.Path+".") || strings.HasPrefix(field, f.Path+"[") ||
+			strings.HasPrefix(f.Path, field+".") || strings.HasPrefix(f.Path, field+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+func paths(fs []manifest.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path)
+	}
+	return out
+}
