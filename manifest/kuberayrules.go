@@ -8,7 +8,6 @@ import (
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // kubeRayRules runs KubeRay v1.6.0's own validation (the functions the
@@ -26,7 +25,7 @@ func kubeRayRules(u *unstructured.Unstructured, errorAt func(id, path, msg, fix 
 	switch u.GetKind() {
 	case "RayCluster":
 		rc := &rayv1.RayCluster{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rc) != nil {
+		if fromUnstructured(u.Object, rc) != nil {
 			return nil, nil, false
 		}
 		add("metadata.name", rayutils.ValidateRayClusterMetadata(rc.ObjectMeta))
@@ -35,7 +34,7 @@ func kubeRayRules(u *unstructured.Unstructured, errorAt func(id, path, msg, fix 
 		templates = rayPodTemplates("spec.", &rc.Spec)
 	case "RayJob":
 		j := &rayv1.RayJob{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, j) != nil {
+		if fromUnstructured(u.Object, j) != nil {
 			return nil, nil, false
 		}
 		add("metadata.name", rayutils.ValidateRayJobMetadata(j.ObjectMeta))
@@ -46,7 +45,7 @@ func kubeRayRules(u *unstructured.Unstructured, errorAt func(id, path, msg, fix 
 		}
 	case "RayService":
 		s := &rayv1.RayService{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s) != nil {
+		if fromUnstructured(u.Object, s) != nil {
 			return nil, nil, false
 		}
 		add("metadata", rayutils.ValidateRayServiceMetadata(s.ObjectMeta))
@@ -54,7 +53,7 @@ func kubeRayRules(u *unstructured.Unstructured, errorAt func(id, path, msg, fix 
 		templates = rayPodTemplates("spec.rayClusterConfig.", &s.Spec.RayClusterSpec)
 	case "RayCronJob":
 		c := &rayv1.RayCronJob{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c) != nil {
+		if fromUnstructured(u.Object, c) != nil {
 			return nil, nil, false
 		}
 		add("spec", rayutils.ValidateRayCronJobSpec(c))

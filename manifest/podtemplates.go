@@ -5,10 +5,11 @@ import (
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -34,7 +35,7 @@ func podTemplates(u *unstructured.Unstructured) []podTemplate {
 			return
 		}
 		tmpl := &corev1.PodTemplateSpec{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, tmpl); err != nil {
+		if err := fromUnstructured(m, tmpl); err != nil {
 			return // a shape error; schema validation reports it
 		}
 		out = append(out, podTemplate{path: path, spec: &tmpl.Spec, labels: tmpl.Labels})
@@ -100,6 +101,26 @@ func restartPolicyFinding(kind string, policy corev1.RestartPolicy, p *field.Pat
 		}
 	}
 	return nil
+}
+
+// typedPodTemplates are the pod templates of a decoded built-in object.
+func typedPodTemplates(obj any) []podTemplate {
+	var t *corev1.PodTemplateSpec
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return []podTemplate{{path: "spec", spec: &o.Spec, labels: o.Labels}}
+	case *appsv1.Deployment:
+		t = &o.Spec.Template
+	case *appsv1.StatefulSet:
+		t = &o.Spec.Template
+	case *appsv1.DaemonSet:
+		t = &o.Spec.Template
+	case *batchv1.Job:
+		t = &o.Spec.Template
+	default:
+		return nil
+	}
+	return []podTemplate{{path: "spec.template", spec: &t.Spec, labels: t.Labels}}
 }
 
 // podTemplateFindings are the checks no schema makes inside a pod

@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"testing"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -246,6 +252,9 @@ func mutations(obj map[string]any, s *spec.Schema) []mutation {
 			if s != nil && s.Items != nil {
 				items = s.Items.Schema
 			}
+			if len(v) > 0 && len(path) > 0 { // the first item twice: list-type sets and maps refuse it
+				out = append(out, mutation{path: append([]any(nil), path...), value: append(append([]any(nil), v...), v[0])})
+			}
 			for i := range v {
 				p := append(append([]any(nil), path...), i)
 				add(p)
@@ -332,3 +341,167 @@ func TestValidateCreateMatchesStrategy(t *testing.T) {
 		t.Fatal("the sample exercises only one side")
 	}
 }
+
+// TestStructuralPlanMatchesLibrary: on the golden ray.io objects and every
+// mutation of them (plus, for pruning, an unknown field at each place),
+// the compiled plan agrees with apiextensions-apiserver — prunes is true
+// exactly when PruneWithOptions drops something, defaultedCopy equals
+// Default on a copy (and leaves its input alone), and
+// listTypesCertainlyValid is never true where ValidateListSetsAndMaps
+// finds an error.
+func TestStructuralPlanMatchesLibrary(t *testing.T) {
+	v := NewValidator()
+	objs, _ := rayObjects(t)
+	step := 1
+	if testing.Short() {
+		step = 13
+	}
+	var pruned, listErrors, listCertain, cases int
+	for _, obj := range objs {
+		u := &unstructured.Unstructured{Object: obj}
+		crd, err := v.crdFor(u.GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := mutations(obj, schemaOf(crd.schema))
+		for _, m := range all[:len(all)/4] { // an unknown field beside the first keys
+			if _, key := m.path[len(m.path)-1].(string); key {
+				all = append(all, mutation{path: append(append([]any(nil), m.path[:len(m.path)-1]...), "unknownFieldX"), value: "x"})
+			}
+		}
+		for j := 0; j < len(all); j += step {
+			in := all[j].apply(obj)
+			what := fmt.Sprintf("%s %v = %#v", obj["kind"], all[j].path, all[j].value)
+			cases++
+
+			lib := runtime.DeepCopyJSON(in)
+			dropped := pruning.PruneWithOptions(lib, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+			if got, want := crd.root.prunes(in), !equality.Semantic.DeepEqual(lib, in); got != want {
+				t.Fatalf("%s: prunes = %v, library changed the object: %v (%v)", what, got, want, dropped)
+			}
+			if len(dropped) > 0 {
+				pruned++
+			}
+
+			before := runtime.DeepCopyJSON(in)
+			want := runtime.DeepCopyJSON(in)
+			structuraldefaulting.Default(want, crd.structural)
+			got := crd.plan.defaultedCopy(in)
+			if !reflect.DeepEqual(got, any(want)) {
+				t.Fatalf("%s: defaultedCopy differs from Default:\n got %v\nwant %v", what, got, want)
+			}
+			if !reflect.DeepEqual(in, before) {
+				t.Fatalf("%s: defaultedCopy changed its input", what)
+			}
+
+			errs := structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)
+			certain := crd.plan.listTypesCertainlyValid(want)
+			if certain && len(errs) > 0 {
+				t.Fatalf("%s: list types certainly valid, the library finds %v", what, errs)
+			}
+			if certain {
+				listCertain++
+			}
+			if len(errs) > 0 {
+				listErrors++
+			}
+		}
+	}
+	t.Logf("%d objects: %d pruned, %d with list-type errors, %d confirmed by the plan", cases, pruned, listErrors, listCertain)
+	if pruned == 0 || listErrors == 0 || listCertain == 0 {
+		t.Fatal("the mutations exercise only one side")
+	}
+}
+
+// TestStructuralPlanListSets covers list-type sets, which the golden
+// objects do not use: the plan is never certain where the library finds a
+// duplicate.
+func TestStructuralPlanListSets(t *testing.T) {
+	set := "set"
+	s := &structuralschema.Structural{
+		Generic: structuralschema.Generic{Type: "object"},
+		Properties: map[string]structuralschema.Structural{
+			"values": {Generic: structuralschema.Generic{Type: "array"}, Extensions: structuralschema.Extensions{XListType: &set},
+				Items: &structuralschema.Structural{Generic: structuralschema.Generic{Type: "integer"}}},
+		},
+	}
+	plan := compileStructuralPlan(s)
+	for _, values := range [][]any{
+		{}, {int64(1)}, {int64(1), int64(2)}, {int64(1), int64(1)}, {"a", "b", "a"}, {int64(1), float64(1)},
+		{map[string]any{}, map[string]any{}}, {nil, nil}, {true, false, true}, {[]any{int64(1)}, []any{int64(2)}},
+	} {
+		obj := map[string]any{"values": values}
+		errs := structurallisttype.ValidateListSetsAndMaps(nil, s, obj)
+		if plan.listTypesCertainlyValid(obj) && len(errs) > 0 {
+			t.Errorf("%v: certain, the library finds %v", values, errs)
+		}
+		if len(errs) == 0 && !plan.listTypesCertainlyValid(obj) && comparableScalars(values) {
+			t.Errorf("%v: distinct scalars, yet not certain", values)
+		}
+	}
+}
+
+func comparableScalars(values []any) bool {
+	for _, v := range values {
+		if !comparableScalar(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFromUnstructuredMatchesLibrary: on the golden ray.io objects and
+// every mutation of them, raw and defaulted, fromUnstructured gives what
+// runtime.DefaultUnstructuredConverter gives — the same typed object, or
+// an error when it errs.
+func TestFromUnstructuredMatchesLibrary(t *testing.T) {
+	v := NewValidator()
+	objs, _ := rayObjects(t)
+	step := 1
+	if testing.Short() {
+		step = 13
+	}
+	var cases, failed, fast int
+	for _, obj := range objs {
+		u := &unstructured.Unstructured{Object: obj}
+		crd, err := v.crdFor(u.GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ := reflect.TypeOf(rayTypes[u.GetKind()]).Elem()
+		for _, in := range []map[string]any{obj, crd.plan.defaultedCopy(obj).(map[string]any)} {
+			if err := decodeValue(in, reflect.New(typ).Elem()); err != nil {
+				t.Errorf("%s: the golden object takes the library's path: %v", obj["kind"], err)
+			}
+		}
+		all := mutations(obj, schemaOf(crd.schema))
+		for j := 0; j < len(all); j += step {
+			raw := all[j].apply(obj)
+			for _, in := range []map[string]any{raw, crd.plan.defaultedCopy(raw).(map[string]any)} {
+				cases++
+				if decodeValue(in, reflect.New(typ).Elem()) == nil {
+					fast++
+				}
+				got, want := reflect.New(typ).Interface(), reflect.New(typ).Interface()
+				gotErr := fromUnstructured(in, got)
+				wantErr := runtime.DefaultUnstructuredConverter.FromUnstructured(in, want)
+				if (gotErr == nil) != (wantErr == nil) {
+					t.Fatalf("%s %v = %#v: error %v, library %v", obj["kind"], all[j].path, all[j].value, gotErr, wantErr)
+				}
+				if wantErr != nil {
+					failed++
+					continue
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s %v = %#v: decoded differently:\n got %+v\nwant %+v", obj["kind"], all[j].path, all[j].value, got, want)
+				}
+			}
+		}
+	}
+	t.Logf("%d objects decoded the same (%d without the library), %d refused by both", cases-failed, fast, failed)
+	if failed == 0 {
+		t.Fatal("no mutation makes the decoding fail")
+	}
+}
+
+var rayTypes = map[string]any{"RayCluster": &rayv1.RayCluster{}, "RayJob": &rayv1.RayJob{}, "RayService": &rayv1.RayService{}}

@@ -27,6 +27,7 @@ import (
 	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,6 +69,8 @@ type crdFile struct {
 type crdValidator struct {
 	gvk        schema.GroupVersionKind
 	structural *structuralschema.Structural
+	// plan walks the structural schema fast; root is it as a resource root.
+	plan, root *structuralPlan
 	schema     createValidator
 	cel        *cel.Validator
 	namespaced bool
@@ -131,9 +134,11 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 			full:  validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default),
 		}
 		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
+		plan := compileStructuralPlan(structural)
 		namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 		out[gvk] = &crdValidator{
 			gvk: gvk, structural: structural, schema: validator, namespaced: namespaced,
+			plan: plan, root: plan.rootPlan(),
 			cel:      cel.NewValidator(structural, true, celconfig.PerCallLimit),
 			embedded: hasEmbeddedResource(structural),
 		}
@@ -163,7 +168,9 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if c.embedded {
 		errs = append(errs, structuralobjectmeta.Validate(nil, u.Object, c.structural, false)...)
 	}
-	errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, c.structural, u.Object)...)
+	if !c.plan.listTypesCertainlyValid(u.Object) {
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, c.structural, u.Object)...)
+	}
 	if blocked := blockingError(errs); blocked != nil {
 		errs = append(errs, blocked)
 	} else {
@@ -292,9 +299,22 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 		}
 		return out
 	} else if t, known := builtinTypes[gvk]; known {
-		out = append(out, metadataFindings(u, !clusterScoped[gvk.Kind], errorAt)...)
+		var typed any
+		var found []Finding
 		if t != nil {
-			out = append(out, strictBuiltin(u, t, errorAt)...)
+			found, typed = strictBuiltin(u, t, errorAt)
+		}
+		if accessor, err := meta.Accessor(typed); typed != nil && err == nil {
+			out = append(out, objectMetaFindings(accessor, !clusterScoped[gvk.Kind], errorAt)...)
+		} else {
+			out = append(out, metadataFindings(u, !clusterScoped[gvk.Kind], errorAt)...)
+		}
+		out = append(out, found...)
+		if typed != nil {
+			for _, tmpl := range typedPodTemplates(typed) {
+				out = append(out, podTemplateFindings(obj, gvk.Kind, tmpl.path, tmpl.spec, tmpl.labels)...)
+			}
+			return out
 		}
 	} else {
 		out = append(out, Finding{ID: "unknown-kind", Severity: SeverityWarning, Object: obj, Path: "kind",
@@ -311,11 +331,17 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 // it would store it (pruned and defaulted).
 func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, errorAt func(id, path, msg, fix string) Finding) ([]Finding, *unstructured.Unstructured) {
 	var out []Finding
-	obj := u.DeepCopy()
-	for _, p := range pruning.PruneWithOptions(obj.Object, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
-		out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
+	var obj *unstructured.Unstructured
+	if crd.root.prunes(u.Object) {
+		obj = u.DeepCopy()
+		for _, p := range pruning.PruneWithOptions(obj.Object, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
+			out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
+		}
+		structuraldefaulting.Default(obj.Object, crd.structural)
+	} else {
+		// Nothing to prune (the usual case): copy and default in one walk.
+		obj = &unstructured.Unstructured{Object: crd.plan.defaultedCopy(u.Object).(map[string]any)}
 	}
-	structuraldefaulting.Default(obj.Object, crd.structural)
 	// The API server reads metadata the same way; the strategy below
 	// validates its values.
 	if _, _, err := structuralobjectmeta.GetObjectMeta(obj.Object, false); err != nil {
@@ -342,18 +368,23 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 }
 
 func metadataFindings(u *unstructured.Unstructured, namespaced bool, errorAt func(id, path, msg, fix string) Finding) []Finding {
-	var out []Finding
 	meta := &metav1.ObjectMeta{}
 	m, _, _ := unstructured.NestedMap(u.Object, "metadata")
 	data, _ := json.Marshal(m)
 	if err := json.Unmarshal(data, meta); err != nil {
 		return []Finding{errorAt("metadata", "metadata", err.Error(), "")}
 	}
-	if meta.Namespace == "" && namespaced {
-		meta.Namespace = "default" // namespaces come from the context at apply time
+	return objectMetaFindings(meta, namespaced, errorAt)
+}
+
+// objectMetaFindings validates decoded metadata as the API server does.
+func objectMetaFindings(meta metav1.Object, namespaced bool, errorAt func(id, path, msg, fix string) Finding) []Finding {
+	var out []Finding
+	if meta.GetNamespace() == "" && namespaced {
+		meta = &namespacedMeta{meta} // namespaces come from the context at apply time
 	}
-	for _, e := range apivalidation.ValidateObjectMeta(meta, namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")) {
-		if meta.Name == "" && e.Field == "metadata.name" {
+	for _, e := range apivalidation.ValidateObjectMetaAccessor(meta, namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")) {
+		if meta.GetName() == "" && e.Field == "metadata.name" {
 			continue // reported once already
 		}
 		out = append(out, errorAt("metadata", e.Field, strings.TrimPrefix(e.ErrorBody(), e.Field+": "), ""))
@@ -361,22 +392,29 @@ func metadataFindings(u *unstructured.Unstructured, namespaced bool, errorAt fun
 	return out
 }
 
+// namespacedMeta reads as being in the default namespace.
+type namespacedMeta struct{ metav1.Object }
+
+func (namespacedMeta) GetNamespace() string { return "default" }
+
 // strictBuiltin decodes the object into its Go type the strict way: every
 // key must be a field of the type, every value of its type.
-func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id, path, msg, fix string) Finding) []Finding {
+//
+// It also returns the decoded object, or nil when it does not decode.
+func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id, path, msg, fix string) Finding) ([]Finding, any) {
 	data, err := json.Marshal(u.Object)
 	if err != nil {
-		return []Finding{errorAt("decode", "", err.Error(), "")}
+		return []Finding{errorAt("decode", "", err.Error(), "")}, nil
 	}
 	// The API server's strict decoding first: a clean object (the steady
 	// state) is done; any complaint is located precisely below.
 	typed := reflect.New(t).Interface()
 	if strictErrs, err := kjson.UnmarshalStrict(data, typed); err == nil && len(strictErrs) == 0 {
-		return builtinSemantics(typed, errorAt)
+		return builtinSemantics(typed, errorAt), typed
 	}
 	var node yaml.Node
 	if err := yaml.Unmarshal(data, &node); err != nil || len(node.Content) == 0 {
-		return []Finding{errorAt("decode", "", fmt.Sprint(err), "")}
+		return []Finding{errorAt("decode", "", fmt.Sprint(err), "")}, nil
 	}
 	w := walker{lines: map[string]int{}, jsonScalars: true}
 	generic, err := w.convert(node.Content[0], t, "")
@@ -386,16 +424,16 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 			if strings.HasPrefix(se.Problem, "unknown field") {
 				id = "unknown-field"
 			}
-			return []Finding{errorAt(id, se.Path, se.Problem, "")}
+			return []Finding{errorAt(id, se.Path, se.Problem, "")}, nil
 		}
-		return []Finding{errorAt("decode", "", err.Error(), "")}
+		return []Finding{errorAt("decode", "", err.Error(), "")}, nil
 	}
 	typed = reflect.New(t).Interface()
 	js, _ := json.Marshal(generic)
 	if err := json.Unmarshal(js, typed); err != nil {
-		return []Finding{errorAt("schema", "", err.Error(), "")}
+		return []Finding{errorAt("schema", "", err.Error(), "")}, nil
 	}
-	return builtinSemantics(typed, errorAt)
+	return builtinSemantics(typed, errorAt), typed
 }
 
 // builtinSemantics are the API server checks users hit most on the kinds

@@ -1,0 +1,280 @@
+package manifest
+
+import (
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// structuralPlan is a structural schema compiled into a tree of pointers
+// for three walks the API server makes over a custom resource on every
+// create — pruning, defaulting and the list-type (set/map) invariants.
+// The apiextensions-apiserver versions copy a schema node per property
+// visited; these walk the object, allocate only what they build, and
+// mirror the library's decisions exactly (pruning and defaulting) or
+// answer only "certainly fine" (list types), leaving every other case to
+// the library. TestStructuralPlanMatchesLibrary holds each to it.
+type structuralPlan struct {
+	properties map[string]*structuralPlan
+	// additional: the schema has additionalProperties; additionalSchema
+	// may still be nil (additionalProperties: true).
+	additional       bool
+	additionalSchema *structuralPlan
+	items            *structuralPlan
+
+	preserveUnknownFields bool
+	embeddedResource      bool
+	nullable              bool
+	// defaultValue is this node's default (nil: none).
+	defaultValue any
+	// defaulted are the properties that have a default.
+	defaulted []string
+
+	listType    string
+	listMapKeys []string
+}
+
+func compileStructuralPlan(s *structuralschema.Structural) *structuralPlan {
+	if s == nil {
+		return nil
+	}
+	p := &structuralPlan{
+		preserveUnknownFields: s.XPreserveUnknownFields,
+		embeddedResource:      s.XEmbeddedResource,
+		nullable:              s.Nullable,
+		defaultValue:          s.Default.Object,
+		listMapKeys:           s.XListMapKeys,
+	}
+	if s.XListType != nil {
+		p.listType = *s.XListType
+	}
+	if len(s.Properties) > 0 {
+		p.properties = make(map[string]*structuralPlan, len(s.Properties))
+		for name, prop := range s.Properties {
+			p.properties[name] = compileStructuralPlan(&prop)
+			if prop.Default.Object != nil {
+				p.defaulted = append(p.defaulted, name)
+			}
+		}
+	}
+	if s.AdditionalProperties != nil {
+		p.additional = true
+		p.additionalSchema = compileStructuralPlan(s.AdditionalProperties.Structural)
+	}
+	p.items = compileStructuralPlan(s.Items)
+	return p
+}
+
+// rootPlan is the plan as pruning sees a resource root: an embedded
+// resource, whose apiVersion, kind and metadata it leaves alone.
+func (p *structuralPlan) rootPlan() *structuralPlan {
+	if p == nil {
+		p = &structuralPlan{}
+	}
+	root := *p
+	root.embeddedResource = true
+	return &root
+}
+
+var metaFields = map[string]bool{"apiVersion": true, "kind": true, "metadata": true}
+
+// prunes reports whether pruning x (pruning.PruneWithOptions) would drop
+// anything.
+func (p *structuralPlan) prunes(x any) bool {
+	if p != nil && p.preserveUnknownFields {
+		return p.skipPrunes(x)
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		if p == nil {
+			return len(x) > 0
+		}
+		for k, v := range x {
+			if p.embeddedResource && metaFields[k] {
+				continue
+			}
+			if prop, ok := p.properties[k]; ok {
+				if prop.prunes(v) {
+					return true
+				}
+			} else if p.additional {
+				if p.additionalSchema.prunes(v) {
+					return true
+				}
+			} else {
+				return true
+			}
+		}
+	case []any:
+		var items *structuralPlan
+		if p != nil {
+			items = p.items
+		}
+		for _, v := range x {
+			if items.prunes(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// skipPrunes mirrors pruning under x-kubernetes-preserve-unknown-fields:
+// unknown keys stay, known ones are pruned below.
+func (p *structuralPlan) skipPrunes(x any) bool {
+	if p == nil {
+		return false
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for k, v := range x {
+			if p.embeddedResource && metaFields[k] {
+				continue
+			}
+			if prop, ok := p.properties[k]; ok {
+				if prop.prunes(v) {
+					return true
+				}
+			} else if p.additional {
+				if p.additionalSchema.prunes(v) {
+					return true
+				}
+			}
+		}
+	case []any:
+		for _, v := range x {
+			if p.items.skipPrunes(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// defaultedCopy returns a deep copy of x with the schema's defaults
+// applied: what defaulting.Default does to a copy, in one walk.
+func (p *structuralPlan) defaultedCopy(x any) any {
+	if p == nil {
+		return runtime.DeepCopyJSONValue(x)
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x)+len(p.defaulted))
+		for k, v := range x {
+			if prop, ok := p.properties[k]; ok {
+				if v == nil && prop != nil && !prop.nullable && prop.defaultValue != nil {
+					v = prop.defaultValue
+				}
+				out[k] = prop.defaultedCopy(v)
+			} else if p.additional {
+				if v == nil && p.additionalSchema != nil && !p.additionalSchema.nullable {
+					v = p.additionalSchema.defaultValue
+				}
+				out[k] = p.additionalSchema.defaultedCopy(v)
+			} else {
+				out[k] = runtime.DeepCopyJSONValue(v)
+			}
+		}
+		for _, k := range p.defaulted {
+			if _, found := x[k]; !found {
+				prop := p.properties[k]
+				out[k] = prop.defaultedCopy(prop.defaultValue)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, v := range x {
+			if v == nil && p.items != nil && !p.items.nullable {
+				v = p.items.defaultValue
+			}
+			out[i] = p.items.defaultedCopy(v)
+		}
+		return out
+	case nil:
+		return nil
+	}
+	return x // strings, numbers and booleans are values
+}
+
+// listTypesCertainlyValid reports whether x certainly keeps the
+// x-kubernetes-list-type invariants (set items unique, map keys unique);
+// false means "maybe not": ask listtype.ValidateListSetsAndMaps.
+func (p *structuralPlan) listTypesCertainlyValid(x any) bool {
+	if p == nil {
+		return true
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for k, v := range x {
+			if p.additional && p.additionalSchema != nil && !p.additionalSchema.listTypesCertainlyValid(v) {
+				return false
+			}
+			if prop, ok := p.properties[k]; ok && !prop.listTypesCertainlyValid(v) {
+				return false
+			}
+		}
+	case []any:
+		switch p.listType {
+		case "set":
+			for i := range x {
+				if !comparableScalar(x[i]) {
+					return false // compound items: the library compares their JSON
+				}
+				for j := 0; j < i; j++ {
+					if x[i] == x[j] {
+						return false
+					}
+				}
+			}
+		case "map":
+			if len(x) <= 1 {
+				if len(x) == 1 {
+					if _, isMap := x[0].(map[string]any); !isMap {
+						return false
+					}
+				}
+				break // one item: nothing to be unique against
+			}
+			for i := range x {
+				item, ok := x[i].(map[string]any)
+				if !ok {
+					return false
+				}
+				for _, key := range p.listMapKeys {
+					if v, present := item[key]; !present || !comparableScalar(v) {
+						return false // unspecified or compound keys: the library decides
+					}
+				}
+				for j := 0; j < i; j++ {
+					other := x[j].(map[string]any)
+					same := true
+					for _, key := range p.listMapKeys {
+						if item[key] != other[key] {
+							same = false
+							break
+						}
+					}
+					if same {
+						return false
+					}
+				}
+			}
+		}
+		if p.items != nil {
+			for _, v := range x {
+				if !p.items.listTypesCertainlyValid(v) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func comparableScalar(v any) bool {
+	switch v.(type) {
+	case string, int64, float64, bool:
+		return true
+	}
+	return false
+}
