@@ -14,6 +14,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -505,3 +506,36 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 }
 
 var rayTypes = map[string]any{"RayCluster": &rayv1.RayCluster{}, "RayJob": &rayv1.RayJob{}, "RayService": &rayv1.RayService{}}
+
+// TestMetadataDecodesMatchesGetObjectMeta: metadataDecodes is never true
+// where the API server's metadata decoding fails.
+func TestMetadataDecodesMatchesGetObjectMeta(t *testing.T) {
+	objs, _ := rayObjects(t)
+	var certain, failing int
+	for _, obj := range objs {
+		meta := map[string]any{"metadata": obj["metadata"]}
+		for _, m := range mutations(meta, nil) {
+			in := m.apply(meta)
+			_, _, err := structuralobjectmeta.GetObjectMeta(in, false)
+			if err != nil {
+				failing++
+			}
+			if metadataDecodes(in) {
+				certain++
+				if err != nil {
+					t.Errorf("%v = %#v: decodes, yet GetObjectMeta fails: %v", m.path, m.value, err)
+				}
+			}
+		}
+		for _, key := range []string{"Labels", "NAME", "labels"} {
+			in := map[string]any{"metadata": map[string]any{"name": "x", key: "not a map"}}
+			if _, _, err := structuralobjectmeta.GetObjectMeta(in, false); err != nil && metadataDecodes(in) {
+				t.Errorf("%s: decodes, yet GetObjectMeta fails: %v", key, err)
+			}
+		}
+	}
+	t.Logf("%d metadata confirmed, %d refused by GetObjectMeta", certain, failing)
+	if certain == 0 || failing == 0 {
+		t.Fatal("the mutations exercise only one side")
+	}
+}

@@ -344,8 +344,10 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 	}
 	// The API server reads metadata the same way; the strategy below
 	// validates its values.
-	if _, _, err := structuralobjectmeta.GetObjectMeta(obj.Object, false); err != nil {
-		out = append(out, errorAt("metadata", "metadata", err.Error(), ""))
+	if !metadataDecodes(obj.Object) {
+		if _, _, err := structuralobjectmeta.GetObjectMeta(obj.Object, false); err != nil {
+			out = append(out, errorAt("metadata", "metadata", err.Error(), ""))
+		}
 	}
 	if crd.namespaced && obj.GetNamespace() == "" {
 		obj.SetNamespace("default") // the namespace comes from the context at apply time
@@ -376,6 +378,26 @@ func metadataFindings(u *unstructured.Unstructured, namespaced bool, errorAt fun
 	}
 	return objectMetaFindings(meta, namespaced, errorAt)
 }
+
+// metadataDecodes reports whether an object's metadata certainly decodes
+// into ObjectMeta the way objectmeta.GetObjectMeta decodes it (encoding/json,
+// which also matches keys case-insensitively: any key that is not exactly
+// a field's name is left to it).
+func metadataDecodes(obj map[string]any) bool {
+	m, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return obj["metadata"] == nil
+	}
+	fields := fieldsOf(objectMetaType)
+	for k := range m {
+		if _, known := fields[k]; !known {
+			return false
+		}
+	}
+	return decodeValue(m, reflect.New(objectMetaType).Elem()) == nil
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 
 // objectMetaFindings validates decoded metadata as the API server does.
 func objectMetaFindings(meta metav1.Object, namespaced bool, errorAt func(id, path, msg, fix string) Finding) []Finding {
