@@ -269,6 +269,32 @@ func podTemplateFindings(obj, kind, path string, spec *corev1.PodSpec, lbls map[
 				fieldError("env-value", field.Invalid(cp.Child("env").Index(j).Child("valueFrom"), "", "may not be specified when `value` is not empty"), "keep value or valueFrom")
 			}
 		}
+		for _, list := range []struct {
+			name   string
+			values corev1.ResourceList
+		}{{"limits", c.Resources.Limits}, {"requests", c.Resources.Requests}} {
+			for name, q := range list.values {
+				if q.Sign() < 0 {
+					fieldError("resources", field.Invalid(cp.Child("resources", list.name).Key(string(name)), q.String(), "must be greater than or equal to 0"), "")
+				}
+			}
+		}
+		for probeName, probe := range map[string]*corev1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
+			if probe == nil {
+				continue
+			}
+			pp := cp.Child(probeName)
+			if h := probe.HTTPGet; h != nil {
+				for _, e := range portNumOrName(h.Port, pp.Child("httpGet", "port")) {
+					fieldError("probe", e, "")
+				}
+			}
+			if tcp := probe.TCPSocket; tcp != nil {
+				for _, e := range portNumOrName(tcp.Port, pp.Child("tcpSocket", "port")) {
+					fieldError("probe", e, "")
+				}
+			}
+		}
 		for name, req := range c.Resources.Requests {
 			lim, hasLimit := c.Resources.Limits[name]
 			extended := strings.Contains(string(name), "/") && !strings.HasPrefix(string(name), "kubernetes.io/")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -32,8 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
@@ -305,9 +302,9 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 			found, typed = strictBuiltin(u, t, errorAt)
 		}
 		if accessor, err := meta.Accessor(typed); typed != nil && err == nil {
-			out = append(out, objectMetaFindings(accessor, !clusterScoped[gvk.Kind], errorAt)...)
+			out = append(out, objectMetaFindings(accessor, !clusterScoped[gvk.Kind], nameRule(gvk.Kind), errorAt)...)
 		} else {
-			out = append(out, metadataFindings(u, !clusterScoped[gvk.Kind], errorAt)...)
+			out = append(out, metadataFindings(u, !clusterScoped[gvk.Kind], nameRule(gvk.Kind), errorAt)...)
 		}
 		out = append(out, found...)
 		if typed != nil {
@@ -319,7 +316,7 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 	} else {
 		out = append(out, Finding{ID: "unknown-kind", Severity: SeverityWarning, Object: obj, Path: "kind",
 			Message: fmt.Sprintf("%s %s has no embedded schema; only its metadata was checked", gvk.GroupVersion(), gvk.Kind)})
-		out = append(out, metadataFindings(u, true, errorAt)...)
+		out = append(out, metadataFindings(u, true, apivalidation.NameIsDNSSubdomain, errorAt)...)
 	}
 	for _, tmpl := range podTemplates(u) {
 		out = append(out, podTemplateFindings(obj, gvk.Kind, tmpl.path, tmpl.spec, tmpl.labels)...)
@@ -369,14 +366,14 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 	return out, obj
 }
 
-func metadataFindings(u *unstructured.Unstructured, namespaced bool, errorAt func(id, path, msg, fix string) Finding) []Finding {
+func metadataFindings(u *unstructured.Unstructured, namespaced bool, names apivalidation.ValidateNameFunc, errorAt func(id, path, msg, fix string) Finding) []Finding {
 	meta := &metav1.ObjectMeta{}
 	m, _, _ := unstructured.NestedMap(u.Object, "metadata")
 	data, _ := json.Marshal(m)
 	if err := json.Unmarshal(data, meta); err != nil {
 		return []Finding{errorAt("metadata", "metadata", err.Error(), "")}
 	}
-	return objectMetaFindings(meta, namespaced, errorAt)
+	return objectMetaFindings(meta, namespaced, names, errorAt)
 }
 
 // metadataDecodes reports whether an object's metadata certainly decodes
@@ -400,12 +397,12 @@ func metadataDecodes(obj map[string]any) bool {
 var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 
 // objectMetaFindings validates decoded metadata as the API server does.
-func objectMetaFindings(meta metav1.Object, namespaced bool, errorAt func(id, path, msg, fix string) Finding) []Finding {
+func objectMetaFindings(meta metav1.Object, namespaced bool, names apivalidation.ValidateNameFunc, errorAt func(id, path, msg, fix string) Finding) []Finding {
 	var out []Finding
 	if meta.GetNamespace() == "" && namespaced {
 		meta = &namespacedMeta{meta} // namespaces come from the context at apply time
 	}
-	for _, e := range apivalidation.ValidateObjectMetaAccessor(meta, namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")) {
+	for _, e := range apivalidation.ValidateObjectMetaAccessor(meta, namespaced, names, field.NewPath("metadata")) {
 		if meta.GetName() == "" && e.Field == "metadata.name" {
 			continue // reported once already
 		}
@@ -456,88 +453,4 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 		return []Finding{errorAt("schema", "", err.Error(), "")}, nil
 	}
 	return builtinSemantics(typed, errorAt), typed
-}
-
-// builtinSemantics are the API server checks users hit most on the kinds
-// this project renders.
-func builtinSemantics(obj any, errorAt func(id, path, msg, fix string) Finding) []Finding {
-	var out []Finding
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		if o.Spec.Selector == nil {
-			out = append(out, errorAt("schema", "spec.selector", "is required", ""))
-		} else if sel, err := metav1.LabelSelectorAsSelector(o.Spec.Selector); err != nil {
-			out = append(out, errorAt("schema", "spec.selector", err.Error(), ""))
-		} else if !sel.Empty() && !sel.Matches(labelsSet(o.Spec.Template.Labels)) {
-			out = append(out, errorAt("schema", "spec.template.metadata.labels", "`selector` does not match template `labels`", "make spec.selector.matchLabels a subset of the template's labels"))
-		}
-	case *corev1.Service:
-		if len(o.Spec.Ports) == 0 && o.Spec.Type != corev1.ServiceTypeExternalName && o.Spec.ClusterIP != corev1.ClusterIPNone {
-			out = append(out, errorAt("schema", "spec.ports", "at least one port is required", ""))
-		}
-		for i, p := range o.Spec.Ports {
-			if p.Port < 1 || p.Port > 65535 {
-				out = append(out, errorAt("schema", fmt.Sprintf("spec.ports[%d].port", i), fmt.Sprintf("%d is not between 1 and 65535", p.Port), ""))
-			}
-			if len(o.Spec.Ports) > 1 && p.Name == "" {
-				out = append(out, errorAt("schema", fmt.Sprintf("spec.ports[%d].name", i), "is required when there is more than one port", ""))
-			}
-		}
-	case *networkingv1.NetworkPolicy:
-		peers := func(rule string, i int, dir string, ps []networkingv1.NetworkPolicyPeer) {
-			for j, peer := range ps {
-				b := peer.IPBlock
-				if b == nil {
-					continue
-				}
-				p := fmt.Sprintf("spec.%s[%d].%s[%d].ipBlock", rule, i, dir, j)
-				_, block, err := net.ParseCIDR(b.CIDR)
-				if err != nil {
-					out = append(out, errorAt("schema", p+".cidr", fmt.Sprintf("Invalid value: %q: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)", b.CIDR), ""))
-					continue
-				}
-				for k, ex := range b.Except {
-					_, exBlock, err := net.ParseCIDR(ex)
-					if err != nil {
-						out = append(out, errorAt("schema", fmt.Sprintf("%s.except[%d]", p, k), fmt.Sprintf("Invalid value: %q: must be a valid CIDR value", ex), ""))
-						continue
-					}
-					bOnes, _ := block.Mask.Size()
-					eOnes, _ := exBlock.Mask.Size()
-					if !block.Contains(exBlock.IP) || eOnes <= bOnes {
-						out = append(out, errorAt("schema", fmt.Sprintf("%s.except[%d]", p, k), fmt.Sprintf("Invalid value: %q: must be a strict subset of `cidr`", ex), ""))
-					}
-				}
-			}
-		}
-		ports := func(rule string, i int, ps []networkingv1.NetworkPolicyPort) {
-			for j, port := range ps {
-				p := fmt.Sprintf("spec.%s[%d].ports[%d]", rule, i, j)
-				if port.Protocol != nil && *port.Protocol != corev1.ProtocolTCP && *port.Protocol != corev1.ProtocolUDP && *port.Protocol != corev1.ProtocolSCTP {
-					out = append(out, errorAt("schema", p+".protocol", fmt.Sprintf("Unsupported value: %q: supported values: \"SCTP\", \"TCP\", \"UDP\"", *port.Protocol), ""))
-				}
-				if port.Port != nil && port.Port.Type == intstr.Int {
-					if errs := k8svalidation.IsValidPortNum(port.Port.IntValue()); len(errs) > 0 {
-						out = append(out, errorAt("schema", p+".port", fmt.Sprintf("Invalid value: %d: %s", port.Port.IntValue(), errs[0]), ""))
-					}
-				}
-				if port.EndPort != nil && (port.Port == nil || port.Port.Type != intstr.Int || *port.EndPort < port.Port.IntVal) {
-					out = append(out, errorAt("schema", p+".endPort", "must be a port number not below `port`, which must be a number", ""))
-				}
-			}
-		}
-		for i, r := range o.Spec.Ingress {
-			peers("ingress", i, "from", r.From)
-			ports("ingress", i, r.Ports)
-		}
-		for i, r := range o.Spec.Egress {
-			peers("egress", i, "to", r.To)
-			ports("egress", i, r.Ports)
-		}
-	case *policyv1.PodDisruptionBudget:
-		if o.Spec.MinAvailable != nil && o.Spec.MaxUnavailable != nil {
-			out = append(out, errorAt("schema", "spec", "minAvailable and maxUnavailable cannot both be set", ""))
-		}
-	}
-	return out
 }
