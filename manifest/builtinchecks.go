@@ -5,7 +5,9 @@ import (
 	"net"
 	"strings"
 
+	"github.com/robfig/cron/v3"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -43,6 +45,25 @@ func builtinSemantics(obj any, errorAt func(id, path, msg, fix string) Finding) 
 		errs = append(errs, nonNegative(spec.Child("ttlSecondsAfterFinished"), o.Spec.TTLSecondsAfterFinished)...)
 		if d := o.Spec.ActiveDeadlineSeconds; d != nil && *d <= 0 {
 			errs = append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), *d, "must be greater than 0"))
+		}
+	case *batchv1.CronJob:
+		errs = append(errs, cronJobErrors(o)...)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		if o.Spec.MinReplicas != nil && *o.Spec.MinReplicas < 1 {
+			errs = append(errs, field.Invalid(spec.Child("minReplicas"), *o.Spec.MinReplicas, "must be greater than or equal to 1"))
+		}
+		if o.Spec.MaxReplicas < 1 {
+			errs = append(errs, field.Invalid(spec.Child("maxReplicas"), o.Spec.MaxReplicas, "must be greater than 0"))
+		}
+		if o.Spec.MinReplicas != nil && o.Spec.MaxReplicas < *o.Spec.MinReplicas {
+			errs = append(errs, field.Invalid(spec.Child("maxReplicas"), o.Spec.MaxReplicas, "must be greater than or equal to `minReplicas`"))
+		}
+		ref := spec.Child("scaleTargetRef")
+		if o.Spec.ScaleTargetRef.Kind == "" {
+			errs = append(errs, field.Required(ref.Child("kind"), ""))
+		}
+		if o.Spec.ScaleTargetRef.Name == "" {
+			errs = append(errs, field.Required(ref.Child("name"), ""))
 		}
 	case *corev1.Service:
 		errs = append(errs, serviceErrors(o)...)
@@ -173,6 +194,33 @@ func serviceErrors(o *corev1.Service) field.ErrorList {
 		}
 	}
 	errs = append(errs, metav1validation.ValidateLabels(o.Spec.Selector, spec.Child("selector"))...)
+	return errs
+}
+
+func cronJobErrors(o *batchv1.CronJob) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	switch {
+	case o.Spec.Schedule == "":
+		errs = append(errs, field.Required(spec.Child("schedule"), ""))
+	case strings.Contains(o.Spec.Schedule, "TZ=") || strings.Contains(o.Spec.Schedule, "CRON_TZ="):
+		errs = append(errs, field.Invalid(spec.Child("schedule"), o.Spec.Schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"))
+	default:
+		if _, err := cron.ParseStandard(o.Spec.Schedule); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("schedule"), o.Spec.Schedule, err.Error()))
+		}
+	}
+	switch o.Spec.ConcurrencyPolicy {
+	case "", batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("concurrencyPolicy"), o.Spec.ConcurrencyPolicy, []batchv1.ConcurrencyPolicy{batchv1.AllowConcurrent, batchv1.ForbidConcurrent, batchv1.ReplaceConcurrent}))
+	}
+	errs = append(errs, nonNegative(spec.Child("startingDeadlineSeconds"), o.Spec.StartingDeadlineSeconds)...)
+	errs = append(errs, nonNegative(spec.Child("successfulJobsHistoryLimit"), o.Spec.SuccessfulJobsHistoryLimit)...)
+	errs = append(errs, nonNegative(spec.Child("failedJobsHistoryLimit"), o.Spec.FailedJobsHistoryLimit)...)
+	job := spec.Child("jobTemplate", "spec")
+	errs = append(errs, nonNegative(job.Child("backoffLimit"), o.Spec.JobTemplate.Spec.BackoffLimit)...)
+	errs = append(errs, nonNegative(job.Child("parallelism"), o.Spec.JobTemplate.Spec.Parallelism)...)
 	return errs
 }
 

@@ -88,7 +88,7 @@ func restartPolicyFinding(kind string, policy corev1.RestartPolicy, p *field.Pat
 		if policy != "" && policy != corev1.RestartPolicyAlways { // defaults to Always
 			return field.NotSupported(p, policy, []corev1.RestartPolicy{corev1.RestartPolicyAlways})
 		}
-	case "Job":
+	case "Job", "CronJob":
 		if policy == "" {
 			return field.Required(p, `valid values: "OnFailure", "Never"`)
 		}
@@ -117,6 +117,9 @@ func typedPodTemplates(obj any) []podTemplate {
 		t = &o.Spec.Template
 	case *batchv1.Job:
 		t = &o.Spec.Template
+	case *batchv1.CronJob:
+		t := &o.Spec.JobTemplate.Spec.Template
+		return []podTemplate{{path: "spec.jobTemplate.spec.template", spec: &t.Spec, labels: t.Labels}}
 	default:
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -243,6 +244,8 @@ var builtinTypes = map[schema.GroupVersionKind]reflect.Type{
 	{Group: "apps", Version: "v1", Kind: "StatefulSet"}:                              reflect.TypeFor[appsv1.StatefulSet](),
 	{Group: "apps", Version: "v1", Kind: "DaemonSet"}:                                reflect.TypeFor[appsv1.DaemonSet](),
 	{Group: "batch", Version: "v1", Kind: "Job"}:                                     reflect.TypeFor[batchv1.Job](),
+	{Group: "batch", Version: "v1", Kind: "CronJob"}:                                 reflect.TypeFor[batchv1.CronJob](),
+	{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"}:           reflect.TypeFor[autoscalingv2.HorizontalPodAutoscaler](),
 	{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}:               reflect.TypeFor[networkingv1.NetworkPolicy](),
 	{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}:                     reflect.TypeFor[networkingv1.Ingress](),
 	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}:                    reflect.TypeFor[policyv1.PodDisruptionBudget](),
