@@ -81,3 +81,29 @@ func BenchmarkValidateObject(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLintUsersCorpus lints testdata/users (97+ documents of every
+// kind, most with a mistake) in steady state; objects/s is the throughput
+// of `lint` on users' YAML, errors included.
+func BenchmarkLintUsersCorpus(b *testing.B) {
+	files, _ := filepath.Glob("testdata/users/*.yaml")
+	var docs []manifest.Document
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := manifest.ReadDocuments(file, f)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs = append(docs, d...)
+	}
+	v := manifest.NewValidator()
+	manifest.Lint(v, docs)
+	for b.Loop() {
+		manifest.Lint(v, docs)
+	}
+	b.ReportMetric(float64(b.N*len(docs))/b.Elapsed().Seconds(), "objects/s")
+}

@@ -539,3 +539,55 @@ func TestMetadataDecodesMatchesGetObjectMeta(t *testing.T) {
 		t.Fatal("the mutations exercise only one side")
 	}
 }
+
+// FuzzFastPaths puts fuzzed JSON at one place of a golden object and holds
+// every fast path to its library: pruning, defaulting, list types, the
+// typed decode, and the schema check.
+func FuzzFastPaths(f *testing.F) {
+	f.Add(0, 3, []byte(`[{"name": "a"}, {"name": "a"}]`))
+	f.Add(1, 40, []byte(`{"unknown": 1, "name": null}`))
+	f.Add(2, 90, []byte(`"1.5Gi"`))
+	v := NewValidator()
+	objs, _ := rayObjects(f)
+	muts := make([][]mutation, len(objs))
+	crds := make([]*crdValidator, len(objs))
+	for i, obj := range objs {
+		crd, err := v.crdFor((&unstructured.Unstructured{Object: obj}).GroupVersionKind())
+		if err != nil {
+			f.Fatal(err)
+		}
+		crds[i] = crd
+		muts[i] = mutations(obj, schemaOf(crd.schema))
+	}
+	f.Fuzz(func(t *testing.T, which, where int, value []byte) {
+		var x any
+		if json.Unmarshal(value, &x) != nil {
+			return
+		}
+		i := abs(which) % len(objs)
+		m := muts[i][abs(where)%len(muts[i])]
+		m.value = runtime.DeepCopyJSONValue(normaliseNumbers(x))
+		in, crd := m.apply(objs[i]), crds[i]
+
+		lib := runtime.DeepCopyJSON(in)
+		pruning.PruneWithOptions(lib, crd.structural, true, structuralschema.UnknownFieldPathOptions{})
+		if crd.root.prunes(in) == equality.Semantic.DeepEqual(lib, in) {
+			t.Fatalf("%v = %s: prunes disagrees with the library", m.path, value)
+		}
+		want := runtime.DeepCopyJSON(in)
+		structuraldefaulting.Default(want, crd.structural)
+		if got := crd.plan.defaultedCopy(in); !reflect.DeepEqual(got, any(want)) {
+			t.Fatalf("%v = %s: defaultedCopy differs from Default", m.path, value)
+		}
+		if crd.plan.listTypesCertainlyValid(want) && len(structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)) > 0 {
+			t.Fatalf("%v = %s: list types certain, the library disagrees", m.path, value)
+		}
+		typ := reflect.TypeOf(rayTypes[objs[i]["kind"].(string)]).Elem()
+		got, exp := reflect.New(typ).Interface(), reflect.New(typ).Interface()
+		gotErr, expErr := fromUnstructured(want, got), runtime.DefaultUnstructuredConverter.FromUnstructured(want, exp)
+		if (gotErr == nil) != (expErr == nil) || (expErr == nil && !reflect.DeepEqual(got, exp)) {
+			t.Fatalf("%v = %s: fromUnstructured differs from the library (%v, %v)", m.path, value, gotErr, expErr)
+		}
+		agree(t, crd.schema, want, fmt.Sprintf("%v = %s", m.path, value))
+	})
+}
