@@ -42,4 +42,6 @@
 // real API server (dry run, strict field validation) and each admitted
 // ray.io object to the real KubeRay operator: lint must report an error
 // exactly when one of them refuses, naming the fields the server names.
+// TestLintAgreesOnKubeRaySamples does the same with every sample YAML of
+// the pinned KubeRay release, the YAML users copy first.
 package manifest

@@ -81,7 +81,9 @@ func SortFindings(fs []Finding) {
 
 func describe(u *unstructured.Unstructured) string {
 	name := u.GetName()
-	if name == "" {
+	if name == "" && u.GetGenerateName() != "" {
+		name = u.GetGenerateName() + "*"
+	} else if name == "" {
 		name = "(no name)"
 	}
 	if ns := u.GetNamespace(); ns != "" {
