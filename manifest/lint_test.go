@@ -187,3 +187,16 @@ func TestLintUsersCorpusGolden(t *testing.T) {
 	}
 	golden.Assert(t, b.String(), "users.findings.golden")
 }
+
+// TestLintNamesGeneratedObjects: an object with generateName and no name
+// is named by the API server before it is validated, so it is fine — and
+// findings call it by its prefix.
+func TestLintNamesGeneratedObjects(t *testing.T) {
+	fs := lintString(t, "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {generateName: rayjob-sample-}\nspec:\n  entrypoint: python x.py\n  rayClusterSpec:\n"+indent(strings.SplitN(fmt.Sprintf(rayCluster, "x"), "spec:\n", 2)[1], "  "))
+	if manifest.HasErrors(fs) {
+		t.Fatalf("errors for a generateName object:\n%s", list(fs))
+	}
+	if len(fs) == 0 || fs[0].Object != "RayJob rayjob-sample-*" {
+		t.Fatalf("findings should name the object by its prefix:\n%s", list(fs))
+	}
+}
