@@ -25,6 +25,9 @@ type Finding struct {
 	Severity Severity `json:"severity"`
 	// Source is where the object came from (file and document index), if known.
 	Source string `json:"source,omitempty"`
+	// Line is the line of Path (or of its nearest ancestor) in the
+	// source file, when the object was read from YAML.
+	Line int `json:"line,omitempty"`
 	// Object is "Kind namespace/name".
 	Object  string `json:"object"`
 	Path    string `json:"path,omitempty"`
@@ -34,7 +37,11 @@ type Finding struct {
 
 func (f Finding) String() string {
 	var b strings.Builder
-	if f.Source != "" {
+	switch {
+	case f.Source != "" && f.Line > 0:
+		file, _, _ := strings.Cut(f.Source, "#")
+		fmt.Fprintf(&b, "%s:%d: ", file, f.Line)
+	case f.Source != "":
 		b.WriteString(f.Source + ": ")
 	}
 	fmt.Fprintf(&b, "%s: %s [%s]", f.Object, f.Severity, f.ID)
@@ -58,8 +65,8 @@ func HasErrors(fs []Finding) bool {
 	return false
 }
 
-// SortFindings orders findings by source, object, severity (errors
-// first), path and id, so output is stable.
+// SortFindings orders findings by source, object, line, severity (errors
+// first), path and id, so output reads top to bottom and is stable.
 func SortFindings(fs []Finding) {
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
@@ -68,6 +75,9 @@ func SortFindings(fs []Finding) {
 		}
 		if a.Object != b.Object {
 			return a.Object < b.Object
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
 		}
 		if a.Severity != b.Severity {
 			return a.Severity == SeverityError

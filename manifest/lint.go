@@ -23,6 +23,10 @@ type Document struct {
 	Object *unstructured.Unstructured
 	// Err is set when the document is not a Kubernetes object.
 	Err error
+	// Lines maps each field path of the object ("spec.ports[0].port") to
+	// its line in the source, when the document was read from YAML; Lint
+	// uses it to give each finding a line.
+	Lines map[string]int
 }
 
 // ReadDocuments splits a multi-document YAML (or JSON) stream into
@@ -72,16 +76,72 @@ func ReadDocuments(name string, r io.Reader) ([]Document, error) {
 			continue
 		}
 		u := &unstructured.Unstructured{Object: obj}
+		lines := map[string]int{}
+		nodeLines(node.Content[0], "", lines)
 		if u.IsList() {
 			list, err := u.ToList()
 			if err == nil {
 				for j := range list.Items {
-					out = append(out, Document{Source: fmt.Sprintf("%s.items[%d]", src, j), Object: &list.Items[j]})
+					out = append(out, Document{Source: fmt.Sprintf("%s.items[%d]", src, j), Object: &list.Items[j],
+						Lines: subtreeLines(lines, fmt.Sprintf("items[%d]", j))})
 				}
 				continue
 			}
 		}
-		out = append(out, Document{Source: src, Object: u})
+		out = append(out, Document{Source: src, Object: u, Lines: lines})
+	}
+}
+
+// nodeLines records the line of every field and list item under n, by
+// path; a field's line is its key's.
+func nodeLines(n *yaml.Node, path string, lines map[string]int) {
+	if _, seen := lines[path]; !seen {
+		lines[path] = n.Line
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := join(path, n.Content[i].Value)
+			lines[p] = n.Content[i].Line
+			nodeLines(n.Content[i+1], p, lines)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			nodeLines(item, fmt.Sprintf("%s[%d]", path, i), lines)
+		}
+	}
+}
+
+// subtreeLines re-roots the lines of the fields under prefix.
+func subtreeLines(lines map[string]int, prefix string) map[string]int {
+	out := map[string]int{}
+	for p, line := range lines {
+		switch {
+		case p == prefix:
+			out[""] = line
+		case strings.HasPrefix(p, prefix+"."):
+			out[p[len(prefix)+1:]] = line
+		}
+	}
+	return out
+}
+
+// lineOf is the line of path, or of its nearest ancestor that has one
+// (a finding may name a field the document leaves out).
+func lineOf(lines map[string]int, path string) int {
+	for {
+		if line, ok := lines[path]; ok {
+			return line
+		}
+		if path == "" {
+			return 0
+		}
+		cut := max(strings.LastIndexByte(path, '.'), strings.LastIndexByte(path, '['))
+		if cut < 0 {
+			path = ""
+		} else {
+			path = path[:cut]
+		}
 	}
 }
 
@@ -127,6 +187,9 @@ func Lint(v *Validator, docs []Document) []Finding {
 		fs = append(fs, rayRules(d.Object)...)
 		for i := range fs {
 			fs[i].Source = d.Source
+			if d.Lines != nil {
+				fs[i].Line = lineOf(d.Lines, fs[i].Path)
+			}
 		}
 		out = append(out, fs...)
 	}

@@ -71,7 +71,7 @@ func TestRenderToStdoutAndDirectory(t *testing.T) {
 func TestLintStdinFilesAndJSON(t *testing.T) {
 	bad := "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec:\n  entrypoint: python x.py\n  ttlSecondsAfterFinished: 60\n  clusterSelector: {ray.io/cluster: shared}\n"
 	code, out, _ := launch(t, bad, "lint", "-")
-	if code != 1 || !strings.Contains(out, "stdin#1: RayJob j: error [rayjob-ttl-without-shutdown] spec.ttlSecondsAfterFinished") {
+	if code != 1 || !strings.Contains(out, "stdin:6: RayJob j: error [rayjob-ttl-without-shutdown] spec.ttlSecondsAfterFinished") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	code, out, _ = launch(t, bad, "lint", "-o", "json", "-")
@@ -79,10 +79,16 @@ func TestLintStdinFilesAndJSON(t *testing.T) {
 		Objects  int `json:"objects"`
 		Findings []struct {
 			ID, Severity, Path string
+			Line               int
 		} `json:"findings"`
 	}
 	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 1 || report.Objects != 1 || len(report.Findings) == 0 {
 		t.Fatalf("json report %q (exit %d, %v)", out, code, err)
+	}
+	for _, f := range report.Findings {
+		if f.ID == "rayjob-ttl-without-shutdown" && f.Line != 6 {
+			t.Errorf("json finding %+v: want line 6", f)
+		}
 	}
 	code, out, _ = launch(t, "", "lint", filepath.Join(specs, "ray-cpu-demo.yaml"))
 	if code != 0 || !strings.Contains(out, "1 objects, 0 errors, 0 warnings") {
