@@ -200,3 +200,31 @@ func TestLintNamesGeneratedObjects(t *testing.T) {
 		t.Fatalf("findings should name the object by its prefix:\n%s", list(fs))
 	}
 }
+
+// FuzzLint: whatever bytes a user hands `lint`, reading and linting them
+// does not panic, and every finding names its object.
+func FuzzLint(f *testing.F) {
+	files, _ := filepath.Glob("testdata/users/*.yaml")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			f.Add([]byte(doc))
+		}
+	}
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: ray.io/v1, kind: RayCluster, metadata: {name: a}, spec: {}}]\n"))
+	v := manifest.NewValidator()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		docs, err := manifest.ReadDocuments("fuzz.yaml", strings.NewReader(string(data)))
+		if err != nil {
+			return
+		}
+		for _, finding := range manifest.Lint(v, docs) {
+			if finding.Object == "" {
+				t.Fatalf("a finding without its object: %+v", finding)
+			}
+		}
+	})
+}
