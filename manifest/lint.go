@@ -11,8 +11,11 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 )
@@ -199,6 +202,22 @@ func Lint(v *Validator, docs []Document) []Finding {
 
 var imageRayVersion = regexp.MustCompile(`(?:^|/)ray(?:-ml|-llm)?:(\d+\.\d+\.\d+)`)
 
+// selectsRayPods reports whether a selector picks pods KubeRay created
+// (it names one of their ray.io/ labels).
+func selectsRayPods(sel *metav1.LabelSelector) bool {
+	for k := range sel.MatchLabels {
+		if strings.HasPrefix(k, "ray.io/") {
+			return true
+		}
+	}
+	for _, e := range sel.MatchExpressions {
+		if strings.HasPrefix(e.Key, "ray.io/") {
+			return true
+		}
+	}
+	return false
+}
+
 // rayRules are the Ray-aware lint rules: questionable but accepted choices
 // are warnings; what KubeRay would refuse is an error.
 func rayRules(u *unstructured.Unstructured) []Finding {
@@ -312,7 +331,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		warn("raycronjob-feature-gate", "kind", "the RayCronJob controller is behind a feature gate that is off by default: the CRD accepts the object and nothing runs", "enable the RayCronJob feature gate on the operator")
 	case "Service":
 		svc := &corev1.Service{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, svc) != nil {
+		if fromUnstructured(u.Object, svc) != nil {
 			break
 		}
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort {
@@ -321,6 +340,17 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 					warn("exposed-dashboard", fmt.Sprintf("spec.ports[%d]", i), fmt.Sprintf("a %s Service exposes Ray's dashboard/job API or client port %d outside the cluster: anyone who reaches it can run code", svc.Spec.Type, p.Port), "use ClusterIP behind an authenticated gateway")
 				}
 			}
+		}
+	case "PodDisruptionBudget":
+		pdb := &policyv1.PodDisruptionBudget{}
+		if fromUnstructured(u.Object, pdb) != nil || pdb.Spec.Selector == nil || !selectsRayPods(pdb.Spec.Selector) {
+			break
+		}
+		const why = "the pods belong to a RayCluster, which has no scale subresource: the disruption controller cannot count them and refuses every eviction (node drains hang)"
+		if pdb.Spec.MaxUnavailable != nil {
+			warn("pdb-ray-pods", "spec.maxUnavailable", "maxUnavailable over Ray pods: "+why, "use an integer minAvailable")
+		} else if m := pdb.Spec.MinAvailable; m != nil && m.Type == intstr.String {
+			warn("pdb-ray-pods", "spec.minAvailable", "a percentage minAvailable over Ray pods: "+why, "use an integer minAvailable")
 		}
 	}
 	if kind := u.GetKind(); kind == "RayCluster" && len(u.GetName()) > 53 {

@@ -71,7 +71,7 @@ func Render(r *Recipe, in *Infra) ([]*unstructured.Unstructured, error) {
 			objs = append(objs, job)
 		case ModeBringup:
 			if pdb := in.KubeRay.PDB; pdb != nil && ptr.Deref(pdb.Enabled, false) {
-				objs = append(objs, podDisruptionBudget(name+"-ray", in.Namespace, map[string]string{"ray.io/cluster": name}, pdb.MaxUnavailable, labels(name, "ray")))
+				objs = append(objs, rayPodDisruptionBudget(name, in.Namespace, spec, pdb))
 			}
 			objs = append(objs, &rayv1.RayCluster{
 				TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
@@ -259,6 +259,30 @@ func sandbox(name string, in *Infra) ([]runtime.Object, string) {
 		url = fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", svcName, in.Namespace, port)
 	}
 	return out, url
+}
+
+// rayPodDisruptionBudget keeps all but maxUnavailable of a RayCluster's
+// pods up. It says so with an integer minAvailable: the disruption
+// controller cannot count pods owned by a RayCluster (no scale
+// subresource), so maxUnavailable or a percentage would refuse every
+// eviction.
+func rayPodDisruptionBudget(name, namespace string, spec *rayv1.RayClusterSpec, settings *PDBSettings) *policyv1.PodDisruptionBudget {
+	minAvailable := ptr.Deref(settings.MinAvailable, -1)
+	if minAvailable < 0 {
+		pods := int32(1) // the head
+		for _, g := range spec.WorkerGroupSpecs {
+			pods += ptr.Deref(g.Replicas, 0) * max(1, g.NumOfHosts)
+		}
+		minAvailable = max(0, pods-max(1, settings.MaxUnavailable))
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-ray", Namespace: namespace, Labels: labels(name, "ray")},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"ray.io/cluster": name}},
+		},
+	}
 }
 
 func podDisruptionBudget(name, namespace string, selector map[string]string, maxUnavailable int32, lbls map[string]string) *policyv1.PodDisruptionBudget {

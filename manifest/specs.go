@@ -92,6 +92,12 @@ type KubeRaySettings struct {
 type PDBSettings struct {
 	Enabled        *bool `json:"enabled,omitempty"`
 	MaxUnavailable int32 `json:"maxUnavailable,omitempty"`
+	// MinAvailable (kuberay.pdb only) is how many Ray pods must stay up. A
+	// RayCluster has no scale subresource, so the disruption controller
+	// can honour only an integer minAvailable over its pods; by default it
+	// is the cluster's pod count (head + worker replicas) less
+	// maxUnavailable.
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
 }
 
 // Sandbox is the GPU-free pool of task executors.

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -88,6 +90,30 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 				}
 				if q := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 8 {
 					t.Errorf("worker %s GPU limit %s", p.Name, q.String())
+				}
+			}
+			// Every disruption budget works: the disruption controller can
+			// count the pods it covers (a budget over pods whose owner has no
+			// scale subresource, like a RayCluster, fails with maxUnavailable
+			// or a percentage).
+			pdbs, err := tc.Kube.PolicyV1().PodDisruptionBudgets(in.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pdb := range pdbs.Items {
+				var cond *metav1.Condition
+				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+					got, err := tc.Kube.PolicyV1().PodDisruptionBudgets(in.Namespace).Get(ctx, pdb.Name, metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					cond = meta.FindStatusCondition(got.Status.Conditions, policyv1.DisruptionAllowedCondition)
+					if cond != nil && got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy > 0 {
+						break
+					}
+				}
+				if cond == nil || cond.Reason == policyv1.SyncFailedReason {
+					t.Errorf("PodDisruptionBudget %s does not work: %+v", pdb.Name, cond)
 				}
 			}
 			if err := c.DeleteObjects(ctx, objs, rayctl.DeleteOptions{Wait: true, Timeout: 2 * time.Minute}); err != nil {
