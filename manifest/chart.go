@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -130,6 +131,10 @@ func LoadChartValues(path string) (*ChartValues, error) {
 
 var imageVersion = regexp.MustCompile(`:(\d+\.\d+\.\d+)`)
 
+// RayServiceLabel marks the pods of a chart's RayService with its name;
+// the chart's Services select the head by it.
+const RayServiceLabel = "gridweave.dev/rayservice"
+
 // RenderChart renders the chart: the dashboard and serve Services (named
 // <name>-dashboard and <name>-serve, never KubeRay's own <name>-head-svc
 // and <name>-serve-svc, which its RayService controller overwrites), the
@@ -145,7 +150,12 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 	}
 	ignoreExtraneous := map[string]string{"argocd.argoproj.io/compare-options": "IgnoreExtraneous"}
 	lbls := map[string]string{"app.kubernetes.io/name": "rayserve", "app.kubernetes.io/instance": v.Name, "app.kubernetes.io/managed-by": ManagedBy}
-	headSelector := map[string]string{"ray.io/node-type": "head", "ray.io/originated-from-crd": "RayService", "ray.io/originated-from-cr-name": v.Name}
+	// KubeRay puts its ray.io/originated-from-* labels on the RayCluster,
+	// not on the pods, and names the cluster <name>-<hash>; so the pods
+	// carry a label of ours, and ray.io/node-type (set by KubeRay, not
+	// overridable) picks the head.
+	podLabels := map[string]string{RayServiceLabel: v.Name}
+	headSelector := map[string]string{RayServiceLabel: v.Name, "ray.io/node-type": "head"}
 	service := func(name string, ports ...corev1.ServicePort) *corev1.Service {
 		return &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -203,7 +213,7 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 				RayVersion: rayVersion,
 				HeadGroupSpec: rayv1.HeadGroupSpec{
 					RayStartParams: nonNilMap(v.Head.RayStartParams),
-					Template:       corev1.PodTemplateSpec{Spec: head},
+					Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: head},
 				},
 				WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
 					GroupName:      "workers",
@@ -211,7 +221,7 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 					MinReplicas:    ptr.To(ptr.Deref(v.Worker.MinReplicas, replicas)),
 					MaxReplicas:    ptr.To(ptr.Deref(v.Worker.MaxReplicas, replicas)),
 					RayStartParams: nonNilMap(v.Worker.RayStartParams),
-					Template:       corev1.PodTemplateSpec{Spec: worker},
+					Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(podLabels)}, Spec: worker},
 				}},
 			},
 		},

@@ -116,7 +116,7 @@ func TestChartServesOnAllInterfacesAndSelectsItsOwnHead(t *testing.T) {
 		t.Fatalf("serveConfigV2:\n%s", cfg)
 	}
 	sel, _, _ := unstructured.NestedStringMap(objs[0].Object, "spec", "selector")
-	if sel["ray.io/originated-from-cr-name"] != "rayserve" || sel["ray.io/node-type"] != "head" {
+	if sel[manifest.RayServiceLabel] != "rayserve" || sel["ray.io/node-type"] != "head" {
 		t.Fatalf("dashboard Service selector %v", sel)
 	}
 	if objs[0].GetAnnotations()["argocd.argoproj.io/compare-options"] != "IgnoreExtraneous" {

@@ -334,6 +334,11 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		if fromUnstructured(u.Object, svc) != nil {
 			break
 		}
+		for k := range svc.Spec.Selector {
+			if strings.HasPrefix(k, "ray.io/originated-from-") {
+				warn("selector-matches-no-pod", "spec.selector."+k, "KubeRay sets ray.io/originated-from-* on the RayCluster, never on its pods: this Service selects nothing", "select ray.io/cluster (or a label of yours in the pod template) with ray.io/node-type")
+			}
+		}
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort {
 			for i, p := range svc.Spec.Ports {
 				if p.Port == 8265 || p.Port == 10001 || p.TargetPort.IntValue() == 8265 || p.TargetPort.IntValue() == 10001 || p.TargetPort.StrVal == "dashboard" || p.TargetPort.StrVal == "client" {

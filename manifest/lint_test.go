@@ -111,6 +111,7 @@ func TestLintFindsUsersMistakes(t *testing.T) {
 		{"exposed dashboard Service", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  type: NodePort\n  ports: [{port: 8265}]\n", "exposed-dashboard", "spec.ports[0]", manifest.SeverityWarning},
 		{"duplicate env", strings.Replace(base, "name: ray-worker\n", "name: ray-worker\n          env: [{name: A, value: \"1\"}, {name: A, value: \"2\"}]\n", 1), "duplicate-env", "spec.workerGroupSpecs[0].template.spec.containers[0].env[1].name", manifest.SeverityWarning},
 		{"PDB over Ray pods", "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: p}\nspec:\n  maxUnavailable: 1\n  selector: {matchLabels: {ray.io/cluster: demo}}\n", "pdb-ray-pods", "spec.maxUnavailable", manifest.SeverityWarning},
+		{"Service selecting the RayCluster's labels", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  selector: {ray.io/node-type: head, ray.io/originated-from-cr-name: serve}\n  ports: [{port: 8000}]\n", "selector-matches-no-pod", "spec.selector.ray.io/originated-from-cr-name", manifest.SeverityWarning},
 		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: \"1\"}\ndata: {b: \"2\"}\n", "parse", "", manifest.SeverityError},
 	}
 	for _, c := range cases {

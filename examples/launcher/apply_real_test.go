@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/manifest"
@@ -121,4 +124,162 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChartServesTheHeadOnARealControlPlane applies what `chart render`
+// makes (both example values; kinds the cluster does not serve, like
+// NebariApp, left out) to a real API server with the real KubeRay
+// operator: the chart's own dashboard and serve Services end up with the
+// RayService's head pod — and only it — as their endpoint, KubeRay leaves
+// them alone, and the GPU workers start with the CA-bundle init container.
+func TestChartServesTheHeadOnARealControlPlane(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	gpuNode := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8"),
+	}
+	if _, err := tc.AddNode(ctx, "chart-gpu-0", gpuNode, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rayctl.New(tc.Kube, tc.Ray, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithDynamic(tc.Dynamic)
+	for i, valuesFile := range []string{"values.yaml", "values-gpu-nebari.yaml"} {
+		t.Run(valuesFile, func(t *testing.T) {
+			values, err := manifest.LoadChartValues(filepath.Join("chart", valuesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			values.Namespace = fmt.Sprintf("chart-%d", i)
+			objs, err := manifest.RenderChart(values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var served []*unstructured.Unstructured
+			for _, o := range objs {
+				if o.GetAPIVersion() == "v1" || o.GroupVersionKind().Group == "ray.io" {
+					served = append(served, o)
+				}
+			}
+			if err := tc.CreateNamespace(ctx, values.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			ca := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "org-root-ca"}, Data: map[string]string{"ca.crt": "test CA"}}
+			if _, err := tc.Kube.CoreV1().ConfigMaps(values.Namespace).Create(ctx, ca, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Apply(ctx, served, rayctl.ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+
+			// The head of the RayService's cluster runs and is ready.
+			var head *corev1.Pod
+			for head == nil {
+				pods, err := tc.Kube.CoreV1().Pods(values.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/node-type=head"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, p := range pods.Items {
+					if p.Status.PodIP != "" && podReady(&p) {
+						head = &pods.Items[i]
+					}
+				}
+				if head == nil {
+					select {
+					case <-ctx.Done():
+						t.Fatalf("no ready head pod: %v", ctx.Err())
+					case <-time.After(500 * time.Millisecond):
+					}
+				}
+			}
+
+			// Each of the chart's Services has exactly the head as endpoint.
+			for _, svc := range []string{values.Name + "-dashboard", values.Name + "-serve"} {
+				var addresses []string
+				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+					addresses = endpointAddresses(ctx, t, tc, values.Namespace, svc)
+					if len(addresses) > 0 {
+						break
+					}
+				}
+				if len(addresses) != 1 || addresses[0] != head.Status.PodIP {
+					t.Errorf("Service %s has endpoints %v, want the head %s", svc, addresses, head.Status.PodIP)
+				}
+				got, err := tc.Kube.CoreV1().Services(values.Namespace).Get(ctx, svc, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ref := range got.OwnerReferences {
+					t.Errorf("Service %s was adopted by %s %s", svc, ref.Kind, ref.Name)
+				}
+			}
+
+			if values.OrgCABundle.ConfigMapName != "" {
+				// The GPU workers start, each with the CA bundle builder.
+				for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+					workers, err := tc.Kube.CoreV1().Pods(values.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/node-type=worker"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					running := 0
+					for _, w := range workers.Items {
+						if w.Status.Phase == corev1.PodRunning {
+							running++
+						}
+						if !hasInitContainer(&w, "build-ca-bundle") {
+							t.Fatalf("worker %s has no CA bundle init container", w.Name)
+						}
+					}
+					if want := int(ptr.Deref(values.Worker.Replicas, 1)); running == want {
+						break
+					} else if time.Now().After(deadline) {
+						t.Fatalf("%d of %d GPU workers running", running, want)
+					}
+				}
+			}
+			if err := c.DeleteObjects(ctx, served, rayctl.DeleteOptions{Wait: true, Timeout: 2 * time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasInitContainer(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// endpointAddresses are the ready addresses of a Service's EndpointSlices.
+func endpointAddresses(ctx context.Context, t *testing.T, tc *testcluster.Cluster, namespace, service string) []string {
+	t.Helper()
+	slices, err := tc.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				out = append(out, e.Addresses...)
+			}
+		}
+	}
+	return out
 }
