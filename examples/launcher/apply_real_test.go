@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	"gridweave.dev/internal/testcluster"
@@ -37,7 +39,7 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"), "nvidia.com/gpu": resource.MustParse("8"),
 	}
 	for i, name := range []string{"launch-gpu-0", "launch-gpu-1", "launch-gpu-2", "launch-gpu-3"} {
-		if _, err := tc.AddNode(ctx, name, big, nil, "198.18."+string(rune('0'+i))+"0.0/24"); err != nil {
+		if _, err := tc.AddNode(ctx, name, big, nil, fmt.Sprintf("198.18.%d.0/24", 10*(i+1))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,6 +97,43 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 					t.Errorf("worker %s GPU limit %s", p.Name, q.String())
 				}
 			}
+			// The sandbox URL every Ray pod is given names the sandbox Service,
+			// whose endpoints are the sandbox pods; pods get the infra spec's
+			// priority class.
+			for _, p := range pods.Items {
+				url := envValue(p.Spec.Containers[0].Env, manifest.SandboxURLsEnv)
+				var svcName, svcNamespace string
+				var svcPort int32
+				if _, err := fmt.Sscanf(strings.ReplaceAll(strings.TrimPrefix(url, "http://"), ".", " "), "%s %s svc cluster local:%d", &svcName, &svcNamespace, &svcPort); err != nil {
+					t.Fatalf("worker %s: %s=%q: %v", p.Name, manifest.SandboxURLsEnv, url, err)
+				}
+				svc, err := tc.Kube.CoreV1().Services(svcNamespace).Get(ctx, svcName, metav1.GetOptions{})
+				if err != nil {
+					t.Fatalf("worker %s: %s=%q: %v", p.Name, manifest.SandboxURLsEnv, url, err)
+				}
+				if len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].Port != svcPort {
+					t.Errorf("sandbox Service %s ports %v, the URL says %d", svcName, svc.Spec.Ports, svcPort)
+				}
+				sandboxPods, err := tc.Kube.CoreV1().Pods(svcNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var endpoints []string
+				for deadline := time.Now().Add(time.Minute); len(endpoints) < len(sandboxPods.Items) && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+					endpoints = endpointAddresses(ctx, t, tc, svcNamespace, svcName)
+				}
+				if len(sandboxPods.Items) == 0 || len(endpoints) != len(sandboxPods.Items) {
+					var states []string
+					for _, sp := range sandboxPods.Items {
+						states = append(states, fmt.Sprintf("%s %s %s ready=%v", sp.Name, sp.Status.Phase, sp.Status.PodIP, podReady(&sp)))
+					}
+					t.Fatalf("sandbox Service %s/%s: endpoints %v for sandbox pods %v", svcNamespace, svcName, endpoints, states)
+				}
+				if want := in.Infra.PriorityClassName; want != "" && p.Spec.PriorityClassName != want {
+					t.Errorf("worker %s priority class %q, want %q", p.Name, p.Spec.PriorityClassName, want)
+				}
+			}
+
 			// Every disruption budget works: the disruption controller can
 			// count the pods it covers (a budget over pods whose owner has no
 			// scale subresource, like a RayCluster, fails with maxUnavailable
@@ -246,6 +285,15 @@ func TestChartServesTheHeadOnARealControlPlane(t *testing.T) {
 			}
 		})
 	}
+}
+
+func envValue(env []corev1.EnvVar, name string) string {
+	for _, e := range env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 func podReady(p *corev1.Pod) bool {

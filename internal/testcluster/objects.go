@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,6 +115,12 @@ func (c *Cluster) AddNode(ctx context.Context, name string, allocatable corev1.R
 		},
 	}
 	if podCIDR != "" {
+		// The API server accepts leading zeros ("198.18.00.0/24"); kwok
+		// cannot parse them and gives every pod on the node 127.0.0.1,
+		// which no EndpointSlice may hold. Refuse such a CIDR here.
+		if _, err := netip.ParsePrefix(podCIDR); err != nil {
+			return nil, fmt.Errorf("node %s: pod CIDR: %w", name, err)
+		}
 		node.Spec.PodCIDR = podCIDR
 		node.Spec.PodCIDRs = []string{podCIDR}
 	}

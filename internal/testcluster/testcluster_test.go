@@ -351,3 +351,13 @@ func TestPodLogsTravelThroughTheAPIServer(t *testing.T) {
 		t.Fatalf("pod log = %q, %v", got, err)
 	}
 }
+
+// TestAddNodeRefusesCIDRsKwokCannotRead: a pod CIDR the API server takes
+// but kwok cannot parse is refused before any node is made.
+func TestAddNodeRefusesCIDRsKwokCannotRead(t *testing.T) {
+	for _, cidr := range []string{"198.18.00.0/24", "198.18.1.0", "nonsense"} {
+		if _, err := (&testcluster.Cluster{}).AddNode(context.Background(), "n", nil, nil, cidr); err == nil || !strings.Contains(err.Error(), "pod CIDR") {
+			t.Errorf("%q: %v", cidr, err)
+		}
+	}
+}
