@@ -107,3 +107,29 @@ func BenchmarkLintUsersCorpus(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(docs))/b.Elapsed().Seconds(), "objects/s")
 }
+
+// BenchmarkValidateGatewayAPI validates the valid Gateway API objects of
+// the users' corpus: their CRDs carry many CEL rules, which the API
+// server's evaluator runs on every route rule and match.
+func BenchmarkValidateGatewayAPI(b *testing.B) {
+	f, err := os.Open("testdata/users/gateway.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	docs, err := manifest.ReadDocuments("gateway.yaml", f)
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := manifest.NewValidator()
+	for _, d := range docs {
+		if manifest.HasErrors(v.Validate(d.Object)) {
+			continue
+		}
+		b.Run(d.Object.GetKind()+"/"+d.Object.GetName(), func(b *testing.B) {
+			for b.Loop() {
+				v.Validate(d.Object)
+			}
+		})
+	}
+}

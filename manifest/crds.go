@@ -2,12 +2,33 @@ package manifest
 
 import (
 	"embed"
+	"strings"
 )
 
-// The KubeRay CRDs at the pinned ray-operator version, copied verbatim from
-// the module (config/crd/bases) by `go generate`; TestEmbeddedCRDsMatchModule
-// fails if they differ from the module's files.
+// The CRDs lint validates against, copied verbatim from the pinned modules
+// by `go generate`: KubeRay's (config/crd/bases of ray-operator) and the
+// Gateway API's standard channel (config/crd/standard of gateway-api, the
+// version KubeRay's module pins). TestEmbeddedCRDsMatchModule fails if any
+// differs from its module's file.
 //
-//go:generate sh -c "cp $(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)/config/crd/bases/ray.io_*.yaml crds/ && chmod 0644 crds/*.yaml"
-//go:embed crds/ray.io_*.yaml
-var kubeRayCRDs embed.FS
+//go:generate sh -c "cp $(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)/config/crd/bases/ray.io_*.yaml crds/ && cp $(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/standard/gateway.networking.k8s.io_*.yaml crds/ && chmod 0644 crds/*.yaml"
+//go:embed crds/*.yaml
+var embeddedCRDs embed.FS
+
+// crdGroups are the API groups whose CRDs are embedded.
+var crdGroups = map[string]bool{"ray.io": true, "gateway.networking.k8s.io": true}
+
+// crdFile is the embedded file of a group's kind: crds/<group>_<plural>.yaml,
+// the plural made the way the CRDs make it.
+func crdFileName(group, kind string) string {
+	plural := strings.ToLower(kind)
+	switch {
+	case strings.HasSuffix(plural, "s"):
+		plural += "es"
+	case strings.HasSuffix(plural, "y") && !strings.ContainsAny(plural[len(plural)-2:len(plural)-1], "aeiou"):
+		plural = strings.TrimSuffix(plural, "y") + "ies"
+	default:
+		plural += "s"
+	}
+	return "crds/" + group + "_" + plural + ".yaml"
+}

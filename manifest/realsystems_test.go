@@ -17,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/manifest"
+	"gridweave.dev/rayctl"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
@@ -123,6 +125,29 @@ func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agre
 		corev1.ResourcePods: resource.MustParse("1000"), "nvidia.com/gpu": resource.MustParse("64"),
 	}
 	if _, err := tc.AddNode(ctx, prefix+"-node", big, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The Gateway API CRDs lint embeds, installed as a cluster would have
+	// them.
+	crdFiles, _ := filepath.Glob("crds/gateway.networking.k8s.io_*.yaml")
+	var crds []*unstructured.Unstructured
+	for _, file := range crdFiles {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := manifest.ReadDocuments(file, f)
+		f.Close()
+		if err != nil || len(docs) != 1 || docs[0].Err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		crds = append(crds, docs[0].Object)
+	}
+	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.WithDynamic(tc.Dynamic).Apply(ctx, crds, rayctl.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(tc.Kube.Discovery()))

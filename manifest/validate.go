@@ -83,9 +83,10 @@ type crdValidator struct {
 // in memory.
 func NewValidator() *Validator { return &Validator{files: map[string]*crdFile{}} }
 
-// crdFor returns the compiled schema of a ray.io kind and version.
+// crdFor returns the compiled schema of an embedded CRD's kind and
+// version (nil when it serves no such version).
 func (v *Validator) crdFor(gvk schema.GroupVersionKind) (*crdValidator, error) {
-	name := "crds/ray.io_" + strings.ToLower(gvk.Kind) + "s.yaml"
+	name := crdFileName(gvk.Group, gvk.Kind)
 	v.mu.Lock()
 	f, ok := v.files[name]
 	if !ok {
@@ -101,7 +102,7 @@ func (v *Validator) crdFor(gvk schema.GroupVersionKind) (*crdValidator, error) {
 }
 
 func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) {
-	data, err := kubeRayCRDs.ReadFile(name)
+	data, err := embeddedCRDs.ReadFile(name)
 	if err != nil {
 		return nil, nil // no such kind: the caller reports it
 	}
@@ -254,7 +255,6 @@ var builtinTypes = map[schema.GroupVersionKind]reflect.Type{
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}:                reflect.TypeFor[rbacv1.Role](),
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}:         reflect.TypeFor[rbacv1.RoleBinding](),
 	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}: reflect.TypeFor[apiextensionsv1.CustomResourceDefinition](),
-	{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}:           nil, // schema not embedded: metadata checks only
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}:         reflect.TypeFor[rbacv1.ClusterRole](),
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}:  reflect.TypeFor[rbacv1.ClusterRoleBinding](),
 }
@@ -283,16 +283,23 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 		out = append(out, errorAt("metadata", "metadata.name", "is required", ""))
 	}
 
-	if gvk.Group == rayv1.GroupVersion.Group {
+	if crdGroups[gvk.Group] {
 		crd, err := v.crdFor(gvk)
 		if err != nil {
-			return append(out, errorAt("internal", "", "loading KubeRay CRDs: "+err.Error(), ""))
+			return append(out, errorAt("internal", "", "loading the embedded CRDs: "+err.Error(), ""))
 		}
 		if crd == nil {
-			return append(out, errorAt("type", "apiVersion", fmt.Sprintf("KubeRay %s serves no %s %s", KubeRayVersion, gvk.GroupVersion(), gvk.Kind), "use apiVersion ray.io/v1"))
+			msg, fix := fmt.Sprintf("the embedded CRDs serve no %s %s", gvk.GroupVersion(), gvk.Kind), ""
+			if gvk.Group == rayv1.GroupVersion.Group {
+				msg, fix = fmt.Sprintf("KubeRay %s serves no %s %s", KubeRayVersion, gvk.GroupVersion(), gvk.Kind), "use apiVersion ray.io/v1"
+			}
+			return append(out, errorAt("type", "apiVersion", msg, fix))
 		}
 		found, admitted := v.validateCR(u, crd, errorAt)
 		out = append(out, found...)
+		if gvk.Group != rayv1.GroupVersion.Group {
+			return out
+		}
 		// The operator reads the object as the API server stored it:
 		// pruned and defaulted.
 		rules, rayTemplates, decoded := kubeRayRules(admitted, errorAt)
