@@ -12,7 +12,8 @@
 //   - validate.go: the Validator. ray.io objects go the way the API server
 //     takes a create — pruning, defaulting, the CRD schema, list types,
 //     embedded metadata, CEL rules — through k8s.io/apiextensions-apiserver
-//     with KubeRay's CRDs (crds/, embedded at the pinned version), then
+//     with KubeRay's CRDs (crds/, embedded at the pinned version; the
+//     Gateway API's standard CRDs are embedded the same way), then
 //     KubeRay's own validation functions on the object as the operator would
 //     read it (pruned and defaulted). Built-ins are decoded strictly into
 //     their Go types and checked as the API server checks them
