@@ -30,8 +30,9 @@
 // which made a large RayService take 0.2 ms. schemacheck.go,
 // structuralplan.go and typeddecode.go walk the object instead: a compiled
 // OpenAPI check that answers only "certainly valid", a structural plan that
-// decides pruning exactly, copies-and-defaults in one walk and confirms
-// list-type invariants, and a key-driven typed decode. Each leaves anything
+// decides pruning exactly, applies defaults copying only the nodes they
+// change and confirms list-type invariants, and a key-driven typed decode.
+// Each leaves anything
 // it does not mirror to the library, which decides and words the errors.
 // Differential tests over tens of thousands of mutations of the golden
 // objects (schemacheck_test.go) hold every fast path to the library.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gotest.tools/v3/golden"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"gridweave.dev/manifest"
 )
@@ -229,4 +230,35 @@ func FuzzLint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestValidateLeavesItsInputAlone: validating an object (defaults applied,
+// a namespace assumed, a generated name given) never changes the caller's
+// object — the fast paths share unchanged parts of it.
+func TestValidateLeavesItsInputAlone(t *testing.T) {
+	files, _ := filepath.Glob("testdata/users/*.yaml")
+	more, _ := filepath.Glob("testdata/*.yaml")
+	v := manifest.NewValidator()
+	for _, file := range append(files, more...) {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := manifest.ReadDocuments(file, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			if d.Err != nil {
+				continue
+			}
+			d.Object.SetNamespace("") // so that the default namespace is assumed
+			before := d.Object.DeepCopy()
+			v.Validate(d.Object)
+			if !equality.Semantic.DeepEqual(before.Object, d.Object.Object) {
+				t.Errorf("%s: Validate changed the object", d.Source)
+			}
+		}
+	}
 }

@@ -282,11 +282,15 @@ func podTemplateFindings(obj, kind, path string, spec *corev1.PodSpec, lbls map[
 				}
 			}
 		}
-		for probeName, probe := range map[string]*corev1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
+		for _, pr := range [...]struct {
+			name  string
+			probe *corev1.Probe
+		}{{"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}, {"startupProbe", c.StartupProbe}} {
+			probe := pr.probe
 			if probe == nil {
 				continue
 			}
-			pp := cp.Child(probeName)
+			pp := cp.Child(pr.name)
 			if h := probe.HTTPGet; h != nil {
 				for _, e := range portNumOrName(h.Port, pp.Child("httpGet", "port")) {
 					fieldError("probe", e, "")

@@ -346,7 +346,7 @@ func TestValidateCreateMatchesStrategy(t *testing.T) {
 // TestStructuralPlanMatchesLibrary: on the golden ray.io objects and every
 // mutation of them (plus, for pruning, an unknown field at each place),
 // the compiled plan agrees with apiextensions-apiserver — prunes is true
-// exactly when PruneWithOptions drops something, defaultedCopy equals
+// exactly when PruneWithOptions drops something, withDefaults equals
 // Default on a copy (and leaves its input alone), and
 // listTypesCertainlyValid is never true where ValidateListSetsAndMaps
 // finds an error.
@@ -387,12 +387,12 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 			before := runtime.DeepCopyJSON(in)
 			want := runtime.DeepCopyJSON(in)
 			structuraldefaulting.Default(want, crd.structural)
-			got := crd.plan.defaultedCopy(in)
+			got := crd.plan.withDefaults(in)
 			if !reflect.DeepEqual(got, any(want)) {
-				t.Fatalf("%s: defaultedCopy differs from Default:\n got %v\nwant %v", what, got, want)
+				t.Fatalf("%s: withDefaults differs from Default:\n got %v\nwant %v", what, got, want)
 			}
 			if !reflect.DeepEqual(in, before) {
-				t.Fatalf("%s: defaultedCopy changed its input", what)
+				t.Fatalf("%s: withDefaults changed its input", what)
 			}
 
 			errs := structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)
@@ -470,7 +470,7 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 			t.Fatal(err)
 		}
 		typ := reflect.TypeOf(rayTypes[u.GetKind()]).Elem()
-		for _, in := range []map[string]any{obj, crd.plan.defaultedCopy(obj).(map[string]any)} {
+		for _, in := range []map[string]any{obj, crd.plan.withDefaults(obj).(map[string]any)} {
 			if err := decodeValue(in, reflect.New(typ).Elem()); err != nil {
 				t.Errorf("%s: the golden object takes the library's path: %v", obj["kind"], err)
 			}
@@ -478,7 +478,7 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 		all := mutations(obj, schemaOf(crd.schema))
 		for j := 0; j < len(all); j += step {
 			raw := all[j].apply(obj)
-			for _, in := range []map[string]any{raw, crd.plan.defaultedCopy(raw).(map[string]any)} {
+			for _, in := range []map[string]any{raw, crd.plan.withDefaults(raw).(map[string]any)} {
 				cases++
 				if decodeValue(in, reflect.New(typ).Elem()) == nil {
 					fast++
@@ -576,8 +576,8 @@ func FuzzFastPaths(f *testing.F) {
 		}
 		want := runtime.DeepCopyJSON(in)
 		structuraldefaulting.Default(want, crd.structural)
-		if got := crd.plan.defaultedCopy(in); !reflect.DeepEqual(got, any(want)) {
-			t.Fatalf("%v = %s: defaultedCopy differs from Default", m.path, value)
+		if got := crd.plan.withDefaults(in); !reflect.DeepEqual(got, any(want)) {
+			t.Fatalf("%v = %s: withDefaults differs from Default", m.path, value)
 		}
 		if crd.plan.listTypesCertainlyValid(want) && len(structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)) > 0 {
 			t.Fatalf("%v = %s: list types certain, the library disagrees", m.path, value)

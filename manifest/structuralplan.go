@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"reflect"
+
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -150,50 +152,95 @@ func (p *structuralPlan) skipPrunes(x any) bool {
 	return false
 }
 
-// defaultedCopy returns a deep copy of x with the schema's defaults
-// applied: what defaulting.Default does to a copy, in one walk.
-func (p *structuralPlan) defaultedCopy(x any) any {
+// withDefaults returns x with the schema's defaults applied — equal to what
+// defaulting.Default makes of a deep copy — without changing x: nodes on
+// the way to a default are new, every other subtree is x's own. The
+// result must therefore be read, not written.
+func (p *structuralPlan) withDefaults(x any) any {
 	if p == nil {
-		return runtime.DeepCopyJSONValue(x)
+		return x
 	}
 	switch x := x.(type) {
 	case map[string]any:
-		out := make(map[string]any, len(x)+len(p.defaulted))
+		var out map[string]any // made at the first change
+		set := func(k string, v any) {
+			if out == nil {
+				out = make(map[string]any, len(x)+len(p.defaulted))
+				for k2, v2 := range x {
+					out[k2] = v2
+				}
+			}
+			out[k] = v
+		}
 		for k, v := range x {
+			var child *structuralPlan
 			if prop, ok := p.properties[k]; ok {
+				child = prop
 				if v == nil && prop != nil && !prop.nullable && prop.defaultValue != nil {
-					v = prop.defaultValue
+					set(k, prop.withDefaults(runtime.DeepCopyJSONValue(prop.defaultValue)))
+					continue
 				}
-				out[k] = prop.defaultedCopy(v)
 			} else if p.additional {
-				if v == nil && p.additionalSchema != nil && !p.additionalSchema.nullable {
-					v = p.additionalSchema.defaultValue
+				child = p.additionalSchema
+				if v == nil && child != nil && !child.nullable {
+					set(k, child.withDefaults(runtime.DeepCopyJSONValue(child.defaultValue)))
+					continue
 				}
-				out[k] = p.additionalSchema.defaultedCopy(v)
 			} else {
-				out[k] = runtime.DeepCopyJSONValue(v)
+				continue // not the schema's: left as it is
+			}
+			if d := child.withDefaults(v); !sameValue(d, v) {
+				set(k, d)
 			}
 		}
 		for _, k := range p.defaulted {
 			if _, found := x[k]; !found {
 				prop := p.properties[k]
-				out[k] = prop.defaultedCopy(prop.defaultValue)
+				set(k, prop.withDefaults(runtime.DeepCopyJSONValue(prop.defaultValue)))
 			}
+		}
+		if out == nil {
+			return x
 		}
 		return out
 	case []any:
-		out := make([]any, len(x))
+		var out []any
 		for i, v := range x {
+			var d any
 			if v == nil && p.items != nil && !p.items.nullable {
-				v = p.items.defaultValue
+				d = p.items.withDefaults(runtime.DeepCopyJSONValue(p.items.defaultValue))
+			} else {
+				d = p.items.withDefaults(v)
 			}
-			out[i] = p.items.defaultedCopy(v)
+			if out == nil && !sameValue(d, v) {
+				out = make([]any, len(x))
+				copy(out, x[:i])
+			}
+			if out != nil {
+				out[i] = d
+			}
+		}
+		if out == nil {
+			return x
 		}
 		return out
-	case nil:
-		return nil
 	}
-	return x // strings, numbers and booleans are values
+	return x // strings, numbers, booleans and null are values
+}
+
+// sameValue reports whether withDefaults returned its input unchanged.
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		bm, ok := b.(map[string]any)
+		return ok && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(bm).UnsafePointer()
+	case []any:
+		bl, ok := b.([]any)
+		return ok && len(a) == len(bl) && (len(a) == 0 || &a[0] == &bl[0])
+	case nil:
+		return b == nil
+	}
+	return true // scalars come back as they went in
 }
 
 // listTypesCertainlyValid reports whether x certainly keeps the

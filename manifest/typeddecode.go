@@ -122,13 +122,14 @@ func decodeValue(x any, dv reflect.Value) error {
 			return errNotMirrored
 		}
 		out := reflect.MakeMapWithSize(dt, len(m))
-		elem := reflect.New(dt.Elem()).Elem()
+		key, elem := reflect.New(dt.Key()).Elem(), reflect.New(dt.Elem()).Elem()
 		for k, v := range m {
-			elem.Set(reflect.Zero(dt.Elem()))
+			elem.SetZero()
 			if err := decodeValue(v, elem); err != nil {
 				return err
 			}
-			out.SetMapIndex(reflect.ValueOf(k).Convert(dt.Key()), elem)
+			key.SetString(k)
+			out.SetMapIndex(key, elem)
 		}
 		dv.Set(out)
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -362,8 +363,11 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 		}
 		structuraldefaulting.Default(obj.Object, crd.structural)
 	} else {
-		// Nothing to prune (the usual case): copy and default in one walk.
-		obj = &unstructured.Unstructured{Object: crd.plan.defaultedCopy(u.Object).(map[string]any)}
+		// Nothing to prune (the usual case): default without copying what
+		// the defaults leave alone. obj shares those parts with u, so from
+		// here on it is only read — but for its namespace, set below on
+		// copies of the two maps on the way.
+		obj = &unstructured.Unstructured{Object: crd.plan.withDefaults(u.Object).(map[string]any)}
 	}
 	// The API server reads metadata the same way; the strategy below
 	// validates its values.
@@ -373,7 +377,16 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 		}
 	}
 	if crd.namespaced && obj.GetNamespace() == "" {
-		obj.SetNamespace("default") // the namespace comes from the context at apply time
+		// The namespace comes from the context at apply time.
+		root := maps.Clone(obj.Object)
+		meta, _ := root["metadata"].(map[string]any)
+		meta = maps.Clone(meta)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta["namespace"] = "default"
+		root["metadata"] = meta
+		obj = &unstructured.Unstructured{Object: root}
 	}
 	unnamed := obj.GetName() == "" && obj.GetGenerateName() == ""
 	for _, e := range crd.validateCreate(context.Background(), obj) {
