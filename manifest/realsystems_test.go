@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,12 +110,16 @@ func moduleDir(module string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// runs counts calls of agreeWithRealSystems, which share one cluster.
+var runs atomic.Int32
+
 type agreement struct{ refused, admitted, skipped, live, operatorRefused int }
 
 // agreeWithRealSystems holds lint's verdict on every document of files to
 // the API server and the operator (see TestLintAgreesWithTheRealSystems).
 func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agreement) {
 	t.Helper()
+	prefix = fmt.Sprintf("%s%d", prefix, runs.Add(1)) // fresh names when run again (-count)
 	tc := testcluster.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
 
+// runs counts the real-cluster tests' runs, which share one cluster.
+var runs atomic.Int32
+
 // TestRenderedLaunchRunsOnARealControlPlane applies what `render` makes
 // for both example infra specs to a real API server with the real KubeRay
 // operator and kwok GPU nodes: every object is accepted, the sandbox pool
@@ -38,13 +43,15 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 		corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"), "nvidia.com/gpu": resource.MustParse("8"),
 	}
-	for i, name := range []string{"launch-gpu-0", "launch-gpu-1", "launch-gpu-2", "launch-gpu-3"} {
-		if _, err := tc.AddNode(ctx, name, big, nil, fmt.Sprintf("198.18.%d.0/24", 10*(i+1))); err != nil {
+	run := int(runs.Add(1)) // fresh node names when run again (-count)
+	for i := range 4 {
+		name := fmt.Sprintf("launch%d-gpu-%d", run, i)
+		if _, err := tc.AddNode(ctx, name, big, nil, fmt.Sprintf("198.18.%d.0/24", 10+4*run+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "training-high"}, Value: 1000}
-	if _, err := tc.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+	if _, err := tc.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	c, err := rayctl.New(tc.Kube, tc.Ray, nil)
@@ -179,7 +186,8 @@ func TestChartServesTheHeadOnARealControlPlane(t *testing.T) {
 		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
 		corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8"),
 	}
-	if _, err := tc.AddNode(ctx, "chart-gpu-0", gpuNode, nil, ""); err != nil {
+	run := runs.Add(1) // fresh names when run again (-count)
+	if _, err := tc.AddNode(ctx, fmt.Sprintf("chart%d-gpu-0", run), gpuNode, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	c, err := rayctl.New(tc.Kube, tc.Ray, nil)
@@ -193,7 +201,7 @@ func TestChartServesTheHeadOnARealControlPlane(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			values.Namespace = fmt.Sprintf("chart-%d", i)
+			values.Namespace = fmt.Sprintf("chart%d-%d", run, i)
 			objs, err := manifest.RenderChart(values)
 			if err != nil {
 				t.Fatal(err)
