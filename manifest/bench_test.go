@@ -1,7 +1,6 @@
 package manifest_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,12 +44,7 @@ func BenchmarkValidate(b *testing.B) {
 	files, _ := filepath.Glob("testdata/*.yaml")
 	v := manifest.NewValidator()
 	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			b.Fatal(err)
-		}
-		docs, err := manifest.ReadDocuments(file, f)
-		f.Close()
+		docs, err := manifest.LoadDocuments(file)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,12 +83,7 @@ func BenchmarkLintUsersCorpus(b *testing.B) {
 	files, _ := filepath.Glob("testdata/users/*.yaml")
 	var docs []manifest.Document
 	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d, err := manifest.ReadDocuments(file, f)
-		f.Close()
+		d, err := manifest.LoadDocuments(file)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -112,12 +101,7 @@ func BenchmarkLintUsersCorpus(b *testing.B) {
 // the users' corpus: their CRDs carry many CEL rules, which the API
 // server's evaluator runs on every route rule and match.
 func BenchmarkValidateGatewayAPI(b *testing.B) {
-	f, err := os.Open("testdata/users/gateway.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	docs, err := manifest.ReadDocuments("gateway.yaml", f)
-	f.Close()
+	docs, err := manifest.LoadDocuments("testdata/users/gateway.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
@@ -146,6 +146,17 @@ func lineOf(lines map[string]int, path string) int {
 			path = path[:cut]
 		}
 	}
+}
+
+// LoadDocuments reads the YAML (or JSON) documents of a file; the sources
+// of its documents are "path#N".
+func LoadDocuments(path string) ([]Document, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadDocuments(path, f)
 }
 
 var anyType = reflect.TypeFor[map[string]any]()
@@ -304,12 +315,12 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 	switch u.GetKind() {
 	case "RayCluster":
 		rc := &rayv1.RayCluster{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rc) == nil {
+		if fromUnstructured(u.Object, rc) == nil {
 			clusterRules("spec.", rc.Name, &rc.Spec)
 		}
 	case "RayJob":
 		j := &rayv1.RayJob{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, j) != nil {
+		if fromUnstructured(u.Object, j) != nil {
 			break
 		}
 		if !j.Spec.ShutdownAfterJobFinishes && j.Spec.DeletionStrategy == nil && j.Spec.RayClusterSpec != nil {
@@ -324,7 +335,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		clusterRules("spec.rayClusterSpec.", j.Name, j.Spec.RayClusterSpec)
 	case "RayService":
 		s := &rayv1.RayService{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s) == nil {
+		if fromUnstructured(u.Object, s) == nil {
 			clusterRules("spec.rayClusterConfig.", s.Name, &s.Spec.RayClusterSpec)
 		}
 	case "RayCronJob":

@@ -175,12 +175,7 @@ func TestLintUsersCorpusGolden(t *testing.T) {
 	v := manifest.NewValidator()
 	var b strings.Builder
 	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := manifest.ReadDocuments(filepath.Base(file), f)
-		f.Close()
+		docs, err := manifest.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,12 +235,7 @@ func TestValidateLeavesItsInputAlone(t *testing.T) {
 	more, _ := filepath.Glob("testdata/*.yaml")
 	v := manifest.NewValidator()
 	for _, file := range append(files, more...) {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := manifest.ReadDocuments(file, f)
-		f.Close()
+		docs, err := manifest.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}

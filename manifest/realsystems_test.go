@@ -137,12 +137,7 @@ func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agre
 	crdFiles, _ := filepath.Glob("crds/gateway.networking.k8s.io_*.yaml")
 	var crds []*unstructured.Unstructured
 	for _, file := range crdFiles {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := manifest.ReadDocuments(file, f)
-		f.Close()
+		docs, err := manifest.LoadDocuments(file)
 		if err != nil || len(docs) != 1 || docs[0].Err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -165,12 +160,7 @@ func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agre
 	var live []created
 	seq := 0
 	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := manifest.ReadDocuments(file, f)
-		f.Close()
+		docs, err := manifest.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -32,12 +31,7 @@ func rayObjects(t testing.TB) (objs []map[string]any, validators []createValidat
 	v := NewValidator()
 	files, _ := filepath.Glob("testdata/*.yaml")
 	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := ReadDocuments(file, f)
-		f.Close()
+		docs, err := LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}

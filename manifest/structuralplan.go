@@ -87,25 +87,7 @@ func (p *structuralPlan) prunes(x any) bool {
 	}
 	switch x := x.(type) {
 	case map[string]any:
-		if p == nil {
-			return len(x) > 0
-		}
-		for k, v := range x {
-			if p.embeddedResource && metaFields[k] {
-				continue
-			}
-			if prop, ok := p.properties[k]; ok {
-				if prop.prunes(v) {
-					return true
-				}
-			} else if p.additional {
-				if p.additionalSchema.prunes(v) {
-					return true
-				}
-			} else {
-				return true
-			}
-		}
+		return p == nil && len(x) > 0 || p != nil && p.prunesFields(x, false)
 	case []any:
 		var items *structuralPlan
 		if p != nil {
@@ -128,25 +110,35 @@ func (p *structuralPlan) skipPrunes(x any) bool {
 	}
 	switch x := x.(type) {
 	case map[string]any:
-		for k, v := range x {
-			if p.embeddedResource && metaFields[k] {
-				continue
-			}
-			if prop, ok := p.properties[k]; ok {
-				if prop.prunes(v) {
-					return true
-				}
-			} else if p.additional {
-				if p.additionalSchema.prunes(v) {
-					return true
-				}
-			}
-		}
+		return p.prunesFields(x, true)
 	case []any:
 		for _, v := range x {
 			if p.items.skipPrunes(v) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// prunesFields reports whether pruning drops anything from an object's
+// fields: an unknown one (unless keepUnknown), or anything below a known
+// one. An embedded resource's apiVersion, kind and metadata are left alone.
+func (p *structuralPlan) prunesFields(m map[string]any, keepUnknown bool) bool {
+	for k, v := range m {
+		if p.embeddedResource && metaFields[k] {
+			continue
+		}
+		if prop, ok := p.properties[k]; ok {
+			if prop.prunes(v) {
+				return true
+			}
+		} else if p.additional {
+			if p.additionalSchema.prunes(v) {
+				return true
+			}
+		} else if !keepUnknown {
+			return true
 		}
 	}
 	return false

@@ -281,12 +281,7 @@ func readPaths(paths []string, stdin io.Reader) ([]manifest.Document, error) {
 			files = []string{p}
 		}
 		for _, f := range files {
-			fh, err := os.Open(f)
-			if err != nil {
-				return nil, err
-			}
-			d, err := manifest.ReadDocuments(f, fh)
-			fh.Close()
+			d, err := manifest.LoadDocuments(f)
 			if err != nil {
 				return nil, err
 			}
