@@ -149,6 +149,9 @@ func TestSpecErrorsNamePathAndLine(t *testing.T) {
 		{"typo in kuberay.spec", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nkuberay:\n  spec:\n    headGroupSpec:\n      serviceTyp: ClusterIP\n", true, "kuberay.spec.headGroupSpec.serviceTyp", 7, `did you mean "serviceType"`},
 		{"typo in topology spread", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox:\n  topologySpreadConstraints:\n  - maxSkew: 1\n    topologyKy: zone\n", true, "sandbox.topologySpreadConstraints[0].topologyKy", 7, "topologyKey"},
 		{"bad quantity", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {resources: {cpu: lots}}\n", true, "sandbox.resources.cpu", 0, "not a quantity"},
+		{"negative minAvailable", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: bringup}\nkuberay: {pdb: {enabled: true, minAvailable: -1}}\n", true, "kuberay.pdb.minAvailable", 0, "must not be negative"},
+		{"minAvailable and maxUnavailable", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: bringup}\nkuberay: {pdb: {enabled: true, minAvailable: 2, maxUnavailable: 1}}\n", true, "kuberay.pdb.minAvailable", 0, "not both"},
+		{"sandbox minAvailable", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {pdb: {minAvailable: 1}}\n", true, "sandbox.pdb.minAvailable", 0, "only kuberay.pdb"},
 		{"bad cidr", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {networkPolicy: {allowedEgressCidrs: [nope]}}\n", true, "sandbox.networkPolicy.allowedEgressCidrs[0]", 0, "not a CIDR"},
 		{"duplicate key", "namespace: ns\nnamespace: ns2\n", true, "namespace", 2, "appears twice"},
 		{"not yaml", "a: [1, 2\n", true, "", 0, ""},
@@ -241,5 +244,43 @@ func checkSpecError(t *testing.T, err error) {
 	}
 	if se.Path == "" && se.Line == 0 && se.Problem != "the file is empty" {
 		t.Fatalf("error %q names neither a path nor a line", err)
+	}
+}
+
+// TestRayDisruptionBudgetIsAnIntegerMinAvailable: a budget over Ray pods
+// can only be an integer minAvailable (a RayCluster has no scale
+// subresource); by default all pods but maxUnavailable, or as set.
+func TestRayDisruptionBudgetIsAnIntegerMinAvailable(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	for _, c := range []struct {
+		pdb  string
+		want int64
+	}{
+		{"{enabled: true}", 2}, // head + trainer + inference, less 1
+		{"{enabled: true, maxUnavailable: 2}", 1},
+		{"{enabled: true, minAvailable: 3}", 3},
+	} {
+		in, err := manifest.ParseInfra("inline", []byte("namespace: x\nimages: {vllm: v:1}\nlaunch: {mode: bringup}\nkuberay: {pdb: "+c.pdb+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.Render(r, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, o := range objs {
+			if o.GetKind() != "PodDisruptionBudget" || o.GetName() != "grpo-swe-ray" {
+				continue
+			}
+			found = true
+			min, _, _ := unstructured.NestedInt64(o.Object, "spec", "minAvailable")
+			if _, has, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "maxUnavailable"); has || min != c.want {
+				t.Errorf("%s: spec %v, want minAvailable %d only", c.pdb, o.Object["spec"], c.want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no Ray budget rendered", c.pdb)
+		}
 	}
 }

@@ -104,8 +104,21 @@ func (in *Infra) validate(file string) error {
 		path string
 		p    *PDBSettings
 	}{{"sandbox.pdb", &in.Sandbox.PDB}, {"kuberay.pdb", in.KubeRay.PDB}} {
-		if pdb.p != nil && pdb.p.MaxUnavailable < 0 {
+		if pdb.p == nil {
+			continue
+		}
+		if pdb.p.MaxUnavailable < 0 {
 			return bad(pdb.path+".maxUnavailable", "must not be negative")
+		}
+		if m := pdb.p.MinAvailable; m != nil {
+			switch {
+			case pdb.path != "kuberay.pdb":
+				return bad(pdb.path+".minAvailable", "only kuberay.pdb takes minAvailable; the sandbox budget is set by maxUnavailable")
+			case *m < 0:
+				return bad(pdb.path+".minAvailable", "must not be negative")
+			case pdb.p.MaxUnavailable != 0:
+				return bad(pdb.path+".minAvailable", "set minAvailable or maxUnavailable, not both")
+			}
 		}
 	}
 	if q := in.Infra.ResourceQuota; q != nil {
