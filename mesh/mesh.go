@@ -20,8 +20,9 @@ type Mesh interface {
 	// UpsertPeer adds the peer or brings an existing one (same public key)
 	// to p: its allowed IPs are replaced and its keepalive set; its
 	// endpoint is set when p has one (WireGuard cannot forget an endpoint,
-	// so an unset Endpoint keeps the current one). An allowed IP held by
-	// another peer is *AllowedIPConflictError; an invalid peer is
+	// so an unset Endpoint keeps the current one). An allowed IP that
+	// overlaps a prefix of another peer (equal to it, inside it or around
+	// it) is *AllowedIPConflictError naming that peer; an invalid peer is
 	// *InvalidPeerError. In both cases nothing changes.
 	UpsertPeer(ctx context.Context, p Peer) error
 	// RemovePeer removes the peer, or returns ErrPeerNotFound.
@@ -50,14 +51,23 @@ var (
 	ErrInvalidPeer   = errors.New("invalid peer")
 )
 
-// AllowedIPConflictError names the prefix and the peer that holds it.
+// AllowedIPConflictError says that an allowed IP of an upsert overlaps a
+// prefix that another peer holds, and names that peer.
 type AllowedIPConflictError struct {
+	// Prefix is the allowed IP of the upsert.
 	Prefix netip.Prefix
+	// HolderPrefix is the holder's prefix that Prefix overlaps: the same
+	// prefix, one inside it or one around it.
+	HolderPrefix netip.Prefix
+	// Holder is the public key of the peer that holds HolderPrefix.
 	Holder wgkey.Key
 }
 
 func (e *AllowedIPConflictError) Error() string {
-	return fmt.Sprintf("allowed IP %s is held by peer %s; remove that peer first", e.Prefix, e.Holder)
+	if !e.HolderPrefix.IsValid() || e.HolderPrefix == e.Prefix {
+		return fmt.Sprintf("allowed IP %s is held by peer %s; remove that peer first", e.Prefix, e.Holder)
+	}
+	return fmt.Sprintf("allowed IP %s overlaps %s, held by peer %s; remove that peer first", e.Prefix, e.HolderPrefix, e.Holder)
 }
 
 // Is makes errors.Is(err, ErrAllowedIPHeld) hold.

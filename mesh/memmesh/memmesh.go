@@ -1,18 +1,18 @@
 // Package memmesh is an in-memory mesh.Mesh. The zero value is ready to use
 // and makes up its own device key on first use; it enforces the same rules
-// as a real device (one holder per allowed IP), so code written against it
-// behaves the same on wgmesh.
+// as wgmesh (an allowed IP may not overlap another peer's), so code written
+// against it behaves the same on a real device.
 package memmesh
 
 import (
 	"context"
 	"errors"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/internal/allowedips"
 	"gridweave.dev/wgkey"
 )
 
@@ -21,7 +21,7 @@ type Mesh struct {
 	mu      sync.Mutex
 	key     wgkey.Key
 	peers   map[wgkey.Key]mesh.Peer
-	holders map[netip.Prefix]wgkey.Key
+	holders allowedips.Table
 	closed  bool
 }
 
@@ -40,7 +40,6 @@ func (m *Mesh) lock() error {
 	}
 	if m.peers == nil {
 		m.peers = map[wgkey.Key]mesh.Peer{}
-		m.holders = map[netip.Prefix]wgkey.Key{}
 	}
 	if m.key.IsZero() {
 		var err error
@@ -71,22 +70,16 @@ func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
 		return err
 	}
 	defer m.mu.Unlock()
-	for _, pfx := range p.AllowedIPs {
-		if holder, ok := m.holders[pfx]; ok && holder != p.PublicKey {
-			return &mesh.AllowedIPConflictError{Prefix: pfx, Holder: holder}
-		}
+	if err := m.holders.Conflict(p.PublicKey, p.AllowedIPs); err != nil {
+		return err
 	}
 	if old, ok := m.peers[p.PublicKey]; ok {
-		for _, pfx := range old.AllowedIPs {
-			delete(m.holders, pfx)
-		}
+		m.holders.Remove(old.PublicKey, old.AllowedIPs)
 		if !p.Endpoint.IsValid() {
 			p.Endpoint = old.Endpoint
 		}
 	}
-	for _, pfx := range p.AllowedIPs {
-		m.holders[pfx] = p.PublicKey
-	}
+	m.holders.Add(p.PublicKey, p.AllowedIPs)
 	m.peers[p.PublicKey] = p
 	return nil
 }
@@ -101,9 +94,7 @@ func (m *Mesh) RemovePeer(_ context.Context, key wgkey.Key) error {
 	if !ok {
 		return mesh.ErrPeerNotFound
 	}
-	for _, pfx := range old.AllowedIPs {
-		delete(m.holders, pfx)
-	}
+	m.holders.Remove(key, old.AllowedIPs)
 	delete(m.peers, key)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,12 +72,69 @@ func Run(t *testing.T, newMesh func(t *testing.T) mesh.Mesh) {
 		holder := mesh.Peer{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("198.19.0.5/32")}}
 		mustUpsert(t, m, holder)
 		thief := mesh.Peer{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("198.19.0.6/32"), pfx("198.19.0.5/32")}}
-		err := m.UpsertPeer(ctx, thief)
-		var conflict *mesh.AllowedIPConflictError
-		if !errors.As(err, &conflict) || !errors.Is(err, mesh.ErrAllowedIPHeld) || conflict.Holder != holder.PublicKey || conflict.Prefix != pfx("198.19.0.5/32") {
-			t.Fatalf("UpsertPeer(thief) = %v, want *AllowedIPConflictError naming the holder", err)
-		}
+		expectConflict(t, m.UpsertPeer(ctx, thief), pfx("198.19.0.5/32"), pfx("198.19.0.5/32"), holder.PublicKey)
 		expectPeers(t, m, holder)
+	})
+
+	// WireGuard routes by longest prefix match, so a prefix inside another
+	// peer's prefix (or around it) would take part of that peer's traffic.
+	// IPv6 prefixes come from 2001:2::/48, the benchmarking range beside
+	// 198.18.0.0/15.
+	t.Run("OverlappingAllowedIPsAreRefused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name          string
+			held, claimed string
+		}{
+			{"IPv4HostInsideHeldSubnet", "198.19.4.0/24", "198.19.4.9/32"},
+			{"IPv4SubnetAroundHeldHost", "198.19.4.9/32", "198.19.4.0/24"},
+			{"IPv4WideSubnetAroundHeldSubnet", "198.19.4.0/24", "198.19.0.0/16"},
+			{"IPv4DefaultRoute", "198.19.4.9/32", "0.0.0.0/0"},
+			{"IPv6HostInsideHeldSubnet", "2001:2:0:4::/64", "2001:2:0:4::9/128"},
+			{"IPv6SubnetAroundHeldHost", "2001:2:0:4::9/128", "2001:2:0:4::/64"},
+			{"IPv6WideSubnetAroundHeldSubnet", "2001:2:0:4::/64", "2001:2::/48"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				m := open(t)
+				// The holder has a second prefix, of the other family, that
+				// nothing overlaps.
+				other := pfx("2001:2:70::1/128")
+				if pfx(tc.held).Addr().Is6() {
+					other = pfx("198.18.70.1/32")
+				}
+				holder := mesh.Peer{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{other, pfx(tc.held)}}
+				mustUpsert(t, m, holder)
+				newcomer := mesh.Peer{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("198.18.70.2/32"), pfx(tc.claimed)}}
+				expectConflict(t, m.UpsertPeer(ctx, newcomer), pfx(tc.claimed), pfx(tc.held), holder.PublicKey)
+				expectPeers(t, m, holder)
+
+				// An existing peer widening into the holder's range is
+				// refused the same way and keeps what it had.
+				mustUpsert(t, m, mesh.Peer{PublicKey: newcomer.PublicKey, AllowedIPs: []netip.Prefix{pfx("198.18.70.2/32")}})
+				expectConflict(t, m.UpsertPeer(ctx, newcomer), pfx(tc.claimed), pfx(tc.held), holder.PublicKey)
+				expectPeers(t, m, holder, mesh.Peer{PublicKey: newcomer.PublicKey, AllowedIPs: []netip.Prefix{pfx("198.18.70.2/32")}})
+
+				// Once the holder is gone the prefix is free.
+				if err := m.RemovePeer(ctx, holder.PublicKey); err != nil {
+					t.Fatal(err)
+				}
+				mustUpsert(t, m, newcomer)
+			})
+		}
+	})
+
+	t.Run("NeighbouringAndOwnPrefixesAreAccepted", func(t *testing.T) {
+		m := open(t)
+		a := mesh.Peer{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("198.19.4.0/24"), pfx("2001:2:0:4::/64")}}
+		mustUpsert(t, m, a)
+		// Adjacent ranges and the other family do not overlap.
+		b := mesh.Peer{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("198.19.5.0/24"), pfx("198.19.3.255/32"), pfx("2001:2:0:8::/64")}}
+		mustUpsert(t, m, b)
+		// A peer may narrow or widen its own prefixes, and hold nested ones.
+		a.AllowedIPs = []netip.Prefix{pfx("198.19.4.7/32"), pfx("2001:2:0:4::/62")}
+		mustUpsert(t, m, a)
+		a.AllowedIPs = []netip.Prefix{pfx("198.19.4.0/24"), pfx("198.19.4.7/32"), pfx("2001:2:0:4::/64")}
+		mustUpsert(t, m, a)
+		expectPeers(t, m, a, b)
 	})
 
 	t.Run("RemovePeer", func(t *testing.T) {
@@ -165,6 +223,25 @@ func mustUpsert(t *testing.T, m mesh.Mesh, p mesh.Peer) {
 	t.Helper()
 	if err := m.UpsertPeer(context.Background(), p); err != nil {
 		t.Fatalf("UpsertPeer(%+v): %v", p, err)
+	}
+}
+
+// expectConflict checks that err is an *AllowedIPConflictError saying that
+// claimed overlaps held, which holder holds.
+func expectConflict(t *testing.T, err error, claimed, held netip.Prefix, holder wgkey.Key) {
+	t.Helper()
+	var conflict *mesh.AllowedIPConflictError
+	if !errors.As(err, &conflict) || !errors.Is(err, mesh.ErrAllowedIPHeld) {
+		t.Fatalf("claiming %s beside %s = %v, want *AllowedIPConflictError", claimed, held, err)
+	}
+	if conflict.Prefix != claimed || conflict.HolderPrefix != held || conflict.Holder != holder {
+		t.Fatalf("conflict names %s, %s held by %s; want %s, %s held by %s",
+			conflict.Prefix, conflict.HolderPrefix, conflict.Holder, claimed, held, holder)
+	}
+	for _, s := range []string{claimed.String(), held.String(), holder.String()} {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("error %q does not name %s", err, s)
+		}
 	}
 }
 

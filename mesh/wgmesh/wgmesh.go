@@ -13,6 +13,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/internal/allowedips"
 	"gridweave.dev/wgkey"
 )
 
@@ -45,7 +46,7 @@ type Mesh struct {
 	mu      sync.Mutex
 	public  wgkey.Key
 	peers   map[wgkey.Key]mesh.Peer
-	holders map[netip.Prefix]wgkey.Key
+	holders *allowedips.Table
 }
 
 var _ mesh.Mesh = (*Mesh)(nil)
@@ -82,13 +83,11 @@ func (m *Mesh) Resync(context.Context) error {
 		return fmt.Errorf("wgmesh: read device %s: %w", m.device, err)
 	}
 	peers := make(map[wgkey.Key]mesh.Peer, len(dev.Peers))
-	holders := map[netip.Prefix]wgkey.Key{}
+	holders := new(allowedips.Table)
 	for _, wp := range dev.Peers {
 		p := fromWG(wp)
 		peers[p.PublicKey] = p
-		for _, pfx := range p.AllowedIPs {
-			holders[pfx] = p.PublicKey
-		}
+		holders.Add(p.PublicKey, p.AllowedIPs)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -112,10 +111,8 @@ func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, pfx := range p.AllowedIPs {
-		if holder, ok := m.holders[pfx]; ok && holder != p.PublicKey {
-			return &mesh.AllowedIPConflictError{Prefix: pfx, Holder: holder}
-		}
+	if err := m.holders.Conflict(p.PublicKey, p.AllowedIPs); err != nil {
+		return err
 	}
 	old, exists := m.peers[p.PublicKey]
 	if exists && !p.Endpoint.IsValid() {
@@ -143,13 +140,9 @@ func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
 		return fmt.Errorf("wgmesh: configure peer %s on %s: %w", p.PublicKey, m.device, err)
 	}
 	if exists {
-		for _, pfx := range old.AllowedIPs {
-			delete(m.holders, pfx)
-		}
+		m.holders.Remove(old.PublicKey, old.AllowedIPs)
 	}
-	for _, pfx := range p.AllowedIPs {
-		m.holders[pfx] = p.PublicKey
-	}
+	m.holders.Add(p.PublicKey, p.AllowedIPs)
 	m.peers[p.PublicKey] = p
 	m.log.Info("peer upserted", "device", m.device, "peer", p.PublicKey.String(), "allowed_ips", p.AllowedIPs, "new", !exists)
 	return nil
@@ -167,9 +160,7 @@ func (m *Mesh) RemovePeer(_ context.Context, key wgkey.Key) error {
 	if err != nil {
 		return fmt.Errorf("wgmesh: remove peer %s from %s: %w", key, m.device, err)
 	}
-	for _, pfx := range old.AllowedIPs {
-		delete(m.holders, pfx)
-	}
+	m.holders.Remove(key, old.AllowedIPs)
 	delete(m.peers, key)
 	m.log.Info("peer removed", "device", m.device, "peer", key.String())
 	return nil
