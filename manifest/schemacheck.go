@@ -211,7 +211,7 @@ func (c *schemaCheck) integerValid(n int64) bool {
 	default:
 		return false // uint, float formats: kube-openapi decides
 	}
-	return c.boundsAccept(float64(n))
+	return c.integerBoundsAccept(n)
 }
 
 func (c *schemaCheck) numberValid(f float64) bool {
@@ -221,6 +221,39 @@ func (c *schemaCheck) numberValid(f float64) bool {
 	return c.boundsAccept(f)
 }
 
+// integerBoundsAccept mirrors kube-openapi's MaximumNativeType and
+// MinimumNativeType for an integer value: the bound is truncated to an
+// int64 and compared as one, not as a float64 (a bound of 10.5 is 10; past
+// 2^53 a float64 comparison would lose the difference). A bound int64
+// cannot hold answers "not certain": Go leaves that conversion to the
+// platform.
+func (c *schemaCheck) integerBoundsAccept(n int64) bool {
+	if c.maximum != nil {
+		maximum, ok := truncatedBound(*c.maximum)
+		if !ok || n > maximum || (c.exclusiveMaximum && n == maximum) {
+			return false
+		}
+	}
+	if c.minimum != nil {
+		minimum, ok := truncatedBound(*c.minimum)
+		if !ok || n < minimum || (c.exclusiveMinimum && n == minimum) {
+			return false
+		}
+	}
+	return true
+}
+
+// truncatedBound is int64(bound) as kube-openapi converts it, and whether
+// bound is in the range where Go defines that conversion.
+func truncatedBound(bound float64) (int64, bool) {
+	if !(bound >= math.MinInt64 && bound < math.MaxInt64) { // false for NaN too
+		return 0, false
+	}
+	return int64(bound), true
+}
+
+// boundsAccept compares a number value with the bounds as kube-openapi
+// does for a float64: as float64s.
 func (c *schemaCheck) boundsAccept(f float64) bool {
 	if c.maximum != nil && (f > *c.maximum || (c.exclusiveMaximum && f == *c.maximum)) {
 		return false

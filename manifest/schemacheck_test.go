@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
 )
 
 // rayObjects are the ray.io objects of the golden files, each with the
@@ -584,4 +585,48 @@ func FuzzFastPaths(f *testing.F) {
 		}
 		agree(t, crd.schema, want, fmt.Sprintf("%v = %s", m.path, value))
 	})
+}
+
+// TestSchemaCheckBoundsMatchKubeOpenAPI: kube-openapi compares an integer
+// value with a bound truncated to an integer (MaximumNativeType), so a
+// fractional bound, or one past 2^53 where float64 loses integers, must
+// not be compared as a float: the check is never certain where
+// kube-openapi rejects, and still certain of plainly valid values.
+func TestSchemaCheckBoundsMatchKubeOpenAPI(t *testing.T) {
+	const big = 1 << 53
+	bounds := []float64{10.5, -0.5, 0.5, 10, big, big + 2, -big, 1e19, -1e19, 1 << 63}
+	values := []any{int64(0), int64(9), int64(10), int64(11), int64(-1), int64(big - 1), int64(big), int64(big + 1), int64(big + 3),
+		int64(-big - 1), float64(10), float64(10.5), float64(0.25)}
+	var certain int
+	for _, typ := range []string{"integer", "number"} {
+		for _, bound := range bounds {
+			for _, exclusive := range []bool{false, true} {
+				for _, which := range []string{"maximum", "minimum"} {
+					s := &spec.Schema{}
+					s.Type = spec.StringOrArray{typ}
+					if which == "maximum" {
+						s.Maximum, s.ExclusiveMaximum = &bound, exclusive
+					} else {
+						s.Minimum, s.ExclusiveMinimum = &bound, exclusive
+					}
+					v := createValidator{check: compileSchemaCheck(s, strfmt.Default), full: validate.NewSchemaValidator(s, nil, "", strfmt.Default)}
+					for _, value := range values {
+						if agree(t, v, value, fmt.Sprintf("type %s, %s %v (exclusive %v), value %v", typ, which, bound, exclusive, value)) {
+							certain++
+						}
+					}
+				}
+			}
+		}
+	}
+	// Plainly inside a bound is still confirmed.
+	ten := float64(10)
+	s := &spec.Schema{}
+	s.Type, s.Maximum = spec.StringOrArray{"integer"}, &ten
+	if !compileSchemaCheck(s, strfmt.Default).certainlyValid(int64(9), strfmt.Default) {
+		t.Error("9 under a maximum of 10 is not certain")
+	}
+	if certain == 0 {
+		t.Fatal("the check is never certain")
+	}
 }
