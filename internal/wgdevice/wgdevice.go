@@ -75,8 +75,16 @@ type Device struct {
 	PrivateKey wgkey.Key
 	PublicKey  wgkey.Key
 	ListenPort int
-	cmd        *exec.Cmd
-	output     *bytes.Buffer
+	ns         *netnstest.Namespace
+	proc       *process
+}
+
+// process is one run of wireguard-go for a Device.
+type process struct {
+	cmd     *exec.Cmd
+	output  *bytes.Buffer
+	exited  chan struct{}
+	release chan struct{}
 }
 
 // Start runs a wireguard-go device named prefix+random inside ns, gives it
@@ -85,58 +93,83 @@ type Device struct {
 func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int) *Device {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	d := &Device{Name: netnstest.UniqueName(prefix), output: &bytes.Buffer{}}
-	d.cmd = ns.Command(Binary(t), "-f", d.Name)
-	d.cmd.Env = append(os.Environ(), "WG_PROCESS_FOREGROUND=1")
-	d.cmd.Stdout, d.cmd.Stderr = d.output, d.output
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	// PR_SET_PDEATHSIG fires when the forking *thread* exits. Fork from a
-	// thread locked to a goroutine that lives until cleanup, so that no
-	// other goroutine (netnstest.Do ends its locked threads) can take the
-	// thread and end it early, and the device still dies with the test
-	// binary.
-	started := make(chan error, 1)
-	release := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		started <- d.cmd.Start()
-		<-release
-	}()
-	if err := <-started; err != nil {
-		close(release)
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = d.cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-exited
-		}
-		close(release)
-		_ = os.Remove(d.Socket())
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(d.Socket()); err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("wireguard-go %s exited: %s", d.Name, d.output.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("wireguard-go %s: no UAPI socket after 10s: %s", d.Name, d.output.String())
-		}
-	}
-
+	d := &Device{Name: netnstest.UniqueName(prefix), ns: ns}
+	t.Cleanup(func() { d.stop() })
+	d.launch(t)
 	var err error
 	if d.PrivateKey, d.PublicKey, err = wgkey.GeneratePair(); err != nil {
 		t.Fatal(err)
 	}
+	d.configure(t, listenPort)
+	return d
+}
+
+// Restart stops wireguard-go and starts a new one under the same name, as
+// a service manager restarting it would: the new device gets the same
+// private key and listen port back but has no peers, and its interface is
+// down with no address (see Up).
+func (d *Device) Restart(t testing.TB) {
+	t.Helper()
+	d.stop()
+	d.launch(t)
+	d.configure(t, d.ListenPort)
+}
+
+// launch starts wireguard-go and waits until its UAPI socket answers.
+func (d *Device) launch(t testing.TB) {
+	t.Helper()
+	p := &process{output: &bytes.Buffer{}, exited: make(chan struct{}), release: make(chan struct{})}
+	p.cmd = d.ns.Command(Binary(t), "-f", d.Name)
+	p.cmd.Env = append(os.Environ(), "WG_PROCESS_FOREGROUND=1")
+	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// PR_SET_PDEATHSIG fires when the forking *thread* exits. Fork from a
+	// thread locked to a goroutine that lives until the process is stopped,
+	// so that no other goroutine (netnstest.Do ends its locked threads) can
+	// take the thread and end it early, and the device still dies with the
+	// test binary.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		started <- p.cmd.Start()
+		<-p.release
+	}()
+	if err := <-started; err != nil {
+		close(p.release)
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	d.proc = p
+
+	// The socket file appears when it is bound, a moment before it
+	// listens: wait until a UAPI request is answered.
+	client, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := os.Stat(d.Socket())
+		if err == nil {
+			if _, err = client.Device(d.Name); err == nil {
+				return
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("wireguard-go %s exited: %s", d.Name, p.output.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("wireguard-go %s: UAPI socket not answering after 10s (%v): %s", d.Name, err, p.output.String())
+		}
+	}
+}
+
+// configure sets the device's private key and, unless 0, its listen port,
+// and records the port it listens on.
+func (d *Device) configure(t testing.TB, listenPort int) {
+	t.Helper()
 	client, err := wgctrl.New()
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +188,24 @@ func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int)
 		t.Fatal(err)
 	}
 	d.ListenPort = dev.ListenPort
-	return d
+}
+
+// stop ends the running wireguard-go, if any, and removes its socket.
+func (d *Device) stop() {
+	p := d.proc
+	if p == nil {
+		return
+	}
+	d.proc = nil
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	close(p.release)
+	_ = os.Remove(d.Socket())
 }
 
 // Socket is the device's UAPI socket.
