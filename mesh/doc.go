@@ -16,7 +16,8 @@
 // removal was missed or a pod CIDR was given out wrongly.
 //
 // mesh/wgmesh programs a kernel or userspace (wireguard-go) device through
-// wgctrl, sending only differences; mesh/memmesh keeps peers in memory;
+// wgctrl, sending only differences, and notices a device that restarted or
+// that someone else changed; mesh/memmesh keeps peers in memory;
 // mesh/meshtest is the conformance suite both pass and an interceptor for
 // fault injection. This package never imports wgctrl.
 package mesh

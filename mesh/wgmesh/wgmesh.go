@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -34,19 +35,36 @@ type Options struct {
 	Client Client
 	// Logger receives one line per change; default discards.
 	Logger *slog.Logger
+	// ResyncInterval is how long the peers a Mesh programmed are trusted
+	// without reading the device back: the first call after it reads the
+	// whole device and takes on what someone else changed (wg set). 0 means
+	// DefaultResyncInterval; a negative value leaves it to Resync. A restart
+	// of the device is noticed on the next call either way.
+	ResyncInterval time.Duration
 }
+
+// DefaultResyncInterval is the ResyncInterval of a Mesh whose Options leave
+// it unset. Reading a device with 1,000 peers costs about as much as a few
+// dozen one-peer upserts, so once a minute adds nothing measurable.
+const DefaultResyncInterval = time.Minute
 
 // Mesh is the mesh.Mesh of one WireGuard device.
 type Mesh struct {
-	device    string
-	client    Client
-	ownClient bool
-	log       *slog.Logger
+	device         string
+	client         Client
+	ownClient      bool
+	log            *slog.Logger
+	resyncInterval time.Duration
 
 	mu      sync.Mutex
 	public  wgkey.Key
 	peers   map[wgkey.Key]mesh.Peer
 	holders *allowedips.Table
+	// identity is that of the device as last read, readAt when; stale
+	// says a write failed, leaving the device's peers unknown.
+	identity deviceIdentity
+	readAt   time.Time
+	stale    bool
 }
 
 var _ mesh.Mesh = (*Mesh)(nil)
@@ -56,9 +74,12 @@ func New(ctx context.Context, device string, opts *Options) (*Mesh, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	m := &Mesh{device: device, client: opts.Client, log: opts.Logger}
+	m := &Mesh{device: device, client: opts.Client, log: opts.Logger, resyncInterval: opts.ResyncInterval}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.resyncInterval == 0 {
+		m.resyncInterval = DefaultResyncInterval
 	}
 	if m.client == nil {
 		c, err := wgctrl.New()
@@ -76,23 +97,92 @@ func New(ctx context.Context, device string, opts *Options) (*Mesh, error) {
 	return m, nil
 }
 
-// Resync re-reads the device's key and peers.
+// Resync reads the whole device now and takes on its key and peers. If the
+// device is not the one last read (it was restarted or re-created), it
+// first programs the peers this Mesh had and the new device lacks, as the
+// next call would have. Calls do this by themselves (see the package doc);
+// Resync is for a caller that wants it done at a time of its choosing.
 func (m *Mesh) Resync(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reload(identify(m.device))
+}
+
+// refresh brings the cached peers in line with the device before a call
+// relies on them. It reads the whole device only when the device's
+// identity changed, a write failed, or the cache is older than the
+// ResyncInterval; otherwise it costs one stat.
+func (m *Mesh) refresh() error {
+	id := identify(m.device)
+	if !id.same(m.identity) || m.stale || (m.resyncInterval > 0 && time.Since(m.readAt) >= m.resyncInterval) {
+		return m.reload(id)
+	}
+	return nil
+}
+
+// reload reads the whole device, whose identity is id, into the cache. On a
+// new device it restores the peers of the old one that the new one lacks.
+func (m *Mesh) reload(id deviceIdentity) error {
 	dev, err := m.client.Device(m.device)
 	if err != nil {
 		return fmt.Errorf("wgmesh: read device %s: %w", m.device, err)
 	}
-	peers := make(map[wgkey.Key]mesh.Peer, len(dev.Peers))
+	restarted := m.peers != nil && !id.same(m.identity)
+	peers := make(map[wgkey.Key]mesh.Peer, max(len(dev.Peers), len(m.peers)))
 	holders := new(allowedips.Table)
+	var changed int
 	for _, wp := range dev.Peers {
 		p := fromWG(wp)
+		if cached, ok := m.peers[p.PublicKey]; ok {
+			// A peer that roamed keeps the endpoint it was given, so that
+			// the next identical upsert does not send it back there.
+			if p.Endpoint.IsValid() {
+				p.Endpoint = cached.Endpoint
+			}
+			if !mesh.Equal(cached, p) {
+				changed++
+			}
+		} else {
+			changed++
+		}
 		peers[p.PublicKey] = p
 		holders.Add(p.PublicKey, p.AllowedIPs)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	var lost []mesh.Peer
+	for key, p := range m.peers {
+		if _, ok := peers[key]; !ok {
+			lost = append(lost, p)
+		}
+	}
+	slices.SortFunc(lost, func(a, b mesh.Peer) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
+	if restarted && len(lost) > 0 {
+		var restore []mesh.Peer
+		var configs []wgtypes.PeerConfig
+		for _, p := range lost {
+			if err := holders.Conflict(p.PublicKey, p.AllowedIPs); err != nil {
+				m.log.Warn("peer not restored on the new device", "device", m.device, "peer", p.PublicKey.String(), "error", err)
+				continue
+			}
+			holders.Add(p.PublicKey, p.AllowedIPs)
+			restore = append(restore, p)
+			configs = append(configs, newPeerConfig(p))
+		}
+		if len(configs) > 0 {
+			if err := m.client.ConfigureDevice(m.device, wgtypes.Config{Peers: configs}); err != nil {
+				m.stale = true
+				return fmt.Errorf("wgmesh: restore %d peers on restarted device %s: %w", len(configs), m.device, err)
+			}
+		}
+		for _, p := range restore {
+			peers[p.PublicKey] = p
+		}
+		m.log.Warn("device restarted; peers restored", "device", m.device, "restored", len(restore), "not_restored", len(lost)-len(restore))
+	} else if m.peers != nil && (changed > 0 || len(lost) > 0) {
+		m.log.Warn("device changed outside this mesh; its peers taken on", "device", m.device, "peers_changed_or_added", changed, "peers_removed", len(lost))
+	}
 	m.public = wgkey.Key(dev.PublicKey)
 	m.peers, m.holders = peers, holders
+	m.identity, m.readAt, m.stale = id, time.Now(), false
 	return nil
 }
 
@@ -100,6 +190,9 @@ func (m *Mesh) Resync(context.Context) error {
 func (m *Mesh) PublicKey(context.Context) (wgkey.Key, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refresh(); err != nil {
+		return wgkey.Key{}, err
+	}
 	return m.public, nil
 }
 
@@ -111,6 +204,9 @@ func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refresh(); err != nil {
+		return err
+	}
 	if err := m.holders.Conflict(p.PublicKey, p.AllowedIPs); err != nil {
 		return err
 	}
@@ -121,22 +217,23 @@ func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
 	if exists && mesh.Equal(old, p) {
 		return nil
 	}
-	pc := wgtypes.PeerConfig{PublicKey: wgtypes.Key(p.PublicKey)}
-	if !exists || !slices.Equal(old.AllowedIPs, p.AllowedIPs) {
-		pc.ReplaceAllowedIPs = true
-		pc.AllowedIPs = toIPNets(p.AllowedIPs)
-	}
-	if p.Endpoint.IsValid() && (!exists || old.Endpoint != p.Endpoint) {
-		pc.Endpoint = net.UDPAddrFromAddrPort(p.Endpoint)
-	}
-	if !exists || old.PersistentKeepalive != p.PersistentKeepalive {
-		keepalive := p.PersistentKeepalive
-		pc.PersistentKeepaliveInterval = &keepalive
-	}
+	pc := newPeerConfig(p)
 	if exists {
-		pc.UpdateOnly = true
+		pc = wgtypes.PeerConfig{PublicKey: wgtypes.Key(p.PublicKey), UpdateOnly: true}
+		if !slices.Equal(old.AllowedIPs, p.AllowedIPs) {
+			pc.ReplaceAllowedIPs = true
+			pc.AllowedIPs = toIPNets(p.AllowedIPs)
+		}
+		if p.Endpoint.IsValid() && old.Endpoint != p.Endpoint {
+			pc.Endpoint = net.UDPAddrFromAddrPort(p.Endpoint)
+		}
+		if old.PersistentKeepalive != p.PersistentKeepalive {
+			keepalive := p.PersistentKeepalive
+			pc.PersistentKeepaliveInterval = &keepalive
+		}
 	}
 	if err := m.client.ConfigureDevice(m.device, wgtypes.Config{Peers: []wgtypes.PeerConfig{pc}}); err != nil {
+		m.stale = true
 		return fmt.Errorf("wgmesh: configure peer %s on %s: %w", p.PublicKey, m.device, err)
 	}
 	if exists {
@@ -152,12 +249,16 @@ func (m *Mesh) UpsertPeer(_ context.Context, p mesh.Peer) error {
 func (m *Mesh) RemovePeer(_ context.Context, key wgkey.Key) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refresh(); err != nil {
+		return err
+	}
 	old, ok := m.peers[key]
 	if !ok {
 		return mesh.ErrPeerNotFound
 	}
 	err := m.client.ConfigureDevice(m.device, wgtypes.Config{Peers: []wgtypes.PeerConfig{{PublicKey: wgtypes.Key(key), Remove: true}}})
 	if err != nil {
+		m.stale = true
 		return fmt.Errorf("wgmesh: remove peer %s from %s: %w", key, m.device, err)
 	}
 	m.holders.Remove(key, old.AllowedIPs)
@@ -167,8 +268,15 @@ func (m *Mesh) RemovePeer(_ context.Context, key wgkey.Key) error {
 }
 
 // Peers implements mesh.Mesh by reading the device, so it shows what
-// WireGuard holds (including an endpoint the peer roamed to).
+// WireGuard holds (including an endpoint the peer roamed to). On a
+// restarted device it restores the peers first, as every call does.
 func (m *Mesh) Peers(context.Context) ([]mesh.Peer, error) {
+	m.mu.Lock()
+	err := m.refresh()
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	dev, err := m.client.Device(m.device)
 	if err != nil {
 		return nil, fmt.Errorf("wgmesh: read device %s: %w", m.device, err)
@@ -187,6 +295,21 @@ func (m *Mesh) Close() error {
 		return m.client.Close()
 	}
 	return nil
+}
+
+// newPeerConfig is the whole of p for a device that does not have it.
+func newPeerConfig(p mesh.Peer) wgtypes.PeerConfig {
+	keepalive := p.PersistentKeepalive
+	pc := wgtypes.PeerConfig{
+		PublicKey:                   wgtypes.Key(p.PublicKey),
+		ReplaceAllowedIPs:           true,
+		AllowedIPs:                  toIPNets(p.AllowedIPs),
+		PersistentKeepaliveInterval: &keepalive,
+	}
+	if p.Endpoint.IsValid() {
+		pc.Endpoint = net.UDPAddrFromAddrPort(p.Endpoint)
+	}
+	return pc
 }
 
 func fromWG(wp wgtypes.Peer) mesh.Peer {

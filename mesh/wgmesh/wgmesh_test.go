@@ -1,12 +1,15 @@
 package wgmesh_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,11 +51,20 @@ func TestConformanceOnWireguardGo(t *testing.T) {
 	})
 }
 
-// recorder is a wgmesh.Client that keeps every configuration sent.
+// recorder is a wgmesh.Client that keeps every configuration sent and
+// counts the device reads.
 type recorder struct {
 	wgmesh.Client
-	mu   sync.Mutex
-	sent []wgtypes.Config
+	mu    sync.Mutex
+	sent  []wgtypes.Config
+	reads int
+}
+
+func (r *recorder) Device(name string) (*wgtypes.Device, error) {
+	r.mu.Lock()
+	r.reads++
+	r.mu.Unlock()
+	return r.Client.Device(name)
 }
 
 func (r *recorder) ConfigureDevice(name string, cfg wgtypes.Config) error {
@@ -80,7 +92,9 @@ func TestProgramsDifferencesOnly(t *testing.T) {
 	}
 	defer client.Close()
 	rec := &recorder{Client: client}
-	m, err := wgmesh.New(ctx, dev.Name, &wgmesh.Options{Client: rec})
+	// No periodic read during the test: every read counted below would
+	// come from the calls themselves.
+	m, err := wgmesh.New(ctx, dev.Name, &wgmesh.Options{Client: rec, ResyncInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +124,9 @@ func TestProgramsDifferencesOnly(t *testing.T) {
 		}
 	}
 	rec.take()
+	rec.mu.Lock()
+	rec.reads = 0
+	rec.mu.Unlock()
 
 	if err := m.UpsertPeer(ctx, peer); err != nil {
 		t.Fatal(err)
@@ -144,6 +161,11 @@ func TestProgramsDifferencesOnly(t *testing.T) {
 			t.Fatalf("remove sent %+v", pc)
 		}
 	})
+	// Checking the device for a restart must not cost a read of all its
+	// peers per call.
+	if rec.reads != 0 {
+		t.Fatalf("the calls read the whole device %d times, want 0", rec.reads)
+	}
 	d, err := client.Device(dev.Name)
 	if err != nil || len(d.Peers) != 1 || d.Peers[0].PublicKey != wgtypes.Key(other.PublicKey) {
 		t.Fatalf("device peers after the changes: %+v, %v", d, err)
@@ -255,5 +277,164 @@ func TestTunnelCarriesTrafficAndFollowsPeers(t *testing.T) {
 	}
 	if err := meshA.RemovePeer(ctx, devB.PublicKey); err != nil || errors.Is(meshA.RemovePeer(ctx, devB.PublicKey), mesh.ErrPeerNotFound) == false {
 		t.Fatalf("remove twice: %v", err)
+	}
+}
+
+// devicePeers reads the peers the device holds, bypassing the Mesh.
+func devicePeers(t *testing.T, client *wgctrl.Client, name string) map[wgtypes.Key]wgtypes.Peer {
+	t.Helper()
+	d, err := client.Device(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[wgtypes.Key]wgtypes.Peer{}
+	for _, p := range d.Peers {
+		out[p.PublicKey] = p
+	}
+	return out
+}
+
+// expectOnDevice checks that the device holds exactly the given peers with
+// their allowed IPs, endpoint and keepalive.
+func expectOnDevice(t *testing.T, client *wgctrl.Client, name string, want ...mesh.Peer) {
+	t.Helper()
+	got := devicePeers(t, client, name)
+	if len(got) != len(want) {
+		t.Fatalf("device holds %d peers, want %d", len(got), len(want))
+	}
+	for _, w := range want {
+		g, ok := got[wgtypes.Key(w.PublicKey)]
+		if !ok {
+			t.Fatalf("device lacks peer %s", w.PublicKey)
+		}
+		var ips []string
+		for _, ipn := range g.AllowedIPs {
+			ips = append(ips, ipn.String())
+		}
+		var wantIPs []string
+		for _, p := range w.AllowedIPs {
+			wantIPs = append(wantIPs, p.String())
+		}
+		var endpoint netip.AddrPort
+		if g.Endpoint != nil {
+			endpoint = g.Endpoint.AddrPort()
+			endpoint = netip.AddrPortFrom(endpoint.Addr().Unmap(), endpoint.Port())
+		}
+		if fmt.Sprint(ips) != fmt.Sprint(wantIPs) || endpoint != w.Endpoint || g.PersistentKeepaliveInterval != w.PersistentKeepalive {
+			t.Fatalf("device holds peer %s as ips %v endpoint %v keepalive %v; want %v %v %v",
+				w.PublicKey, ips, endpoint, g.PersistentKeepaliveInterval, wantIPs, w.Endpoint, w.PersistentKeepalive)
+		}
+	}
+}
+
+// TestRepairsAfterDeviceRestart restarts wireguard-go under a running Mesh.
+// The restarted device has the same key but no peers; the next upsert, the
+// same as one made before the restart, must program that peer again and
+// bring back the others the Mesh had programmed.
+func TestRepairsAfterDeviceRestart(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	dev := newDevice(t)
+	client, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	var logs bytes.Buffer
+	m, err := wgmesh.New(ctx, dev.Name, &wgmesh.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	joining := mesh.Peer{
+		PublicKey:           meshtest.NewKey(t),
+		AllowedIPs:          []netip.Prefix{netip.MustParsePrefix("198.18.64.0/24"), netip.MustParsePrefix("198.19.0.2/32")},
+		Endpoint:            netip.MustParseAddrPort("198.18.0.2:51820"),
+		PersistentKeepalive: 25 * time.Second,
+	}
+	settled := mesh.Peer{PublicKey: meshtest.NewKey(t), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.3/32")}}
+	for _, p := range []mesh.Peer{joining, settled} {
+		if err := m.UpsertPeer(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectOnDevice(t, client, dev.Name, joining, settled)
+
+	dev.Restart(t)
+	expectOnDevice(t, client, dev.Name) // the restart dropped every peer
+
+	if err := m.UpsertPeer(ctx, joining); err != nil {
+		t.Fatal(err)
+	}
+	expectOnDevice(t, client, dev.Name, joining, settled)
+	if pub, err := m.PublicKey(ctx); err != nil || pub != dev.PublicKey {
+		t.Fatalf("PublicKey after the restart = %s, %v; want %s", pub, err, dev.PublicKey)
+	}
+
+	// A second restart is repaired by a removal just as well.
+	dev.Restart(t)
+	if err := m.RemovePeer(ctx, settled.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	expectOnDevice(t, client, dev.Name, joining)
+
+	if !strings.Contains(logs.String(), "restored=2") || strings.Contains(logs.String(), dev.PrivateKey.String()) {
+		t.Fatalf("logs do not report the restore, or show the private key:\n%s", logs.String())
+	}
+}
+
+// TestTakesOnChangesMadeBySomeoneElse changes a running device behind the
+// Mesh's back, as `wg set` would: one peer removed, another's allowed IPs
+// moved. Once the cache is re-read (after ResyncInterval, or by Resync),
+// the next upserts, the same as before, put both peers back.
+func TestTakesOnChangesMadeBySomeoneElse(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		resync   bool
+	}{
+		{"ResyncIntervalElapsed", time.Nanosecond, false},
+		{"ResyncCalled", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dev := newDevice(t)
+			client, err := wgctrl.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			m, err := wgmesh.New(ctx, dev.Name, &wgmesh.Options{ResyncInterval: tc.interval})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			removed := mesh.Peer{PublicKey: meshtest.NewKey(t), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.2/32")}}
+			moved := mesh.Peer{PublicKey: meshtest.NewKey(t), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.19.0.3/32")}}
+			for _, p := range []mesh.Peer{removed, moved} {
+				if err := m.UpsertPeer(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = client.ConfigureDevice(dev.Name, wgtypes.Config{Peers: []wgtypes.PeerConfig{
+				{PublicKey: wgtypes.Key(removed.PublicKey), Remove: true},
+				{PublicKey: wgtypes.Key(moved.PublicKey), UpdateOnly: true, ReplaceAllowedIPs: true, AllowedIPs: toNets([]netip.Prefix{netip.MustParsePrefix("198.19.9.9/32")})},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.resync {
+				if err := m.Resync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range []mesh.Peer{removed, moved} {
+				if err := m.UpsertPeer(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expectOnDevice(t, client, dev.Name, removed, moved)
+		})
 	}
 }
