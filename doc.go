@@ -11,10 +11,13 @@
 // and the audit trail. Its logic lives in a concrete Keyring over a small
 // Store interface, with joinkeys/sqlitestore (SQLite, WAL) and
 // joinkeys/memstore behind it and joinkeys/storetest as the conformance suite
-// both pass.
+// both pass. Node writes are compare-and-swap on a store-wide revision, so a
+// stale write never lands; joinkeys/addrpool is the address arithmetic
+// stores share.
 //
 // mesh owns the master's WireGuard peers: a Mesh interface that upserts,
-// removes and lists peers by public key, programming only differences.
+// removes and lists peers by public key, programming only differences and
+// refusing an allowed IP that overlaps another peer's.
 // mesh/wgmesh drives a kernel or userspace (wireguard-go) device through
 // wgctrl; mesh/memmesh keeps peers in memory; mesh/meshtest is the
 // conformance suite. wgkey is the WireGuard key type both share.
@@ -32,13 +35,13 @@
 // mistakes, and computes the resources `ray start` will see. It never talks
 // to a cluster.
 //
-// The gridweave/ directory holds the control-plane HTTP service that ties
-// the others together: the join flow (validate, register, disconnect), the
-// cluster endpoints over rayctl, the CRD and Ray proxies, KubeTorch, auth and
-// rate limits, with exactly one place that maps errors to HTTP statuses.
+// The gridweave/ directory is reserved for the control-plane HTTP service
+// that will tie the others together (the join flow, the cluster endpoints
+// over rayctl, the CRD and Ray proxies, KubeTorch); today it holds only its
+// package documentation.
 //
-// examples/ holds the thin binaries: the server, the launcher CLI and the
-// node-side join agent. internal/ holds helpers the SDK's own tests use, such
-// as internal/testcluster, which starts a real kube-apiserver with the real
-// KubeRay operator and kwok GPU nodes.
+// examples/ holds the thin binaries; today that is the launcher CLI and its
+// offline commands (check, render, lint, chart render). internal/ holds
+// helpers the SDK's own tests use, such as internal/testcluster, which starts
+// a real kube-apiserver with the real KubeRay operator and kwok GPU nodes.
 package gridweave

@@ -3,6 +3,9 @@ package joinkeys
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+
+	"gridweave.dev/joinkeys/addrpool"
 )
 
 // Sentinel errors. Every error the package returns wraps one of them, so
@@ -26,7 +29,15 @@ var (
 	ErrPublicKeyTaken    = errors.New("public key is registered under another hostname")
 	ErrNodeTokenRequired = errors.New("node already joined: a re-join must present its node token")
 	ErrNodeTokenInvalid  = errors.New("node token is not valid")
-	ErrPoolExhausted     = errors.New("no free VPN address left in the pool")
+	ErrPoolExhausted     = addrpool.ErrExhausted
+
+	// ErrNodeChanged: a node's record was written, or released and taken
+	// again, between the read a write was based on and the write. The
+	// Keyring retries such writes from a fresh read a few times before it
+	// returns it.
+	ErrNodeChanged = errors.New("node record changed concurrently")
+	// ErrPodCIDRConflict is wrapped by *PodCIDRConflictError.
+	ErrPodCIDRConflict = errors.New("pod CIDR overlaps addresses already routed elsewhere")
 )
 
 // FieldError reports a malformed field of a request, naming it.
@@ -47,29 +58,54 @@ func fieldError(field, format string, args ...any) error {
 }
 
 // HostnameTakenError is returned when a hostname is held by a node with a
-// different public key. It carries that node so callers can say how to free it.
+// different public key. It carries that node for administrators; its
+// message, which may reach the machine that asked, names only the hostname.
 type HostnameTakenError struct {
 	Existing Node
 }
 
 func (e *HostnameTakenError) Error() string {
-	return fmt.Sprintf("hostname %q is held by the node with public key %s (VPN IP %s); disconnect that node to free the hostname",
-		e.Existing.Hostname, e.Existing.PublicKey, e.Existing.VPNIP)
+	return fmt.Sprintf("hostname %q is held by another machine; an administrator can free it by disconnecting that node, or join under another hostname",
+		e.Existing.Hostname)
 }
 
 // Is makes errors.Is(err, ErrHostnameTaken) hold.
 func (e *HostnameTakenError) Is(target error) bool { return target == ErrHostnameTaken }
 
 // PublicKeyTakenError is returned when a public key is already registered
-// under another hostname.
+// under another hostname. The key is the caller's own, so the message names
+// the hostname it is registered under.
 type PublicKeyTakenError struct {
 	Existing Node
 }
 
 func (e *PublicKeyTakenError) Error() string {
-	return fmt.Sprintf("public key %s is registered for hostname %q; re-join with that hostname or disconnect it first",
-		e.Existing.PublicKey, e.Existing.Hostname)
+	return fmt.Sprintf("this public key is registered for hostname %q; re-join with that hostname or disconnect it first",
+		e.Existing.Hostname)
 }
 
 // Is makes errors.Is(err, ErrPublicKeyTaken) hold.
 func (e *PublicKeyTakenError) Is(target error) bool { return target == ErrPublicKeyTaken }
+
+// PodCIDRConflictError is returned when a pod CIDR would overlap addresses
+// the mesh already routes elsewhere: the VPN pool, the master's own
+// prefixes, or another node's pod CIDR (then Hostname names that node).
+type PodCIDRConflictError struct {
+	PodCIDR  netip.Prefix // the refused prefix
+	Overlaps netip.Prefix // what it overlaps
+	Hostname string       // the node holding Overlaps; empty for the pool or the master
+	What     string       // "the VPN pool", "the master's addresses" or "the pod CIDR of node …"
+}
+
+func (e *PodCIDRConflictError) Error() string {
+	return fmt.Sprintf("pod CIDR %s overlaps %s (%s)", e.PodCIDR, e.What, e.Overlaps)
+}
+
+// Is makes errors.Is(err, ErrPodCIDRConflict) hold.
+func (e *PodCIDRConflictError) Is(target error) bool { return target == ErrPodCIDRConflict }
+
+// NodePodCIDRConflict returns the error a Store gives when pod overlaps the
+// pod CIDR held of node hostname.
+func NodePodCIDRConflict(pod netip.Prefix, hostname string, held netip.Prefix) *PodCIDRConflictError {
+	return &PodCIDRConflictError{PodCIDR: pod, Overlaps: held, Hostname: hostname, What: fmt.Sprintf("the pod CIDR of node %q", hostname)}
+}

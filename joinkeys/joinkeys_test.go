@@ -115,3 +115,65 @@ func Example() {
 	// 198.18.0.2 true
 	// true
 }
+
+// TestSecretsRedactThemselves: the types that carry a join key or a node
+// token format and log themselves without it, whatever the verb or handler.
+func TestSecretsRedactThemselves(t *testing.T) {
+	ctx := context.Background()
+	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minted, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	provider, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindProvider, Org: "acme", Provider: "p", TTL: time.Hour})
+	req := joinkeys.JoinRequest{Key: minted.Secret, Hostname: "n1", PublicKey: storetest.PublicKey(t)}
+	res, err := kr.Join(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoin := joinkeys.JoinRequest{NodeToken: res.NodeToken, Hostname: "n1", PublicKey: req.PublicKey}
+	reg := joinkeys.Registration{NodeToken: res.NodeToken, Key: provider.Secret, Hostname: "n1"}
+	values := []any{minted, provider, req, rejoin, res, reg}
+	var out bytes.Buffer
+	for _, v := range values {
+		fmt.Fprintf(&out, "%v %+v %#v %s\n", v, v, v, v)
+	}
+	json := slog.New(slog.NewJSONHandler(&out, nil))
+	text := slog.New(slog.NewTextHandler(&out, nil))
+	for _, v := range values {
+		json.Info("x", "value", v)
+		text.Info("x", "value", v)
+	}
+	for name, secret := range map[string]string{"org key": minted.Secret, "provider JWT": provider.Secret, "node token": res.NodeToken} {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("the %s leaked:\n%s", name, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "n1") || !strings.Contains(out.String(), minted.ID) {
+		t.Errorf("redaction hid what is not secret:\n%s", out.String())
+	}
+}
+
+// TestHostnameTakenSaysNothingOfTheOtherMachine: the error reaches the
+// machine that asked; the holder's key and address stay in its fields.
+func TestHostnameTakenSaysNothingOfTheOtherMachine(t *testing.T) {
+	ctx := context.Background()
+	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	first, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "box", PublicKey: storetest.PublicKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "box", PublicKey: storetest.PublicKey(t)})
+	var taken *joinkeys.HostnameTakenError
+	if !errors.As(err, &taken) || taken.Existing.VPNIP != first.Node.VPNIP {
+		t.Fatalf("second machine: %v", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, first.Node.PublicKey.String()) || strings.Contains(msg, first.Node.VPNIP.String()) || !strings.Contains(msg, `"box"`) || !strings.Contains(msg, "disconnect") {
+		t.Errorf("message %q: want the hostname and how to free it, not the holder's key or address", msg)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxTTL bounds the lifetime of a minted key; default one year.
 	MaxTTL time.Duration
+	// MasterPrefixes are addresses the master routes itself besides the
+	// VPN pool (its underlay address, cluster and service CIDRs): a node's
+	// pod CIDR may not overlap them.
+	MasterPrefixes []netip.Prefix
 }
 
 // MinJWTSecretLen is the shortest JWT secret a Keyring accepts: HS256 keys
@@ -54,7 +59,13 @@ type Keyring struct {
 	now      func() time.Time
 	log      *slog.Logger
 	maxTTL   time.Duration
-	parser   *jwt.Parser
+	// parser checks a provider key's signature with the pinned algorithm;
+	// claims validates its claims, with MaxClockSkew of leeway on iat and
+	// nbf (expiry is checked exactly before it).
+	parser *jwt.Parser
+	claims *jwt.Validator
+
+	masterPrefixes []netip.Prefix
 }
 
 // New returns a Keyring over store.
@@ -77,6 +88,13 @@ func New(store Store, opts *Options) (*Keyring, error) {
 		now:      opts.Now,
 		log:      opts.Logger,
 		maxTTL:   opts.MaxTTL,
+
+		masterPrefixes: slices.Clone(opts.MasterPrefixes),
+	}
+	for i, p := range k.masterPrefixes {
+		if !p.IsValid() {
+			return nil, fieldError("master_prefixes", "entry %d is not a valid prefix", i)
+		}
 	}
 	if k.issuer == "" {
 		k.issuer = "gridweave"
@@ -95,10 +113,14 @@ func New(store Store, opts *Options) (*Keyring, error) {
 	}
 	k.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithoutClaimsValidation(),
+	)
+	k.claims = jwt.NewValidator(
 		jwt.WithIssuer(k.issuer),
 		jwt.WithAudience(k.audience),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
+		jwt.WithLeeway(MaxClockSkew),
 		jwt.WithTimeFunc(func() time.Time { return k.now() }),
 	)
 	return k, nil
@@ -254,7 +276,7 @@ func (k *Keyring) Check(ctx context.Context, presented string) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	if err := rec.usableAt(k.now()); err != nil {
+	if err := rec.UsableAt(k.now()); err != nil {
 		return rec.Key, fmt.Errorf("key %s: %w", rec.ID, err)
 	}
 	return rec.Key, nil
@@ -299,6 +321,12 @@ func (k *Keyring) lookupOrgKey(ctx context.Context, presented string) (KeyRecord
 func (k *Keyring) lookupProviderKey(ctx context.Context, token string) (KeyRecord, *providerClaims, error) {
 	claims := &providerClaims{}
 	_, err := k.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return k.secret, nil })
+	if err == nil && claims.ExpiresAt != nil && !k.now().Before(claims.ExpiresAt.Time) {
+		err = jwt.ErrTokenExpired // exact, like an org key's expiry
+	}
+	if err == nil {
+		err = k.claims.Validate(claims)
+	}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return KeyRecord{}, nil, ErrKeyExpired
@@ -380,11 +408,12 @@ func (k *Keyring) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error)
 	return k.store.Audit(ctx, q)
 }
 
-// audit appends an event. A failure to record it is logged, not returned:
-// the action it describes has already happened.
+// audit appends an event. It is written even when the caller's context was
+// cancelled (a client that went away): the action it records has already
+// happened. A failure to record it is logged, not returned.
 func (k *Keyring) audit(ctx context.Context, e AuditEvent) {
 	e.At = k.now().UTC()
-	if err := k.store.AppendAudit(ctx, e); err != nil {
+	if err := k.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		k.log.Error("audit event not stored", "type", e.Type, "key_id", e.KeyID, "hostname", e.Hostname, "err", err)
 	}
 }
@@ -411,19 +440,4 @@ func isLowerHex(s string) bool {
 func hashToken(token string) []byte {
 	sum := sha256.Sum256([]byte(token))
 	return sum[:]
-}
-
-// validPodCIDR parses an optional pod CIDR.
-func validPodCIDR(s string) (netip.Prefix, error) {
-	if s == "" {
-		return netip.Prefix{}, nil
-	}
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fieldError("pod_cidr", "%q is not a CIDR", s)
-	}
-	if p.Masked() != p {
-		return netip.Prefix{}, fieldError("pod_cidr", "%s has host bits set", s)
-	}
-	return p, nil
 }

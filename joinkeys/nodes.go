@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -84,7 +85,7 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 		return JoinResult{}, "", err
 	}
 	now := k.now().UTC()
-	if err := key.usableAt(now); err != nil {
+	if err := key.UsableAt(now); err != nil {
 		return JoinResult{}, key.ID, fmt.Errorf("key %s: %w", key.ID, err)
 	}
 	token := nodeTokenPfx + randomHex(secretHexLen/2)
@@ -103,7 +104,7 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 			},
 			TokenHash: hashToken(token),
 		},
-		Pool:       k.pool,
+		Addresses:  k.pool.Addresses(),
 		SpendKeyID: key.ID,
 		Now:        now,
 		Event:      AuditEvent{At: now, Type: EventValidationAccepted, KeyID: key.ID, Hostname: req.Hostname, Actor: req.Source, Reason: "first join"},
@@ -127,18 +128,66 @@ func (k *Keyring) rejoin(ctx context.Context, existing NodeRecord, req JoinReque
 	if req.NodeToken == "" {
 		return JoinResult{}, existing.JoinKeyID, fmt.Errorf("%w (hostname %q); to start over, disconnect the node first", ErrNodeTokenRequired, existing.Hostname)
 	}
-	if !tokenMatches(existing, req.NodeToken) {
-		return JoinResult{}, existing.JoinKeyID, ErrNodeTokenInvalid
-	}
 	now := k.now().UTC()
-	if req.Version != "" {
-		existing.Version = req.Version
-	}
-	existing.UpdatedAt, existing.LastSeen = now, now
-	if err := k.store.UpdateNode(ctx, existing); err != nil {
+	rec, err := k.changeNode(ctx, existing, func(rec *NodeRecord) error {
+		if rec.PublicKey != existing.PublicKey || !tokenMatches(*rec, req.NodeToken) {
+			return ErrNodeTokenInvalid
+		}
+		if req.Version != "" {
+			rec.Version = req.Version
+		}
+		rec.UpdatedAt, rec.LastSeen = now, now
+		return nil
+	})
+	if err != nil {
 		return JoinResult{}, existing.JoinKeyID, err
 	}
-	return JoinResult{Node: existing.Node, NodeToken: req.NodeToken, Rejoined: true}, existing.JoinKeyID, nil
+	return JoinResult{Node: rec.Node, NodeToken: req.NodeToken, Rejoined: true}, rec.JoinKeyID, nil
+}
+
+// maxWriteAttempts bounds how often a node write is tried again from a
+// fresh read after another write got in between.
+const maxWriteAttempts = 8
+
+// changeNode applies change to the node as stored and writes it back under
+// its revision. When another write got in between, it reads the node again
+// and applies change to the fresh record, so change must decide from the
+// record it is given (and check the caller's credentials there: after a
+// release the hostname may belong to another machine). first, if it has a
+// hostname, is a record already read.
+func (k *Keyring) changeNode(ctx context.Context, first NodeRecord, change func(*NodeRecord) error) (NodeRecord, error) {
+	rec := first
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			var err error
+			if rec, err = k.store.Node(ctx, first.Hostname); err != nil {
+				return NodeRecord{}, err
+			}
+		}
+		if err := change(&rec); err != nil {
+			return NodeRecord{}, err
+		}
+		written, err := k.store.UpdateNode(ctx, rec)
+		if errors.Is(err, ErrNodeChanged) && attempt < maxWriteAttempts {
+			continue
+		}
+		if errors.Is(err, ErrNodeChanged) {
+			return NodeRecord{}, fmt.Errorf("node %q: %w %d times in a row; try again", first.Hostname, err, attempt)
+		}
+		return written, err
+	}
+}
+
+// changeNodeByHostname is changeNode starting from a fresh read.
+func (k *Keyring) changeNodeByHostname(ctx context.Context, hostname string, change func(*NodeRecord) error) (NodeRecord, error) {
+	if err := ValidateHostname(hostname); err != nil {
+		return NodeRecord{}, err
+	}
+	rec, err := k.store.Node(ctx, hostname)
+	if err != nil {
+		return NodeRecord{}, err
+	}
+	return k.changeNode(ctx, rec, change)
 }
 
 func tokenMatches(rec NodeRecord, token string) bool {
@@ -166,21 +215,23 @@ func (k *Keyring) AuthenticateNode(ctx context.Context, hostname, token string) 
 	return rec.Node, nil
 }
 
-// Registration is a node's register call, after its tunnel is up.
+// Registration is a node's register call, after its tunnel is up. A node
+// never names its pod CIDR: that comes from Kubernetes (SetNodePodCIDR).
 type Registration struct {
-	// Either NodeToken, or Key together with the PublicKey the node was
-	// reserved for by that same key.
+	// NodeToken, or Key together with the PublicKey the node was reserved
+	// for by that same key. The key only completes a reservation still in
+	// StatusValidated; every later registration needs the node token.
 	NodeToken string
 	Key       string
 	Hostname  string
 	PublicKey string
 	Version   string
 	GPUs      []GPU
-	PodCIDR   string // optional; the node's pod CIDR once known
 	Source    string
 }
 
-// Register finalises a node: status registered, version, GPUs and pod CIDR.
+// Register finalises a node: status registered, version and GPUs. The
+// same report twice changes nothing but the node's times.
 func (k *Keyring) Register(ctx context.Context, r Registration) (Node, error) {
 	node, err := k.register(ctx, r)
 	if err != nil {
@@ -203,21 +254,14 @@ func (k *Keyring) register(ctx context.Context, r Registration) (Node, error) {
 	if err := validateGPUs(r.GPUs); err != nil {
 		return Node{}, err
 	}
-	podCIDR, err := validPodCIDR(r.PodCIDR)
-	if err != nil {
-		return Node{}, err
-	}
-	rec, err := k.store.Node(ctx, r.Hostname)
-	if errors.Is(err, ErrNodeNotFound) {
-		return Node{}, fmt.Errorf("%w: %q has not been validated", ErrNodeNotFound, r.Hostname)
-	}
-	if err != nil {
-		return Node{}, err
-	}
+	var authorize func(rec NodeRecord) error
 	switch {
 	case r.NodeToken != "":
-		if !tokenMatches(rec, r.NodeToken) {
-			return Node{}, ErrNodeTokenInvalid
+		authorize = func(rec NodeRecord) error {
+			if !tokenMatches(rec, r.NodeToken) {
+				return ErrNodeTokenInvalid
+			}
+			return nil
 		}
 	case r.Key != "":
 		pub, err := ParsePublicKey(r.PublicKey)
@@ -228,29 +272,45 @@ func (k *Keyring) register(ctx context.Context, r Registration) (Node, error) {
 		if err != nil && !errors.Is(err, ErrKeyExhausted) { // its last use may have admitted this node
 			return Node{}, err
 		}
-		if pub != rec.PublicKey || key.ID != rec.JoinKeyID {
-			return Node{}, fmt.Errorf("%w: the key and public key do not match the reservation of %q", ErrNodeTokenRequired, r.Hostname)
+		authorize = func(rec NodeRecord) error {
+			if pub != rec.PublicKey || key.ID != rec.JoinKeyID {
+				return fmt.Errorf("%w: the key and public key do not match the reservation of %q", ErrNodeTokenRequired, r.Hostname)
+			}
+			if rec.Status != StatusValidated {
+				return fmt.Errorf("%w: %q is %s, and the join key only completes a validated reservation", ErrNodeTokenRequired, r.Hostname, rec.Status)
+			}
+			return nil
 		}
 	default:
 		return Node{}, fieldError("node_token", "a node token (or the join key with the reserved public key) is required")
 	}
-	now := k.now().UTC()
-	if r.Version != "" {
-		rec.Version = r.Version
+	rec, err := k.store.Node(ctx, r.Hostname)
+	if errors.Is(err, ErrNodeNotFound) {
+		return Node{}, fmt.Errorf("%w: %q has not been validated", ErrNodeNotFound, r.Hostname)
 	}
-	rec.GPUs = slices.Clone(r.GPUs)
-	if podCIDR.IsValid() {
-		rec.PodCIDR = podCIDR
-	}
-	rec.Status = StatusRegistered
-	if rec.RegisteredAt.IsZero() {
-		rec.RegisteredAt = now
-	}
-	rec.UpdatedAt, rec.LastSeen = now, now
-	if err := k.store.UpdateNode(ctx, rec); err != nil {
+	if err != nil {
 		return Node{}, err
 	}
-	return rec.Node, nil
+	now := k.now().UTC()
+	rec, err = k.changeNode(ctx, rec, func(rec *NodeRecord) error {
+		if err := authorize(*rec); err != nil {
+			return err
+		}
+		if r.Version != "" {
+			rec.Version = r.Version
+		}
+		rec.GPUs = slices.Clone(r.GPUs)
+		rec.Status = StatusRegistered
+		if rec.RegisteredAt.IsZero() {
+			rec.RegisteredAt = now
+		}
+		rec.UpdatedAt, rec.LastSeen = now, now
+		return nil
+	})
+	if errors.Is(err, ErrNodeNotFound) {
+		return Node{}, ErrNodeTokenInvalid // released while we worked
+	}
+	return rec.Node, err
 }
 
 // ReportVersion records the version a node runs, authenticated by its token.
@@ -261,68 +321,101 @@ func (k *Keyring) ReportVersion(ctx context.Context, hostname, token, version st
 	if version == "" {
 		return Node{}, fieldError("version", "is required")
 	}
-	if _, err := k.AuthenticateNode(ctx, hostname, token); err != nil {
-		return Node{}, err
-	}
-	rec, err := k.store.Node(ctx, hostname)
-	if err != nil {
-		return Node{}, err
-	}
 	now := k.now().UTC()
-	rec.Version, rec.UpdatedAt, rec.LastSeen = version, now, now
-	if err := k.store.UpdateNode(ctx, rec); err != nil {
-		return Node{}, err
+	rec, err := k.changeNodeByHostname(ctx, hostname, func(rec *NodeRecord) error {
+		if !tokenMatches(*rec, token) {
+			return ErrNodeTokenInvalid
+		}
+		rec.Version, rec.UpdatedAt, rec.LastSeen = version, now, now
+		return nil
+	})
+	if errors.Is(err, ErrNodeNotFound) {
+		return Node{}, ErrNodeTokenInvalid
 	}
-	return rec.Node, nil
+	return rec.Node, err
 }
 
-// SetNodePodCIDR records the pod CIDR Kubernetes gave the node.
-func (k *Keyring) SetNodePodCIDR(ctx context.Context, hostname, podCIDR string) (Node, error) {
-	p, err := validPodCIDR(podCIDR)
-	if err != nil {
-		return Node{}, err
+// SetNodePodCIDR records the pod CIDR Kubernetes gave the node
+// (Node.spec.podCIDR); an invalid (zero) prefix clears it. It is for the
+// service, never for the node itself: in the mesh the prefix becomes a
+// route to that node. A prefix that overlaps the VPN pool, one of
+// Options.MasterPrefixes or another node's pod CIDR is refused with
+// *PodCIDRConflictError.
+func (k *Keyring) SetNodePodCIDR(ctx context.Context, hostname string, podCIDR netip.Prefix) (Node, error) {
+	if podCIDR.IsValid() {
+		if err := k.checkPodCIDR(podCIDR); err != nil {
+			return Node{}, err
+		}
 	}
-	return k.updateNode(ctx, hostname, func(rec *NodeRecord) { rec.PodCIDR = p })
+	now := k.now().UTC()
+	rec, err := k.changeNodeByHostname(ctx, hostname, func(rec *NodeRecord) error {
+		rec.PodCIDR = podCIDR
+		rec.UpdatedAt = now
+		return nil
+	})
+	return rec.Node, err
+}
+
+func (k *Keyring) checkPodCIDR(p netip.Prefix) error {
+	if p.Masked() != p {
+		return fieldError("pod_cidr", "%s has host bits set; did you mean %s?", p, p.Masked())
+	}
+	if pool := k.pool.Prefix(); pool.IsValid() && pool.Overlaps(p) {
+		return &PodCIDRConflictError{PodCIDR: p, Overlaps: pool, What: "the VPN pool"}
+	}
+	for _, m := range k.masterPrefixes {
+		if m.Overlaps(p) {
+			return &PodCIDRConflictError{PodCIDR: p, Overlaps: m, What: "the master's addresses"}
+		}
+	}
+	return nil
 }
 
 // MarkDisconnected sets a node's status to disconnected, keeping its
 // hostname and address (Release frees them).
 func (k *Keyring) MarkDisconnected(ctx context.Context, hostname, actor string) (Node, error) {
-	node, err := k.updateNode(ctx, hostname, func(rec *NodeRecord) { rec.Status = StatusDisconnected })
-	if err == nil {
-		k.audit(ctx, AuditEvent{Type: EventNodeDisconnected, KeyID: node.JoinKeyID, Hostname: hostname, Actor: actor})
-	}
-	return node, err
-}
-
-func (k *Keyring) updateNode(ctx context.Context, hostname string, change func(*NodeRecord)) (Node, error) {
-	if err := ValidateHostname(hostname); err != nil {
-		return Node{}, err
-	}
-	rec, err := k.store.Node(ctx, hostname)
+	now := k.now().UTC()
+	rec, err := k.changeNodeByHostname(ctx, hostname, func(rec *NodeRecord) error {
+		rec.Status, rec.UpdatedAt = StatusDisconnected, now
+		return nil
+	})
 	if err != nil {
 		return Node{}, err
 	}
-	change(&rec)
-	rec.UpdatedAt = k.now().UTC()
-	if err := k.store.UpdateNode(ctx, rec); err != nil {
-		return Node{}, err
-	}
+	k.audit(ctx, AuditEvent{Type: EventNodeDisconnected, KeyID: rec.JoinKeyID, Hostname: hostname, Actor: actor})
 	return rec.Node, nil
 }
 
 // Release removes a node from the ledger, freeing its hostname and VPN
 // address for reuse. ErrNodeNotFound if there is no such node.
 func (k *Keyring) Release(ctx context.Context, hostname, actor string) (Node, error) {
+	return k.release(ctx, hostname, 0, actor, "")
+}
+
+// ReleaseIfUnchanged is Release of exactly the node n as it was read: it
+// fails with ErrNodeChanged if the node was written since (for example,
+// when a half-finished join registered after all). reason goes into the
+// audit trail.
+func (k *Keyring) ReleaseIfUnchanged(ctx context.Context, n Node, actor, reason string) (Node, error) {
+	if n.Revision == 0 {
+		return Node{}, errors.New("joinkeys: ReleaseIfUnchanged needs a node read from the ledger")
+	}
+	return k.release(ctx, n.Hostname, n.Revision, actor, reason)
+}
+
+func (k *Keyring) release(ctx context.Context, hostname string, revision int64, actor, reason string) (Node, error) {
 	if err := ValidateHostname(hostname); err != nil {
 		return Node{}, err
 	}
-	rec, err := k.store.DeleteNode(ctx, hostname)
+	rec, err := k.store.DeleteNode(ctx, hostname, revision)
 	if err != nil {
 		return Node{}, err
 	}
+	if reason != "" {
+		reason += "; "
+	}
 	k.audit(ctx, AuditEvent{Type: EventNodeReleased, KeyID: rec.JoinKeyID, Hostname: hostname, Actor: actor,
-		Reason: "released " + rec.VPNIP.String()})
+		Reason: reason + "released " + rec.VPNIP.String()})
 	k.log.Info("node released", "hostname", hostname, "vpn_ip", rec.VPNIP)
 	return rec.Node, nil
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"time"
 
+	"gridweave.dev/joinkeys/addrpool"
 	"gridweave.dev/wgkey"
 )
 
 // Store keeps the ledger. It only stores: every decision about keys, tokens
-// and identities is the Keyring's. A Store must be safe for concurrent use
-// and must make ReserveNode atomic: the key spend, the address allocation and
-// the node insert happen together or not at all, and hostname, public key and
-// VPN IP are unique among stored nodes.
+// and identities is the Keyring's. A Store must be safe for concurrent use,
+// make ReserveNode atomic (the key spend, the address allocation and the
+// node insert happen together or not at all), keep hostname, public key and
+// VPN IP unique among stored nodes, keep pod CIDRs from overlapping, and
+// write nodes only under their revision (compare-and-swap), so that a write
+// based on a stale read never lands.
 //
 // joinkeys/sqlitestore and joinkeys/memstore implement it;
 // joinkeys/storetest.Run checks an implementation.
@@ -26,14 +29,15 @@ type Store interface {
 	// time) and returns it, or ErrKeyNotFound.
 	RevokeKey(ctx context.Context, id string, at time.Time) (KeyRecord, error)
 
-	// ReserveNode inserts a node and gives it an address from the pool, in
-	// one transaction. If r.SpendKeyID is set, it first spends one use of
-	// that key: the key must exist (ErrKeyNotFound) and pass CheckSpend at
-	// r.Now; its use count and last-used time are updated. A hostname held
-	// by another node yields *HostnameTakenError, a public key held by
-	// another node *PublicKeyTakenError, an exhausted pool ErrPoolExhausted;
-	// on any error nothing is written. If r.Event.Type is set, the event is
-	// appended to the audit trail in the same transaction.
+	// ReserveNode inserts a node and gives it an address from r.Addresses,
+	// in one transaction, with a new Revision. If r.SpendKeyID is set, it
+	// first spends one use of that key: the key must exist (ErrKeyNotFound)
+	// and be UsableAt r.Now; its use count and last-used time are updated.
+	// A hostname held by another node yields *HostnameTakenError, a public
+	// key held by another node *PublicKeyTakenError, a pod CIDR overlapping
+	// another node's *PodCIDRConflictError, an exhausted range
+	// ErrPoolExhausted; on any error nothing is written. If r.Event.Type is
+	// set, the event is appended to the audit trail in the same transaction.
 	ReserveNode(ctx context.Context, r Reservation) (NodeRecord, error)
 	// Node returns the node with hostname, or ErrNodeNotFound.
 	Node(ctx context.Context, hostname string) (NodeRecord, error)
@@ -42,12 +46,18 @@ type Store interface {
 	// Nodes returns every node ordered by hostname.
 	Nodes(ctx context.Context) ([]NodeRecord, error)
 	// UpdateNode replaces the mutable fields (Version, GPUs, PodCIDR,
-	// Status, UpdatedAt, RegisteredAt, LastSeen, TokenHash) of the node with
-	// n.Hostname, or returns ErrNodeNotFound.
-	UpdateNode(ctx context.Context, n NodeRecord) error
+	// Status, UpdatedAt, RegisteredAt, LastSeen, TokenHash) of the node
+	// with n.Hostname if its stored Revision is still n.Revision, gives it a
+	// new Revision and returns it as stored. ErrNodeNotFound if there is no
+	// such node, ErrNodeChanged if it was written (or released and taken
+	// again) since n was read, *PodCIDRConflictError if n.PodCIDR overlaps
+	// another node's; on any error nothing is written.
+	UpdateNode(ctx context.Context, n NodeRecord) (NodeRecord, error)
 	// DeleteNode removes the node with hostname and returns its address to
-	// the free list of its pool, or returns ErrNodeNotFound.
-	DeleteNode(ctx context.Context, hostname string) (NodeRecord, error)
+	// the free list of its range. If revision is not zero, the node is
+	// removed only if its stored Revision is still revision
+	// (ErrNodeChanged otherwise). ErrNodeNotFound if there is no such node.
+	DeleteNode(ctx context.Context, hostname string, revision int64) (NodeRecord, error)
 
 	// AppendAudit stores an event; the store assigns its ID.
 	AppendAudit(ctx context.Context, e AuditEvent) error
@@ -72,10 +82,11 @@ type NodeRecord struct {
 	PoolID    string
 }
 
-// Reservation asks a Store to insert Node with an address from Pool.
+// Reservation is the argument of Store.ReserveNode: insert Node with an
+// address from Addresses, spending one use of SpendKeyID if set.
 type Reservation struct {
-	Node       NodeRecord // VPNIP and PoolID are set by the store
-	Pool       Pool
+	Node       NodeRecord // VPNIP, PoolID and Revision are set by the store
+	Addresses  addrpool.Range
 	SpendKeyID string
 	Now        time.Time
 	// Event, if its Type is set, is audited atomically with the reservation.

@@ -37,14 +37,18 @@ type Key struct {
 // Revoked reports whether the key was revoked.
 func (k Key) Revoked() bool { return !k.RevokedAt.IsZero() }
 
-// usableAt returns nil if the key may be used at now, or the reason it may not.
-func (k Key) usableAt(now time.Time) error {
+// UsableAt returns nil if the key may be used to admit a node at now, or
+// the reason it may not: ErrKeyRevoked, ErrKeyExpired (expiry is exact),
+// ErrKeyNotYetValid (its creation is more than MaxClockSkew ahead of now) or
+// ErrKeyExhausted. A Store applies it, inside its transaction, before it
+// spends a use.
+func (k Key) UsableAt(now time.Time) error {
 	switch {
 	case k.Revoked():
 		return ErrKeyRevoked
 	case !now.Before(k.ExpiresAt):
 		return ErrKeyExpired
-	case now.Before(k.CreatedAt.Add(-maxClockSkew)):
+	case now.Before(k.CreatedAt.Add(-MaxClockSkew)):
 		return ErrKeyNotYetValid
 	case k.MaxUses > 0 && k.Uses >= k.MaxUses:
 		return ErrKeyExhausted
@@ -52,12 +56,11 @@ func (k Key) usableAt(now time.Time) error {
 	return nil
 }
 
-// CheckSpend is the rule a Store applies, inside its transaction, before it
-// spends one use of a key at now: nil if the key may be used.
-func CheckSpend(k Key, now time.Time) error { return k.usableAt(now) }
-
-// maxClockSkew is the tolerance for clocks of the minting and checking hosts.
-const maxClockSkew = time.Minute
+// MaxClockSkew is how far the clock of a host checking a key may run behind
+// the host that minted it: a key's creation (an org key's CreatedAt, a
+// provider key's iat and nbf) may lie this far in the future. Expiry has no
+// such leeway, for either kind: an expired key is expired.
+const MaxClockSkew = time.Minute
 
 // Status is where a node is in the join flow.
 type Status string
@@ -94,6 +97,11 @@ type Node struct {
 	UpdatedAt    time.Time
 	RegisteredAt time.Time
 	LastSeen     time.Time
+	// Revision changes with every write of the node. Revisions increase
+	// store-wide and are never reused, also not by a new node under a
+	// released hostname, so a write conditioned on one cannot land on
+	// another machine's record.
+	Revision int64
 }
 
 // EventType names an audit event.

@@ -72,7 +72,7 @@ func randomSuffix() string { return netnstest.UniqueName("")[:8] }
 // Device is a running wireguard-go device.
 type Device struct {
 	Name       string
-	PrivateKey wgkey.Key
+	PrivateKey wgkey.PrivateKey
 	PublicKey  wgkey.Key
 	ListenPort int
 	ns         *netnstest.Namespace

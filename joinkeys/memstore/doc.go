@@ -1,5 +1,5 @@
 // Package memstore is an in-memory joinkeys.Store: the ledger lives in maps
-// behind one mutex, so a reservation is trivially atomic. The zero value is
-// ready to use. It suits tests, examples and the embedded demo; nothing
-// survives the process.
+// behind one mutex, so a reservation is trivially atomic and a node write
+// checks its revision under the same lock. The zero value is ready to use.
+// It suits tests and examples; nothing survives the process.
 package memstore

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/addrpool"
 	"gridweave.dev/wgkey"
 )
 
@@ -26,6 +27,7 @@ type Store struct {
 	free    map[string]*addrHeap // pool → released addresses
 	audit   []joinkeys.AuditEvent
 	auditID int64
+	rev     int64 // the last revision given to a node
 	closed  bool
 }
 
@@ -128,7 +130,7 @@ func (s *Store) ReserveNode(_ context.Context, r joinkeys.Reservation) (joinkeys
 		if !ok {
 			return joinkeys.NodeRecord{}, joinkeys.ErrKeyNotFound
 		}
-		if err := joinkeys.CheckSpend(k.Key, r.Now); err != nil {
+		if err := k.UsableAt(r.Now); err != nil {
 			return joinkeys.NodeRecord{}, fmt.Errorf("key %s: %w", k.ID, err)
 		}
 		spent = k
@@ -140,10 +142,13 @@ func (s *Store) ReserveNode(_ context.Context, r joinkeys.Reservation) (joinkeys
 	if host, ok := s.byKey[n.PublicKey]; ok {
 		return joinkeys.NodeRecord{}, &joinkeys.PublicKeyTakenError{Existing: cloneNode(s.nodes[host]).Node}
 	}
+	if err := s.checkPodCIDR(n); err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
 	// Allocation mutates the free list and high-water mark; work on a
 	// transaction view and commit only on success.
 	tx := &book{s: s, next: map[string]uint32{}}
-	addr, err := r.Pool.Allocate(tx)
+	addr, err := r.Addresses.Allocate(tx)
 	if err != nil {
 		tx.rollback()
 		return joinkeys.NodeRecord{}, err
@@ -157,11 +162,13 @@ func (s *Store) ReserveNode(_ context.Context, r joinkeys.Reservation) (joinkeys
 		s.keys[spent.ID] = spent
 	}
 	n.VPNIP = addr
-	n.PoolID = r.Pool.ID()
+	n.PoolID = r.Addresses.ID()
+	s.rev++
+	n.Revision = s.rev
 	n = cloneNode(n)
 	s.nodes[n.Hostname] = n
 	s.byKey[n.PublicKey] = n.Hostname
-	s.byIP[joinkeys.AddrToUint32(addr)] = n.Hostname
+	s.byIP[addrpool.ToUint32(addr)] = n.Hostname
 	if r.Event.Type != "" {
 		s.appendAudit(r.Event)
 	}
@@ -209,14 +216,22 @@ func (s *Store) Nodes(context.Context) ([]joinkeys.NodeRecord, error) {
 }
 
 // UpdateNode implements joinkeys.Store.
-func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord) error {
+func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord) (joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {
-		return err
+		return joinkeys.NodeRecord{}, err
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.nodes[n.Hostname]
 	if !ok {
-		return joinkeys.ErrNodeNotFound
+		return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
+	}
+	if cur.Revision != n.Revision {
+		return joinkeys.NodeRecord{}, fmt.Errorf("%w: %q is at revision %d, the write was based on %d", joinkeys.ErrNodeChanged, n.Hostname, cur.Revision, n.Revision)
+	}
+	if n.PodCIDR != cur.PodCIDR {
+		if err := s.checkPodCIDR(n); err != nil {
+			return joinkeys.NodeRecord{}, err
+		}
 	}
 	cur.Version = n.Version
 	cur.GPUs = slices.Clone(n.GPUs)
@@ -228,12 +243,27 @@ func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord) error {
 	if len(n.TokenHash) > 0 {
 		cur.TokenHash = slices.Clone(n.TokenHash)
 	}
+	s.rev++
+	cur.Revision = s.rev
 	s.nodes[n.Hostname] = cur
+	return cloneNode(cur), nil
+}
+
+// checkPodCIDR refuses n's pod CIDR if it overlaps another node's.
+func (s *Store) checkPodCIDR(n joinkeys.NodeRecord) error {
+	if !n.PodCIDR.IsValid() {
+		return nil
+	}
+	for host, other := range s.nodes {
+		if host != n.Hostname && other.PodCIDR.IsValid() && other.PodCIDR.Overlaps(n.PodCIDR) {
+			return joinkeys.NodePodCIDRConflict(n.PodCIDR, host, other.PodCIDR)
+		}
+	}
 	return nil
 }
 
 // DeleteNode implements joinkeys.Store.
-func (s *Store) DeleteNode(_ context.Context, hostname string) (joinkeys.NodeRecord, error) {
+func (s *Store) DeleteNode(_ context.Context, hostname string, revision int64) (joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -242,7 +272,10 @@ func (s *Store) DeleteNode(_ context.Context, hostname string) (joinkeys.NodeRec
 	if !ok {
 		return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 	}
-	ip := joinkeys.AddrToUint32(n.VPNIP)
+	if revision != 0 && n.Revision != revision {
+		return joinkeys.NodeRecord{}, fmt.Errorf("%w: %q is at revision %d, the release was based on %d", joinkeys.ErrNodeChanged, hostname, n.Revision, revision)
+	}
+	ip := addrpool.ToUint32(n.VPNIP)
 	delete(s.nodes, hostname)
 	delete(s.byKey, n.PublicKey)
 	delete(s.byIP, ip)
@@ -297,7 +330,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// book is the joinkeys.AddressBook of one reservation. Pops from the free
+// book is the addrpool.Book of one reservation. Pops from the free
 // list are remembered so a failed allocation can put them back.
 type book struct {
 	s      *Store

@@ -143,6 +143,11 @@ func TestCrashKeepsAcknowledgedReservations(t *testing.T) {
 			record(line)
 		}
 		_ = cmd.Wait()
+		// A child that stopped on its own (an error, a panic) proves nothing
+		// about crashes: it must have died of the SIGKILL.
+		if status, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !status.Signaled() || status.Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: the child was not killed by SIGKILL but ended with %v: %s", round, cmd.ProcessState, stderr.String())
+		}
 
 		s := open(t, path)
 		if err := s.IntegrityCheck(ctx); err != nil {
@@ -192,7 +197,7 @@ func TestReopenKeepsLedgerAndMigrationsOnce(t *testing.T) {
 
 	s = open(t, path)
 	defer s.Close()
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 2 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	kr = keyring(t, s)

@@ -19,6 +19,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/addrpool"
 	"gridweave.dev/wgkey"
 )
 
@@ -291,7 +292,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 
 // ---- nodes
 
-const nodeColumns = `hostname, public_key, vpn_ip, pool, org, join_key_id, token_hash, version, gpus, pod_cidr, status, created_at, updated_at, registered_at, last_seen_at`
+const nodeColumns = `hostname, public_key, vpn_ip, pool, org, join_key_id, token_hash, version, gpus, pod_cidr, status, created_at, updated_at, registered_at, last_seen_at, revision`
 
 func scanNode(row scanner) (joinkeys.NodeRecord, error) {
 	var (
@@ -302,7 +303,7 @@ func scanNode(row scanner) (joinkeys.NodeRecord, error) {
 		created, updated, registered, seen int64
 	)
 	err := row.Scan(&n.Hostname, &pub, &ip, &n.PoolID, &n.Org, &n.JoinKeyID, &n.TokenHash, &n.Version, &gpus, &podCIDR, &status,
-		&created, &updated, &registered, &seen)
+		&created, &updated, &registered, &seen, &n.Revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return n, joinkeys.ErrNodeNotFound
 	}
@@ -313,7 +314,7 @@ func scanNode(row scanner) (joinkeys.NodeRecord, error) {
 		return n, fmt.Errorf("node %s: stored public key has %d bytes", n.Hostname, len(pub))
 	}
 	copy(n.PublicKey[:], pub)
-	n.VPNIP = joinkeys.Uint32ToAddr(uint32(ip))
+	n.VPNIP = addrpool.FromUint32(uint32(ip))
 	if gpus != "[]" && gpus != "" {
 		if err := json.Unmarshal([]byte(gpus), &n.GPUs); err != nil {
 			return n, fmt.Errorf("node %s gpus: %w", n.Hostname, err)
@@ -342,7 +343,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 			if err != nil {
 				return err
 			}
-			if err := joinkeys.CheckSpend(k.Key, r.Now); err != nil {
+			if err := k.UsableAt(r.Now); err != nil {
 				return fmt.Errorf("key %s: %w", k.ID, err)
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE join_keys SET uses = uses + 1, last_used_at = ?
@@ -365,16 +366,22 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		} else if !errors.Is(err, joinkeys.ErrNodeNotFound) {
 			return err
 		}
-		addr, err := r.Pool.Allocate(&txBook{ctx: ctx, tx: tx})
+		if err := checkPodCIDR(ctx, tx, n); err != nil {
+			return err
+		}
+		addr, err := r.Addresses.Allocate(&txBook{ctx: ctx, tx: tx})
 		if err != nil {
 			return err
 		}
 		n.VPNIP = addr
-		n.PoolID = r.Pool.ID()
-		_, err = tx.ExecContext(ctx, `INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Hostname, n.PublicKey[:], int64(joinkeys.AddrToUint32(addr)), n.PoolID, n.Org, n.JoinKeyID, n.TokenHash, n.Version,
+		n.PoolID = r.Addresses.ID()
+		if n.Revision, err = nextRevision(ctx, tx); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Hostname, n.PublicKey[:], int64(addrpool.ToUint32(addr)), n.PoolID, n.Org, n.JoinKeyID, n.TokenHash, n.Version,
 			gpus, prefixString(n.PodCIDR), string(n.Status),
-			toNanos(n.CreatedAt), toNanos(n.UpdatedAt), toNanos(n.RegisteredAt), toNanos(n.LastSeen))
+			toNanos(n.CreatedAt), toNanos(n.UpdatedAt), toNanos(n.RegisteredAt), toNanos(n.LastSeen), n.Revision)
 		if err != nil {
 			return mapConstraint(err, n.Hostname)
 		}
@@ -405,7 +412,40 @@ func mapConstraint(err error, hostname string) error {
 	return err
 }
 
-// txBook is the joinkeys.AddressBook of one reservation transaction.
+// nextRevision takes the next value of the store-wide node revision counter.
+func nextRevision(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var rev int64
+	err := tx.QueryRowContext(ctx, `UPDATE node_revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&rev)
+	return rev, err
+}
+
+// checkPodCIDR refuses n's pod CIDR if it overlaps another node's.
+func checkPodCIDR(ctx context.Context, tx *sql.Tx, n joinkeys.NodeRecord) error {
+	if !n.PodCIDR.IsValid() {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT hostname, pod_cidr FROM nodes WHERE pod_cidr != '' AND hostname != ?`, n.Hostname)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var host, cidr string
+		if err := rows.Scan(&host, &cidr); err != nil {
+			return err
+		}
+		other, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return fmt.Errorf("node %s pod_cidr: %w", host, err)
+		}
+		if other.Overlaps(n.PodCIDR) {
+			return joinkeys.NodePodCIDRConflict(n.PodCIDR, host, other)
+		}
+	}
+	return rows.Err()
+}
+
+// txBook is the addrpool.Book of one reservation transaction.
 type txBook struct {
 	ctx context.Context
 	tx  *sql.Tx
@@ -479,29 +519,55 @@ func (s *Store) Nodes(ctx context.Context) ([]joinkeys.NodeRecord, error) {
 }
 
 // UpdateNode implements joinkeys.Store.
-func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord) error {
+func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord) (joinkeys.NodeRecord, error) {
 	gpus, err := marshalGPUs(n.GPUs)
 	if err != nil {
-		return err
+		return joinkeys.NodeRecord{}, err
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE nodes SET version = ?, gpus = ?, pod_cidr = ?, status = ?,
-			updated_at = ?, registered_at = ?, last_seen_at = ?, token_hash = CASE WHEN length(?) > 0 THEN ? ELSE token_hash END
-			WHERE hostname = ?`,
-			n.Version, gpus, prefixString(n.PodCIDR), string(n.Status),
-			toNanos(n.UpdatedAt), toNanos(n.RegisteredAt), toNanos(n.LastSeen), n.TokenHash, n.TokenHash, n.Hostname)
+	var stored joinkeys.NodeRecord
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname = ?`, n.Hostname))
 		if err != nil {
 			return err
 		}
-		if affected, _ := res.RowsAffected(); affected == 0 {
-			return joinkeys.ErrNodeNotFound
+		if cur.Revision != n.Revision {
+			return fmt.Errorf("%w: %q is at revision %d, the write was based on %d", joinkeys.ErrNodeChanged, n.Hostname, cur.Revision, n.Revision)
 		}
+		if n.PodCIDR != cur.PodCIDR {
+			if err := checkPodCIDR(ctx, tx, n); err != nil {
+				return err
+			}
+		}
+		rev, err := nextRevision(ctx, tx)
+		if err != nil {
+			return err
+		}
+		tokenHash := n.TokenHash
+		if len(tokenHash) == 0 {
+			tokenHash = cur.TokenHash
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE nodes SET version = ?, gpus = ?, pod_cidr = ?, status = ?,
+			updated_at = ?, registered_at = ?, last_seen_at = ?, token_hash = ?, revision = ?
+			WHERE hostname = ? AND revision = ?`,
+			n.Version, gpus, prefixString(n.PodCIDR), string(n.Status),
+			toNanos(n.UpdatedAt), toNanos(n.RegisteredAt), toNanos(n.LastSeen), tokenHash, rev, n.Hostname, n.Revision)
+		if err != nil {
+			return err
+		}
+		stored = cur // the immutable fields as stored, the rest as written
+		stored.Version, stored.GPUs, stored.PodCIDR, stored.Status = n.Version, slices.Clone(n.GPUs), n.PodCIDR, n.Status
+		stored.UpdatedAt, stored.RegisteredAt, stored.LastSeen = n.UpdatedAt, n.RegisteredAt, n.LastSeen
+		stored.TokenHash, stored.Revision = tokenHash, rev
 		return nil
 	})
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	return stored, nil
 }
 
 // DeleteNode implements joinkeys.Store.
-func (s *Store) DeleteNode(ctx context.Context, hostname string) (joinkeys.NodeRecord, error) {
+func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64) (joinkeys.NodeRecord, error) {
 	var n joinkeys.NodeRecord
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -509,11 +575,14 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string) (joinkeys.NodeR
 		if err != nil {
 			return err
 		}
+		if revision != 0 && n.Revision != revision {
+			return fmt.Errorf("%w: %q is at revision %d, the release was based on %d", joinkeys.ErrNodeChanged, hostname, n.Revision, revision)
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM nodes WHERE hostname = ?`, hostname); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO ip_free (pool, ip) VALUES (?, ?)`,
-			n.PoolID, int64(joinkeys.AddrToUint32(n.VPNIP)))
+			n.PoolID, int64(addrpool.ToUint32(n.VPNIP)))
 		return err
 	})
 	return n, err

@@ -74,6 +74,29 @@ func Run(t *testing.T, newStore func(t *testing.T) joinkeys.Store) {
 	t.Run("BadInputWritesNothing", func(t *testing.T) { testBadInput(t, big) })
 	t.Run("RegisterAndReports", func(t *testing.T) { testRegister(t, big) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, big) })
+	t.Run("KeyOnlyCompletesAValidatedReservation", func(t *testing.T) { testKeyOnlyCompletesValidated(t, big) })
+	t.Run("PodCIDRsNeverOverlap", func(t *testing.T) { testPodCIDRs(t, big) })
+	t.Run("ClockSkewLeewayButExactExpiry", func(t *testing.T) { testClockSkew(t, big) })
+	hooked := func(t *testing.T) (*joinkeys.Keyring, *HookedStore, *Clock) {
+		t.Helper()
+		store := &HookedStore{Store: newStore(t)}
+		t.Cleanup(func() { store.Close() })
+		clock := NewClock()
+		kr, err := joinkeys.New(store, &joinkeys.Options{
+			JWTSecret: Secret,
+			Pool:      joinkeys.MustPool("198.18.0.0/16", "198.18.0.1"),
+			Now:       clock.Now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kr, store, clock
+	}
+	t.Run("NoLostUpdates", func(t *testing.T) { testNoLostUpdates(t, hooked) })
+	t.Run("StaleWriteNeverRevivesAnOldToken", func(t *testing.T) { testStaleWriteAfterRelease(t, hooked) })
+	t.Run("ReleaseIfUnchanged", func(t *testing.T) { testReleaseIfUnchanged(t, hooked) })
+	t.Run("AuditSurvivesACancelledRequest", func(t *testing.T) { testAuditSurvivesCancel(t, hooked) })
+	t.Run("ConcurrentWritersRace", func(t *testing.T) { testConcurrentWriters(t, big) })
 }
 
 type envFunc func(t *testing.T) (*joinkeys.Keyring, joinkeys.Store, *Clock)
@@ -560,8 +583,8 @@ func testBadInput(t *testing.T, env envFunc) {
 			t.Errorf("Mint(%+v) = %v, want a FieldError for %s", c.req, err, c.field)
 		}
 	}
-	if _, err := kr.Register(ctx, joinkeys.Registration{Hostname: "ok", PodCIDR: "10.1.2.3/24"}); !isField(err, "pod_cidr") {
-		t.Errorf("Register with host bits in pod_cidr: %v", err)
+	if _, err := kr.SetNodePodCIDR(ctx, "ok", netip.MustParsePrefix("10.1.2.3/24")); !isField(err, "pod_cidr") {
+		t.Errorf("SetNodePodCIDR with host bits: %v", err)
 	}
 	if _, err := kr.Register(ctx, joinkeys.Registration{Hostname: "ok", GPUs: []joinkeys.GPU{{Index: 0}, {Index: 0}}}); !isField(err, "gpus[1].index") {
 		t.Errorf("Register with duplicate GPU index: %v", err)
@@ -602,16 +625,18 @@ func testRegister(t *testing.T, env envFunc) {
 		t.Errorf("register with a wrong token: %v", err)
 	}
 	clock.Advance(time.Minute)
-	n, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: gpus, PodCIDR: "198.18.64.0/24", Version: "1.0.1"})
+	n, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: gpus, Version: "1.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Status != joinkeys.StatusRegistered || len(n.GPUs) != 2 || n.GPUs[1].UUID != "GPU-2" || n.PodCIDR.String() != "198.18.64.0/24" || n.Version != "1.0.1" || !n.RegisteredAt.Equal(clock.Now()) {
+	if n.Status != joinkeys.StatusRegistered || len(n.GPUs) != 2 || n.GPUs[1].UUID != "GPU-2" || n.PodCIDR.IsValid() || n.Version != "1.0.1" || !n.RegisteredAt.Equal(clock.Now()) {
 		t.Errorf("registered node %+v", n)
 	}
-	// A registration reports the whole inventory again.
-	if _, err := kr.Register(ctx, joinkeys.Registration{Key: m.Secret, Hostname: "gpu-1", PublicKey: pub, GPUs: gpus}); err != nil {
-		t.Errorf("register with the reserving key and public key: %v", err)
+	// A registration reports the whole inventory again; the same report
+	// twice keeps the node as it was.
+	again, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: gpus, Version: "1.0.1"})
+	if err != nil || again.Status != n.Status || len(again.GPUs) != 2 || !again.RegisteredAt.Equal(n.RegisteredAt) || again.VPNIP != n.VPNIP {
+		t.Errorf("the same registration again = %+v, %v", again, err)
 	}
 	if n, err = kr.ReportVersion(ctx, "gpu-1", j.NodeToken, "1.1.0"); err != nil || n.Version != "1.1.0" {
 		t.Errorf("ReportVersion = %+v, %v", n, err)
@@ -619,14 +644,14 @@ func testRegister(t *testing.T, env envFunc) {
 	if _, err = kr.ReportVersion(ctx, "gpu-1", "nope", "1.1.0"); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
 		t.Errorf("ReportVersion with bad token: %v", err)
 	}
-	if n, err = kr.SetNodePodCIDR(ctx, "gpu-1", "198.18.65.0/24"); err != nil || n.PodCIDR.String() != "198.18.65.0/24" {
+	if n, err = kr.SetNodePodCIDR(ctx, "gpu-1", netip.MustParsePrefix("10.42.65.0/24")); err != nil || n.PodCIDR.String() != "10.42.65.0/24" {
 		t.Errorf("SetNodePodCIDR = %+v, %v", n, err)
 	}
 	if n, err = kr.MarkDisconnected(ctx, "gpu-1", "admin"); err != nil || n.Status != joinkeys.StatusDisconnected {
 		t.Errorf("MarkDisconnected = %+v, %v", n, err)
 	}
 	got, err := kr.Node(ctx, "gpu-1")
-	if err != nil || got.Status != joinkeys.StatusDisconnected || len(got.GPUs) != 2 || got.Version != "1.1.0" || got.PodCIDR.String() != "198.18.65.0/24" || got.VPNIP != j.Node.VPNIP {
+	if err != nil || got.Status != joinkeys.StatusDisconnected || len(got.GPUs) != 2 || got.Version != "1.1.0" || got.PodCIDR.String() != "10.42.65.0/24" || got.VPNIP != j.Node.VPNIP {
 		t.Errorf("stored node %+v, %v", got, err)
 	}
 }

@@ -378,7 +378,7 @@ func TestRepairsAfterDeviceRestart(t *testing.T) {
 	}
 	expectOnDevice(t, client, dev.Name, joining)
 
-	if !strings.Contains(logs.String(), "restored=2") || strings.Contains(logs.String(), dev.PrivateKey.String()) {
+	if !strings.Contains(logs.String(), "restored=2") || strings.Contains(logs.String(), dev.PrivateKey.Base64()) {
 		t.Fatalf("logs do not report the restore, or show the private key:\n%s", logs.String())
 	}
 }
