@@ -3,6 +3,8 @@ package dashboard_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -147,5 +149,26 @@ func TestJobsAPI(t *testing.T) {
 	}
 	if list, _ := c.ListJobs(ctx); len(list) != 0 {
 		t.Errorf("jobs after delete: %+v", list)
+	}
+}
+
+// TestTokenNeverPrints: options and clients carrying a dashboard token
+// format and log themselves without it.
+func TestTokenNeverPrints(t *testing.T) {
+	const token = "ray-dashboard-secret-token-0123456789"
+	opts := &dashboard.Options{Token: token}
+	c, err := dashboard.New("http://user:pw@127.0.0.1:8265", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%v %+v %#v %v %+v %#v %s", opts, opts, opts, c, c, c, c)
+	slog.New(slog.NewJSONHandler(&out, nil)).Info("x", "opts", opts, "client", c)
+	slog.New(slog.NewTextHandler(&out, nil)).Info("x", "opts", *opts, "client", c)
+	if strings.Contains(out.String(), token) || strings.Contains(out.String(), ":pw@") {
+		t.Errorf("a secret leaked: %s", out.String())
+	}
+	if !strings.Contains(out.String(), "127.0.0.1:8265") {
+		t.Errorf("the dashboard address should print: %s", out.String())
 	}
 }
