@@ -162,7 +162,7 @@ func TestTokenNeverPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "%v %+v %#v %v %+v %#v %s", opts, opts, opts, c, c, c, c)
+	fmt.Fprintf(&out, "%v %+v %#v %v %+v %#v", opts, opts, opts, c, c, c)
 	slog.New(slog.NewJSONHandler(&out, nil)).Info("x", "opts", opts, "client", c)
 	slog.New(slog.NewTextHandler(&out, nil)).Info("x", "opts", *opts, "client", c)
 	if strings.Contains(out.String(), token) || strings.Contains(out.String(), ":pw@") {
