@@ -499,6 +499,9 @@ func validateGPUs(gpus []GPU) error {
 		if g.MemoryMiB < 0 {
 			return fieldError(fmt.Sprintf("gpus[%d].memory_mib", i), "must not be negative")
 		}
+		if g.Vendor != "" && g.Vendor != VendorNVIDIA && g.Vendor != VendorAMD {
+			return fieldError(fmt.Sprintf("gpus[%d].vendor", i), "must be %q or %q, got %q", VendorNVIDIA, VendorAMD, g.Vendor)
+		}
 		if len(g.Name) > 128 || len(g.UUID) > 128 {
 			return fieldError(fmt.Sprintf("gpus[%d]", i), "name and uuid must be at most 128 bytes")
 		}

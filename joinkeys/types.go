@@ -74,9 +74,16 @@ const (
 	StatusDisconnected Status = "disconnected"
 )
 
+// GPU vendors a node may report.
+const (
+	VendorNVIDIA = "nvidia"
+	VendorAMD    = "amd"
+)
+
 // GPU is one GPU a node reported.
 type GPU struct {
 	Index     int    `json:"index"`
+	Vendor    string `json:"vendor"` // VendorNVIDIA or VendorAMD; empty if unknown
 	Name      string `json:"name"`
 	MemoryMiB int    `json:"memory_mib"`
 	UUID      string `json:"uuid"`
