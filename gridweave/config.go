@@ -1,0 +1,219 @@
+package gridweave
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultJWTSecret is seed 000's placeholder secret. The server refuses it
+// outside dev mode.
+const DefaultJWTSecret = "dev-secret-change-me"
+
+// Config is the service's configuration. ConfigFromEnv fills it from the
+// environment with the documented names and defaults; a program that
+// embeds the service may fill it by hand.
+type Config struct {
+	// Port is the public listener's port (KUBERAY_PORT, 8800); it also goes
+	// into the join command.
+	Port int
+	// DBPath is the SQLite ledger (KUBERAY_DB, /data/kuberay.db).
+	DBPath string
+	// Namespace holds the RayClusters (KUBERAY_NAMESPACE, gridweave).
+	Namespace string
+	// AdminToken is the admin bearer token (ADMIN_TOKEN).
+	AdminToken string
+	// JWTSecret signs provider keys and verifies admin, user and provider
+	// JWTs (JWT_SECRET).
+	JWTSecret string
+	// ServerVersion is the master's version for the worker version gate
+	// (SERVER_VERSION, 0.0.0).
+	ServerVersion string
+	// RayImage is the head's image (RAY_IMAGE); RayImageWorker the GPU
+	// workers' (RAY_IMAGE_WORKER).
+	RayImage       string
+	RayImageWorker string
+	// ClusterName is the RayCluster GPU nodes join (CLUSTER_NAME).
+	ClusterName string
+	// MasterIP is the master's public address, in the join command and the
+	// WireGuard endpoint (MASTER_IP); empty means the join command names a
+	// placeholder.
+	MasterIP string
+	// MasterVPNIP is the master's WireGuard address (MASTER_VPN_IP,
+	// 10.100.0.1) inside VPNCIDR (VPN_CIDR, 10.100.0.0/16).
+	MasterVPNIP netip.Addr
+	VPNCIDR     netip.Prefix
+	// WireGuardInterface and WireGuardPort are the master's device
+	// (WG_INTERFACE, wg0; WG_PORT, 51820).
+	WireGuardInterface string
+	WireGuardPort      int
+	// RayDashboardURL and RayHeadAddress are where the Ray proxy reaches
+	// Serve and the Ray client (RAY_DASHBOARD_URL, RAY_HEAD_ADDRESS);
+	// derived from MasterVPNIP when empty.
+	RayDashboardURL string
+	RayHeadAddress  string
+	// CORSOrigins are the origins granted cross-origin access (CORS_ORIGINS,
+	// "*"; comma-separated).
+	CORSOrigins []string
+	// RateLimitPerMinute is the per-client-IP request budget
+	// (RATE_LIMIT_PER_MINUTE, 6000).
+	RateLimitPerMinute int
+	// K3sURL and K3sAgentTokenFile tell nodes how to join k3s (K3S_URL,
+	// K3S_AGENT_TOKEN_FILE); empty means the k3s step is off.
+	K3sURL            string
+	K3sAgentTokenFile string
+	// InternalAddr is the listener for the internal routes without
+	// credentials (INTERNAL_ADDR); InternalToken opens them on the public
+	// listener (INTERNAL_TOKEN). Neither set: internal routes are off.
+	InternalAddr  string
+	InternalToken string
+	// MaxBodyBytes bounds a request body (MAX_BODY_BYTES, 1 MiB).
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the graceful stop (SHUTDOWN_TIMEOUT, 10s).
+	ShutdownTimeout time.Duration
+	// Dev allows unsafe defaults: the default or a short JWT secret, no
+	// admin token (GRIDWEAVE_DEV=1 or --dev).
+	Dev bool
+}
+
+// ConfigError names the environment variable whose value is wrong.
+type ConfigError struct {
+	Variable string
+	Problem  string
+}
+
+func (e *ConfigError) Error() string { return e.Variable + ": " + e.Problem }
+
+// ConfigFromEnv reads the configuration through getenv (os.Getenv in a
+// binary, a map in tests). A malformed value is a *ConfigError naming the
+// variable. Safety (secrets) is checked by Check, not here.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	env := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		DBPath:             env("KUBERAY_DB", "/data/kuberay.db"),
+		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
+		AdminToken:         getenv("ADMIN_TOKEN"),
+		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
+		ServerVersion:      env("SERVER_VERSION", "0.0.0"),
+		RayImage:           env("RAY_IMAGE", "rayproject/ray:2.54.0-py312"),
+		RayImageWorker:     env("RAY_IMAGE_WORKER", "gridweave-worker:latest"),
+		ClusterName:        env("CLUSTER_NAME", "gridweave-cluster"),
+		MasterIP:           env("MASTER_IP", ""),
+		WireGuardInterface: env("WG_INTERFACE", "wg0"),
+		RayDashboardURL:    env("RAY_DASHBOARD_URL", ""),
+		RayHeadAddress:     env("RAY_HEAD_ADDRESS", ""),
+		K3sURL:             env("K3S_URL", ""),
+		K3sAgentTokenFile:  env("K3S_AGENT_TOKEN_FILE", ""),
+		InternalAddr:       env("INTERNAL_ADDR", ""),
+		InternalToken:      getenv("INTERNAL_TOKEN"),
+		Dev:                env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
+	}
+	var err error
+	if c.Port, err = envInt(env, "KUBERAY_PORT", 8800, 1, 65535); err != nil {
+		return Config{}, err
+	}
+	if c.WireGuardPort, err = envInt(env, "WG_PORT", 51820, 1, 65535); err != nil {
+		return Config{}, err
+	}
+	if c.RateLimitPerMinute, err = envInt(env, "RATE_LIMIT_PER_MINUTE", 6000, 1, 1<<30); err != nil {
+		return Config{}, err
+	}
+	maxBody, err := envInt(env, "MAX_BODY_BYTES", 1<<20, 1024, 1<<30)
+	if err != nil {
+		return Config{}, err
+	}
+	c.MaxBodyBytes = int64(maxBody)
+	if c.MasterVPNIP, err = netip.ParseAddr(env("MASTER_VPN_IP", "10.100.0.1")); err != nil || !c.MasterVPNIP.Is4() {
+		return Config{}, &ConfigError{"MASTER_VPN_IP", fmt.Sprintf("%q is not an IPv4 address", env("MASTER_VPN_IP", ""))}
+	}
+	if c.VPNCIDR, err = netip.ParsePrefix(env("VPN_CIDR", "10.100.0.0/16")); err != nil {
+		return Config{}, &ConfigError{"VPN_CIDR", fmt.Sprintf("%q is not a CIDR", env("VPN_CIDR", ""))}
+	}
+	if !c.VPNCIDR.Contains(c.MasterVPNIP) {
+		return Config{}, &ConfigError{"MASTER_VPN_IP", fmt.Sprintf("%s is not inside VPN_CIDR %s", c.MasterVPNIP, c.VPNCIDR)}
+	}
+	if c.ShutdownTimeout, err = time.ParseDuration(env("SHUTDOWN_TIMEOUT", "10s")); err != nil || c.ShutdownTimeout <= 0 {
+		return Config{}, &ConfigError{"SHUTDOWN_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 10s", env("SHUTDOWN_TIMEOUT", ""))}
+	}
+	for _, o := range strings.Split(env("CORS_ORIGINS", "*"), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.CORSOrigins = append(c.CORSOrigins, o)
+		}
+	}
+	if c.MasterIP != "" {
+		if _, err := netip.ParseAddr(c.MasterIP); err != nil && !validDNSName(c.MasterIP) {
+			return Config{}, &ConfigError{"MASTER_IP", fmt.Sprintf("%q is neither an IP address nor a host name", c.MasterIP)}
+		}
+	}
+	if err := checkVersion(c.ServerVersion); err != nil {
+		return Config{}, &ConfigError{"SERVER_VERSION", err.Error()}
+	}
+	return c, nil
+}
+
+func envInt(env func(string, string) string, name string, def, lo, hi int) (int, error) {
+	raw := env(name, "")
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < lo || n > hi {
+		return 0, &ConfigError{name, fmt.Sprintf("%q is not a whole number from %d to %d", raw, lo, hi)}
+	}
+	return n, nil
+}
+
+// MinSecretLen is the shortest JWT_SECRET accepted outside dev mode.
+const MinSecretLen = 32
+
+// Check refuses unsafe settings outside dev mode: the default or a short
+// JWT secret, an empty admin token.
+func (c Config) Check() error {
+	if c.Dev {
+		return nil
+	}
+	switch {
+	case c.JWTSecret == DefaultJWTSecret:
+		return &ConfigError{"JWT_SECRET", "is the published default; set a random secret of at least 32 bytes (or start in dev mode with --dev / GRIDWEAVE_DEV=1)"}
+	case len(c.JWTSecret) < MinSecretLen:
+		return &ConfigError{"JWT_SECRET", fmt.Sprintf("is %d bytes; use at least %d random bytes", len(c.JWTSecret), MinSecretLen)}
+	case c.AdminToken == "":
+		return &ConfigError{"ADMIN_TOKEN", "is empty; set a random token (or start in dev mode with --dev / GRIDWEAVE_DEV=1)"}
+	case len(c.AdminToken) < 16:
+		return &ConfigError{"ADMIN_TOKEN", "is shorter than 16 characters; use a long random token"}
+	}
+	return nil
+}
+
+// dashboardURL is RayDashboardURL, or the head's dashboard on the master's
+// VPN address.
+func (c Config) dashboardURL() string {
+	if c.RayDashboardURL != "" {
+		return c.RayDashboardURL
+	}
+	return "http://" + c.MasterVPNIP.String() + ":8265"
+}
+
+func validDNSName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,130 @@
+package gridweave
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh"
+	"gridweave.dev/rayctl"
+	"gridweave.dev/wgkey"
+)
+
+// Backends are what the service composes, each already behind a seam
+// with an in-memory implementation (joinkeys/memstore, mesh/memmesh,
+// KubeRay's and client-go's fake clientsets).
+type Backends struct {
+	// Keyring is the join keys and the node ledger. Required; its pool is
+	// the VPN CIDR.
+	Keyring *joinkeys.Keyring
+	// Mesh is the master's WireGuard peers. Required.
+	Mesh mesh.Mesh
+	// Ray operates RayClusters. Required.
+	Ray *rayctl.Client
+	// Kube reads and deletes Kubernetes Nodes. Required.
+	Kube kubernetes.Interface
+	// Logger receives the access log and events; default discards.
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Server is the control-plane HTTP service. Build it with New and serve
+// Handler (and, when Config.InternalAddr is set, InternalHandler).
+type Server struct {
+	cfg     Config
+	keyring *joinkeys.Keyring
+	mesh    mesh.Mesh
+	ray     *rayctl.Client
+	kube    kubernetes.Interface
+	log     *slog.Logger
+	now     func() time.Time
+
+	auth      *authenticator
+	limiter   *rateLimiter
+	metrics   *metrics
+	masterKey wgkey.Key
+	k3sToken  string
+	groups    *workerGroups
+
+	public   http.Handler
+	internal http.Handler
+}
+
+// New checks cfg (Config.Check: unsafe secrets are refused outside dev
+// mode) and returns the service over b.
+func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if b.Keyring == nil || b.Mesh == nil || b.Ray == nil || b.Kube == nil {
+		return nil, errors.New("gridweave: Backends need a Keyring, a Mesh, a rayctl Client and a Kubernetes clientset")
+	}
+	if b.Keyring.Pool().Prefix() != cfg.VPNCIDR {
+		return nil, fmt.Errorf("gridweave: the Keyring's pool %s is not VPN_CIDR %s", b.Keyring.Pool().Prefix(), cfg.VPNCIDR)
+	}
+	if err := checkVersion(cfg.ServerVersion); err != nil {
+		return nil, &ConfigError{"SERVER_VERSION", err.Error()}
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.RateLimitPerMinute <= 0 {
+		cfg.RateLimitPerMinute = 6000
+	}
+	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, log: b.Logger, now: b.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	key, err := b.Mesh.PublicKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gridweave: the mesh's public key: %w", err)
+	}
+	s.masterKey = key
+	if cfg.K3sAgentTokenFile != "" {
+		raw, err := os.ReadFile(cfg.K3sAgentTokenFile)
+		if err != nil {
+			return nil, &ConfigError{"K3S_AGENT_TOKEN_FILE", err.Error()}
+		}
+		s.k3sToken = strings.TrimSpace(string(raw))
+	}
+	s.auth = newAuthenticator(cfg, b.Keyring, s.now)
+	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
+	s.metrics = newMetrics(s)
+	s.groups = newWorkerGroups(s)
+	s.public, s.internal = s.routes()
+	return s, nil
+}
+
+// Handler serves the public listener.
+func (s *Server) Handler() http.Handler { return s.public }
+
+// InternalHandler serves the internal listener (Config.InternalAddr):
+// the internal routes without credentials, and /metrics.
+func (s *Server) InternalHandler() http.Handler { return s.internal }
+
+// Ready reports which backend, if any, does not answer.
+func (s *Server) Ready(ctx context.Context) error {
+	var errs []error
+	if _, err := s.keyring.Keys(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("ledger: %w", err))
+	}
+	if _, err := s.mesh.PublicKey(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("wireguard: %w", err))
+	}
+	if _, err := s.kube.Discovery().ServerVersion(); err != nil {
+		errs = append(errs, fmt.Errorf("kubernetes: %w", err))
+	}
+	return errors.Join(errs...)
+}
