@@ -1,0 +1,254 @@
+package gridweave_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/joinkeys/storetest"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/rayctl/rayctltest"
+	"gridweave.dev/wgkey"
+)
+
+const (
+	testAdminToken = "admin-token-for-tests-0123456789"
+	testSecret     = "jwt-secret-for-tests-0123456789abcdef"
+	testNamespace  = "gridweave"
+)
+
+// lockedBuffer collects log lines from concurrent handlers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.Write(p) }
+func (b *lockedBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+
+// harness is the service over in-memory backends behind httptest.
+type harness struct {
+	t      testing.TB
+	url    string
+	server *gridweave.Server
+	kr     *joinkeys.Keyring
+	mesh   mesh.Mesh
+	fakes  *rayctltest.Fakes
+	clock  *storetest.Clock
+	logs   *lockedBuffer
+	cfg    gridweave.Config
+}
+
+type harnessOptions struct {
+	store  joinkeys.Store
+	mesh   mesh.Mesh
+	config func(*gridweave.Config)
+}
+
+func testConfig() gridweave.Config {
+	cfg, err := gridweave.ConfigFromEnv(func(name string) string {
+		return map[string]string{
+			"ADMIN_TOKEN": testAdminToken, "JWT_SECRET": testSecret, "SERVER_VERSION": "1.4.0",
+			"MASTER_IP": "203.0.113.7", "VPN_CIDR": "198.18.0.0/16", "MASTER_VPN_IP": "198.18.0.1",
+			"KUBERAY_NAMESPACE": testNamespace, "K3S_URL": "https://198.18.0.1:6443",
+		}[name]
+	})
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func newHarness(t testing.TB, o *harnessOptions) *harness {
+	t.Helper()
+	if o == nil {
+		o = &harnessOptions{}
+	}
+	cfg := testConfig()
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	store := o.store
+	if store == nil {
+		store = new(memstore.Store)
+	}
+	t.Cleanup(func() { store.Close() })
+	clock := storetest.NewClock()
+	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := o.mesh
+	if m == nil {
+		_, pub, _ := wgkey.GeneratePair()
+		m = memmesh.New(pub)
+	}
+	fakes := rayctltest.New(t, cfg.Namespace)
+	logs := &lockedBuffer{}
+	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{
+		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:    clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &harness{t: t, url: srv.URL, server: s, kr: kr, mesh: m, fakes: fakes, clock: clock, logs: logs, cfg: cfg}
+}
+
+// reply is a decoded answer.
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+// errorField returns body.error.<name> as a string.
+func (r reply) errorField(name string) string {
+	e, _ := r.body["error"].(map[string]any)
+	v, _ := e[name].(string)
+	return v
+}
+
+// do sends body (a string is sent as it is, anything else as JSON) with
+// the bearer token, if any.
+func (h *harness) do(method, path, token string, body any) reply {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, h.url+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// want fails unless r has the status (and, for errors, the field).
+func (h *harness) want(r reply, status int, what string) reply {
+	h.t.Helper()
+	if r.status != status {
+		h.t.Fatalf("%s: status %d, want %d: %s", what, r.status, status, r.raw)
+	}
+	return r
+}
+
+func (h *harness) mint(kind string) (id, key string) {
+	h.t.Helper()
+	r := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": kind, "org": "acme", "ttl_seconds": 3600}), 201, "mint")
+	return r.body["id"].(string), r.body["key"].(string)
+}
+
+// node is a machine joining in a test.
+type node struct {
+	hostname  string
+	private   wgkey.PrivateKey
+	public    string
+	token     string
+	vpnIP     string
+	validated reply
+}
+
+func newNode(t testing.TB, hostname string) *node {
+	priv, pub, err := wgkey.GeneratePair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &node{hostname: hostname, private: priv, public: pub.String()}
+}
+
+func (h *harness) validate(n *node, key string) reply {
+	h.t.Helper()
+	r := h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": n.hostname, "public_key": n.public, "version": "1.4.2"})
+	if r.status == 200 {
+		n.token, n.vpnIP, n.validated = r.body["node_token"].(string), r.body["vpn_ip"].(string), r
+	}
+	return r
+}
+
+func h100s(n int) []map[string]any {
+	gpus := make([]map[string]any, n)
+	for i := range gpus {
+		gpus[i] = map[string]any{"index": i, "vendor": "nvidia", "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "uuid": "GPU-" + string(rune('a'+i))}
+	}
+	return gpus
+}
+
+func (h *harness) register(n *node, gpus []map[string]any) reply {
+	h.t.Helper()
+	return h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": gpus})
+}
+
+// kubeNode adds the Kubernetes Node k3s would have registered.
+func (h *harness) kubeNode(hostname, podCIDR string) {
+	h.t.Helper()
+	_, err := h.fakes.Kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: hostname, Labels: map[string]string{corev1.LabelHostname: hostname}},
+		Spec:       corev1.NodeSpec{PodCIDR: podCIDR},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// jwtFor signs claims with the test secret (HS256 unless method says otherwise).
+func jwtFor(t testing.TB, method jwt.SigningMethod, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func adminJWT(t testing.TB, now time.Time) string {
+	return jwtFor(t, jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "role": "admin", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()})
+}
