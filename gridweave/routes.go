@@ -22,6 +22,9 @@ func (s *Server) routeTable() []route {
 		{"GET /healthz", "none", s.handleHealthz},
 		{"GET /readyz", "none", s.handleReadyz},
 		{"GET /metrics", "admin", s.metrics.handler().ServeHTTP},
+		{"GET /openapi.json", "none", s.handleOpenAPI},
+		{"GET /docs", "none", s.handleDocs},
+		{"GET /docs/{file}", "none", s.handleDocsAsset},
 
 		// The join flow (DESIGN.md, "The join flow (wire contract)").
 		{"POST /v1/nodes/join-keys", "admin", s.handleMintKey},
