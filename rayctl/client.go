@@ -19,8 +19,9 @@ type Options struct {
 	Namespace string
 	// Logger receives one line per change; default discards.
 	Logger *slog.Logger
-	// Backoff bounds the retries of a read-modify-write on 409 Conflict;
-	// default 10 steps from 10ms, doubling, with jitter.
+	// Backoff bounds the retries of a read-modify-write on 409 Conflict:
+	// Steps attempts in all, with a wait between attempts that ends early
+	// when the call's context does; default DefaultBackoff().
 	Backoff *wait.Backoff
 	// PollInterval is how often drains re-check; default 250ms.
 	PollInterval time.Duration
@@ -38,8 +39,12 @@ type Client struct {
 	locks     *clusterLocks
 }
 
-// DefaultBackoff is the retry schedule on conflicts.
-var DefaultBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 2 * time.Second}
+// DefaultBackoff returns the retry schedule on conflicts that a Client
+// uses unless Options.Backoff is given: 10 attempts, waiting from 10ms,
+// doubling, with jitter, at most 2s between attempts.
+func DefaultBackoff() wait.Backoff {
+	return wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 2 * time.Second}
+}
 
 // New returns a Client over the two clientsets.
 func New(kube kubernetes.Interface, ray rayclient.Interface, opts *Options) (*Client, error) {
@@ -49,7 +54,7 @@ func New(kube kubernetes.Interface, ray rayclient.Interface, opts *Options) (*Cl
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff, poll: opts.PollInterval, locks: &clusterLocks{}}
+	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff(), poll: opts.PollInterval, locks: newClusterLocks()}
 	if c.namespace == "" {
 		c.namespace = "default"
 	}

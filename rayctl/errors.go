@@ -6,13 +6,18 @@ import (
 )
 
 // Sentinel errors; every error of this package that is about one of these
-// conditions wraps the sentinel.
+// conditions wraps the sentinel. ErrClusterNotFound and ErrGroupNotFound
+// wrap ErrNotFound, so that errors.Is(err, ErrNotFound) holds for every
+// missing thing.
 var (
-	ErrClusterNotFound = errors.New("RayCluster not found")
-	ErrGroupExists     = errors.New("worker group already exists")
-	ErrGroupNotFound   = errors.New("worker group not found")
-	ErrInvalidSpec     = errors.New("invalid spec")
 	ErrNotFound        = errors.New("not found")
+	ErrClusterNotFound = fmt.Errorf("RayCluster %w", ErrNotFound)
+	ErrGroupNotFound   = fmt.Errorf("worker group %w", ErrNotFound)
+	ErrGroupExists     = errors.New("worker group already exists")
+	ErrInvalidSpec     = errors.New("invalid spec")
+	// ErrJobStopped is wrapped when a waited-for RayJob was stopped
+	// before it finished (KubeRay reports such a job as Complete).
+	ErrJobStopped = errors.New("job stopped")
 )
 
 // InvalidSpecError names the field that is wrong.

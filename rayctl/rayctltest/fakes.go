@@ -8,9 +8,11 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -27,7 +29,9 @@ type Fakes struct {
 }
 
 // New returns a Client over fake clientsets seeded with objects: KubeRay
-// objects go to the KubeRay fake, the rest to the Kubernetes fake.
+// objects go to the KubeRay fake, the rest to the Kubernetes fake. The
+// Kubernetes fake deletes collections of pods by label selector, as the
+// API server does (so DeleteGroupPods works on it).
 func New(t testing.TB, namespace string, objects ...runtime.Object) *Fakes {
 	t.Helper()
 	f, err := NewFakes(namespace, objects...)
@@ -53,38 +57,74 @@ func NewFakes(namespace string, objects ...runtime.Object) (*Fakes, error) {
 	//lint:ignore SA1019 see above
 	rayFake := rayfake.NewSimpleClientset(rayObjs...)
 	f := &Fakes{Ray: rayFake, Kube: k8sfake.NewClientset(kubeObjs...)}
+	f.Kube.PrependReactor("delete-collection", "pods", deletePodCollection(f.Kube.Tracker()))
 	var err error
 	f.Client, err = rayctl.New(f.Kube, f.Ray, &rayctl.Options{Namespace: namespace})
 	return f, err
 }
 
-// Conflicts counts the update calls a conflict injector saw.
-type Conflicts struct {
-	Injected atomic.Int32 // updates answered with 409
-	Passed   atomic.Int32 // updates let through
+// deletePodCollection does what the API server does for a DeleteCollection
+// of pods, which the fake's object tracker does not implement: it deletes
+// every pod of the namespace that matches the label selector.
+func deletePodCollection(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	podsResource := corev1.SchemeGroupVersion.WithResource("pods")
+	podKind := corev1.SchemeGroupVersion.WithKind("Pod")
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		dc := action.(k8stesting.DeleteCollectionAction)
+		selector := dc.GetListRestrictions().Labels
+		list, err := tracker.List(podsResource, podKind, dc.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		for _, p := range list.(*corev1.PodList).Items {
+			if selector != nil && !selector.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if err := tracker.Delete(podsResource, p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {
+				return true, nil, err
+			}
+		}
+		return true, nil, nil
+	}
 }
 
-// InjectConflicts makes the next n updates of resource (e.g.
-// "rayclusters") on the fake answer 409 Conflict, and lets later ones
+// Conflicts counts the writes a conflict injector saw.
+type Conflicts struct {
+	Injected atomic.Int32 // writes answered with 409
+	Passed   atomic.Int32 // writes let through
+}
+
+// InjectConflicts makes the next n writes (updates or patches) of
+// resource (e.g. "rayclusters") on the fake answer 409 Conflict, as the
+// API server does when another writer got there first, and lets later ones
 // through.
 func InjectConflicts(fake *k8stesting.Fake, resource string, n int) *Conflicts {
 	c := &Conflicts{}
-	fake.PrependReactor("update", resource, func(action k8stesting.Action) (bool, runtime.Object, error) {
+	inject := func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if int(c.Injected.Load()) < n {
 			c.Injected.Add(1)
-			ua := action.(k8stesting.UpdateAction)
-			obj, _ := meta.Accessor(ua.GetObject())
-			name := ""
-			if obj != nil {
-				name = obj.GetName()
-			}
 			gr := schema.GroupResource{Group: action.GetResource().Group, Resource: resource}
-			return true, nil, apierrors.NewConflict(gr, name, errConflict)
+			return true, nil, apierrors.NewConflict(gr, writtenName(action), errConflict)
 		}
 		c.Passed.Add(1)
 		return false, nil, nil
-	})
+	}
+	fake.PrependReactor("update", resource, inject)
+	fake.PrependReactor("patch", resource, inject)
 	return c
+}
+
+// writtenName is the name of the object an update or patch writes.
+func writtenName(action k8stesting.Action) string {
+	switch a := action.(type) {
+	case k8stesting.UpdateAction:
+		if obj, err := meta.Accessor(a.GetObject()); err == nil {
+			return obj.GetName()
+		}
+	case k8stesting.PatchAction:
+		return a.GetName()
+	}
+	return ""
 }
 
 type conflictError struct{}
