@@ -20,6 +20,10 @@ test: vet testcluster ## everything CI runs: vet, unit and real-component tests,
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
+.PHONY: run
+run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, on :8800
+	KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
+
 .PHONY: test-unit
 test-unit: ## fast tests only: no root, no control plane (-short)
 	$(GO) test -short -count=1 $(PKGS)

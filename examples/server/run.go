@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/sqlitestore"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgmesh"
+	"gridweave.dev/rayctl"
+	"gridweave.dev/rayctl/rayctltest"
+	"gridweave.dev/wgkey"
+)
+
+// run is the whole program; main only gives it the process's context,
+// arguments, environment and output, so tests run it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("server", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	dev := flags.Bool("dev", false, "allow unsafe defaults (default JWT secret, generated admin token); also GRIDWEAVE_DEV=1")
+	addr := flags.String("addr", "", "listen address of the public listener (default :KUBERAY_PORT)")
+	version := flags.Bool("version", false, "print SERVER_VERSION and exit")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := gridweave.ConfigFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	if *version {
+		fmt.Fprintln(stdout, cfg.ServerVersion)
+		return nil
+	}
+	cfg.Dev = cfg.Dev || *dev
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if cfg.Dev {
+		log.Warn("DEV MODE: unsafe defaults are allowed; never run a real master like this")
+		if cfg.AdminToken == "" {
+			cfg.AdminToken = randomToken()
+			fmt.Fprintf(stdout, "dev mode: the admin token of this run is %s\n", cfg.AdminToken)
+		}
+	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	secret := []byte(cfg.JWTSecret)
+	if len(secret) < joinkeys.MinJWTSecretLen { // dev mode only (Check refused it otherwise)
+		sum := sha256.Sum256(secret)
+		secret = []byte(hex.EncodeToString(sum[:]))
+	}
+
+	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
+		return fmt.Errorf("KUBERAY_DB: %w", err)
+	}
+	store, err := sqlitestore.Open(ctx, cfg.DBPath, nil)
+	if err != nil {
+		return fmt.Errorf("KUBERAY_DB: %w", err)
+	}
+	defer store.Close()
+	log.Info("ledger: SQLite", "path", cfg.DBPath)
+	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	if err != nil {
+		return fmt.Errorf("VPN_CIDR: %w", err)
+	}
+	keyring, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: secret, Pool: pool, Logger: log})
+	if err != nil {
+		return err
+	}
+	masterKey, err := loadOrCreateKey(filepath.Join(filepath.Dir(cfg.DBPath), "wireguard.key"))
+	if err != nil {
+		return err
+	}
+	wg, err := openMesh(ctx, cfg, masterKey, log)
+	if err != nil {
+		return err
+	}
+	defer wg.Close()
+	kube, ray, err := openKubernetes(getenv, cfg.Namespace, log)
+	if err != nil {
+		return err
+	}
+	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
+	if err != nil {
+		return err
+	}
+	if cfg.K3sURL == "" {
+		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
+	}
+	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
+		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Logger: log})
+	if err != nil {
+		return err
+	}
+	if *addr == "" {
+		*addr = ":" + strconv.Itoa(cfg.Port)
+	}
+	servers := []*http.Server{{Addr: *addr, Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	if cfg.InternalAddr != "" {
+		servers = append(servers, &http.Server{Addr: cfg.InternalAddr, Handler: server.InternalHandler(), ReadHeaderTimeout: 10 * time.Second})
+	}
+	return serve(ctx, servers, cfg.ShutdownTimeout, log)
+}
+
+// serve runs the listeners until ctx ends (SIGTERM), then lets in-flight
+// requests finish within timeout.
+func serve(ctx context.Context, servers []*http.Server, timeout time.Duration, log *slog.Logger) error {
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			return err
+		}
+		log.Info("listening", "addr", ln.Addr().String())
+		go func() { errc <- s.Serve(ln) }()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests", "timeout", timeout)
+	stop, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	for _, s := range servers {
+		errs = append(errs, s.Shutdown(stop))
+	}
+	return errors.Join(errs...)
+}
+
+// loadOrCreateKey reads the master's WireGuard private key, or makes one
+// and keeps it (0600) for the next start.
+func loadOrCreateKey(path string) (wgkey.PrivateKey, error) {
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		return wgkey.ParsePrivate(string(trimSpace(raw)))
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return wgkey.PrivateKey{}, err
+	}
+	key, err := wgkey.GeneratePrivate()
+	if err != nil {
+		return wgkey.PrivateKey{}, err
+	}
+	if err := os.WriteFile(path, []byte(key.Base64()+"\n"), 0o600); err != nil {
+		return wgkey.PrivateKey{}, err
+	}
+	return key, nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// openMesh drives the WireGuard device when it exists, else keeps peers
+// in memory (and says so loudly: no tunnel is up then).
+func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, log *slog.Logger) (mesh.Mesh, error) {
+	if _, err := net.InterfaceByName(cfg.WireGuardInterface); err == nil {
+		if err := wgmesh.SetPrivateKey(ctx, cfg.WireGuardInterface, key, cfg.WireGuardPort); err != nil {
+			return nil, fmt.Errorf("WG_INTERFACE %s: %w", cfg.WireGuardInterface, err)
+		}
+		m, err := wgmesh.New(ctx, cfg.WireGuardInterface, &wgmesh.Options{Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("WG_INTERFACE %s: %w", cfg.WireGuardInterface, err)
+		}
+		log.Info("mesh: WireGuard device", "interface", cfg.WireGuardInterface)
+		return m, nil
+	}
+	pub, err := key.Public()
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("MESH IN MEMORY: WireGuard interface not found, so peers are only remembered and no tunnel comes up", "interface", cfg.WireGuardInterface)
+	return memmesh.New(pub), nil
+}
+
+// openKubernetes uses KUBECONFIG, else the in-cluster config, else an
+// embedded in-memory cluster.
+func openKubernetes(getenv func(string) string, namespace string, log *slog.Logger) (kubernetes.Interface, rayclient.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if path := getenv("KUBECONFIG"); path != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("KUBECONFIG: %w", err)
+		}
+		log.Info("kubernetes: kubeconfig", "path", path, "host", rc.Host)
+	} else if rc, err = rest.InClusterConfig(); err == nil {
+		log.Info("kubernetes: in-cluster config", "host", rc.Host)
+	} else {
+		log.Warn("EMBEDDED IN-MEMORY CLUSTER: no KUBECONFIG and not in a pod; the API works but nothing runs (no pods, no Ray)")
+		f, err := rayctltest.NewFakes(namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f.Kube, f.Ray, nil
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	ray, err := rayclient.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kube, ray, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
