@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -85,12 +90,24 @@ type RemoveOptions struct {
 	Timeout time.Duration
 }
 
+// restoreTimeout bounds the write that undoes a drain that failed, which
+// runs even when the caller's context has ended.
+const restoreTimeout = 30 * time.Second
+
 // RemoveWorkerGroup removes a worker group. By default it drains: it
-// scales the group to 0 (naming its pods in workersToDelete when the
-// autoscaler is on, which otherwise ignores a lower count), waits until no
-// pod of the group remains, and only then drops the group from the spec —
-// KubeRay would orphan the pods of a group removed while they run. With
-// Immediate it drops the group and deletes its pods.
+// scales the group to 0, waits until no pod of the group remains, and only
+// then drops the group from the spec — KubeRay would orphan the pods of a
+// group removed while they run. When the cluster runs the autoscaler,
+// which otherwise ignores a lower count, every pod of the group seen while
+// draining is named in workersToDelete, including pods created after the
+// scale-down was written.
+//
+// If the drain does not finish within the timeout (or ctx ends), the group
+// is put back as it was (its replicas, minimum, maximum and
+// workersToDelete) and the error says so, or says that it is left at 0
+// replicas if that write failed too.
+//
+// With Immediate it drops the group and deletes its pods.
 func (c *Client) RemoveWorkerGroup(ctx context.Context, namespace, cluster, group string, opts RemoveOptions) (*rayv1.RayCluster, error) {
 	namespace = c.ns(namespace)
 	if opts.Immediate {
@@ -112,32 +129,30 @@ func (c *Client) RemoveWorkerGroup(ctx context.Context, namespace, cluster, grou
 	if timeout == 0 {
 		timeout = 5 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	drainCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	pods, err := c.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: groupSelector(cluster, group)})
-	if err != nil {
-		return nil, err
-	}
-	_, err = c.updateCluster(ctx, namespace, cluster, func(rc *rayv1.RayCluster) error {
+	var (
+		before      groupCounts
+		autoscaling bool
+	)
+	_, err := c.updateCluster(drainCtx, namespace, cluster, func(rc *rayv1.RayCluster) error {
 		i := groupIndex(rc, group)
 		if i < 0 {
 			return groupNotFound(rc, group)
 		}
 		g := &rc.Spec.WorkerGroupSpecs[i]
+		before = countsOf(g)
+		autoscaling = ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false)
 		g.Replicas, g.MinReplicas, g.MaxReplicas = ptr.To[int32](0), ptr.To[int32](0), ptr.To[int32](0)
-		if ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false) {
-			for _, p := range pods.Items {
-				g.ScaleStrategy.WorkersToDelete = append(g.ScaleStrategy.WorkersToDelete, p.Name)
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("draining worker group", "cluster", cluster, "group", group, "pods", len(pods.Items))
-	if err := c.waitNoPods(ctx, namespace, groupSelector(cluster, group)); err != nil {
-		return nil, fmt.Errorf("drain worker group %q: %w", group, err)
+	c.log.Info("draining worker group", "cluster", cluster, "group", group)
+	named, err := c.drain(drainCtx, namespace, cluster, group, autoscaling)
+	if err != nil {
+		return nil, c.undoDrain(ctx, namespace, cluster, group, before, named, err)
 	}
 	out, err := c.updateCluster(ctx, namespace, cluster, func(rc *rayv1.RayCluster) error {
 		i := groupIndex(rc, group)
@@ -151,6 +166,164 @@ func (c *Client) RemoveWorkerGroup(ctx context.Context, namespace, cluster, grou
 		c.log.Info("worker group removed", "cluster", cluster, "group", group)
 	}
 	return out, err
+}
+
+// groupCounts is what a drain changes in a worker group.
+type groupCounts struct {
+	replicas, minReplicas, maxReplicas *int32
+	workersToDelete                    []string
+}
+
+func countsOf(g *rayv1.WorkerGroupSpec) groupCounts {
+	return groupCounts{
+		replicas: g.Replicas, minReplicas: g.MinReplicas, maxReplicas: g.MaxReplicas,
+		workersToDelete: slices.Clone(g.ScaleStrategy.WorkersToDelete),
+	}
+}
+
+func (gc groupCounts) String() string {
+	return fmt.Sprintf("replicas %d (min %d, max %d)", ptr.Deref(gc.replicas, 0), ptr.Deref(gc.minReplicas, 0), ptr.Deref(gc.maxReplicas, 0))
+}
+
+// drain waits until no pod of the group is left. With the autoscaler on,
+// KubeRay deletes only the pods named in workersToDelete, so every pod
+// seen is named there, including one created after the scale-down (it is
+// seen by the watch, then named). It returns the names it added.
+//
+// Each round starts the watch before it lists, so that no event after the
+// list can be missed even where a watch cannot start from the list's
+// resourceVersion (fake clientsets); events about pods the list already
+// reflects are harmless.
+func (c *Client) drain(ctx context.Context, namespace, cluster, group string, autoscaling bool) (named []string, err error) {
+	pods := c.kube.CoreV1().Pods(namespace)
+	selector := groupSelector(cluster, group)
+	matches, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("pod selector of worker group %q: %w", group, err)
+	}
+	seen := map[string]bool{}
+	for {
+		gone, err := func() (bool, error) {
+			w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				return false, fmt.Errorf("watch pods of worker group %q: %w", group, err)
+			}
+			defer w.Stop()
+			list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				return false, fmt.Errorf("list pods of worker group %q: %w", group, err)
+			}
+			left := map[string]bool{}
+			var unseen []string
+			for _, p := range list.Items {
+				left[p.Name] = true
+				if !seen[p.Name] {
+					unseen = append(unseen, p.Name)
+					seen[p.Name] = true
+				}
+			}
+			if len(left) == 0 {
+				return true, nil
+			}
+			if autoscaling && len(unseen) > 0 {
+				added, err := c.nameWorkersToDelete(ctx, namespace, cluster, group, unseen)
+				named = append(named, added...)
+				if err != nil {
+					return false, err
+				}
+			}
+			return watchDrain(ctx, w, matches, left, seen)
+		}()
+		if err != nil || gone {
+			return named, err
+		}
+	}
+}
+
+// nameWorkersToDelete adds pods to the group's workersToDelete and returns
+// those it added (not there yet).
+func (c *Client) nameWorkersToDelete(ctx context.Context, namespace, cluster, group string, pods []string) ([]string, error) {
+	var added []string
+	_, err := c.updateCluster(ctx, namespace, cluster, func(rc *rayv1.RayCluster) error {
+		i := groupIndex(rc, group)
+		if i < 0 {
+			return groupNotFound(rc, group)
+		}
+		s := &rc.Spec.WorkerGroupSpecs[i].ScaleStrategy
+		added = added[:0]
+		for _, p := range pods {
+			if !slices.Contains(s.WorkersToDelete, p) {
+				s.WorkersToDelete = append(s.WorkersToDelete, p)
+				added = append(added, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("name pods of worker group %q in workersToDelete: %w", group, err)
+	}
+	return added, nil
+}
+
+// watchDrain follows the events of pods matching selector until no pod
+// in left remains (true), the watch ends or a pod not seen before appears
+// (false, to list again), or ctx ends (an error naming the pods still
+// there).
+func watchDrain(ctx context.Context, w watch.Interface, selector labels.Selector, left, seen map[string]bool) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			names := slices.Sorted(maps.Keys(left))
+			return false, fmt.Errorf("%d pods still present (%s): %w", len(names), strings.Join(names, ", "), ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return false, nil
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || !selector.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				delete(left, p.Name)
+			case watch.Added:
+				if !seen[p.Name] {
+					return false, nil
+				}
+			}
+			if len(left) == 0 {
+				return true, nil
+			}
+		}
+	}
+}
+
+// undoDrain puts a group whose drain failed back as it was before and
+// returns the error for the caller, saying in which state the group is.
+// It writes with a context of its own: the caller's may have ended.
+func (c *Client) undoDrain(ctx context.Context, namespace, cluster, group string, before groupCounts, named []string, drainErr error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
+	_, err := c.updateCluster(ctx, namespace, cluster, func(rc *rayv1.RayCluster) error {
+		i := groupIndex(rc, group)
+		if i < 0 {
+			return groupNotFound(rc, group)
+		}
+		g := &rc.Spec.WorkerGroupSpecs[i]
+		g.Replicas, g.MinReplicas, g.MaxReplicas = before.replicas, before.minReplicas, before.maxReplicas
+		g.ScaleStrategy.WorkersToDelete = slices.DeleteFunc(g.ScaleStrategy.WorkersToDelete, func(p string) bool {
+			return slices.Contains(named, p) && !slices.Contains(before.workersToDelete, p)
+		})
+		return nil
+	})
+	if err != nil {
+		c.log.Warn("drain failed and the worker group could not be put back", "cluster", cluster, "group", group, "error", err)
+		return fmt.Errorf("drain worker group %q of RayCluster %s/%s: %w; the group is left in the cluster at 0 replicas, draining: putting back %s failed: %w",
+			group, namespace, cluster, drainErr, before, err)
+	}
+	c.log.Info("drain failed; worker group put back", "cluster", cluster, "group", group)
+	return fmt.Errorf("drain worker group %q of RayCluster %s/%s: %w; the group was not removed and is put back to %s",
+		group, namespace, cluster, drainErr, before)
 }
 
 // DeleteGroupPods deletes every pod of a worker group (the operator
@@ -191,23 +364,17 @@ func (c *Client) SwapWorkerGroup(ctx context.Context, namespace, cluster, old st
 
 // ReplaceWorkerGroups sets the whole list of worker groups in ONE update
 // of the RayCluster, then deletes the pods of every group that is gone or
-// whose pod template changed (KubeRay does not roll templates).
+// whose pods would now be made differently (KubeRay does not roll them):
+// a change of its pod template, rayStartParams, resources or labels. The
+// groups are compared as the server stored them before and after the
+// write, so that defaults the server fills in (protocol TCP on a port, and
+// the like) are on both sides and a group the caller sent unchanged keeps
+// its pods.
 func (c *Client) ReplaceWorkerGroups(ctx context.Context, namespace, cluster string, specs []rayv1.WorkerGroupSpec) (*rayv1.RayCluster, error) {
 	namespace = c.ns(namespace)
-	var stale []string
+	var before []rayv1.WorkerGroupSpec
 	out, err := c.updateCluster(ctx, namespace, cluster, func(rc *rayv1.RayCluster) error {
-		stale = stale[:0]
-		for _, g := range rc.Spec.WorkerGroupSpecs {
-			kept := false
-			for _, n := range specs {
-				if n.GroupName == g.GroupName && equality.Semantic.DeepEqual(n.Template, g.Template) {
-					kept = true
-				}
-			}
-			if !kept {
-				stale = append(stale, g.GroupName)
-			}
-		}
+		before = slices.Clone(rc.Spec.WorkerGroupSpecs) // rc is a copy; its groups are replaced below, not edited
 		rc.Spec.WorkerGroupSpecs = make([]rayv1.WorkerGroupSpec, len(specs))
 		for i := range specs {
 			rc.Spec.WorkerGroupSpecs[i] = *specs[i].DeepCopy()
@@ -219,10 +386,23 @@ func (c *Client) ReplaceWorkerGroups(ctx context.Context, namespace, cluster str
 	}
 	c.log.Info("worker groups replaced", "cluster", cluster, "groups", len(specs))
 	var errs []error
-	for _, g := range stale {
-		errs = append(errs, c.DeleteGroupPods(ctx, namespace, cluster, g))
+	for _, old := range before {
+		i := groupIndex(out, old.GroupName)
+		if i >= 0 && samePods(&old, &out.Spec.WorkerGroupSpecs[i]) {
+			continue
+		}
+		errs = append(errs, c.DeleteGroupPods(ctx, namespace, cluster, old.GroupName))
 	}
 	return out, errors.Join(errs...)
+}
+
+// samePods reports whether two versions of a worker group make the same
+// pods: the same template, rayStartParams, resources and labels.
+func samePods(a, b *rayv1.WorkerGroupSpec) bool {
+	return equality.Semantic.DeepEqual(a.Template, b.Template) &&
+		equality.Semantic.DeepEqual(a.RayStartParams, b.RayStartParams) &&
+		equality.Semantic.DeepEqual(a.Resources, b.Resources) &&
+		equality.Semantic.DeepEqual(a.Labels, b.Labels)
 }
 
 func groupSelector(cluster, group string) string {
