@@ -7,10 +7,11 @@
 //     worker group;
 //   - worker groups: add from a typed WorkerGroup or a raw WorkerGroupSpec
 //     (validated with KubeRay's own rules before it is sent), remove with a
-//     safe drain (scale to 0, wait until its pods are gone, then drop it) or
-//     at once, swap one group for another and replace the whole set — each
-//     change in ONE update of the RayCluster, so the head and other groups
-//     are untouched;
+//     safe drain (scale to 0, wait until its pods are gone, then drop it;
+//     put back as it was if the drain times out) or at once, swap one group
+//     for another and replace the whole set (restarting exactly the groups
+//     whose pods would now be made differently) — each change in ONE update
+//     of the RayCluster, so the head and other groups are untouched;
 //   - workers: pods with group, node, phase, readiness, GPUs and IP, groups
 //     with desired and observed counts, and logs of a pod or a group as a
 //     stream;
@@ -20,9 +21,19 @@
 //     readiness with progress callbacks; Apply needs a dynamic client,
 //     given with Client.WithDynamic.
 //
-// Every read-modify-write retries on 409 Conflict with a bounded backoff.
-// Errors wrap ErrClusterNotFound, ErrGroupExists, ErrGroupNotFound or
-// ErrInvalidSpec; Kubernetes errors stay recognisable to apierrors.Is*.
+// Every change of a RayCluster is a read, an edit of the typed object and
+// a JSON patch of only what the edit changed, conditional on the
+// resourceVersion read: fields of a newer KubeRay CRD that these Go types
+// do not know survive, and a concurrent writer makes the patch fail with
+// 409 Conflict, which is retried from a fresh read with a bounded backoff
+// whose waits end with the caller's context. The same path works on the
+// fake clientsets. A Client serialises its own writes of one cluster, one
+// attempt at a time; writes of different clusters never wait for each
+// other.
+//
+// Errors wrap ErrNotFound (ErrClusterNotFound and ErrGroupNotFound are
+// kinds of it), ErrGroupExists, ErrInvalidSpec, ErrFailed or ErrJobStopped;
+// Kubernetes errors stay recognisable to apierrors.Is*.
 //
 // rayctl/dashboard is the Ray dashboard client (Serve and Jobs);
 // rayctl/rayctltest has fake clients with conflict injection.

@@ -185,20 +185,33 @@ func clusterState(rc *rayv1.RayCluster) string {
 // WaitJobRunning waits until a RayJob's deployment status is Running or
 // Complete; a Failed job is an error wrapping ErrFailed.
 func (c *Client) WaitJobRunning(ctx context.Context, namespace, name string, opts WaitOptions) error {
-	return c.waitJob(ctx, namespace, name, opts, func(j *rayv1.RayJob) bool {
-		return j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning || j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete
+	return c.waitJob(ctx, namespace, name, opts, func(j *rayv1.RayJob) (bool, error) {
+		return j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning || j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete, nil
 	})
 }
 
-// WaitJobFinished waits until a RayJob is Complete; Failed is an error
-// wrapping ErrFailed.
+// WaitJobFinished waits until a RayJob's Ray job has succeeded. A job
+// that failed is an error wrapping ErrFailed; a job that was stopped
+// (KubeRay marks it Complete, with job status STOPPED) is an error
+// wrapping ErrJobStopped.
 func (c *Client) WaitJobFinished(ctx context.Context, namespace, name string, opts WaitOptions) error {
-	return c.waitJob(ctx, namespace, name, opts, func(j *rayv1.RayJob) bool {
-		return j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete
+	return c.waitJob(ctx, namespace, name, opts, func(j *rayv1.RayJob) (bool, error) {
+		if j.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusComplete {
+			return false, nil
+		}
+		switch j.Status.JobStatus {
+		case rayv1.JobStatusStopped:
+			return false, fmt.Errorf("RayJob %s/%s was stopped before it finished: %w", j.Namespace, j.Name, ErrJobStopped)
+		case rayv1.JobStatusFailed:
+			return false, fmt.Errorf("RayJob %s/%s: %s: %w", j.Namespace, j.Name, j.Status.Message, ErrFailed)
+		}
+		return true, nil
 	})
 }
 
-func (c *Client) waitJob(ctx context.Context, namespace, name string, opts WaitOptions, done func(*rayv1.RayJob) bool) error {
+// waitJob waits until done says the RayJob is done or returns an error; a
+// Failed deployment status is an error wrapping ErrFailed.
+func (c *Client) waitJob(ctx context.Context, namespace, name string, opts WaitOptions, done func(*rayv1.RayJob) (bool, error)) error {
 	namespace = c.ns(namespace)
 	jobs := c.ray.RayV1().RayJobs(namespace)
 	lw := listWatch{
@@ -214,7 +227,8 @@ func (c *Client) waitJob(ctx context.Context, namespace, name string, opts WaitO
 		if j.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusFailed {
 			return p, false, fmt.Errorf("RayJob %s/%s: %s: %w", namespace, name, j.Status.Message, ErrFailed)
 		}
-		return p, done(j), nil
+		ok, err := done(j)
+		return p, ok, err
 	}, opts)
 }
 

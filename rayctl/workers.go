@@ -155,7 +155,8 @@ func (c *Client) PodLogs(ctx context.Context, namespace, pod string, opts LogOpt
 // interleave as they arrive (a following stream may send nothing, not even
 // headers, until its pod logs a line). The caller closes the stream, which
 // ends every pod's stream. An error opening or reading a pod's log ends the
-// stream with that error.
+// stream with that error as soon as it happens (with Follow, the other
+// pods' streams are closed then).
 func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string, opts LogOptions) (io.ReadCloser, error) {
 	namespace = c.ns(namespace)
 	workers, err := c.ListWorkers(ctx, namespace, cluster, group)
@@ -171,7 +172,7 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 	copyPod := func(name string) error {
 		s, err := c.PodLogs(ctx, namespace, name, opts)
 		if err != nil {
-			return fmt.Errorf("logs of pod %s: %w", name, err)
+			return fmt.Errorf("open logs of pod %s: %w", name, err)
 		}
 		defer s.Close()
 		sc := bufio.NewScanner(s)
@@ -184,7 +185,10 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 				return err
 			}
 		}
-		return sc.Err()
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("read logs of pod %s: %w", name, err)
+		}
+		return nil
 	}
 	go func() {
 		defer cancel()
@@ -198,20 +202,22 @@ func (c *Client) GroupLogs(ctx context.Context, namespace, cluster, group string
 			pw.Close()
 			return
 		}
+		// The first error ends the whole stream at once and stops the
+		// other pods' streams, which may never end by themselves.
 		var wg sync.WaitGroup
-		errs := make(chan error, len(workers))
+		var failOnce sync.Once
 		for _, w := range workers {
-			wg.Go(func() { errs <- copyPod(w.Name) })
+			wg.Go(func() {
+				if err := copyPod(w.Name); err != nil {
+					failOnce.Do(func() {
+						pw.CloseWithError(err)
+						cancel()
+					})
+				}
+			})
 		}
 		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				pw.CloseWithError(err)
-				return
-			}
-		}
-		pw.Close()
+		pw.Close() // keeps the error of CloseWithError, if any
 	}()
 	return &groupLogStream{PipeReader: pr, cancel: cancel}, nil
 }
