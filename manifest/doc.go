@@ -10,14 +10,18 @@
 //     wrong key or type is a *SpecError with file, line and path).
 //   - render.go, chart.go: Render and RenderChart, deterministic bytes.
 //   - validate.go: the Validator. ray.io objects go the way the API server
-//     takes a create — pruning, defaulting, the CRD schema, list types,
-//     embedded metadata, CEL rules — through k8s.io/apiextensions-apiserver
+//     takes a create, step for step, through k8s.io/apiextensions-apiserver
 //     with KubeRay's CRDs (crds/, embedded at the pinned version; the
-//     Gateway API's standard CRDs are embedded the same way), then
-//     KubeRay's own validation functions on the object as the operator would
-//     read it (pruned and defaulted). Built-ins are decoded strictly into
-//     their Go types and checked as the API server checks them
-//     (builtinchecks.go).
+//     Gateway API's standard CRDs are embedded the same way): decoding
+//     (pruning of unknown fields, then of the nulls the schema allows
+//     nowhere and defaults nowhere — a key written with no value, `env:`,
+//     is dropped), defaulting, the request's namespace, the strategy's
+//     PrepareForCreate (the status dropped, generation 1) and validation —
+//     the CRD schema, embedded metadata, list types, CEL rules. Then KubeRay's
+//     own validation functions run on the object as the operator would read
+//     it (as stored). Built-ins are decoded strictly into their Go types —
+//     where a null leaves the field's zero value, as in the API server —
+//     and checked as the API server checks them (builtinchecks.go).
 //   - podtemplates.go: the pod-spec checks the API server makes when a pod
 //     is created, run on every pod template (for ray.io kinds they would
 //     otherwise only surface when the operator creates the pods).
@@ -29,13 +33,16 @@
 // The library walks follow the schema and copy a schema node per property,
 // which made a large RayService take 0.2 ms. schemacheck.go,
 // structuralplan.go and typeddecode.go walk the object instead: a compiled
-// OpenAPI check that answers only "certainly valid", a structural plan that
-// decides pruning exactly, applies defaults copying only the nodes they
-// change and confirms list-type invariants, and a key-driven typed decode.
+// OpenAPI check that answers only "certainly valid" (comparing integers
+// with bounds the way kube-openapi does, truncated to integers), a
+// structural plan that decides pruning exactly, drops nulls and applies
+// defaults copying only the nodes they change and confirms list-type
+// invariants, and a key-driven typed decode.
 // Each leaves anything
 // it does not mirror to the library, which decides and words the errors.
 // Differential tests over tens of thousands of mutations of the golden
-// objects (schemacheck_test.go) hold every fast path to the library.
+// ray.io objects and of the valid Gateway API objects of the users' corpus
+// (schemacheck_test.go) hold every fast path to the library.
 //
 // # Held to the real systems
 //

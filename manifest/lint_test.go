@@ -252,3 +252,44 @@ func TestValidateLeavesItsInputAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestLintKeysWithoutValues: a key written with no value reads as null.
+// The API server drops such a null from a custom resource where the schema
+// allows none and has no default (PruneNonNullableNullsWithoutDefaults,
+// after pruning), defaults it where there is a default, and a built-in's
+// typed decoding leaves the field at its zero value — so none of these is
+// an error, unless the field was required or the null is a list item.
+func TestLintKeysWithoutValues(t *testing.T) {
+	base := fmt.Sprintf(rayCluster, "demo")
+	head := "    template:\n      spec:\n        containers:\n        - name: ray-head\n"
+	cases := []struct {
+		name, doc string
+		path      string // the error's field; "" for none
+	}{
+		{"rayStartParams", strings.Replace(base, "rayStartParams: {}", "rayStartParams:", -1), ""},
+		{"tolerations, env, ports and requests", strings.Replace(base, head, "    template:\n      metadata:\n        labels:\n      spec:\n        tolerations:\n        nodeSelector:\n        containers:\n        - name: ray-head\n          env:\n          ports:\n          resources:\n            requests:\n", 1), ""},
+		{"the object's labels", strings.Replace(base, "  name: demo\n", "  name: demo\n  labels:\n  annotations:\n", 1), ""},
+		{"a status a create cannot set", base + "status:\n  state: 5\n  desiredWorkerReplicas: many\n", ""},
+		{"required containers", strings.Replace(base, "        containers:\n        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        containers:\n", 1), "spec.headGroupSpec.template.spec.containers"},
+		{"a list item", strings.Replace(base, head, "    template:\n      spec:\n        tolerations:\n        -\n        containers:\n        - name: ray-head\n", 1), "spec.headGroupSpec.template.spec.tolerations[0]"},
+		{"a Deployment", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, labels: }\nspec:\n  replicas:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec:\n      tolerations:\n      containers:\n      - name: c\n        image: i\n        env:\n        resources:\n", ""},
+		{"a Deployment's containers", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec:\n      containers:\n", "spec.template.spec.containers"},
+		{"an HTTPRoute's matches (defaulted)", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  parentRefs: [{name: g}]\n  hostnames:\n  rules:\n  - matches:\n    filters:\n    backendRefs: [{name: s, port: 80}]\n", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var errs []manifest.Finding
+			for _, f := range lintString(t, c.doc) {
+				if f.Severity == manifest.SeverityError {
+					errs = append(errs, f)
+				}
+			}
+			if c.path == "" && len(errs) > 0 {
+				t.Errorf("want no errors; findings:\n%s", list(errs))
+			}
+			if c.path != "" && !has(errs, "schema", c.path, manifest.SeverityError) && !has(errs, "pod-containers", c.path, manifest.SeverityError) {
+				t.Errorf("want an error at %s; findings:\n%s", c.path, list(errs))
+			}
+		})
+	}
+}

@@ -25,45 +25,70 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/validate"
 )
 
-// rayObjects are the ray.io objects of the golden files, each with the
-// schema validator of its kind.
-func rayObjects(t testing.TB) (objs []map[string]any, validators []createValidator) {
+// crdObjects are the custom resources the differential tests hold the
+// fast paths to their libraries on, each with the schema validator of its
+// kind: the ray.io objects of the golden files, and the Gateway API
+// objects of the users' corpus (gateway.yaml) lint finds no error in (their schemas
+// use what the ray.io ones do not: the ipv4 and ipv6 formats, oneOf,
+// maxItems and CEL rules).
+func crdObjects(t testing.TB) (objs []map[string]any, validators []createValidator) {
 	t.Helper()
 	v := NewValidator()
-	files, _ := filepath.Glob("testdata/*.yaml")
-	for _, file := range files {
+	add := func(d Document) {
+		crd, err := v.crdFor(d.Object.GroupVersionKind())
+		if err != nil || crd == nil {
+			t.Fatalf("%s: %v", d.Source, err)
+		}
+		objs = append(objs, d.Object.Object)
+		validators = append(validators, crd.schema)
+	}
+	golden, _ := filepath.Glob("testdata/*.yaml")
+	var ray, gateway int
+	for _, file := range append(golden, "testdata/users/gateway.yaml") {
 		docs, err := LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range docs {
-			if d.Err != nil || d.Object.GroupVersionKind().Group != "ray.io" {
+			if d.Err != nil {
 				continue
 			}
-			crd, err := v.crdFor(d.Object.GroupVersionKind())
-			if err != nil || crd == nil {
-				t.Fatalf("%s: %v", d.Source, err)
+			switch group := d.Object.GroupVersionKind().Group; {
+			case group == "ray.io" && filepath.Dir(file) == "testdata":
+				add(d)
+				ray++
+			case group == "gateway.networking.k8s.io" && !hasError(v.Validate(d.Object)):
+				add(d)
+				gateway++
 			}
-			objs = append(objs, d.Object.Object)
-			validators = append(validators, crd.schema)
 		}
 	}
-	if len(objs) < 3 {
-		t.Fatalf("only %d ray.io objects in the golden files", len(objs))
+	if ray < 3 || gateway < 5 {
+		t.Fatalf("only %d ray.io objects in the golden files and %d valid Gateway API objects in the users' corpus", ray, gateway)
 	}
 	return objs, validators
 }
 
+func hasError(findings []Finding) bool {
+	for _, f := range findings {
+		if f.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
 // TestSchemaCheckConfirmsValidObjects: the compiled check says yes to the
-// valid objects this project renders, so the steady state never needs
-// kube-openapi's validator.
+// valid ray.io objects this project renders, so the steady state never
+// needs kube-openapi's validator. (The Gateway API schemas use oneOf,
+// which the check leaves to kube-openapi.)
 func TestSchemaCheckConfirmsValidObjects(t *testing.T) {
-	objs, validators := rayObjects(t)
+	objs, validators := crdObjects(t)
 	for i, obj := range objs {
 		if r := validators[i].full.Validate(obj); !r.IsValid() {
 			t.Fatalf("%s: kube-openapi finds %v", obj["kind"], r.Errors)
 		}
-		if !validators[i].check.certainlyValid(obj, strfmt.Default) {
+		if rayTypes[obj["kind"].(string)] != nil && !validators[i].check.certainlyValid(obj, strfmt.Default) {
 			t.Errorf("%s %v: the compiled check is not certain of a valid object", obj["kind"], obj["metadata"])
 		}
 	}
@@ -91,11 +116,11 @@ func agree(t *testing.T, v createValidator, obj any, what string) (certain bool)
 }
 
 // TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects replaces, one at a
-// time, every value of every golden ray.io object with each mutation
+// time, every value of every object of crdObjects with each mutation
 // value, and adds each schema property an object lacks with each value;
 // whenever the compiled check is certain, kube-openapi must agree.
 func TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects(t *testing.T) {
-	objs, validators := rayObjects(t)
+	objs, validators := crdObjects(t)
 	step := 1
 	if testing.Short() {
 		step = 17 // a sample
@@ -126,7 +151,7 @@ func FuzzSchemaCheck(f *testing.F) {
 	f.Add(0, 0, []byte(`"x"`))
 	f.Add(1, 7, []byte(`{"a": [1, 2.5, null]}`))
 	f.Add(2, 30, []byte(`-12345678901`))
-	objs, validators := rayObjects(f)
+	objs, validators := crdObjects(f)
 	muts := make([][]mutation, len(objs))
 	for i, obj := range objs {
 		muts[i] = mutations(obj, schemaOf(validators[i]))
@@ -278,7 +303,7 @@ func propertyOf(s *spec.Schema, k string) *spec.Schema {
 // BenchmarkSchemaCheck compares the compiled check with kube-openapi's
 // validator on the same valid RayCluster.
 func BenchmarkSchemaCheck(b *testing.B) {
-	objs, validators := rayObjects(b)
+	objs, validators := crdObjects(b)
 	i := 0
 	for ; objs[i]["kind"] != "RayCluster"; i++ {
 	}
@@ -299,12 +324,12 @@ func BenchmarkSchemaCheck(b *testing.B) {
 }
 
 // TestValidateCreateMatchesStrategy: validateCreate returns exactly what
-// apiextensions-apiserver's custom-resource strategy returns, on the golden
-// ray.io objects and a sample of their mutations (defaulted as the API
-// server does before validating).
+// apiextensions-apiserver's custom-resource strategy returns, on the
+// objects of crdObjects and a sample of their mutations (their nulls
+// pruned and defaulted as the API server does before validating).
 func TestValidateCreateMatchesStrategy(t *testing.T) {
 	v := NewValidator()
-	objs, _ := rayObjects(t)
+	objs, _ := crdObjects(t)
 	step := 7
 	if testing.Short() {
 		step = 61
@@ -320,6 +345,7 @@ func TestValidateCreateMatchesStrategy(t *testing.T) {
 		all := mutations(obj, schemaOf(crd.schema))
 		for j := 0; j < len(all); j += step {
 			m := &unstructured.Unstructured{Object: all[j].apply(obj)}
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(m.Object, crd.structural)
 			structuraldefaulting.Default(m.Object, crd.structural)
 			want := strategy.Validate(context.Background(), m)
 			got := crd.validateCreate(context.Background(), m)
@@ -338,21 +364,22 @@ func TestValidateCreateMatchesStrategy(t *testing.T) {
 	}
 }
 
-// TestStructuralPlanMatchesLibrary: on the golden ray.io objects and every
+// TestStructuralPlanMatchesLibrary: on the objects of crdObjects and every
 // mutation of them (plus, for pruning, an unknown field at each place),
 // the compiled plan agrees with apiextensions-apiserver — prunes is true
-// exactly when PruneWithOptions drops something, withDefaults equals
-// Default on a copy (and leaves its input alone), and
+// exactly when PruneWithOptions drops something, nullsPrunedAndDefaulted
+// equals PruneNonNullableNullsWithoutDefaults then Default on a copy (and
+// leaves its input alone), and
 // listTypesCertainlyValid is never true where ValidateListSetsAndMaps
 // finds an error.
 func TestStructuralPlanMatchesLibrary(t *testing.T) {
 	v := NewValidator()
-	objs, _ := rayObjects(t)
+	objs, _ := crdObjects(t)
 	step := 1
 	if testing.Short() {
 		step = 13
 	}
-	var pruned, listErrors, listCertain, cases int
+	var pruned, nullsPruned, listErrors, listCertain, cases int
 	for _, obj := range objs {
 		u := &unstructured.Unstructured{Object: obj}
 		crd, err := v.crdFor(u.GroupVersionKind())
@@ -381,13 +408,17 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 
 			before := runtime.DeepCopyJSON(in)
 			want := runtime.DeepCopyJSON(in)
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(want, crd.structural)
+			if !reflect.DeepEqual(want, before) {
+				nullsPruned++
+			}
 			structuraldefaulting.Default(want, crd.structural)
-			got := crd.plan.withDefaults(in)
+			got := crd.plan.nullsPrunedAndDefaulted(in)
 			if !reflect.DeepEqual(got, any(want)) {
-				t.Fatalf("%s: withDefaults differs from Default:\n got %v\nwant %v", what, got, want)
+				t.Fatalf("%s: nullsPrunedAndDefaulted differs from the library:\n got %v\nwant %v", what, got, want)
 			}
 			if !reflect.DeepEqual(in, before) {
-				t.Fatalf("%s: withDefaults changed its input", what)
+				t.Fatalf("%s: nullsPrunedAndDefaulted changed its input", what)
 			}
 
 			errs := structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)
@@ -403,8 +434,8 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d objects: %d pruned, %d with list-type errors, %d confirmed by the plan", cases, pruned, listErrors, listCertain)
-	if pruned == 0 || listErrors == 0 || listCertain == 0 {
+	t.Logf("%d objects: %d pruned, %d with nulls pruned, %d with list-type errors, %d confirmed by the plan", cases, pruned, nullsPruned, listErrors, listCertain)
+	if pruned == 0 || nullsPruned == 0 || listErrors == 0 || listCertain == 0 {
 		t.Fatal("the mutations exercise only one side")
 	}
 }
@@ -447,12 +478,13 @@ func comparableScalars(values []any) bool {
 }
 
 // TestFromUnstructuredMatchesLibrary: on the golden ray.io objects and
-// every mutation of them, raw and defaulted, fromUnstructured gives what
+// every mutation of them, raw and as admitted (nulls pruned, defaulted),
+// fromUnstructured gives what
 // runtime.DefaultUnstructuredConverter gives — the same typed object, or
 // an error when it errs.
 func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 	v := NewValidator()
-	objs, _ := rayObjects(t)
+	objs, _ := crdObjects(t)
 	step := 1
 	if testing.Short() {
 		step = 13
@@ -464,8 +496,11 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rayTypes[u.GetKind()] == nil {
+			continue // decoded into Go types only for KubeRay's rules
+		}
 		typ := reflect.TypeOf(rayTypes[u.GetKind()]).Elem()
-		for _, in := range []map[string]any{obj, crd.plan.withDefaults(obj).(map[string]any)} {
+		for _, in := range []map[string]any{obj, crd.plan.nullsPrunedAndDefaulted(obj).(map[string]any)} {
 			if err := decodeValue(in, reflect.New(typ).Elem()); err != nil {
 				t.Errorf("%s: the golden object takes the library's path: %v", obj["kind"], err)
 			}
@@ -473,7 +508,7 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 		all := mutations(obj, schemaOf(crd.schema))
 		for j := 0; j < len(all); j += step {
 			raw := all[j].apply(obj)
-			for _, in := range []map[string]any{raw, crd.plan.withDefaults(raw).(map[string]any)} {
+			for _, in := range []map[string]any{raw, crd.plan.nullsPrunedAndDefaulted(raw).(map[string]any)} {
 				cases++
 				if decodeValue(in, reflect.New(typ).Elem()) == nil {
 					fast++
@@ -505,7 +540,7 @@ var rayTypes = map[string]any{"RayCluster": &rayv1.RayCluster{}, "RayJob": &rayv
 // TestMetadataDecodesMatchesGetObjectMeta: metadataDecodes is never true
 // where the API server's metadata decoding fails.
 func TestMetadataDecodesMatchesGetObjectMeta(t *testing.T) {
-	objs, _ := rayObjects(t)
+	objs, _ := crdObjects(t)
 	var certain, failing int
 	for _, obj := range objs {
 		meta := map[string]any{"metadata": obj["metadata"]}
@@ -543,7 +578,7 @@ func FuzzFastPaths(f *testing.F) {
 	f.Add(1, 40, []byte(`{"unknown": 1, "name": null}`))
 	f.Add(2, 90, []byte(`"1.5Gi"`))
 	v := NewValidator()
-	objs, _ := rayObjects(f)
+	objs, _ := crdObjects(f)
 	muts := make([][]mutation, len(objs))
 	crds := make([]*crdValidator, len(objs))
 	for i, obj := range objs {
@@ -570,18 +605,21 @@ func FuzzFastPaths(f *testing.F) {
 			t.Fatalf("%v = %s: prunes disagrees with the library", m.path, value)
 		}
 		want := runtime.DeepCopyJSON(in)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(want, crd.structural)
 		structuraldefaulting.Default(want, crd.structural)
-		if got := crd.plan.withDefaults(in); !reflect.DeepEqual(got, any(want)) {
-			t.Fatalf("%v = %s: withDefaults differs from Default", m.path, value)
+		if got := crd.plan.nullsPrunedAndDefaulted(in); !reflect.DeepEqual(got, any(want)) {
+			t.Fatalf("%v = %s: nullsPrunedAndDefaulted differs from the library", m.path, value)
 		}
 		if crd.plan.listTypesCertainlyValid(want) && len(structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)) > 0 {
 			t.Fatalf("%v = %s: list types certain, the library disagrees", m.path, value)
 		}
-		typ := reflect.TypeOf(rayTypes[objs[i]["kind"].(string)]).Elem()
-		got, exp := reflect.New(typ).Interface(), reflect.New(typ).Interface()
-		gotErr, expErr := fromUnstructured(want, got), runtime.DefaultUnstructuredConverter.FromUnstructured(want, exp)
-		if (gotErr == nil) != (expErr == nil) || (expErr == nil && !reflect.DeepEqual(got, exp)) {
-			t.Fatalf("%v = %s: fromUnstructured differs from the library (%v, %v)", m.path, value, gotErr, expErr)
+		if typed := rayTypes[objs[i]["kind"].(string)]; typed != nil {
+			typ := reflect.TypeOf(typed).Elem()
+			got, exp := reflect.New(typ).Interface(), reflect.New(typ).Interface()
+			gotErr, expErr := fromUnstructured(want, got), runtime.DefaultUnstructuredConverter.FromUnstructured(want, exp)
+			if (gotErr == nil) != (expErr == nil) || (expErr == nil && !reflect.DeepEqual(got, exp)) {
+				t.Fatalf("%v = %s: fromUnstructured differs from the library (%v, %v)", m.path, value, gotErr, expErr)
+			}
 		}
 		agree(t, crd.schema, want, fmt.Sprintf("%v = %s", m.path, value))
 	})

@@ -8,11 +8,12 @@ import (
 )
 
 // structuralPlan is a structural schema compiled into a tree of pointers
-// for three walks the API server makes over a custom resource on every
-// create — pruning, defaulting and the list-type (set/map) invariants.
+// for the walks the API server makes over a custom resource on every
+// create — pruning, the pruning of nulls, defaulting and the list-type
+// (set/map) invariants.
 // The apiextensions-apiserver versions copy a schema node per property
 // visited; these walk the object, allocate only what they build, and
-// mirror the library's decisions exactly (pruning and defaulting) or
+// mirror the library's decisions exactly (pruning, nulls, defaulting) or
 // answer only "certainly fine" (list types), leaving every other case to
 // the library. TestStructuralPlanMatchesLibrary holds each to it.
 type structuralPlan struct {
@@ -144,51 +145,56 @@ func (p *structuralPlan) prunesFields(m map[string]any, keepUnknown bool) bool {
 	return false
 }
 
-// withDefaults returns x with the schema's defaults applied — equal to what
-// defaulting.Default makes of a deep copy — without changing x: nodes on
-// the way to a default are new, every other subtree is x's own. The
-// result must therefore be read, not written.
-func (p *structuralPlan) withDefaults(x any) any {
+// nullsPrunedAndDefaulted returns x as the API server's create path makes
+// it after pruning — defaulting.PruneNonNullableNullsWithoutDefaults (a
+// null where the schema allows none and has no default is dropped: the
+// key written with no value, `env:`), then defaulting.Default — equal to
+// what those make of a deep copy, without changing x: nodes on the way to
+// a change are new, every other subtree is x's own. The result must
+// therefore be read, not written.
+func (p *structuralPlan) nullsPrunedAndDefaulted(x any) any {
 	if p == nil {
 		return x
 	}
 	switch x := x.(type) {
 	case map[string]any:
 		var out map[string]any // made at the first change
-		set := func(k string, v any) {
+		own := func() {
 			if out == nil {
 				out = make(map[string]any, len(x)+len(p.defaulted))
-				for k2, v2 := range x {
-					out[k2] = v2
+				for k, v := range x {
+					out[k] = v
 				}
 			}
-			out[k] = v
 		}
 		for k, v := range x {
 			var child *structuralPlan
 			if prop, ok := p.properties[k]; ok {
 				child = prop
-				if v == nil && prop != nil && !prop.nullable && prop.defaultValue != nil {
-					set(k, prop.withDefaults(runtime.DeepCopyJSONValue(prop.defaultValue)))
-					continue
-				}
 			} else if p.additional {
 				child = p.additionalSchema
-				if v == nil && child != nil && !child.nullable {
-					set(k, child.withDefaults(runtime.DeepCopyJSONValue(child.defaultValue)))
-					continue
-				}
 			} else {
 				continue // not the schema's: left as it is
 			}
-			if d := child.withDefaults(v); !sameValue(d, v) {
-				set(k, d)
+			if v == nil && child != nil && !child.nullable {
+				own()
+				if child.defaultValue == nil {
+					delete(out, k)
+				} else {
+					out[k] = child.nullsPrunedAndDefaulted(runtime.DeepCopyJSONValue(child.defaultValue))
+				}
+				continue
+			}
+			if d := child.nullsPrunedAndDefaulted(v); !sameValue(d, v) {
+				own()
+				out[k] = d
 			}
 		}
 		for _, k := range p.defaulted {
 			if _, found := x[k]; !found {
 				prop := p.properties[k]
-				set(k, prop.withDefaults(runtime.DeepCopyJSONValue(prop.defaultValue)))
+				own()
+				out[k] = prop.nullsPrunedAndDefaulted(runtime.DeepCopyJSONValue(prop.defaultValue))
 			}
 		}
 		if out == nil {
@@ -196,13 +202,15 @@ func (p *structuralPlan) withDefaults(x any) any {
 		}
 		return out
 	case []any:
+		// PruneNonNullableNullsWithoutDefaults leaves list items alone;
+		// Default replaces a null item by the items' default (or null).
 		var out []any
 		for i, v := range x {
 			var d any
 			if v == nil && p.items != nil && !p.items.nullable {
-				d = p.items.withDefaults(runtime.DeepCopyJSONValue(p.items.defaultValue))
+				d = p.items.nullsPrunedAndDefaulted(runtime.DeepCopyJSONValue(p.items.defaultValue))
 			} else {
-				d = p.items.withDefaults(v)
+				d = p.items.nullsPrunedAndDefaulted(v)
 			}
 			if out == nil && !sameValue(d, v) {
 				out = make([]any, len(x))
@@ -220,7 +228,8 @@ func (p *structuralPlan) withDefaults(x any) any {
 	return x // strings, numbers, booleans and null are values
 }
 
-// sameValue reports whether withDefaults returned its input unchanged.
+// sameValue reports whether nullsPrunedAndDefaulted returned its input
+// unchanged.
 func sameValue(a, b any) bool {
 	switch a := a.(type) {
 	case map[string]any:

@@ -45,8 +45,9 @@ import (
 // Validator validates objects in process with the API server's semantics:
 // ray.io kinds against KubeRay's CRD schemas (embedded at the pinned
 // version) through k8s.io/apiextensions-apiserver — unknown fields
-// (pruning), defaults, the structural schema, embedded metadata, list
-// types and CEL rules, as the create path runs them — and against KubeRay's
+// (pruning), nulls the schema does not allow (dropped), defaults, the
+// structural schema, embedded metadata, list types and CEL rules, as the
+// create path runs them — and against KubeRay's
 // own validation rules; built-in kinds by a strict decode into their Go
 // types and apimachinery's metadata validation; and, inside every pod
 // template, the checks no schema makes (names, labels, duplicate env
@@ -74,6 +75,9 @@ type crdValidator struct {
 	schema     createValidator
 	cel        *cel.Validator
 	namespaced bool
+	// statusSubresource: the version serves /status, so a create's status
+	// is dropped.
+	statusSubresource bool
 	// embedded: the schema has x-kubernetes-embedded-resource somewhere,
 	// so embedded objects' metadata must be validated.
 	embedded bool
@@ -139,7 +143,8 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 		namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 		out[gvk] = &crdValidator{
 			gvk: gvk, structural: structural, schema: validator, namespaced: namespaced,
-			plan: plan, root: plan.rootPlan(),
+			statusSubresource: ver.Subresources != nil && ver.Subresources.Status != nil,
+			plan:              plan, root: plan.rootPlan(),
 			cel:      cel.NewValidator(structural, true, celconfig.PerCallLimit),
 			embedded: hasEmbeddedResource(structural),
 		}
@@ -171,6 +176,9 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	}
 	if !c.plan.listTypesCertainlyValid(u.Object) {
 		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, c.structural, u.Object)...)
+	}
+	if c.cel == nil {
+		return errs // no CEL rules: nothing to be blocked
 	}
 	if blocked := blockingError(errs); blocked != nil {
 		errs = append(errs, blocked)
@@ -352,7 +360,16 @@ func generatedName(prefix string) string {
 }
 
 // validateCR returns what the API server would refuse, and the object as
-// it would store it (pruned and defaulted).
+// it would store it.
+//
+// It takes the object the way the API server's create path does
+// (apiextensions-apiserver): decoding it (schemaCoercingDecoder: the
+// metadata read as ObjectMeta, pruning of unknown fields,
+// PruneNonNullableNullsWithoutDefaults — so a key written with no value
+// is dropped where the schema allows no null), defaulting it
+// (unstructuredDefaulter), putting it in the request's namespace, then
+// customResourceStrategy.PrepareForCreate (no status when the status
+// subresource is on; generation 1) and Validate (validateCreate).
 func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, errorAt func(id, path, msg, fix string) Finding) ([]Finding, *unstructured.Unstructured) {
 	var out []Finding
 	var obj *unstructured.Unstructured
@@ -361,13 +378,14 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 		for _, p := range pruning.PruneWithOptions(obj.Object, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
 			out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
 		}
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, crd.structural)
 		structuraldefaulting.Default(obj.Object, crd.structural)
 	} else {
-		// Nothing to prune (the usual case): default without copying what
-		// the defaults leave alone. obj shares those parts with u, so from
-		// here on it is only read — but for its namespace, set below on
-		// copies of the two maps on the way.
-		obj = &unstructured.Unstructured{Object: crd.plan.withDefaults(u.Object).(map[string]any)}
+		// Nothing to prune (the usual case): drop the nulls and default
+		// without copying what that leaves alone. obj shares those parts
+		// with u, so from here on it is only read — but for the root and
+		// metadata maps, copied below.
+		obj = &unstructured.Unstructured{Object: crd.plan.nullsPrunedAndDefaulted(u.Object).(map[string]any)}
 	}
 	// The API server reads metadata the same way; the strategy below
 	// validates its values.
@@ -376,18 +394,7 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 			out = append(out, errorAt("metadata", "metadata", err.Error(), ""))
 		}
 	}
-	if crd.namespaced && obj.GetNamespace() == "" {
-		// The namespace comes from the context at apply time.
-		root := maps.Clone(obj.Object)
-		meta, _ := root["metadata"].(map[string]any)
-		meta = maps.Clone(meta)
-		if meta == nil {
-			meta = map[string]any{}
-		}
-		meta["namespace"] = "default"
-		root["metadata"] = meta
-		obj = &unstructured.Unstructured{Object: root}
-	}
+	obj = crd.prepareForCreate(obj)
 	unnamed := obj.GetName() == "" && obj.GetGenerateName() == ""
 	for _, e := range crd.validateCreate(context.Background(), obj) {
 		if e.Field == "<nil>" && strings.Contains(e.Detail, "not checked because the object was invalid") {
@@ -403,6 +410,31 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 		out = append(out, errorAt(id, e.Field, strings.TrimPrefix(e.ErrorBody(), e.Field+": "), ""))
 	}
 	return out, obj
+}
+
+// prepareForCreate returns obj as the create path hands it to validation:
+// in the request's namespace ("default" when it names none: the namespace
+// comes from the context at apply time), then
+// customResourceStrategy.PrepareForCreate — the status dropped when the
+// status subresource is on (a create cannot set it), generation 1. It
+// changes copies of the root and metadata maps only, which obj may share
+// with the user's object.
+func (c *crdValidator) prepareForCreate(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	root := maps.Clone(obj.Object)
+	if c.statusSubresource {
+		delete(root, "status")
+	}
+	meta, _ := root["metadata"].(map[string]any) // not a map: reported above
+	meta = maps.Clone(meta)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	if ns, _ := meta["namespace"].(string); c.namespaced && ns == "" {
+		meta["namespace"] = "default"
+	}
+	meta["generation"] = int64(1)
+	root["metadata"] = meta
+	return &unstructured.Unstructured{Object: root}
 }
 
 func metadataFindings(u *unstructured.Unstructured, namespaced bool, names apivalidation.ValidateNameFunc, errorAt func(id, path, msg, fix string) Finding) []Finding {
