@@ -465,8 +465,7 @@ func (s *Server) openAPI() (doc map[string]any, problems []string) {
 		responses[e.name] = errorResponse(status, e.desc)
 	}
 	doc = map[string]any{
-		"openapi":           "3.1.0",
-		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		"openapi": "3.1.0",
 		"info": map[string]any{
 			"title":   "Gridweave control plane",
 			"version": s.cfg.ServerVersion,
