@@ -58,8 +58,8 @@ func newDocsTestServer(t testing.TB) (*Server, *httptest.Server) {
 	return s, srv
 }
 
-// get fetches path without credentials.
-func get(t testing.TB, url string) (*http.Response, []byte) {
+// docsGet fetches path without credentials.
+func docsGet(t testing.TB, url string) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -76,7 +76,7 @@ func get(t testing.TB, url string) (*http.Response, []byte) {
 // fetchOpenAPI answers the served document, decoded.
 func fetchOpenAPI(t testing.TB, url string) map[string]any {
 	t.Helper()
-	resp, body := get(t, url+"/openapi.json")
+	resp, body := docsGet(t, url+"/openapi.json")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /openapi.json: %d %s", resp.StatusCode, body)
 	}
@@ -244,7 +244,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		if !hasSuccess {
 			t.Errorf("%s: no 2xx response", rt.pattern)
 		}
-		for _, prm := range asSlice(op["parameters"]) {
+		for _, prm := range jsonSlice(op["parameters"]) {
 			prm := prm.(map[string]any)
 			if prm["in"] == "path" && !strings.Contains(p, "{"+prm["name"].(string)+"}") {
 				t.Errorf("%s: path parameter %v is not in the path", rt.pattern, prm["name"])
@@ -263,35 +263,35 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 	// Every $ref points into the document.
-	walk(doc, func(m map[string]any) {
+	walkJSON(doc, func(m map[string]any) {
 		ref, ok := m["$ref"].(string)
 		if !ok {
 			return
 		}
-		if resolve(doc, ref) == nil {
+		if resolveRef(doc, ref) == nil {
 			t.Errorf("$ref %q does not resolve", ref)
 		}
 	})
 }
 
-func asSlice(v any) []any { s, _ := v.([]any); return s }
+func jsonSlice(v any) []any { s, _ := v.([]any); return s }
 
-func walk(v any, f func(map[string]any)) {
+func walkJSON(v any, f func(map[string]any)) {
 	switch v := v.(type) {
 	case map[string]any:
 		f(v)
 		for _, x := range v {
-			walk(x, f)
+			walkJSON(x, f)
 		}
 	case []any:
 		for _, x := range v {
-			walk(x, f)
+			walkJSON(x, f)
 		}
 	}
 }
 
-// resolve follows a local JSON pointer ("#/components/schemas/X").
-func resolve(doc map[string]any, ref string) map[string]any {
+// resolveRef follows a local JSON pointer ("#/components/schemas/X").
+func resolveRef(doc map[string]any, ref string) map[string]any {
 	p, ok := strings.CutPrefix(ref, "#/")
 	if !ok {
 		return nil
@@ -359,9 +359,9 @@ func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
 	check := func(method, path, docPath string, status int, v any) {
 		t.Helper()
 		op := doc["paths"].(map[string]any)[docPath].(map[string]any)[strings.ToLower(method)].(map[string]any)
-		resp, _ := op["responses"].(map[string]any)[itoa(status)].(map[string]any)
+		resp, _ := op["responses"].(map[string]any)[docsItoa(status)].(map[string]any)
 		if ref, ok := resp["$ref"].(string); ok {
-			resp = resolve(doc, ref)
+			resp = resolveRef(doc, ref)
 		}
 		if resp == nil {
 			t.Errorf("%s %s answered %d, which the document does not list", method, path, status)
@@ -408,14 +408,14 @@ func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
 	answer("GET", "/v1/nodes/nobody", "/v1/nodes/{hostname}", docsAdminToken, nil, 404)
 }
 
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+func docsItoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // conforms checks v against the parts of JSON Schema the document uses:
 // $ref, type (with null), properties, required, additionalProperties,
 // items, anyOf/oneOf, const, enum.
 func conforms(doc, schema map[string]any, v any, at string) []string {
 	if ref, ok := schema["$ref"].(string); ok {
-		return conforms(doc, resolve(doc, ref), v, at)
+		return conforms(doc, resolveRef(doc, ref), v, at)
 	}
 	if alts, ok := schema["anyOf"].([]any); ok {
 		return conformsOne(doc, alts, v, at)
@@ -437,7 +437,7 @@ func conforms(doc, schema map[string]any, v any, at string) []string {
 	switch v := v.(type) {
 	case map[string]any:
 		props, _ := schema["properties"].(map[string]any)
-		for _, r := range asSlice(toAnySlice(schema["required"])) {
+		for _, r := range jsonSlice(toAnySlice(schema["required"])) {
 			if _, ok := v[r.(string)]; !ok {
 				problems = append(problems, at+"."+r.(string)+": required but absent")
 			}
@@ -454,7 +454,7 @@ func conforms(doc, schema map[string]any, v any, at string) []string {
 	case []any:
 		if items, ok := schema["items"].(map[string]any); ok {
 			for i, x := range v {
-				problems = append(problems, conforms(doc, items, x, at+"["+itoa(i)+"]")...)
+				problems = append(problems, conforms(doc, items, x, at+"["+docsItoa(i)+"]")...)
 			}
 		}
 	}
@@ -536,7 +536,7 @@ func TestDocsOpenWithoutCredentials(t *testing.T) {
 		{"/docs/gridweave-docs.js", "text/javascript", `url: "openapi.json"`},
 		{"/docs/LICENSE", "text/plain", "Apache License"},
 	} {
-		resp, body := get(t, srv.URL+tc.path)
+		resp, body := docsGet(t, srv.URL+tc.path)
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %d, want 200", tc.path, resp.StatusCode)
 			continue
@@ -552,13 +552,13 @@ func TestDocsOpenWithoutCredentials(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/docs/index.html", "/docs/README.md", "/docs/nope.js", "/docs/..%2fopenapi.go", "/docs/webdocs%2fLICENSE"} {
-		if resp, body := get(t, srv.URL+path); resp.StatusCode != 404 {
+		if resp, body := docsGet(t, srv.URL+path); resp.StatusCode != 404 {
 			t.Errorf("GET %s: %d %s, want 404", path, resp.StatusCode, body)
 		}
 	}
 	// The page names no other host.
 	for _, path := range []string{"/docs", "/docs/gridweave-docs.js"} {
-		_, body := get(t, srv.URL+path)
+		_, body := docsGet(t, srv.URL+path)
 		if bytes.Contains(body, []byte("http://")) || bytes.Contains(body, []byte("https://")) {
 			t.Errorf("GET %s names an absolute URL", path)
 		}
