@@ -19,7 +19,8 @@ import (
 // the API server's refusals are 422; a missing cluster or group 404; a
 // write that kept conflicting 409.
 
-// clusterName returns the {name} path value if it can name a RayCluster.
+// clusterName returns the {name} (or {group}) path value if it can name a
+// RayCluster (or a worker group).
 func clusterName(r *http.Request, param string) (string, error) {
 	name := r.PathValue(param)
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
@@ -270,7 +271,12 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Follow = f
 	}
-	stream, err := s.ray.GroupLogs(r.Context(), s.cfg.Namespace, name, r.PathValue("group"), opts)
+	group, err := clusterName(r, "group")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	stream, err := s.ray.GroupLogs(r.Context(), s.cfg.Namespace, name, group, opts)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -311,7 +317,12 @@ func (s *Server) handleRemoveWorkerGroup(w http.ResponseWriter, r *http.Request)
 			return
 		}
 	}
-	rc, err := s.ray.RemoveWorkerGroup(r.Context(), s.cfg.Namespace, name, r.PathValue("group"), opts)
+	group, err := clusterName(r, "group")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rc, err := s.ray.RemoveWorkerGroup(r.Context(), s.cfg.Namespace, name, group, opts)
 	s.writeCluster(w, r, http.StatusOK, rc, err)
 }
 
@@ -321,7 +332,11 @@ func (s *Server) handleDeleteGroupPods(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	group := r.PathValue("group")
+	group, err := clusterName(r, "group")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := s.ray.DeleteGroupPods(r.Context(), s.cfg.Namespace, name, group); err != nil {
 		s.writeError(w, r, err)
 		return

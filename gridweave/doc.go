@@ -1,7 +1,27 @@
-// Package gridweave is reserved for the control-plane HTTP service: the
-// join flow (join keys, validate, register, disconnect, version reports),
-// RayCluster management over rayctl, the CRD and Ray proxies, KubeTorch and
-// the DCGM scrape targets, mapping errors to HTTP statuses in exactly one
-// place. It is not built yet; the libraries it will compose (joinkeys, mesh,
-// rayctl, manifest) are.
+// Package gridweave is the control-plane HTTP service of a Gridweave
+// cluster, the master's hands on Kubernetes and WireGuard: the join flow
+// (join keys, validate, register, disconnect and leave, provider
+// verification, version reports), the RayCluster API over rayctl, health,
+// readiness, Prometheus metrics and the API's own documentation
+// (/openapi.json, /docs).
+//
+// A Server is built by New from a Config (ConfigFromEnv reads it from the
+// environment with seed 000's names) and its Backends, each already behind
+// a seam with an in-memory implementation: a joinkeys.Keyring, a mesh.Mesh,
+// a rayctl.Client and a Kubernetes clientset. Handler serves the public
+// listener, InternalHandler the internal one.
+//
+// Where things are: routes.go is the whole API surface on one screen
+// (method, path, auth rule, handler); errors.go the one place errors
+// become statuses and the contract's error shape; decode.go strict JSON;
+// middleware.go request ids, the access log, CORS, the rate limit and the
+// body limit; auth.go bearer credentials; nodes.go the join flow;
+// workergroups.go how GPU nodes become Ray workers; clusters.go the
+// clusters API; openapi.go the API description.
+//
+// GPU nodes join one worker group per kind of machine (GPU vendor, model
+// and count), its replicas the registered nodes of that kind, one pod per
+// node pinned by a Node label (PoolLabel): the RayCluster grows with the
+// kinds of machine, not the machines, and stays far below etcd's object
+// size limit at thousands of nodes.
 package gridweave

@@ -65,7 +65,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, joinkeys.ErrKeyNotYetValid):
 		return &apiError{status: 401, code: "join_key_not_yet_valid", field: "key", message: "the join key is not valid yet (is this host's clock behind?)"}
 	case errors.Is(err, joinkeys.ErrNodeTokenInvalid):
-		return &apiError{status: 401, code: "invalid_node_token", field: "node_token", message: "the node token is not valid for this node"}
+		return &apiError{status: 401, code: "invalid_node_token", message: "the node token is not valid for this node"}
 	case errors.Is(err, joinkeys.ErrNodeTokenRequired):
 		return &apiError{status: 409, code: "node_token_required", field: "node_token", message: err.Error() + "; present the node token from the first join, or have an administrator disconnect the node first"}
 	case errors.Is(err, joinkeys.ErrPublicKeyTaken):

@@ -117,9 +117,16 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := newHarnessFor(t, s, cfg)
+	h.kr, h.mesh, h.fakes, h.clock, h.logs = kr, m, fakes, clock, logs
+	return h
+}
+
+// newHarnessFor serves s over httptest.
+func newHarnessFor(t testing.TB, s *gridweave.Server, cfg gridweave.Config) *harness {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{t: t, url: srv.URL, server: s, kr: kr, mesh: m, fakes: fakes, clock: clock, logs: logs, cfg: cfg}
+	return &harness{t: t, url: srv.URL, server: s, cfg: cfg, clock: storetest.NewClock()}
 }
 
 // reply is a decoded answer.

@@ -1,7 +1,9 @@
 package gridweave
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"net/http"
@@ -516,9 +518,14 @@ type verifyProviderResponse struct {
 type emptyRequest struct{}
 
 func (s *Server) handleVerifyProvider(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.writeError(w, r, bodyTooLarge(s.cfg.MaxBodyBytes))
+		return
+	}
+	if len(bytes.TrimSpace(data)) > 0 { // the body is {} or nothing
 		var req emptyRequest
-		if err := decodeJSON(r, &req); err != nil {
+		if err := decodeStrict(data, &req); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
