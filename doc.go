@@ -35,13 +35,16 @@
 // mistakes, and computes the resources `ray start` will see. It never talks
 // to a cluster.
 //
-// The gridweave/ directory is reserved for the control-plane HTTP service
-// that will tie the others together (the join flow, the cluster endpoints
-// over rayctl, the CRD and Ray proxies, KubeTorch); today it holds only its
-// package documentation.
+// The gridweave/ directory holds the control-plane HTTP service that ties
+// the others together: the join flow (join keys, validate, register,
+// disconnect), the cluster endpoints over rayctl, auth and rate limits,
+// metrics and its OpenAPI description, with exactly one place that maps
+// errors to HTTP statuses. The CRD and Ray proxies and KubeTorch are not
+// built yet.
 //
-// examples/ holds the thin binaries; today that is the launcher CLI and its
-// offline commands (check, render, lint, chart render). internal/ holds
+// examples/ holds the thin binaries: the server (env config → backends →
+// gridweave) and the launcher CLI's offline commands (check, render, lint,
+// chart render). internal/ holds
 // helpers the SDK's own tests use, such as internal/testcluster, which starts
 // a real kube-apiserver with the real KubeRay operator and kwok GPU nodes.
 package gridweave

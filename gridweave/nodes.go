@@ -360,6 +360,10 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err := versionGate(s.cfg.ServerVersion, req.Version); err != nil {
 		return err
 	}
+	before, err := s.keyring.Node(ctx, req.Hostname)
+	if err != nil {
+		return err
+	}
 	node, err := s.keyring.Register(ctx, joinkeys.Registration{NodeToken: req.NodeToken, Key: req.Key, Hostname: req.Hostname,
 		PublicKey: req.PublicKey, Version: req.Version, GPUs: gpus, Source: source})
 	if err != nil {
@@ -372,7 +376,7 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err := s.mesh.UpsertPeer(ctx, s.peerOf(node)); err != nil {
 		return err
 	}
-	group, err := s.groups.nodeRegistered(ctx, node)
+	group, err := s.groups.nodeRegistered(ctx, before, node)
 	if err != nil {
 		return err
 	}

@@ -92,10 +92,14 @@ func poolName(vendor, model string, count int) string {
 }
 
 // nodeRegistered puts a registered GPU node into its pool's group (and
-// labels its Kubernetes Node), creating the RayCluster if it is missing.
-// It returns the group's name, or nil for a CPU-only node.
-func (g *workerGroups) nodeRegistered(ctx context.Context, n joinkeys.Node) (*string, error) {
+// labels its Kubernetes Node), creating the RayCluster if it is missing,
+// or takes a node whose GPUs are gone (before is the node as it was) out
+// of its old pool. It returns the group's name, or nil for a CPU-only node.
+func (g *workerGroups) nodeRegistered(ctx context.Context, before, n joinkeys.Node) (*string, error) {
 	p, ok := poolOf(n.GPUs)
+	if _, had := poolOf(before.GPUs); !ok && !had {
+		return nil, nil // CPU-only before and after: no group to touch
+	}
 	if err := g.labelNode(ctx, n.Hostname, p.name, ok); err != nil {
 		return nil, err
 	}

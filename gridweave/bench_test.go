@@ -1,0 +1,144 @@
+package gridweave_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/sqlitestore"
+)
+
+// benchHarness is the service over SQLite (in a temp dir), the in-memory
+// mesh and the in-memory cluster, with the rate limit out of the way.
+func benchHarness(b *testing.B) *harness {
+	store, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newHarness(b, &harnessOptions{store: store, config: func(c *gridweave.Config) { c.RateLimitPerMinute = 1 << 30 }})
+}
+
+// prefill puts n nodes in the ledger (through the Keyring, not HTTP).
+func prefill(b *testing.B, h *harness, n int, gpus func(i int) []joinkeys.GPU) {
+	ctx := context.Background()
+	m, err := h.kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "bench", TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		j, err := h.kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("pre-%05d", i), PublicKey: newNode(b, "x").public})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: j.Node.Hostname, GPUs: gpus(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkJoin is one CPU-only node's validate + register over HTTP on
+// loopback: ns/op is per join, so joins/s = 1e9 / ns/op. The figure at
+// 10,000 nodes in the ledger should stay within 1.5x of the one at 100.
+//
+//	go test -run '^$' -bench BenchmarkJoin -benchmem ./gridweave/
+func BenchmarkJoin(b *testing.B) {
+	for _, existing := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("cpu/existing=%d", existing), func(b *testing.B) {
+			h := benchHarness(b)
+			prefill(b, h, existing, func(int) []joinkeys.GPU { return nil })
+			_, key := h.mint("org")
+			i := 0
+			for b.Loop() {
+				n := newNode(b, fmt.Sprintf("new-%06d", i))
+				i++
+				if r := h.validate(n, key); r.status != 200 {
+					b.Fatalf("validate: %d %s", r.status, r.raw)
+				}
+				if r := h.register(n, nil); r.status != 200 {
+					b.Fatalf("register: %d %s", r.status, r.raw)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+		})
+	}
+	for _, existing := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("gpu/existing=%d", existing), func(b *testing.B) {
+			h := benchHarness(b)
+			kinds := []string{"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "AMD Instinct MI300X"}
+			gpusOf := func(i int) []joinkeys.GPU {
+				vendor := joinkeys.VendorNVIDIA
+				if i%4 == 3 {
+					vendor = joinkeys.VendorAMD
+				}
+				gpus := make([]joinkeys.GPU, 8)
+				for k := range gpus {
+					gpus[k] = joinkeys.GPU{Index: k, Vendor: vendor, Name: kinds[i%4], MemoryMiB: 81559}
+				}
+				return gpus
+			}
+			prefill(b, h, existing, gpusOf)
+			_, key := h.mint("org")
+			i := 0
+			for b.Loop() {
+				n := newNode(b, fmt.Sprintf("new-%06d", i))
+				if r := h.validate(n, key); r.status != 200 {
+					b.Fatalf("validate: %d %s", r.status, r.raw)
+				}
+				gpus := h100s(8)
+				for _, g := range gpus {
+					g["name"] = kinds[i%3]
+				}
+				i++
+				if r := h.register(n, gpus); r.status != 200 {
+					b.Fatalf("register: %d %s", r.status, r.raw)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+		})
+	}
+}
+
+// BenchmarkValidateUnderLoad runs validates from 64 concurrent clients and
+// reports the 50th and 99th percentile latency.
+//
+//	go test -run '^$' -bench BenchmarkValidateUnderLoad -benchmem ./gridweave/
+func BenchmarkValidateUnderLoad(b *testing.B) {
+	const clients = 64
+	h := benchHarness(b)
+	_, key := h.mint("org")
+	var mu sync.Mutex
+	var latencies []time.Duration
+	next := 0
+	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0))) // RunParallel starts parallelism × GOMAXPROCS goroutines
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			mu.Lock()
+			name := fmt.Sprintf("load-%07d", next)
+			next++
+			mu.Unlock()
+			n := newNode(b, name)
+			start := time.Now()
+			r := h.validate(n, key)
+			elapsed := time.Since(start)
+			if r.status != 200 {
+				b.Errorf("validate: %d %s", r.status, r.raw)
+				return
+			}
+			mu.Lock()
+			latencies = append(latencies, elapsed)
+			mu.Unlock()
+		}
+	})
+	slices.Sort(latencies)
+	if len(latencies) > 0 {
+		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
