@@ -71,13 +71,13 @@ func (s *Server) routes() (public, internal http.Handler) {
 		}
 		mux.Handle(rt.pattern, s.named(rt.pattern, h))
 	}
-	mux.Handle("/", s.named("unmatched", http.HandlerFunc(s.handleNotFound)))
+	mux.Handle("/", s.named("unmatched", s.notFound(s.routeTable())))
 	public = chain(mux, withRequestID, s.withAccessLog, s.withCORS, s.withRateLimit, s.withBodyLimit)
 
 	imux := http.NewServeMux()
 	imux.Handle("GET /metrics", s.named("GET /metrics", s.metrics.handler()))
 	imux.Handle("GET /healthz", s.named("GET /healthz", http.HandlerFunc(s.handleHealthz)))
-	imux.Handle("/", s.named("unmatched", http.HandlerFunc(s.handleNotFound)))
+	imux.Handle("/", s.named("unmatched", s.notFound(nil)))
 	internal = chain(imux, withRequestID, s.withAccessLog, s.withBodyLimit)
 	return public, internal
 }
@@ -92,11 +92,15 @@ func (s *Server) named(pattern string, h http.Handler) http.Handler {
 	})
 }
 
-// handleNotFound answers what no route matched: 405 with Allow when the
-// path exists for other methods, else 404, both in the contract's shape.
-func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+// notFound answers what no route of table matched: 405 with Allow when
+// the path exists for other methods, else 404, both in the contract's shape.
+func (s *Server) notFound(table []route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.answerUnmatched(w, r, table) }
+}
+
+func (s *Server) answerUnmatched(w http.ResponseWriter, r *http.Request, table []route) {
 	var allowed []string
-	for _, rt := range s.routeTable() {
+	for _, rt := range table {
 		method, path, _ := strings.Cut(rt.pattern, " ")
 		if method != r.Method && matchPath(path, r.URL.Path) && !slices.Contains(allowed, method) {
 			allowed = append(allowed, method)

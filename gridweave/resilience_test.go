@@ -1,0 +1,81 @@
+package gridweave_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// TestDisconnectFinishesWhatAFailedOneLeft: the Kubernetes Node cannot be
+// deleted the first time; the call fails and leaves the node marked
+// disconnected (peer still there); the next call finishes the teardown.
+func TestDisconnectFinishesWhatAFailedOneLeft(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	n := newNode(t, "flaky")
+	h.kubeNode("flaky", "")
+	h.want(h.validate(n, key), 200, "validate")
+	h.want(h.register(n, h100s(2)), 200, "register")
+	failures := 1
+	h.fakes.Kube.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, errors.New("etcd is having a bad day")
+		}
+		return false, nil, nil
+	})
+	if r := h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}); r.status < 500 {
+		t.Fatalf("disconnect with a failing Node delete: %d %s", r.status, r.raw)
+	}
+	node, err := h.kr.Node(ctx, "flaky")
+	if err != nil || node.Status != "disconnected" {
+		t.Fatalf("after the failed call the node is %+v, %v; want it kept and marked disconnected", node, err)
+	}
+	if peers, _ := h.mesh.Peers(ctx); len(peers) != 1 {
+		t.Fatalf("the failed call removed the peer before the ledger row: %d peers", len(peers))
+	}
+	r := h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}), 200, "disconnect again")
+	if r.body["released"] != true {
+		t.Errorf("second disconnect: %s", r.raw)
+	}
+	if peers, _ := h.mesh.Peers(ctx); len(peers) != 0 {
+		t.Errorf("%d peers left", len(peers))
+	}
+	if _, err := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "flaky", metav1.GetOptions{}); err == nil {
+		t.Error("the Kubernetes Node is still there")
+	}
+	if _, err := h.kr.Node(ctx, "flaky"); err == nil {
+		t.Error("the ledger row is still there")
+	}
+}
+
+func TestInternalListenerAndReadiness(t *testing.T) {
+	h := newHarness(t, nil)
+	internal := httptest.NewServer(h.server.InternalHandler())
+	defer internal.Close()
+	hi := &harness{t: t, url: internal.URL}
+	h.want(h.do("GET", "/healthz", "", nil), 200, "a public request to count")
+	m := hi.want(hi.do("GET", "/metrics", "", nil), 200, "metrics on the internal listener without a credential")
+	if !strings.Contains(string(m.raw), "gridweave_http_requests_total") {
+		t.Error("internal metrics lack the request counter")
+	}
+	hi.want(hi.do("POST", "/v1/nodes/join-keys", testAdminToken, "{}"), 404, "the public API is not on the internal listener")
+	r := h.want(h.do("GET", "/readyz", "", nil), 200, "readyz")
+	if r.body["status"] != "ready" {
+		t.Errorf("readyz %s", r.raw)
+	}
+	h.fakes.Kube.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	down := h.want(h.do("GET", "/readyz", "", nil), 503, "readyz with Kubernetes down")
+	if e, _ := down.body["error"].(string); !strings.Contains(e, "kubernetes") {
+		t.Errorf("readyz does not name the backend that is down: %s", down.raw)
+	}
+}
