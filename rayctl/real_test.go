@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -245,6 +246,117 @@ func TestReplaceWorkerGroupsInOneUpdate(t *testing.T) {
 	}
 	if headUID(t, e, "repl") != head {
 		t.Fatal("head replaced")
+	}
+}
+
+// podUIDs returns the UIDs of the live (not terminating) pods of a group.
+func podUIDs(t *testing.T, e *env, cluster, group string) []types.UID {
+	t.Helper()
+	pods, err := e.tc.Kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ray.io/cluster=" + cluster + ",ray.io/group=" + group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []types.UID
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			uids = append(uids, p.UID)
+		}
+	}
+	return uids
+}
+
+// TestReplaceWorkerGroupsRestartsExactlyTheChangedGroups: groups with
+// ports (to which the API server adds protocol TCP) sent again unchanged
+// keep their pods; a change of rayStartParams alone restarts that group's
+// pods and no other's.
+func TestReplaceWorkerGroupsRestartsExactlyTheChangedGroups(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	group := func(name string, params map[string]string) rayv1.WorkerGroupSpec {
+		g, err := rayctl.WorkerGroup{Name: name, NodeHostname: e.cpuNode, RayStartParams: params}.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}}
+		return g
+	}
+	rc, err := e.spec("like").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Spec.WorkerGroupSpecs = []rayv1.WorkerGroupSpec{group("a", nil), group("b", nil)}
+	if _, err := e.c.CreateRayCluster(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.WaitClusterReady(ctx, "", "like", rayctl.WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := e.c.GetCluster(ctx, "", "like")
+	if p := stored.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0].Ports[0]; p.Protocol != corev1.ProtocolTCP {
+		t.Fatalf("the server did not default the port's protocol (%q): this test would prove nothing", p.Protocol)
+	}
+	a, b := podUIDs(t, e, "like", "a"), podUIDs(t, e, "like", "b")
+	if len(a) != 1 || len(b) != 1 {
+		t.Fatalf("pods: a %v, b %v", a, b)
+	}
+
+	if _, err := e.c.ReplaceWorkerGroups(ctx, "", "like", []rayv1.WorkerGroupSpec{group("a", nil), group("b", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := podUIDs(t, e, "like", "a"); !slices.Equal(got, a) {
+		t.Errorf("group a, sent unchanged, lost its pod: %v → %v", a, got)
+	}
+	if got := podUIDs(t, e, "like", "b"); !slices.Equal(got, b) {
+		t.Errorf("group b, sent unchanged, lost its pod: %v → %v", b, got)
+	}
+
+	if _, err := e.c.ReplaceWorkerGroups(ctx, "", "like", []rayv1.WorkerGroupSpec{group("a", nil), group("b", map[string]string{"num-cpus": "1"})}); err != nil {
+		t.Fatal(err)
+	}
+	if got := podUIDs(t, e, "like", "a"); !slices.Equal(got, a) {
+		t.Errorf("group a, unchanged, lost its pod when b's rayStartParams changed: %v → %v", a, got)
+	}
+	waitFor(t, ctx, "group b's pod replaced", func() (bool, string) {
+		ws, err := e.c.ListWorkers(ctx, "", "like", "b")
+		if err != nil {
+			return false, err.Error()
+		}
+		got := podUIDs(t, e, "like", "b")
+		return len(got) == 1 && got[0] != b[0] && len(ws) == 1 && ws[0].Phase == "Running", fmt.Sprintf("%v %+v", got, ws)
+	})
+}
+
+// TestDrainWithTheAutoscaler: with the autoscaler on, KubeRay ignores a
+// lower replica count and deletes only the pods named in workersToDelete;
+// the drain names them and the group goes.
+func TestDrainWithTheAutoscaler(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	spec := e.spec("auto")
+	spec.WorkerGroups = []rayctl.WorkerGroup{{Name: "w", NodeHostname: e.cpuNode, Replicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](2)}}
+	rc, err := spec.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Spec.EnableInTreeAutoscaling = ptr.To(true)
+	if _, err := e.c.CreateRayCluster(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.WaitClusterReady(ctx, "", "auto", rayctl.WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ws, _ := e.c.ListWorkers(ctx, "", "auto", "w"); len(ws) != 2 {
+		t.Fatalf("workers before the drain: %+v", ws)
+	}
+	out, err := e.c.RemoveWorkerGroup(ctx, "", "auto", "w", rayctl.RemoveOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Spec.WorkerGroupSpecs) != 0 {
+		t.Fatalf("groups after the drain: %+v", out.Spec.WorkerGroupSpecs)
+	}
+	if ws, _ := e.c.ListWorkers(ctx, "", "auto", ""); len(ws) != 0 {
+		t.Fatalf("workers left after the drain: %+v", ws)
 	}
 }
 

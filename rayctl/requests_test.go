@@ -81,7 +81,7 @@ func countedClient(tb testing.TB, e *env) (*rayctl.Client, *countingTransport) {
 
 // TestRequestsPerOperation counts the API requests each operation makes on
 // a real API server, prints the table, and holds each to its count without
-// conflicts plus two (a GET and a PUT) per 409 the operator's concurrent
+// conflicts plus two (a GET and a PATCH) per 409 the operator's concurrent
 // status writes caused, so that a regression (an extra GET, a lost watch)
 // shows.
 func TestRequestsPerOperation(t *testing.T) {
@@ -117,8 +117,8 @@ func TestRequestsPerOperation(t *testing.T) {
 			_, err := c.ReplaceWorkerGroups(ctx, "", "count", []rayv1.WorkerGroupSpec{a})
 			return err
 		}},
-		// drain: list pods, GET+PUT (scale to 0), list and watch until gone, GET+PUT (drop)
-		{"RemoveWorkerGroup (drain)", 7, func() error {
+		// drain: GET+PATCH (scale to 0), watch and list until gone, GET+PATCH (drop)
+		{"RemoveWorkerGroup (drain)", 6, func() error {
 			_, err := c.RemoveWorkerGroup(ctx, "", "count", "g", rayctl.RemoveOptions{})
 			return err
 		}},
