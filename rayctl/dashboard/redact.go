@@ -16,7 +16,9 @@ func tokenMark(token string) string {
 }
 
 // String describes the options without the token.
-func (o Options) String() string { return fmt.Sprintf("dashboard.Options{Token:%s}", tokenMark(o.Token)) }
+func (o Options) String() string {
+	return fmt.Sprintf("dashboard.Options{Token:%s}", tokenMark(o.Token))
+}
 
 // GoString is String, so that %#v redacts too.
 func (o Options) GoString() string { return o.String() }
