@@ -3,9 +3,9 @@ package gridweave
 import (
 	"bytes"
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"time"
