@@ -17,8 +17,8 @@ import (
 
 // benchHarness is the service over SQLite (in a temp dir), the in-memory
 // mesh and the in-memory cluster, with the rate limit out of the way.
-func benchHarness(b *testing.B) *harness {
-	store, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+func benchHarness(b *testing.B, sync sqlitestore.Sync) *harness {
+	store, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), &sqlitestore.Options{Sync: sync})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,9 +49,14 @@ func prefill(b *testing.B, h *harness, n int, gpus func(i int) []joinkeys.GPU) {
 //
 //	go test -run '^$' -bench BenchmarkJoin -benchmem ./gridweave/
 func BenchmarkJoin(b *testing.B) {
-	for _, existing := range []int{100, 10000} {
-		b.Run(fmt.Sprintf("cpu/existing=%d", existing), func(b *testing.B) {
-			h := benchHarness(b)
+	for _, c := range []struct {
+		existing int
+		sync     sqlitestore.Sync
+		name     string
+	}{{100, sqlitestore.SyncFull, "full"}, {10000, sqlitestore.SyncFull, "full"}, {100, sqlitestore.SyncNormal, "normal"}, {10000, sqlitestore.SyncNormal, "normal"}} {
+		existing := c.existing
+		b.Run(fmt.Sprintf("cpu/sync=%s/existing=%d", c.name, existing), func(b *testing.B) {
+			h := benchHarness(b, c.sync)
 			prefill(b, h, existing, func(int) []joinkeys.GPU { return nil })
 			_, key := h.mint("org")
 			i := 0
@@ -70,7 +75,7 @@ func BenchmarkJoin(b *testing.B) {
 	}
 	for _, existing := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("gpu/existing=%d", existing), func(b *testing.B) {
-			h := benchHarness(b)
+			h := benchHarness(b, sqlitestore.SyncFull)
 			kinds := []string{"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "AMD Instinct MI300X"}
 			gpusOf := func(i int) []joinkeys.GPU {
 				vendor := joinkeys.VendorNVIDIA
@@ -111,7 +116,7 @@ func BenchmarkJoin(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkValidateUnderLoad -benchmem ./gridweave/
 func BenchmarkValidateUnderLoad(b *testing.B) {
 	const clients = 64
-	h := benchHarness(b)
+	h := benchHarness(b, sqlitestore.SyncFull)
 	_, key := h.mint("org")
 	var mu sync.Mutex
 	var latencies []time.Duration

@@ -21,6 +21,10 @@ type Config struct {
 	Port int
 	// DBPath is the SQLite ledger (KUBERAY_DB, /data/kuberay.db).
 	DBPath string
+	// DBSync is "full" (every commit synced to disk) or "normal" (a commit
+	// survives a crash of the process, not always a loss of power; about
+	// twice the join rate) (KUBERAY_DB_SYNC, full).
+	DBSync string
 	// Namespace holds the RayClusters (KUBERAY_NAMESPACE, gridweave).
 	Namespace string
 	// AdminToken is the admin bearer token (ADMIN_TOKEN).
@@ -98,6 +102,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c := Config{
 		DBPath:             env("KUBERAY_DB", "/data/kuberay.db"),
+		DBSync:             env("KUBERAY_DB_SYNC", "full"),
 		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
 		AdminToken:         getenv("ADMIN_TOKEN"),
 		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
@@ -154,6 +159,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if err := checkVersion(c.ServerVersion); err != nil {
 		return Config{}, &ConfigError{"SERVER_VERSION", err.Error()}
+	}
+	if c.DBSync != "full" && c.DBSync != "normal" {
+		return Config{}, &ConfigError{"KUBERAY_DB_SYNC", fmt.Sprintf("%q is neither full nor normal", c.DBSync)}
 	}
 	return c, nil
 }

@@ -45,9 +45,6 @@ func (k *Keyring) Join(ctx context.Context, req JoinRequest) (JoinResult, error)
 		k.log.Info("join rejected", "key_id", keyID, "hostname", req.Hostname, "reason", reason)
 		return JoinResult{}, err
 	}
-	if res.Rejoined { // a first join was audited with its reservation
-		k.audit(ctx, AuditEvent{Type: EventValidationAccepted, KeyID: keyID, Hostname: res.Node.Hostname, Actor: req.Source, Reason: "re-join with node token"})
-	}
 	k.log.Info("join accepted", "key_id", keyID, "hostname", res.Node.Hostname, "vpn_ip", res.Node.VPNIP, "rejoin", res.Rejoined)
 	return res, nil
 }
@@ -138,6 +135,8 @@ func (k *Keyring) rejoin(ctx context.Context, existing NodeRecord, req JoinReque
 		}
 		rec.UpdatedAt, rec.LastSeen = now, now
 		return nil
+	}, func(rec NodeRecord) AuditEvent {
+		return AuditEvent{Type: EventValidationAccepted, KeyID: rec.JoinKeyID, Hostname: rec.Hostname, Actor: req.Source, Reason: "re-join with node token"}
 	})
 	if err != nil {
 		return JoinResult{}, existing.JoinKeyID, err
@@ -155,7 +154,10 @@ const maxWriteAttempts = 8
 // record it is given (and check the caller's credentials there: after a
 // release the hostname may belong to another machine). first, if it has a
 // hostname, is a record already read.
-func (k *Keyring) changeNode(ctx context.Context, first NodeRecord, change func(*NodeRecord) error) (NodeRecord, error) {
+//
+// event, if not nil, makes the audit event of the change from the record
+// as it will be written; the store appends it in the write's transaction.
+func (k *Keyring) changeNode(ctx context.Context, first NodeRecord, change func(*NodeRecord) error, event func(NodeRecord) AuditEvent) (NodeRecord, error) {
 	rec := first
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
@@ -167,7 +169,12 @@ func (k *Keyring) changeNode(ctx context.Context, first NodeRecord, change func(
 		if err := change(&rec); err != nil {
 			return NodeRecord{}, err
 		}
-		written, err := k.store.UpdateNode(ctx, rec)
+		var e AuditEvent
+		if event != nil {
+			e = event(rec)
+			e.At = k.now().UTC()
+		}
+		written, err := k.store.UpdateNode(ctx, rec, e)
 		if errors.Is(err, ErrNodeChanged) && attempt < maxWriteAttempts {
 			continue
 		}
@@ -179,7 +186,7 @@ func (k *Keyring) changeNode(ctx context.Context, first NodeRecord, change func(
 }
 
 // changeNodeByHostname is changeNode starting from a fresh read.
-func (k *Keyring) changeNodeByHostname(ctx context.Context, hostname string, change func(*NodeRecord) error) (NodeRecord, error) {
+func (k *Keyring) changeNodeByHostname(ctx context.Context, hostname string, change func(*NodeRecord) error, event func(NodeRecord) AuditEvent) (NodeRecord, error) {
 	if err := ValidateHostname(hostname); err != nil {
 		return NodeRecord{}, err
 	}
@@ -187,7 +194,7 @@ func (k *Keyring) changeNodeByHostname(ctx context.Context, hostname string, cha
 	if err != nil {
 		return NodeRecord{}, err
 	}
-	return k.changeNode(ctx, rec, change)
+	return k.changeNode(ctx, rec, change, event)
 }
 
 func tokenMatches(rec NodeRecord, token string) bool {
@@ -238,8 +245,6 @@ func (k *Keyring) Register(ctx context.Context, r Registration) (Node, error) {
 		k.audit(ctx, AuditEvent{Type: EventValidationRejected, Hostname: r.Hostname, Actor: r.Source, Reason: "register: " + err.Error()})
 		return Node{}, err
 	}
-	k.audit(ctx, AuditEvent{Type: EventNodeRegistered, KeyID: node.JoinKeyID, Hostname: node.Hostname, Actor: r.Source,
-		Reason: fmt.Sprintf("%d GPUs, version %s", len(node.GPUs), node.Version)})
 	k.log.Info("node registered", "hostname", node.Hostname, "vpn_ip", node.VPNIP, "gpus", len(node.GPUs))
 	return node, nil
 }
@@ -306,6 +311,9 @@ func (k *Keyring) register(ctx context.Context, r Registration) (Node, error) {
 		}
 		rec.UpdatedAt, rec.LastSeen = now, now
 		return nil
+	}, func(rec NodeRecord) AuditEvent {
+		return AuditEvent{Type: EventNodeRegistered, KeyID: rec.JoinKeyID, Hostname: rec.Hostname, Actor: r.Source,
+			Reason: fmt.Sprintf("%d GPUs, version %s", len(rec.GPUs), rec.Version)}
 	})
 	if errors.Is(err, ErrNodeNotFound) {
 		return Node{}, ErrNodeTokenInvalid // released while we worked
@@ -328,7 +336,7 @@ func (k *Keyring) ReportVersion(ctx context.Context, hostname, token, version st
 		}
 		rec.Version, rec.UpdatedAt, rec.LastSeen = version, now, now
 		return nil
-	})
+	}, nil)
 	if errors.Is(err, ErrNodeNotFound) {
 		return Node{}, ErrNodeTokenInvalid
 	}
@@ -352,7 +360,7 @@ func (k *Keyring) SetNodePodCIDR(ctx context.Context, hostname string, podCIDR n
 		rec.PodCIDR = podCIDR
 		rec.UpdatedAt = now
 		return nil
-	})
+	}, nil)
 	return rec.Node, err
 }
 
@@ -378,11 +386,12 @@ func (k *Keyring) MarkDisconnected(ctx context.Context, hostname, actor string) 
 	rec, err := k.changeNodeByHostname(ctx, hostname, func(rec *NodeRecord) error {
 		rec.Status, rec.UpdatedAt = StatusDisconnected, now
 		return nil
+	}, func(rec NodeRecord) AuditEvent {
+		return AuditEvent{Type: EventNodeDisconnected, KeyID: rec.JoinKeyID, Hostname: hostname, Actor: actor}
 	})
 	if err != nil {
 		return Node{}, err
 	}
-	k.audit(ctx, AuditEvent{Type: EventNodeDisconnected, KeyID: rec.JoinKeyID, Hostname: hostname, Actor: actor})
 	return rec.Node, nil
 }
 

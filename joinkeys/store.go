@@ -51,8 +51,10 @@ type Store interface {
 	// new Revision and returns it as stored. ErrNodeNotFound if there is no
 	// such node, ErrNodeChanged if it was written (or released and taken
 	// again) since n was read, *PodCIDRConflictError if n.PodCIDR overlaps
-	// another node's; on any error nothing is written.
-	UpdateNode(ctx context.Context, n NodeRecord) (NodeRecord, error)
+	// another node's; on any error nothing is written. If event.Type is
+	// set, the event is appended to the audit trail in the same
+	// transaction.
+	UpdateNode(ctx context.Context, n NodeRecord, event AuditEvent) (NodeRecord, error)
 	// DeleteNode removes the node with hostname and returns its address to
 	// the free list of its range. If revision is not zero, the node is
 	// removed only if its stored Revision is still revision

@@ -73,12 +73,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
 		return fmt.Errorf("KUBERAY_DB: %w", err)
 	}
-	store, err := sqlitestore.Open(ctx, cfg.DBPath, nil)
+	sync := sqlitestore.SyncFull
+	if cfg.DBSync == "normal" {
+		sync = sqlitestore.SyncNormal
+	}
+	store, err := sqlitestore.Open(ctx, cfg.DBPath, &sqlitestore.Options{Sync: sync})
 	if err != nil {
 		return fmt.Errorf("KUBERAY_DB: %w", err)
 	}
 	defer store.Close()
-	log.Info("ledger: SQLite", "path", cfg.DBPath)
+	log.Info("ledger: SQLite", "path", cfg.DBPath, "sync", cfg.DBSync)
 	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	if err != nil {
 		return fmt.Errorf("VPN_CIDR: %w", err)

@@ -216,7 +216,7 @@ func (s *Store) Nodes(context.Context) ([]joinkeys.NodeRecord, error) {
 }
 
 // UpdateNode implements joinkeys.Store.
-func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord) (joinkeys.NodeRecord, error) {
+func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -246,6 +246,9 @@ func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord) (joinkeys.N
 	s.rev++
 	cur.Revision = s.rev
 	s.nodes[n.Hostname] = cur
+	if event.Type != "" {
+		s.appendAudit(event)
+	}
 	return cloneNode(cur), nil
 }
 

@@ -34,6 +34,16 @@ func BenchmarkStore(b *testing.B) {
 	})
 }
 
+func TestConformanceSyncNormal(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) joinkeys.Store {
+		s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "joinkeys.db"), &sqlitestore.Options{Sync: sqlitestore.SyncNormal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 // TestMigrationGivesExistingNodesRevisions opens a ledger written before
 // node revisions existed: its nodes get distinct revisions, and writes and
 // new reservations work on top of them.
@@ -70,7 +80,7 @@ func TestMigrationGivesExistingNodesRevisions(t *testing.T) {
 		t.Fatalf("migrated revisions %d, %d (%v, %v); want distinct and non-zero", a.Revision, b.Revision, errA, errB)
 	}
 	a.Version = "2.0.0"
-	written, err := s.UpdateNode(ctx, a)
+	written, err := s.UpdateNode(ctx, a, joinkeys.AuditEvent{})
 	if err != nil || written.Revision <= max(a.Revision, b.Revision) {
 		t.Fatalf("UpdateNode after the migration = revision %d, %v", written.Revision, err)
 	}

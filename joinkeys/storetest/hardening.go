@@ -65,11 +65,11 @@ func (s *HookedStore) RevokeKey(ctx context.Context, id string, at time.Time) (j
 }
 
 // UpdateNode implements joinkeys.Store.
-func (s *HookedStore) UpdateNode(ctx context.Context, n joinkeys.NodeRecord) (joinkeys.NodeRecord, error) {
+func (s *HookedStore) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
 	if f := s.take(&s.beforeUpdate); f != nil {
 		f()
 	}
-	rec, err := s.Store.UpdateNode(ctx, n)
+	rec, err := s.Store.UpdateNode(ctx, n, event)
 	s.wrote(err)
 	return rec, err
 }
