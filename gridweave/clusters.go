@@ -297,7 +297,7 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			if err != io.EOF {
-				s.logFor(r).Warn("log stream ended", "err", err)
+				s.logFor(r).WarnContext(r.Context(), "log stream ended", "err", err)
 			}
 			return
 		}

@@ -118,9 +118,9 @@ func invalidField(err error) string {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toAPIError(err)
 	if e.status >= 500 {
-		s.logFor(r).Error("request failed", "status", e.status, "err", err)
+		s.logFor(r).ErrorContext(r.Context(), "request failed", "status", e.status, "err", err)
 	} else {
-		s.logFor(r).Debug("request refused", "status", e.status, "code", e.code)
+		s.logFor(r).DebugContext(r.Context(), "request refused", "status", e.status, "code", e.code)
 	}
 	for k, v := range e.header {
 		w.Header().Set(k, v)
@@ -138,7 +138,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, e.status, map[string]any{"error": body})
 }
 
+// logFor is the service's logger for lines about r: with r's request id,
+// unless the logger's handler (LogHandler) adds it from the context.
 func (s *Server) logFor(r *http.Request) *slog.Logger {
+	if _, adds := s.log.Handler().(requestIDHandler); adds {
+		return s.log
+	}
 	if id := requestID(r.Context()); id != "" {
 		return s.log.With("request_id", id)
 	}

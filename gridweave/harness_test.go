@@ -98,7 +98,9 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool, Now: clock.Now})
+	logs := &lockedBuffer{}
+	logger := slog.New(gridweave.LogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool, Now: clock.Now, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +110,8 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 		m = memmesh.New(pub)
 	}
 	fakes := rayctltest.New(t, cfg.Namespace)
-	logs := &lockedBuffer{}
 	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{
-		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:    clock.Now,
+		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

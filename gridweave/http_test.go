@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"gridweave.dev/joinkeys"
 	"net"
 	"net/http"
 	"strings"
@@ -18,123 +19,127 @@ import (
 // TestMalformedInputIs400NamingTheField: broken JSON, unknown, mistyped,
 // wrongly cased or trailing fields, bad values; nothing is written.
 func TestMalformedInputIs400NamingTheField(t *testing.T) {
-	h := newHarness(t, nil)
-	_, key := h.mint("org")
-	pub := newNode(t, "x").public
-	valid := func(extra string) string {
-		return `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0"` + extra + `}`
-	}
-	cases := []struct {
-		name, path, body, field string
-	}{
-		{"unknown field", "/v1/nodes/validate", valid(`,"colour":"red"`), "colour"},
-		{"wrong case", "/v1/nodes/validate", `{"key":"` + key + `","Hostname":"box","public_key":"` + pub + `","version":"1.4.0"}`, "Hostname"},
-		{"mistyped", "/v1/nodes/validate", `{"key":"` + key + `","hostname":7,"public_key":"` + pub + `","version":"1.4.0"}`, "hostname"},
-		{"duplicate", "/v1/nodes/validate", valid(`,"hostname":"other"`), "hostname"},
-		{"bad hostname", "/v1/nodes/validate", strings.Replace(valid(""), `"box"`, `"Box_1"`, 1), "hostname"},
-		{"reserved hostname", "/v1/nodes/validate", strings.Replace(valid(""), `"box"`, `"join-keys"`, 1), "hostname"},
-		{"bad public key", "/v1/nodes/validate", strings.Replace(valid(""), pub, "AAAA", 1), "public_key"},
-		{"bad version", "/v1/nodes/validate", strings.Replace(valid(""), `"1.4.0"`, `"one"`, 1), "version"},
-		{"no version", "/v1/nodes/validate", strings.Replace(valid(""), `,"version":"1.4.0"`, ``, 1), "version"},
-		{"no key", "/v1/nodes/validate", `{"hostname":"box","public_key":"` + pub + `","version":"1.4.0"}`, "key"},
-		{"bad gpu vendor", "/v1/nodes/register", `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0","gpus":[{"index":0,"vendor":"intel","name":"x","memory_mib":1,"uuid":"u"}]}`, "gpus[0].vendor"},
-		{"gpu mistyped", "/v1/nodes/register", `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0","gpus":[{"index":"zero"}]}`, "gpus.index"},
-	}
-	for _, c := range cases {
-		r := h.do("POST", c.path, "", c.body)
-		if r.status != 400 || !strings.Contains(r.errorField("field"), c.field) {
-			t.Errorf("%s: %d %s; want 400 naming %s", c.name, r.status, r.raw, c.field)
+	stores(t, func(t *testing.T, store func(testing.TB) joinkeys.Store) {
+		h := newHarness(t, &harnessOptions{store: store(t)})
+		_, key := h.mint("org")
+		pub := newNode(t, "x").public
+		valid := func(extra string) string {
+			return `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0"` + extra + `}`
 		}
-	}
-	for _, body := range []string{`{`, `{"key":1}{}`, `[]`, ``, `{"hostname":"a"} trailing`, `null`} {
-		if r := h.do("POST", "/v1/nodes/validate", "", body); r.status != 400 || r.errorField("code") == "" {
-			t.Errorf("body %q: %d %s; want 400 in the error shape", body, r.status, r.raw)
+		cases := []struct {
+			name, path, body, field string
+		}{
+			{"unknown field", "/v1/nodes/validate", valid(`,"colour":"red"`), "colour"},
+			{"wrong case", "/v1/nodes/validate", `{"key":"` + key + `","Hostname":"box","public_key":"` + pub + `","version":"1.4.0"}`, "Hostname"},
+			{"mistyped", "/v1/nodes/validate", `{"key":"` + key + `","hostname":7,"public_key":"` + pub + `","version":"1.4.0"}`, "hostname"},
+			{"duplicate", "/v1/nodes/validate", valid(`,"hostname":"other"`), "hostname"},
+			{"bad hostname", "/v1/nodes/validate", strings.Replace(valid(""), `"box"`, `"Box_1"`, 1), "hostname"},
+			{"reserved hostname", "/v1/nodes/validate", strings.Replace(valid(""), `"box"`, `"join-keys"`, 1), "hostname"},
+			{"bad public key", "/v1/nodes/validate", strings.Replace(valid(""), pub, "AAAA", 1), "public_key"},
+			{"bad version", "/v1/nodes/validate", strings.Replace(valid(""), `"1.4.0"`, `"one"`, 1), "version"},
+			{"no version", "/v1/nodes/validate", strings.Replace(valid(""), `,"version":"1.4.0"`, ``, 1), "version"},
+			{"no key", "/v1/nodes/validate", `{"hostname":"box","public_key":"` + pub + `","version":"1.4.0"}`, "key"},
+			{"bad gpu vendor", "/v1/nodes/register", `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0","gpus":[{"index":0,"vendor":"intel","name":"x","memory_mib":1,"uuid":"u"}]}`, "gpus[0].vendor"},
+			{"gpu mistyped", "/v1/nodes/register", `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0","gpus":[{"index":"zero"}]}`, "gpus.index"},
 		}
-	}
-	mints := []struct{ body, field string }{
-		{`{"kind":"org","org":"acme","ttl_seconds":-5}`, "ttl_seconds"},
-		{`{"kind":"org","org":"acme"}`, "ttl_seconds"},
-		{`{"kind":"team","org":"acme","ttl_seconds":5}`, "kind"},
-		{`{"kind":"org","ttl_seconds":5}`, "org"},
-		{`{"kind":"org","org":"acme","ttl_seconds":"5"}`, "ttl_seconds"},
-		{`{"kind":"org","org":"acme","ttl_seconds":5,"max_uses":-1}`, "max_uses"},
-	}
-	for _, c := range mints {
-		if r := h.do("POST", "/v1/nodes/join-keys", testAdminToken, c.body); r.status != 400 || r.errorField("field") != c.field {
-			t.Errorf("mint %s: %d %s; want 400 naming %s", c.body, r.status, r.raw, c.field)
+		for _, c := range cases {
+			r := h.do("POST", c.path, "", c.body)
+			if r.status != 400 || !strings.Contains(r.errorField("field"), c.field) {
+				t.Errorf("%s: %d %s; want 400 naming %s", c.name, r.status, r.raw, c.field)
+			}
 		}
-	}
-	if nodes, _ := h.kr.Nodes(context.Background()); len(nodes) != 0 {
-		t.Errorf("malformed requests wrote %d nodes", len(nodes))
-	}
-	if r := h.do("POST", "/v1/nodes/validate", "", strings.NewReader("")); r.status != 400 {
-		t.Errorf("empty body: %d", r.status)
-	}
+		for _, body := range []string{`{`, `{"key":1}{}`, `[]`, ``, `{"hostname":"a"} trailing`, `null`} {
+			if r := h.do("POST", "/v1/nodes/validate", "", body); r.status != 400 || r.errorField("code") == "" {
+				t.Errorf("body %q: %d %s; want 400 in the error shape", body, r.status, r.raw)
+			}
+		}
+		mints := []struct{ body, field string }{
+			{`{"kind":"org","org":"acme","ttl_seconds":-5}`, "ttl_seconds"},
+			{`{"kind":"org","org":"acme"}`, "ttl_seconds"},
+			{`{"kind":"team","org":"acme","ttl_seconds":5}`, "kind"},
+			{`{"kind":"org","ttl_seconds":5}`, "org"},
+			{`{"kind":"org","org":"acme","ttl_seconds":"5"}`, "ttl_seconds"},
+			{`{"kind":"org","org":"acme","ttl_seconds":5,"max_uses":-1}`, "max_uses"},
+		}
+		for _, c := range mints {
+			if r := h.do("POST", "/v1/nodes/join-keys", testAdminToken, c.body); r.status != 400 || r.errorField("field") != c.field {
+				t.Errorf("mint %s: %d %s; want 400 naming %s", c.body, r.status, r.raw, c.field)
+			}
+		}
+		if nodes, _ := h.kr.Nodes(context.Background()); len(nodes) != 0 {
+			t.Errorf("malformed requests wrote %d nodes", len(nodes))
+		}
+		if r := h.do("POST", "/v1/nodes/validate", "", strings.NewReader("")); r.status != 400 {
+			t.Errorf("empty body: %d", r.status)
+		}
+	})
 }
 
 func TestCredentials(t *testing.T) {
-	h := newHarness(t, nil)
-	_, key := h.mint("org")
-	_, provider := h.mint("provider")
-	now := h.clock.Now()
-	claims := func(kv ...any) jwt.MapClaims {
-		c := jwt.MapClaims{"sub": "alice", "role": "admin", "exp": now.Add(time.Hour).Unix()}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == nil {
-				delete(c, kv[i].(string))
-			} else {
-				c[kv[i].(string)] = kv[i+1]
+	stores(t, func(t *testing.T, store func(testing.TB) joinkeys.Store) {
+		h := newHarness(t, &harnessOptions{store: store(t)})
+		_, key := h.mint("org")
+		_, provider := h.mint("provider")
+		now := h.clock.Now()
+		claims := func(kv ...any) jwt.MapClaims {
+			c := jwt.MapClaims{"sub": "alice", "role": "admin", "exp": now.Add(time.Hour).Unix()}
+			for i := 0; i < len(kv); i += 2 {
+				if kv[i+1] == nil {
+					delete(c, kv[i].(string))
+				} else {
+					c[kv[i].(string)] = kv[i+1]
+				}
+			}
+			return c
+		}
+		noneToken := strings.Join([]string{`eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0`, strings.Split(jwtFor(t, jwt.SigningMethodHS256, claims()), ".")[1], ""}, ".")
+		cases := []struct {
+			name, token string
+			status      int
+		}{
+			{"no credential", "", 401},
+			{"garbage", "hello", 401},
+			{"admin token", testAdminToken, 200},
+			{"admin token with a byte changed", testAdminToken[:len(testAdminToken)-1] + "x", 401},
+			{"admin JWT", adminJWT(t, now), 200},
+			{"admin JWT 30s in the future (clock skew)", jwtFor(t, jwt.SigningMethodHS256, claims("iat", now.Add(30*time.Second).Unix())), 200},
+			{"user JWT", jwtFor(t, jwt.SigningMethodHS256, claims("role", "user")), 403},
+			{"provider key", provider, 403},
+			{"join key", key, 401},
+			{"alg none", noneToken, 401},
+			{"HS512", jwtFor(t, jwt.SigningMethodHS512, claims()), 401},
+			{"expired", jwtFor(t, jwt.SigningMethodHS256, claims("exp", now.Add(-time.Second).Unix())), 401},
+			{"expiring now", jwtFor(t, jwt.SigningMethodHS256, claims("exp", now.Unix())), 401},
+			{"no exp", jwtFor(t, jwt.SigningMethodHS256, claims("exp", nil)), 401},
+			{"no sub", jwtFor(t, jwt.SigningMethodHS256, claims("sub", nil)), 401},
+			{"unknown role", jwtFor(t, jwt.SigningMethodHS256, claims("role", "root")), 401},
+			{"not valid yet", jwtFor(t, jwt.SigningMethodHS256, claims("nbf", now.Add(time.Hour).Unix())), 401},
+		}
+		for _, c := range cases {
+			r := h.do("GET", "/v1/nodes", c.token, nil)
+			if r.status != c.status {
+				t.Errorf("%s: %d %s; want %d", c.name, r.status, r.raw, c.status)
+			}
+			if r.status == 401 && r.header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s: 401 without WWW-Authenticate", c.name)
 			}
 		}
-		return c
-	}
-	noneToken := strings.Join([]string{`eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0`, strings.Split(jwtFor(t, jwt.SigningMethodHS256, claims()), ".")[1], ""}, ".")
-	cases := []struct {
-		name, token string
-		status      int
-	}{
-		{"no credential", "", 401},
-		{"garbage", "hello", 401},
-		{"admin token", testAdminToken, 200},
-		{"admin token with a byte changed", testAdminToken[:len(testAdminToken)-1] + "x", 401},
-		{"admin JWT", adminJWT(t, now), 200},
-		{"admin JWT 30s in the future (clock skew)", jwtFor(t, jwt.SigningMethodHS256, claims("iat", now.Add(30*time.Second).Unix())), 200},
-		{"user JWT", jwtFor(t, jwt.SigningMethodHS256, claims("role", "user")), 403},
-		{"provider key", provider, 403},
-		{"join key", key, 401},
-		{"alg none", noneToken, 401},
-		{"HS512", jwtFor(t, jwt.SigningMethodHS512, claims()), 401},
-		{"expired", jwtFor(t, jwt.SigningMethodHS256, claims("exp", now.Add(-time.Second).Unix())), 401},
-		{"expiring now", jwtFor(t, jwt.SigningMethodHS256, claims("exp", now.Unix())), 401},
-		{"no exp", jwtFor(t, jwt.SigningMethodHS256, claims("exp", nil)), 401},
-		{"no sub", jwtFor(t, jwt.SigningMethodHS256, claims("sub", nil)), 401},
-		{"unknown role", jwtFor(t, jwt.SigningMethodHS256, claims("role", "root")), 401},
-		{"not valid yet", jwtFor(t, jwt.SigningMethodHS256, claims("nbf", now.Add(time.Hour).Unix())), 401},
-	}
-	for _, c := range cases {
-		r := h.do("GET", "/v1/nodes", c.token, nil)
-		if r.status != c.status {
-			t.Errorf("%s: %d %s; want %d", c.name, r.status, r.raw, c.status)
+		// verify-provider takes the provider key, and only it.
+		v := h.want(h.do("POST", "/v1/nodes/verify-provider", provider, "{}"), 200, "verify-provider")
+		for _, f := range []string{"org", "provider", "key_id", "expires_at"} {
+			if _, ok := v.body[f]; !ok {
+				t.Errorf("verify-provider lacks %q: %s", f, v.raw)
+			}
 		}
-		if r.status == 401 && r.header.Get("WWW-Authenticate") == "" {
-			t.Errorf("%s: 401 without WWW-Authenticate", c.name)
+		h.want(h.do("POST", "/v1/nodes/verify-provider", testAdminToken, "{}"), 403, "verify-provider with the admin token")
+		h.want(h.do("POST", "/v1/nodes/verify-provider", "", "{}"), 401, "verify-provider without a credential")
+		// Credentials in a body are 401 too, never 400.
+		n := newNode(t, "n1")
+		for _, bad := range []string{"gwk_000000000000_" + strings.Repeat("0", 64), "not-a-key", provider[:len(provider)-3] + "abc"} {
+			h.want(h.validate(n, bad), 401, "validate with key "+bad[:8])
 		}
-	}
-	// verify-provider takes the provider key, and only it.
-	v := h.want(h.do("POST", "/v1/nodes/verify-provider", provider, "{}"), 200, "verify-provider")
-	for _, f := range []string{"org", "provider", "key_id", "expires_at"} {
-		if _, ok := v.body[f]; !ok {
-			t.Errorf("verify-provider lacks %q: %s", f, v.raw)
-		}
-	}
-	h.want(h.do("POST", "/v1/nodes/verify-provider", testAdminToken, "{}"), 403, "verify-provider with the admin token")
-	h.want(h.do("POST", "/v1/nodes/verify-provider", "", "{}"), 401, "verify-provider without a credential")
-	// Credentials in a body are 401 too, never 400.
-	n := newNode(t, "n1")
-	for _, bad := range []string{"gwk_000000000000_" + strings.Repeat("0", 64), "not-a-key", provider[:len(provider)-3] + "abc"} {
-		h.want(h.validate(n, bad), 401, "validate with key "+bad[:8])
-	}
-	h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"node_token": "gwn_" + strings.Repeat("0", 64), "hostname": "n1", "public_key": n.public, "version": "1.4.0"}), 401, "validate with an unknown node token")
+		h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"node_token": "gwn_" + strings.Repeat("0", 64), "hostname": "n1", "public_key": n.public, "version": "1.4.0"}), 401, "validate with an unknown node token")
+	})
 }
 
 func TestBodyLimit(t *testing.T) {
@@ -213,38 +218,49 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 // TestLogsHoldNoSecretsAndCarryRequestIDs runs the flow with debug logs
 // and greps them for every secret.
 func TestLogsHoldNoSecretsAndCarryRequestIDs(t *testing.T) {
-	h := newHarness(t, nil)
-	_, key := h.mint("org")
-	_, provider := h.mint("provider")
-	n := newNode(t, "n1")
-	h.want(h.validate(n, key), 200, "validate")
-	h.want(h.register(n, h100s(1)), 200, "register")
-	h.do("POST", "/v1/nodes/verify-provider", provider, "{}")
-	h.do("POST", "/v1/nodes/report-version", n.token, map[string]any{"hostname": "n1", "version": "1.4.1"})
-	h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key + "x", "hostname": "n2", "public_key": n.public, "version": "1.4.0"})
-	admin := adminJWT(t, h.clock.Now())
-	h.do("GET", "/v1/nodes", admin, nil)
+	stores(t, func(t *testing.T, store func(testing.TB) joinkeys.Store) {
+		h := newHarness(t, &harnessOptions{store: store(t)})
+		_, key := h.mint("org")
+		_, provider := h.mint("provider")
+		n := newNode(t, "n1")
+		h.want(h.validate(n, key), 200, "validate")
+		h.want(h.register(n, h100s(1)), 200, "register")
+		h.do("POST", "/v1/nodes/verify-provider", provider, "{}")
+		h.do("POST", "/v1/nodes/report-version", n.token, map[string]any{"hostname": "n1", "version": "1.4.1"})
+		h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key + "x", "hostname": "n2", "public_key": n.public, "version": "1.4.0"})
+		admin := adminJWT(t, h.clock.Now())
+		h.do("GET", "/v1/nodes", admin, nil)
 
-	req, _ := http.NewRequest("GET", h.url+"/v1/nodes", nil)
-	req.Header.Set("Authorization", "Bearer "+testAdminToken)
-	req.Header.Set("X-Request-Id", "trace-42")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.Header.Get("X-Request-Id") != "trace-42" {
-		t.Errorf("request id not echoed: %q", resp.Header.Get("X-Request-Id"))
-	}
-	logs := h.logs.String()
-	if !strings.Contains(logs, `"request_id":"trace-42"`) {
-		t.Errorf("the log does not carry the request id:\n%s", logs)
-	}
-	for name, secret := range map[string]string{"org key": key, "provider key": provider, "node token": n.token, "admin token": testAdminToken, "admin JWT": admin, "JWT secret": testSecret} {
-		if strings.Contains(logs, secret) {
-			t.Errorf("the log holds the %s", name)
+		req, _ := http.NewRequest("GET", h.url+"/v1/nodes", nil)
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		req.Header.Set("X-Request-Id", "trace-42")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		resp.Body.Close()
+		if resp.Header.Get("X-Request-Id") != "trace-42" {
+			t.Errorf("request id not echoed: %q", resp.Header.Get("X-Request-Id"))
+		}
+		logs := h.logs.String()
+		if !strings.Contains(logs, `"request_id":"trace-42"`) {
+			t.Errorf("the log does not carry the request id:\n%s", logs)
+		}
+		// Every line logged during a request carries its id, the Keyring's too.
+		for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+			if !strings.Contains(line, `"request_id":`) {
+				t.Errorf("a log line without a request id: %s", line)
+			}
+		}
+		if !strings.Contains(logs, `"msg":"join accepted"`) {
+			t.Error("the Keyring's lines are missing from the service's log")
+		}
+		for name, secret := range map[string]string{"org key": key, "provider key": provider, "node token": n.token, "admin token": testAdminToken, "admin JWT": admin, "JWT secret": testSecret} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("the log holds the %s", name)
+			}
+		}
+	})
 }
 
 func TestMetricsNeedTheAdminCredential(t *testing.T) {

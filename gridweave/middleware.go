@@ -110,7 +110,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				s.logFor(r).Error("handler panicked", "panic", fmt.Sprint(p))
+				s.logFor(r).ErrorContext(r.Context(), "handler panicked", "panic", fmt.Sprint(p))
 				if rec.status == 0 {
 					s.writeError(rec, r, fmt.Errorf("panic: %v", p))
 				}
@@ -125,7 +125,7 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 			}
 			elapsed := s.now().Sub(start)
 			s.metrics.observe(r.Method, route, status, elapsed)
-			s.logFor(r).Info("request", "method", r.Method, "route", route, "status", status,
+			s.logFor(r).InfoContext(r.Context(), "request", "method", r.Method, "route", route, "status", status,
 				"duration_ms", float64(elapsed.Microseconds())/1000, "remote", clientIP(r))
 		}()
 		next.ServeHTTP(rec, r)

@@ -207,46 +207,50 @@ func TestJoinFlow(t *testing.T) {
 }
 
 func TestMintVariants(t *testing.T) {
-	h := newHarness(t, nil)
-	p := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "provider", "org": "lambda", "ttl_seconds": 60}), 201, "provider key")
-	if p.body["provider"] != "lambda" || strings.Count(p.body["key"].(string), ".") != 2 {
-		t.Errorf("a provider key's provider defaults to its org: %s", p.raw)
-	}
-	o := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 60, "max_uses": 2, "labels": map[string]string{"team": "ml"}}), 201, "org key")
-	if v, ok := o.body["provider"]; !ok || v != nil {
-		t.Errorf("an org key's provider is null: %s", o.raw)
-	}
-	id := o.body["id"].(string)
-	rev := h.want(h.do("DELETE", "/v1/nodes/join-keys/"+id, testAdminToken, nil), 200, "revoke")
-	if rev.body["revoked"] != true {
-		t.Errorf("revoke %s", rev.raw)
-	}
-	h.want(h.do("DELETE", "/v1/nodes/join-keys/ffffffffffff", testAdminToken, nil), 404, "revoke unknown")
-	h.want(h.validate(newNode(t, "late"), o.body["key"].(string)), 401, "validate with a revoked key")
+	stores(t, func(t *testing.T, store func(testing.TB) joinkeys.Store) {
+		h := newHarness(t, &harnessOptions{store: store(t)})
+		p := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "provider", "org": "lambda", "ttl_seconds": 60}), 201, "provider key")
+		if p.body["provider"] != "lambda" || strings.Count(p.body["key"].(string), ".") != 2 {
+			t.Errorf("a provider key's provider defaults to its org: %s", p.raw)
+		}
+		o := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 60, "max_uses": 2, "labels": map[string]string{"team": "ml"}}), 201, "org key")
+		if v, ok := o.body["provider"]; !ok || v != nil {
+			t.Errorf("an org key's provider is null: %s", o.raw)
+		}
+		id := o.body["id"].(string)
+		rev := h.want(h.do("DELETE", "/v1/nodes/join-keys/"+id, testAdminToken, nil), 200, "revoke")
+		if rev.body["revoked"] != true {
+			t.Errorf("revoke %s", rev.raw)
+		}
+		h.want(h.do("DELETE", "/v1/nodes/join-keys/ffffffffffff", testAdminToken, nil), 404, "revoke unknown")
+		h.want(h.validate(newNode(t, "late"), o.body["key"].(string)), 401, "validate with a revoked key")
+	})
 }
 
 func TestVersionGate(t *testing.T) {
-	h := newHarness(t, nil) // server 1.4.0
-	_, key := h.mint("org")
-	for _, v := range []string{"1.0.0", "1.9.3", "v1.4.0-rc.1"} {
-		h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "ok-" + strings.NewReplacer(".", "-", "+", "-").Replace(strings.TrimPrefix(v, "v")), "public_key": newNode(t, "x").public, "version": v}), 200, "minor/patch "+v)
-	}
-	ahead := newNode(t, "ahead")
-	r := h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "ahead", "public_key": ahead.public, "version": "2.0.0"}), 426, "major ahead")
-	if r.errorField("code") != "version_mismatch" || r.header.Get("Upgrade") == "" || !strings.Contains(r.errorField("message"), "update.sh") ||
-		r.errorField("server_version") != "1.4.0" || r.errorField("min_version") != "1.0.0" {
-		t.Errorf("426 answer %s, Upgrade %q", r.raw, r.header.Get("Upgrade"))
-	}
-	peers, _ := h.mesh.Peers(context.Background())
-	for _, p := range peers {
-		if p.PublicKey.String() == ahead.public {
-			t.Error("a refused version got a peer")
+	stores(t, func(t *testing.T, store func(testing.TB) joinkeys.Store) {
+		h := newHarness(t, &harnessOptions{store: store(t)}) // server 1.4.0
+		_, key := h.mint("org")
+		for _, v := range []string{"1.0.0", "1.9.3", "v1.4.0-rc.1"} {
+			h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "ok-" + strings.NewReplacer(".", "-", "+", "-").Replace(strings.TrimPrefix(v, "v")), "public_key": newNode(t, "x").public, "version": v}), 200, "minor/patch "+v)
 		}
-	}
-	if _, err := h.kr.Node(context.Background(), "ahead"); err == nil {
-		t.Error("a refused version got a reservation")
-	}
-	h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "behind", "public_key": newNode(t, "x").public, "version": "0.9.0"}), 426, "major behind")
+		ahead := newNode(t, "ahead")
+		r := h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "ahead", "public_key": ahead.public, "version": "2.0.0"}), 426, "major ahead")
+		if r.errorField("code") != "version_mismatch" || r.header.Get("Upgrade") == "" || !strings.Contains(r.errorField("message"), "update.sh") ||
+			r.errorField("server_version") != "1.4.0" || r.errorField("min_version") != "1.0.0" {
+			t.Errorf("426 answer %s, Upgrade %q", r.raw, r.header.Get("Upgrade"))
+		}
+		peers, _ := h.mesh.Peers(context.Background())
+		for _, p := range peers {
+			if p.PublicKey.String() == ahead.public {
+				t.Error("a refused version got a peer")
+			}
+		}
+		if _, err := h.kr.Node(context.Background(), "ahead"); err == nil {
+			t.Error("a refused version got a reservation")
+		}
+		h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "behind", "public_key": newNode(t, "x").public, "version": "0.9.0"}), 426, "major behind")
+	})
 }
 
 // TestMeshRefusalUndoesTheReservation: no ledger row without a peer.

@@ -3,6 +3,7 @@ package gridweave_test
 import (
 	"context"
 	"errors"
+	"gridweave.dev/joinkeys"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -16,44 +17,46 @@ import (
 // deleted the first time; the call fails and leaves the node marked
 // disconnected (peer still there); the next call finishes the teardown.
 func TestDisconnectFinishesWhatAFailedOneLeft(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, nil)
-	_, key := h.mint("org")
-	n := newNode(t, "flaky")
-	h.kubeNode("flaky", "")
-	h.want(h.validate(n, key), 200, "validate")
-	h.want(h.register(n, h100s(2)), 200, "register")
-	failures := 1
-	h.fakes.Kube.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if failures > 0 {
-			failures--
-			return true, nil, errors.New("etcd is having a bad day")
+	stores(t, func(t *testing.T, store func(testing.TB) joinkeys.Store) {
+		ctx := context.Background()
+		h := newHarness(t, &harnessOptions{store: store(t)})
+		_, key := h.mint("org")
+		n := newNode(t, "flaky")
+		h.kubeNode("flaky", "")
+		h.want(h.validate(n, key), 200, "validate")
+		h.want(h.register(n, h100s(2)), 200, "register")
+		failures := 1
+		h.fakes.Kube.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if failures > 0 {
+				failures--
+				return true, nil, errors.New("etcd is having a bad day")
+			}
+			return false, nil, nil
+		})
+		if r := h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}); r.status < 500 {
+			t.Fatalf("disconnect with a failing Node delete: %d %s", r.status, r.raw)
 		}
-		return false, nil, nil
+		node, err := h.kr.Node(ctx, "flaky")
+		if err != nil || node.Status != "disconnected" {
+			t.Fatalf("after the failed call the node is %+v, %v; want it kept and marked disconnected", node, err)
+		}
+		if peers, _ := h.mesh.Peers(ctx); len(peers) != 1 {
+			t.Fatalf("the failed call removed the peer before the ledger row: %d peers", len(peers))
+		}
+		r := h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}), 200, "disconnect again")
+		if r.body["released"] != true {
+			t.Errorf("second disconnect: %s", r.raw)
+		}
+		if peers, _ := h.mesh.Peers(ctx); len(peers) != 0 {
+			t.Errorf("%d peers left", len(peers))
+		}
+		if _, err := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "flaky", metav1.GetOptions{}); err == nil {
+			t.Error("the Kubernetes Node is still there")
+		}
+		if _, err := h.kr.Node(ctx, "flaky"); err == nil {
+			t.Error("the ledger row is still there")
+		}
 	})
-	if r := h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}); r.status < 500 {
-		t.Fatalf("disconnect with a failing Node delete: %d %s", r.status, r.raw)
-	}
-	node, err := h.kr.Node(ctx, "flaky")
-	if err != nil || node.Status != "disconnected" {
-		t.Fatalf("after the failed call the node is %+v, %v; want it kept and marked disconnected", node, err)
-	}
-	if peers, _ := h.mesh.Peers(ctx); len(peers) != 1 {
-		t.Fatalf("the failed call removed the peer before the ledger row: %d peers", len(peers))
-	}
-	r := h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}), 200, "disconnect again")
-	if r.body["released"] != true {
-		t.Errorf("second disconnect: %s", r.raw)
-	}
-	if peers, _ := h.mesh.Peers(ctx); len(peers) != 0 {
-		t.Errorf("%d peers left", len(peers))
-	}
-	if _, err := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "flaky", metav1.GetOptions{}); err == nil {
-		t.Error("the Kubernetes Node is still there")
-	}
-	if _, err := h.kr.Node(ctx, "flaky"); err == nil {
-		t.Error("the ledger row is still there")
-	}
 }
 
 func TestInternalListenerAndReadiness(t *testing.T) {

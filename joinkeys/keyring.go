@@ -206,7 +206,7 @@ func (k *Keyring) Mint(ctx context.Context, req MintRequest) (MintedKey, error) 
 		return MintedKey{}, fmt.Errorf("store key %s: %w", rec.ID, err)
 	}
 	k.audit(ctx, AuditEvent{Type: EventKeyMinted, KeyID: rec.ID, Actor: req.CreatedBy})
-	k.log.Info("join key minted", "key_id", rec.ID, "kind", rec.Kind, "org", rec.Org, "expires_at", rec.ExpiresAt)
+	k.log.InfoContext(ctx, "join key minted", "key_id", rec.ID, "kind", rec.Kind, "org", rec.Org, "expires_at", rec.ExpiresAt)
 	return MintedKey{Key: rec.Key, Secret: secret}, nil
 }
 
@@ -380,7 +380,7 @@ func (k *Keyring) Revoke(ctx context.Context, id, actor string) (Key, error) {
 		return Key{}, err
 	}
 	k.audit(ctx, AuditEvent{Type: EventKeyRevoked, KeyID: id, Actor: actor})
-	k.log.Info("join key revoked", "key_id", id)
+	k.log.InfoContext(ctx, "join key revoked", "key_id", id)
 	return rec.Key, nil
 }
 
@@ -414,7 +414,7 @@ func (k *Keyring) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error)
 func (k *Keyring) audit(ctx context.Context, e AuditEvent) {
 	e.At = k.now().UTC()
 	if err := k.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
-		k.log.Error("audit event not stored", "type", e.Type, "key_id", e.KeyID, "hostname", e.Hostname, "err", err)
+		k.log.ErrorContext(ctx, "audit event not stored", "type", e.Type, "key_id", e.KeyID, "hostname", e.Hostname, "err", err)
 	}
 }
 

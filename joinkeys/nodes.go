@@ -42,10 +42,10 @@ func (k *Keyring) Join(ctx context.Context, req JoinRequest) (JoinResult, error)
 	if err != nil {
 		reason := err.Error()
 		k.audit(ctx, AuditEvent{Type: EventValidationRejected, KeyID: keyID, Hostname: req.Hostname, Actor: req.Source, Reason: reason})
-		k.log.Info("join rejected", "key_id", keyID, "hostname", req.Hostname, "reason", reason)
+		k.log.InfoContext(ctx, "join rejected", "key_id", keyID, "hostname", req.Hostname, "reason", reason)
 		return JoinResult{}, err
 	}
-	k.log.Info("join accepted", "key_id", keyID, "hostname", res.Node.Hostname, "vpn_ip", res.Node.VPNIP, "rejoin", res.Rejoined)
+	k.log.InfoContext(ctx, "join accepted", "key_id", keyID, "hostname", res.Node.Hostname, "vpn_ip", res.Node.VPNIP, "rejoin", res.Rejoined)
 	return res, nil
 }
 
@@ -245,7 +245,7 @@ func (k *Keyring) Register(ctx context.Context, r Registration) (Node, error) {
 		k.audit(ctx, AuditEvent{Type: EventValidationRejected, Hostname: r.Hostname, Actor: r.Source, Reason: "register: " + err.Error()})
 		return Node{}, err
 	}
-	k.log.Info("node registered", "hostname", node.Hostname, "vpn_ip", node.VPNIP, "gpus", len(node.GPUs))
+	k.log.InfoContext(ctx, "node registered", "hostname", node.Hostname, "vpn_ip", node.VPNIP, "gpus", len(node.GPUs))
 	return node, nil
 }
 
@@ -425,7 +425,7 @@ func (k *Keyring) release(ctx context.Context, hostname string, revision int64, 
 	}
 	k.audit(ctx, AuditEvent{Type: EventNodeReleased, KeyID: rec.JoinKeyID, Hostname: hostname, Actor: actor,
 		Reason: reason + "released " + rec.VPNIP.String()})
-	k.log.Info("node released", "hostname", hostname, "vpn_ip", rec.VPNIP)
+	k.log.InfoContext(ctx, "node released", "hostname", hostname, "vpn_ip", rec.VPNIP)
 	return rec.Node, nil
 }
 

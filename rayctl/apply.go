@@ -102,7 +102,7 @@ func (c *Client) Apply(ctx context.Context, objs []*unstructured.Unstructured, o
 			return out, fmt.Errorf("apply %s %s: %w", obj.GetKind(), describeObj(obj), err)
 		}
 		out = append(out, stored)
-		c.log.Info("applied", "kind", obj.GetKind(), "object", describeObj(obj))
+		c.log.InfoContext(ctx, "applied", "kind", obj.GetKind(), "object", describeObj(obj))
 		if obj.GroupVersionKind() == crdGVK && !opts.DryRun {
 			if err := c.waitEstablished(ctx, ri, obj.GetName()); err != nil {
 				return out, err
@@ -183,7 +183,7 @@ func (c *Client) DeleteObjects(ctx context.Context, objs []*unstructured.Unstruc
 		if err != nil {
 			return fmt.Errorf("delete %s %s: %w", obj.GetKind(), describeObj(obj), err)
 		}
-		c.log.Info("deleted", "kind", obj.GetKind(), "object", describeObj(obj))
+		c.log.InfoContext(ctx, "deleted", "kind", obj.GetKind(), "object", describeObj(obj))
 		if opts.Wait {
 			err := wait.PollUntilContextTimeout(ctx, c.poll, timeout, true, func(ctx context.Context) (bool, error) {
 				_, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})

@@ -34,7 +34,7 @@ func (c *Client) CreateRayCluster(ctx context.Context, rc *rayv1.RayCluster) (*r
 	if err != nil {
 		return nil, fmt.Errorf("create RayCluster %s/%s: %w", rc.Namespace, rc.Name, err)
 	}
-	c.log.Info("RayCluster created", "namespace", out.Namespace, "name", out.Name)
+	c.log.InfoContext(ctx, "RayCluster created", "namespace", out.Namespace, "name", out.Name)
 	return out, nil
 }
 
@@ -88,7 +88,7 @@ func (c *Client) DeleteCluster(ctx context.Context, namespace, name string, opts
 	if err != nil {
 		return err
 	}
-	c.log.Info("RayCluster deleted", "namespace", namespace, "name", name)
+	c.log.InfoContext(ctx, "RayCluster deleted", "namespace", namespace, "name", name)
 	if !opts.Wait {
 		return nil
 	}

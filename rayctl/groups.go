@@ -76,7 +76,7 @@ func (c *Client) AddWorkerGroupSpec(ctx context.Context, namespace, cluster stri
 		return nil
 	})
 	if err == nil {
-		c.log.Info("worker group added", "cluster", cluster, "group", spec.GroupName)
+		c.log.InfoContext(ctx, "worker group added", "cluster", cluster, "group", spec.GroupName)
 	}
 	return out, err
 }
@@ -149,7 +149,7 @@ func (c *Client) RemoveWorkerGroup(ctx context.Context, namespace, cluster, grou
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("draining worker group", "cluster", cluster, "group", group)
+	c.log.InfoContext(ctx, "draining worker group", "cluster", cluster, "group", group)
 	named, err := c.drain(drainCtx, namespace, cluster, group, autoscaling)
 	if err != nil {
 		return nil, c.undoDrain(ctx, namespace, cluster, group, before, named, err)
@@ -163,7 +163,7 @@ func (c *Client) RemoveWorkerGroup(ctx context.Context, namespace, cluster, grou
 		return nil
 	})
 	if err == nil {
-		c.log.Info("worker group removed", "cluster", cluster, "group", group)
+		c.log.InfoContext(ctx, "worker group removed", "cluster", cluster, "group", group)
 	}
 	return out, err
 }
@@ -317,11 +317,11 @@ func (c *Client) undoDrain(ctx context.Context, namespace, cluster, group string
 		return nil
 	})
 	if err != nil {
-		c.log.Warn("drain failed and the worker group could not be put back", "cluster", cluster, "group", group, "error", err)
+		c.log.WarnContext(ctx, "drain failed and the worker group could not be put back", "cluster", cluster, "group", group, "error", err)
 		return fmt.Errorf("drain worker group %q of RayCluster %s/%s: %w; the group is left in the cluster at 0 replicas, draining: putting back %s failed: %w",
 			group, namespace, cluster, drainErr, before, err)
 	}
-	c.log.Info("drain failed; worker group put back", "cluster", cluster, "group", group)
+	c.log.InfoContext(ctx, "drain failed; worker group put back", "cluster", cluster, "group", group)
 	return fmt.Errorf("drain worker group %q of RayCluster %s/%s: %w; the group was not removed and is put back to %s",
 		group, namespace, cluster, drainErr, before)
 }
@@ -356,7 +356,7 @@ func (c *Client) SwapWorkerGroup(ctx context.Context, namespace, cluster, old st
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("worker group swapped", "cluster", cluster, "old", old, "new", spec.GroupName)
+	c.log.InfoContext(ctx, "worker group swapped", "cluster", cluster, "old", old, "new", spec.GroupName)
 	// A group under the same name keeps its pods; KubeRay does not roll
 	// templates, so they are deleted to come back with the new one.
 	return out, c.DeleteGroupPods(ctx, namespace, cluster, old)
@@ -384,7 +384,7 @@ func (c *Client) ReplaceWorkerGroups(ctx context.Context, namespace, cluster str
 	if err != nil {
 		return nil, err
 	}
-	c.log.Info("worker groups replaced", "cluster", cluster, "groups", len(specs))
+	c.log.InfoContext(ctx, "worker groups replaced", "cluster", cluster, "groups", len(specs))
 	var errs []error
 	for _, old := range before {
 		i := groupIndex(out, old.GroupName)

@@ -26,7 +26,7 @@ func (c *Client) CreateJob(ctx context.Context, job *rayv1.RayJob) (*rayv1.RayJo
 	if err != nil {
 		return nil, fmt.Errorf("create RayJob %s/%s: %w", job.Namespace, job.Name, err)
 	}
-	c.log.Info("RayJob created", "namespace", out.Namespace, "name", out.Name)
+	c.log.InfoContext(ctx, "RayJob created", "namespace", out.Namespace, "name", out.Name)
 	return out, nil
 }
 
@@ -89,7 +89,7 @@ func (c *Client) CreateService(ctx context.Context, svc *rayv1.RayService) (*ray
 	if err != nil {
 		return nil, fmt.Errorf("create RayService %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	c.log.Info("RayService created", "namespace", out.Namespace, "name", out.Name)
+	c.log.InfoContext(ctx, "RayService created", "namespace", out.Namespace, "name", out.Name)
 	return out, nil
 }
 

@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	cfg.Dev = cfg.Dev || *dev
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log := slog.New(gridweave.LogHandler(slog.NewJSONHandler(stderr, nil)))
 	if cfg.Dev {
 		log.Warn("DEV MODE: unsafe defaults are allowed; never run a real master like this")
 		if cfg.AdminToken == "" {
