@@ -77,6 +77,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful stop (SHUTDOWN_TIMEOUT, 10s).
 	ShutdownTimeout time.Duration
+	// ValidatedTTL is how long a node may stay validated without
+	// registering before its reservation is released (VALIDATED_TTL, 10m);
+	// ReapInterval how often that is checked (1m).
+	ValidatedTTL time.Duration
+	ReapInterval time.Duration
 	// Dev allows unsafe defaults: the default or a short JWT secret, no
 	// admin token (GRIDWEAVE_DEV=1 or --dev).
 	Dev bool
@@ -147,6 +152,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.ShutdownTimeout, err = time.ParseDuration(env("SHUTDOWN_TIMEOUT", "10s")); err != nil || c.ShutdownTimeout <= 0 {
 		return Config{}, &ConfigError{"SHUTDOWN_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 10s", env("SHUTDOWN_TIMEOUT", ""))}
 	}
+	if c.ValidatedTTL, err = time.ParseDuration(env("VALIDATED_TTL", "10m")); err != nil || c.ValidatedTTL <= 0 {
+		return Config{}, &ConfigError{"VALIDATED_TTL", fmt.Sprintf("%q is not a positive duration such as 10m", env("VALIDATED_TTL", ""))}
+	}
+	c.ReapInterval = time.Minute
 	for _, o := range strings.Split(env("CORS_ORIGINS", "*"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.CORSOrigins = append(c.CORSOrigins, o)

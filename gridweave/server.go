@@ -80,6 +80,12 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if cfg.RateLimitPerMinute <= 0 {
 		cfg.RateLimitPerMinute = 6000
 	}
+	if cfg.ValidatedTTL <= 0 {
+		cfg.ValidatedTTL = 10 * time.Minute
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = time.Minute
+	}
 	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

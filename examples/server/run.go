@@ -125,7 +125,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.InternalAddr != "" {
 		servers = append(servers, &http.Server{Addr: cfg.InternalAddr, Handler: server.InternalHandler(), ReadHeaderTimeout: 10 * time.Second})
 	}
-	return serve(ctx, servers, cfg.ShutdownTimeout, log)
+	background := make(chan error, 1)
+	go func() { background <- server.Run(ctx) }()
+	err = serve(ctx, servers, cfg.ShutdownTimeout, log)
+	if ctx.Err() == nil { // a listener failed: stop the background work too
+		return err
+	}
+	return errors.Join(err, <-background)
 }
 
 // serve runs the listeners until ctx ends (SIGTERM), then lets in-flight
