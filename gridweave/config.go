@@ -73,6 +73,9 @@ type Config struct {
 	// listener (INTERNAL_TOKEN). Neither set: internal routes are off.
 	InternalAddr  string
 	InternalToken string
+	// AgentDir holds the join agent binaries the node side downloads,
+	// named join-node-<os>-<arch> (AGENT_DIR); empty means none.
+	AgentDir string
 	// MaxBodyBytes bounds a request body (MAX_BODY_BYTES, 1 MiB).
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful stop (SHUTDOWN_TIMEOUT, 10s).
@@ -122,6 +125,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		K3sURL:             env("K3S_URL", ""),
 		K3sAgentTokenFile:  env("K3S_AGENT_TOKEN_FILE", ""),
 		InternalAddr:       env("INTERNAL_ADDR", ""),
+		AgentDir:           env("AGENT_DIR", ""),
 		InternalToken:      getenv("INTERNAL_TOKEN"),
 		Dev:                env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
 	}

@@ -203,6 +203,15 @@ func operations() map[string]operation {
 		"GET /docs/{file}": {id: "docsAsset", tag: "docs", summary: "A file of the API page (renderer, stylesheet, licence)",
 			status: 200, responseType: "text/plain", responseSchema: stringSchema, errors: []int{404}},
 
+		"GET /join-node.sh": {id: "joinScript", tag: "nodes", summary: "The script the join command runs on a node",
+			description: "Downloads the join agent for the node's OS and architecture, checks its SHA-256 against /v1/nodes/agent/{os}/{arch}/sha256, and runs it with the join key.",
+			status:      200, responseType: "text/x-shellscript", responseSchema: stringSchema},
+		"GET /v1/nodes/agent/{os}/{arch}": {id: "joinAgent", tag: "nodes", summary: "The join agent binary for an OS and architecture",
+			description: "From AGENT_DIR (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
+			status:      200, responseType: "application/octet-stream", responseSchema: map[string]any{"type": "string", "contentEncoding": "binary"}, errors: []int{404}},
+		"GET /v1/nodes/agent/{os}/{arch}/sha256": {id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
+			status: 200, responseType: "text/plain", responseSchema: stringSchema, errors: []int{404}},
+
 		"POST /v1/nodes/join-keys": {id: "mintJoinKey", tag: "nodes", summary: "Mint a join key",
 			description: "Returns the key once (it is stored hashed) with the command a person pastes on the node. A provider key is a JWT that also authenticates the provider (verify-provider).",
 			request:     mintRequest{}, status: 201, response: mintResponse{}},
@@ -287,6 +296,8 @@ var pathParams = map[string]string{
 	"name":     "The RayCluster's name (a DNS-1123 label).",
 	"group":    "The worker group's name.",
 	"file":     "The file's name.",
+	"os":       "The node's operating system as Go names it (linux).",
+	"arch":     "The node's architecture as Go names it (amd64, arm64).",
 }
 
 // fieldNote documents one JSON field of a type.

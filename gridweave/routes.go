@@ -26,6 +26,11 @@ func (s *Server) routeTable() []route {
 		{"GET /docs", "none", s.handleDocs},
 		{"GET /docs/{file}", "none", s.handleDocsAsset},
 
+		// The node side's downloads.
+		{"GET /join-node.sh", "none", s.handleJoinScript},
+		{"GET /v1/nodes/agent/{os}/{arch}", "none", s.handleAgent},
+		{"GET /v1/nodes/agent/{os}/{arch}/sha256", "none", s.handleAgentSum},
+
 		// The join flow (DESIGN.md, "The join flow (wire contract)").
 		{"POST /v1/nodes/join-keys", "admin", s.handleMintKey},
 		{"GET /v1/nodes/join-keys", "admin", s.handleListKeys},

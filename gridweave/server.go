@@ -54,6 +54,7 @@ type Server struct {
 	masterKey wgkey.Key
 	k3sToken  string
 	groups    *workerGroups
+	sums      fileSums
 
 	public   http.Handler
 	internal http.Handler

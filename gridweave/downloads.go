@@ -1,0 +1,127 @@
+package gridweave
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"gridweave.dev/gridweave/joinscript"
+)
+
+// The node side's downloads, open without credentials: join-node.sh and
+// the join agent binaries from Config.AgentDir, named join-node-<os>-<arch>.
+
+var agentPlatforms = map[string]map[string]bool{"linux": {"amd64": true, "arm64": true}}
+
+func (s *Server) handleJoinScript(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/x-shellscript; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(joinscript.Render(s.cfg.Port))
+}
+
+// agentFile returns the agent binary for the request's {os}/{arch}, or
+// the answer to give.
+func (s *Server) agentFile(r *http.Request) (string, error) {
+	goos, arch := r.PathValue("os"), r.PathValue("arch")
+	if !agentPlatforms[goos][arch] {
+		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "there is no join agent for " + goos + "/" + arch + "; agents exist for linux/amd64 and linux/arm64"}
+	}
+	if s.cfg.AgentDir == "" {
+		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "this server has no join agent binaries (AGENT_DIR is not set)"}
+	}
+	path := filepath.Join(s.cfg.AgentDir, "join-node-"+goos+"-"+arch)
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "this server has no join agent for " + goos + "/" + arch + " (no join-node-" + goos + "-" + arch + " in AGENT_DIR)"}
+	}
+	return path, nil
+}
+
+func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
+	path, err := s.agentFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sum, err := s.sums.of(path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	w.Header().Set("X-Checksum-Sha256", sum)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, filepath.Base(path), fi.ModTime(), f)
+}
+
+func (s *Server) handleAgentSum(w http.ResponseWriter, r *http.Request) {
+	path, err := s.agentFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sum, err := s.sums.of(path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, sum+"\n")
+}
+
+// fileSums caches SHA-256 sums of files by path, size and modification time.
+type fileSums struct {
+	mu   sync.Mutex
+	sums map[string]fileSum
+}
+
+type fileSum struct {
+	size int64
+	mod  time.Time
+	hex  string
+}
+
+func (c *fileSums) of(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "the agent file went away"}
+		}
+		return "", err
+	}
+	c.mu.Lock()
+	if s, ok := c.sums[path]; ok && s.size == fi.Size() && s.mod.Equal(fi.ModTime()) {
+		c.mu.Unlock()
+		return s.hex, nil
+	}
+	c.mu.Unlock()
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	c.mu.Lock()
+	if c.sums == nil {
+		c.sums = map[string]fileSum{}
+	}
+	c.sums[path] = fileSum{size: fi.Size(), mod: fi.ModTime(), hex: sum}
+	c.mu.Unlock()
+	return sum, nil
+}
