@@ -21,9 +21,11 @@ type Config struct {
 	Port int
 	// DBPath is the SQLite ledger (KUBERAY_DB, /data/kuberay.db).
 	DBPath string
-	// DBSync is "full" (every commit synced to disk) or "normal" (a commit
-	// survives a crash of the process, not always a loss of power; about
-	// twice the join rate) (KUBERAY_DB_SYNC, full).
+	// DBSync is "normal" (a commit survives a crash of the process; the
+	// last commits before a loss of power may roll back, never corrupting
+	// the ledger; twice the join rate) or "full" (every commit synced to
+	// disk) (KUBERAY_DB_SYNC, normal). A node whose last join rolled back
+	// is refused with 401 on its next re-join and joins again with its key.
 	DBSync string
 	// Namespace holds the RayClusters (KUBERAY_NAMESPACE, gridweave).
 	Namespace string
@@ -110,7 +112,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c := Config{
 		DBPath:             env("KUBERAY_DB", "/data/kuberay.db"),
-		DBSync:             env("KUBERAY_DB_SYNC", "full"),
+		DBSync:             env("KUBERAY_DB_SYNC", "normal"),
 		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
 		AdminToken:         getenv("ADMIN_TOKEN"),
 		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
