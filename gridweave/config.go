@@ -75,6 +75,9 @@ type Config struct {
 	// listener (INTERNAL_TOKEN). Neither set: internal routes are off.
 	InternalAddr  string
 	InternalToken string
+	// DCGMTargetsDir is where each GPU node's DCGM scrape target is kept as
+	// a Prometheus file_sd file (DCGM_TARGETS_DIR); empty means off.
+	DCGMTargetsDir string
 	// AgentDir holds the join agent binaries the node side downloads,
 	// named join-node-<os>-<arch> (AGENT_DIR); empty means none.
 	AgentDir string
@@ -128,6 +131,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		K3sAgentTokenFile:  env("K3S_AGENT_TOKEN_FILE", ""),
 		InternalAddr:       env("INTERNAL_ADDR", ""),
 		AgentDir:           env("AGENT_DIR", ""),
+		DCGMTargetsDir:     env("DCGM_TARGETS_DIR", ""),
 		InternalToken:      getenv("INTERNAL_TOKEN"),
 		Dev:                env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
 	}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 )
@@ -380,6 +381,9 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err != nil {
 		return err
 	}
+	if err := s.syncScrapeTarget(ctx, node); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, registerResponse{Node: viewNode(node), WorkerGroup: group})
 	return nil
 }
@@ -497,6 +501,11 @@ func (s *Server) disconnect(ctx context.Context, hostname, actor string) (releas
 	if err := s.groups.nodeLeft(ctx, node); err != nil {
 		return false, fmt.Errorf("remove the worker group of %s: %w", hostname, err)
 	}
+	if s.targets != nil {
+		if err := s.targets.Remove(hostname); err != nil {
+			return false, fmt.Errorf("remove the DCGM scrape target of %s: %w", hostname, err)
+		}
+	}
 	err = s.kube.CoreV1().Nodes().Delete(ctx, hostname, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("delete the Kubernetes node %s: %w", hostname, err)
@@ -611,4 +620,16 @@ func (s *Server) handleGetNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"node": viewNode(n)})
+}
+
+// syncScrapeTarget keeps a registered node's DCGM scrape target: written
+// for a GPU node, removed for a CPU-only one.
+func (s *Server) syncScrapeTarget(ctx context.Context, n joinkeys.Node) error {
+	if s.targets == nil {
+		return nil
+	}
+	if len(n.GPUs) == 0 {
+		return s.targets.Remove(n.Hostname)
+	}
+	return s.targets.Write(ctx, scrapetargets.Target{Hostname: n.Hostname, VPNIP: n.VPNIP, GPUModel: n.GPUs[0].Name, GPUCount: len(n.GPUs)})
 }

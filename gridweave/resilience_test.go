@@ -3,6 +3,8 @@ package gridweave_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"gridweave.dev/joinkeys"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+
+	"gridweave.dev/gridweave"
 )
 
 // TestDisconnectFinishesWhatAFailedOneLeft: the Kubernetes Node cannot be
@@ -80,5 +84,27 @@ func TestInternalListenerAndReadiness(t *testing.T) {
 	down := h.want(h.do("GET", "/readyz", "", nil), 503, "readyz with Kubernetes down")
 	if e, _ := down.body["error"].(string); !strings.Contains(e, "kubernetes") {
 		t.Errorf("readyz does not name the backend that is down: %s", down.raw)
+	}
+}
+
+func TestDCGMScrapeTargetsFollowGPUNodes(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.DCGMTargetsDir = dir }})
+	_, key := h.mint("org")
+	gpu, cpu := newNode(t, "gpu-a"), newNode(t, "cpu-a")
+	h.want(h.validate(gpu, key), 200, "validate gpu")
+	h.want(h.register(gpu, h100s(8)), 200, "register gpu")
+	h.want(h.validate(cpu, key), 200, "validate cpu")
+	h.want(h.register(cpu, nil), 200, "register cpu")
+	raw, err := os.ReadFile(filepath.Join(dir, "gpu-a.json"))
+	if err != nil || !strings.Contains(string(raw), gpu.vpnIP+":9400") || !strings.Contains(string(raw), `"gpu_count": "8"`) {
+		t.Fatalf("the GPU node's target: %v\n%s", err, raw)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cpu-a.json")); err == nil {
+		t.Error("a CPU-only node got a DCGM target")
+	}
+	h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "gpu-a"}), 200, "disconnect")
+	if _, err := os.Stat(filepath.Join(dir, "gpu-a.json")); err == nil {
+		t.Error("the target survived the disconnect")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
@@ -55,6 +56,7 @@ type Server struct {
 	k3sToken  string
 	groups    *workerGroups
 	sums      fileSums
+	targets   *scrapetargets.Dir // nil when DCGM targets are off
 
 	public   http.Handler
 	internal http.Handler
@@ -110,6 +112,11 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
 	s.metrics = newMetrics(s)
 	s.groups = newWorkerGroups(s)
+	if cfg.DCGMTargetsDir != "" {
+		if s.targets, err = scrapetargets.New(cfg.DCGMTargetsDir); err != nil {
+			return nil, &ConfigError{"DCGM_TARGETS_DIR", err.Error()}
+		}
+	}
 	s.public, s.internal = s.routes()
 	return s, nil
 }

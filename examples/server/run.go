@@ -111,6 +111,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.K3sURL == "" {
 		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
 	}
+	if cfg.DCGMTargetsDir == "" {
+		log.Warn("DCGM targets off: DCGM_TARGETS_DIR is not set, so no Prometheus scrape targets are written for GPU nodes")
+	}
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
 		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
 	}
