@@ -3,10 +3,10 @@ package gridweave_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"gridweave.dev/joinkeys"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
