@@ -43,7 +43,9 @@ type clusterSummary struct {
 }
 
 func summarize(rc *rayv1.RayCluster) clusterSummary {
-	s := clusterSummary{Name: rc.Name, Namespace: rc.Namespace, State: string(rc.Status.State), //nolint:staticcheck // State is what KubeRay v1.6 still reports
+	//lint:ignore SA1019 KubeRay v1.6.0 still reports State beside its Conditions, and it is the one-word summary a list wants.
+	state := string(rc.Status.State)
+	s := clusterSummary{Name: rc.Name, Namespace: rc.Namespace, State: state,
 		DesiredWorkers: rc.Status.DesiredWorkerReplicas, ReadyWorkers: rc.Status.ReadyWorkerReplicas,
 		HeadPodIP: rc.Status.Head.PodIP, HeadServiceName: rc.Status.Head.ServiceName, CreationTimestamp: rc.CreationTimestamp.Time,
 		WorkerGroups: []string{}}

@@ -117,7 +117,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		DBPath:             env("KUBERAY_DB", "/data/kuberay.db"),
 		DBSync:             env("KUBERAY_DB_SYNC", "normal"),
 		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
-		AdminToken:         getenv("ADMIN_TOKEN"),
+		AdminToken:         strings.TrimSpace(getenv("ADMIN_TOKEN")),
 		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
 		ServerVersion:      env("SERVER_VERSION", "0.0.0"),
 		RayImage:           env("RAY_IMAGE", "rayproject/ray:2.54.0-py312"),
@@ -217,15 +217,6 @@ func (c Config) Check() error {
 		return &ConfigError{"ADMIN_TOKEN", "is shorter than 16 characters; use a long random token"}
 	}
 	return nil
-}
-
-// dashboardURL is RayDashboardURL, or the head's dashboard on the master's
-// VPN address.
-func (c Config) dashboardURL() string {
-	if c.RayDashboardURL != "" {
-		return c.RayDashboardURL
-	}
-	return "http://" + c.MasterVPNIP.String() + ":8265"
 }
 
 func validDNSName(s string) bool {

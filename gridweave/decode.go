@@ -27,7 +27,7 @@ func decodeJSON(r *http.Request, v any) error {
 // past the limit, 400 when empty.
 func readBody(r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return nil, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", message: "send the body as application/json"}
+		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_content_type", message: "send the body as application/json (Content-Type: application/json), e.g. curl --json"}
 	}
 	data, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError

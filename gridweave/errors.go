@@ -68,6 +68,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{status: 401, code: "invalid_node_token", message: "the node token is not valid for this node"}
 	case errors.Is(err, joinkeys.ErrNodeTokenRequired):
 		return &apiError{status: 409, code: "node_token_required", field: "node_token", message: err.Error() + "; present the node token from the first join, or have an administrator disconnect the node first"}
+	case errors.Is(err, joinkeys.ErrNodeDisconnected):
+		return &apiError{status: 409, code: "node_disconnected", message: err.Error() + " (an administrator's POST /v1/nodes/disconnect completes it)"}
 	case errors.Is(err, joinkeys.ErrPublicKeyTaken):
 		return &apiError{status: 409, code: "public_key_taken", field: "public_key", message: err.Error()}
 	case errors.Is(err, joinkeys.ErrPodCIDRConflict):

@@ -38,7 +38,6 @@ func TestMalformedInputIs400NamingTheField(t *testing.T) {
 			{"bad public key", "/v1/nodes/validate", strings.Replace(valid(""), pub, "AAAA", 1), "public_key"},
 			{"bad version", "/v1/nodes/validate", strings.Replace(valid(""), `"1.4.0"`, `"one"`, 1), "version"},
 			{"no version", "/v1/nodes/validate", strings.Replace(valid(""), `,"version":"1.4.0"`, ``, 1), "version"},
-			{"no key", "/v1/nodes/validate", `{"hostname":"box","public_key":"` + pub + `","version":"1.4.0"}`, "key"},
 			{"bad gpu vendor", "/v1/nodes/register", `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0","gpus":[{"index":0,"vendor":"intel","name":"x","memory_mib":1,"uuid":"u"}]}`, "gpus[0].vendor"},
 			{"gpu mistyped", "/v1/nodes/register", `{"key":"` + key + `","hostname":"box","public_key":"` + pub + `","version":"1.4.0","gpus":[{"index":"zero"}]}`, "gpus.index"},
 		}
@@ -68,6 +67,9 @@ func TestMalformedInputIs400NamingTheField(t *testing.T) {
 		}
 		if nodes, _ := h.kr.Nodes(context.Background()); len(nodes) != 0 {
 			t.Errorf("malformed requests wrote %d nodes", len(nodes))
+		}
+		if r := h.do("POST", "/v1/nodes/validate", "", `{"hostname":"box","public_key":"`+pub+`","version":"1.4.0"}`); r.status != 401 || r.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("validate without any credential: %d %s; want 401", r.status, r.raw)
 		}
 		if r := h.do("POST", "/v1/nodes/validate", "", strings.NewReader("")); r.status != 400 {
 			t.Errorf("empty body: %d", r.status)

@@ -251,8 +251,13 @@ func (s *Server) validate(ctx context.Context, source string, req validateReques
 		return err
 	}
 	if req.Key == "" && req.NodeToken == "" {
-		return badField("key", "key (a join key) is required for a first join; a re-join presents node_token")
+		return &apiError{status: 401, code: "unauthenticated", field: "key", message: "key (a join key) is required for a first join; a re-join presents node_token"}
 	}
+	unlock, err := s.nodeLocks.lock(ctx, req.Hostname)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// Credentials before the version gate, so that a stranger learns
 	// nothing of the server; the Keyring checks them again as it reserves.
 	if req.NodeToken != "" {
@@ -340,7 +345,7 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 		return err
 	}
 	if req.Key == "" && req.NodeToken == "" {
-		return badField("node_token", "node_token is required (or, to complete a first join, the key with the reserved public_key)")
+		return &apiError{status: 401, code: "unauthenticated", field: "node_token", message: "node_token is required (or, to complete a first join, the key with the reserved public_key)"}
 	}
 	if req.NodeToken == "" {
 		if _, err := joinkeys.ParsePublicKey(req.PublicKey); err != nil {
@@ -351,9 +356,25 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err != nil {
 		return err
 	}
+	unlock, err := s.nodeLocks.lock(ctx, req.Hostname)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if req.NodeToken != "" {
-		if _, err := s.keyring.AuthenticateNode(ctx, req.Hostname, req.NodeToken); err != nil {
+		n, err := s.keyring.AuthenticateNode(ctx, req.Hostname, req.NodeToken)
+		if err != nil {
 			return err
+		}
+		if req.PublicKey != "" {
+			pub, err := joinkeys.ParsePublicKey(req.PublicKey)
+			if err != nil {
+				return err
+			}
+			if pub != n.PublicKey {
+				return &apiError{status: 409, code: "public_key_mismatch", field: "public_key",
+					message: "this node joined with another WireGuard public key; a new key means a new machine: have an administrator disconnect the node, then join again"}
+			}
 		}
 	} else if _, err := s.keyring.Check(ctx, req.Key); err != nil && !errors.Is(err, joinkeys.ErrKeyExhausted) {
 		return err
@@ -465,10 +486,16 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = checkHostname(req.Hostname)
 	}
-	if err == nil {
-		_, err = s.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r))
-	}
 	var released bool
+	if err == nil {
+		if _, nerr := s.keyring.Node(r.Context(), req.Hostname); errors.Is(nerr, joinkeys.ErrNodeNotFound) {
+			// Nothing left: a retry after a lost answer, as disconnect's.
+			s.metrics.join("leave", nil)
+			writeJSON(w, http.StatusOK, disconnectResponse{Hostname: req.Hostname, Released: false})
+			return
+		}
+		err = s.authenticateNode(r, req.Hostname)
+	}
 	if err == nil {
 		released, err = s.disconnect(r.Context(), req.Hostname, "node:"+req.Hostname)
 	}
@@ -486,6 +513,11 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
 // half-way is finished by the next one; released is false when there was
 // nothing left to do.
 func (s *Server) disconnect(ctx context.Context, hostname, actor string) (released bool, err error) {
+	unlock, err := s.nodeLocks.lock(ctx, hostname)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	node, err := s.keyring.Node(ctx, hostname)
 	if errors.Is(err, joinkeys.ErrNodeNotFound) {
 		return false, nil
@@ -513,7 +545,9 @@ func (s *Server) disconnect(ctx context.Context, hostname, actor string) (releas
 	if err := s.mesh.RemovePeer(ctx, node.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
 		return false, fmt.Errorf("remove the WireGuard peer of %s: %w", hostname, err)
 	}
-	if _, err := s.keyring.Release(ctx, hostname, actor); err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound) {
+	// Only the record this teardown marked: had anything changed it since,
+	// its peer might be back, and a row must never go while its peer stays.
+	if _, err := s.keyring.ReleaseIfUnchanged(ctx, node, actor, "disconnected"); err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound) {
 		return false, err
 	}
 	return true, nil
@@ -574,12 +608,11 @@ func (s *Server) handleReportVersion(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badField("version", "invalid version: %v", err))
 		return
 	}
-	token := bearer(r)
-	if token == "" {
-		s.writeError(w, r, errUnauthenticated)
+	if err := s.authenticateNode(r, req.Hostname); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
-	node, err := s.keyring.ReportVersion(r.Context(), req.Hostname, token, req.Version)
+	node, err := s.keyring.ReportVersion(r.Context(), req.Hostname, bearer(r), req.Version)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -632,4 +665,21 @@ func (s *Server) syncScrapeTarget(ctx context.Context, n joinkeys.Node) error {
 		return s.targets.Remove(n.Hostname)
 	}
 	return s.targets.Write(ctx, scrapetargets.Target{Hostname: n.Hostname, VPNIP: n.VPNIP, GPUModel: n.GPUs[0].Name, GPUCount: len(n.GPUs)})
+}
+
+// authenticateNode checks that the bearer credential is hostname's node
+// token: none or an invalid one is 401, a valid credential of another role
+// (the admin token, a JWT, a provider key) 403.
+func (s *Server) authenticateNode(r *http.Request, hostname string) error {
+	token := bearer(r)
+	if token == "" {
+		return errUnauthenticated
+	}
+	_, err := s.keyring.AuthenticateNode(r.Context(), hostname, token)
+	if errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		if _, other := s.auth.authenticate(r.Context(), token); other == nil {
+			return errForbidden
+		}
+	}
+	return err
 }

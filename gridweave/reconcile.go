@@ -77,9 +77,20 @@ func (s *Server) ReleaseHalfFinishedJoins(ctx context.Context) ([]string, error)
 		if n.Status != joinkeys.StatusValidated || !n.UpdatedAt.Before(cutoff) {
 			continue
 		}
+		unlock, err := s.nodeLocks.lock(ctx, n.Hostname)
+		if err != nil {
+			return released, err
+		}
+		released, errs = s.releaseHalfFinished(ctx, n, released, errs)
+		unlock()
+	}
+	return released, errors.Join(errs...)
+}
+
+func (s *Server) releaseHalfFinished(ctx context.Context, n joinkeys.Node, released []string, errs []error) ([]string, []error) {
+	{
 		if err := s.mesh.RemovePeer(ctx, n.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
-			errs = append(errs, err)
-			continue
+			return released, append(errs, err)
 		}
 		_, err := s.keyring.ReleaseIfUnchanged(ctx, n, "gridweave", fmt.Sprintf("validated at %s and never registered within %s", n.UpdatedAt.Format(time.RFC3339), s.cfg.ValidatedTTL))
 		switch {
@@ -97,12 +108,17 @@ func (s *Server) ReleaseHalfFinishedJoins(ctx context.Context) ([]string, error)
 			s.log.InfoContext(ctx, "half-finished join released", "hostname", n.Hostname, "vpn_ip", n.VPNIP)
 		}
 	}
-	return released, errors.Join(errs...)
+	return released, errs
 }
 
 // syncKubeNode brings one ledger node in step with its Kubernetes Node:
 // the pod CIDR k3s gave it (ledger and peer) and the pool label.
 func (s *Server) syncKubeNode(ctx context.Context, kn *corev1.Node) error {
+	unlock, err := s.nodeLocks.lock(ctx, kn.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	n, err := s.keyring.Node(ctx, kn.Name)
 	if errors.Is(err, joinkeys.ErrNodeNotFound) {
 		return nil // not one of ours

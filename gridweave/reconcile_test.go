@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,7 +125,16 @@ func TestRunFollowsKubernetesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	deadline = time.Now().Add(20 * time.Second)
+	for !strings.Contains(h.logs.String(), `"msg":"syncing a Kubernetes node","node":"other"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused pod CIDR was never logged:\n%s", h.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(h.logs.String(), `pod CIDR 10.42.33.128/25 overlaps the pod CIDR of node \"late-node\"`) {
+		t.Errorf("the log does not say what the pod CIDR overlaps:\n%s", h.logs.String())
+	}
 	if node, _ := h.kr.Node(ctx, "other"); node.PodCIDR.IsValid() {
 		t.Errorf("an overlapping pod CIDR was recorded: %s", node.PodCIDR)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -47,6 +48,12 @@ func TestDisconnectFinishesWhatAFailedOneLeft(t *testing.T) {
 		if peers, _ := h.mesh.Peers(ctx); len(peers) != 1 {
 			t.Fatalf("the failed call removed the peer before the ledger row: %d peers", len(peers))
 		}
+		// The node cannot re-join or register its way back meanwhile.
+		again := h.do("POST", "/v1/nodes/validate", "", map[string]any{"node_token": n.token, "hostname": "flaky", "public_key": n.public, "version": "1.4.2"})
+		if again.status != 409 || again.errorField("code") != "node_disconnected" {
+			t.Errorf("re-join during a half-done disconnect: %d %s", again.status, again.raw)
+		}
+		h.want(h.register(n, h100s(2)), 409, "register during a half-done disconnect")
 		r := h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}), 200, "disconnect again")
 		if r.body["released"] != true {
 			t.Errorf("second disconnect: %s", r.raw)
@@ -106,5 +113,43 @@ func TestDCGMScrapeTargetsFollowGPUNodes(t *testing.T) {
 	h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "gpu-a"}), 200, "disconnect")
 	if _, err := os.Stat(filepath.Join(dir, "gpu-a.json")); err == nil {
 		t.Error("the target survived the disconnect")
+	}
+}
+
+// TestAMovedNodeTakesItsOwnPod: a node whose GPU report changes leaves its
+// old pool with its own pod named for deletion, not a random worker.
+func TestAMovedNodeTakesItsOwnPod(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	a, b := newNode(t, "node-a"), newNode(t, "node-b")
+	for _, n := range []*node{a, b} {
+		h.kubeNode(n.hostname, "")
+		h.want(h.validate(n, key), 200, "validate")
+		h.want(h.register(n, h100s(8)), 200, "register")
+	}
+	group := "gpu-nvidia-nvidia-h100-80gb-hbm3-x8"
+	for _, n := range []*node{a, b} {
+		_, err := h.fakes.Kube.CoreV1().Pods(testNamespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "worker-on-" + n.hostname, Namespace: testNamespace,
+			Labels: map[string]string{"ray.io/cluster": "gridweave-cluster", "ray.io/group": group}}, Spec: corev1.PodSpec{NodeName: n.hostname}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.want(h.register(b, h100s(4)), 200, "b re-registers with 4 GPUs")
+	rc, _ := h.fakes.Client.GetCluster(ctx, testNamespace, "gridweave-cluster")
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		if g.GroupName == group && (*g.Replicas != 1 || len(g.ScaleStrategy.WorkersToDelete) != 1 || g.ScaleStrategy.WorkersToDelete[0] != "worker-on-node-b") {
+			t.Errorf("the x8 group after b moved: replicas %d, workersToDelete %v; want 1 and [worker-on-node-b]", *g.Replicas, g.ScaleStrategy.WorkersToDelete)
+		}
+	}
+	// Once that pod is gone, the next departure does not keep its name.
+	_ = h.fakes.Kube.CoreV1().Pods(testNamespace).Delete(ctx, "worker-on-node-b", metav1.DeleteOptions{})
+	h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "node-a"}), 200, "disconnect a")
+	rc, _ = h.fakes.Client.GetCluster(ctx, testNamespace, "gridweave-cluster")
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		if g.GroupName == group {
+			t.Errorf("the x8 group outlived its last node: %+v", g.ScaleStrategy)
+		}
 	}
 }

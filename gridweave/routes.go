@@ -143,7 +143,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := s.Ready(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": err.Error()})
+		// Name the backends that are down; the details (addresses, dial
+		// errors) go to the log, not to an unauthenticated caller.
+		s.logFor(r).WarnContext(r.Context(), "not ready", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": downBackends(err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
@@ -151,3 +154,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 
 // readyTimeout bounds a readiness check.
 const readyTimeout = 5 * time.Second
+
+// downBackends says which backends Ready found down, by name only.
+func downBackends(err error) string {
+	var names []string
+	for _, name := range []string{"ledger", "wireguard", "kubernetes"} {
+		if strings.Contains(err.Error(), name+":") {
+			names = append(names, name)
+		}
+	}
+	return strings.Join(names, ", ") + " not answering"
+}

@@ -56,6 +56,7 @@ type Server struct {
 	k3sToken  string
 	groups    *workerGroups
 	sums      fileSums
+	nodeLocks nodeLocks
 	targets   *scrapetargets.Dir // nil when DCGM targets are off
 
 	public   http.Handler

@@ -97,13 +97,18 @@ func poolName(vendor, model string, count int) string {
 // of its old pool. It returns the group's name, or nil for a CPU-only node.
 func (g *workerGroups) nodeRegistered(ctx context.Context, before, n joinkeys.Node) (*string, error) {
 	p, ok := poolOf(n.GPUs)
-	if _, had := poolOf(before.GPUs); !ok && !had {
+	old, had := poolOf(before.GPUs)
+	if !ok && !had {
 		return nil, nil // CPU-only before and after: no group to touch
 	}
 	if err := g.labelNode(ctx, n.Hostname, p.name, ok); err != nil {
 		return nil, err
 	}
-	if err := g.reconcile(ctx, nil); err != nil {
+	var leaving *joinkeys.Node
+	if had && before.Status == joinkeys.StatusRegistered && old.name != p.name {
+		leaving = &before // its pod in the old pool goes, not a random one
+	}
+	if err := g.reconcile(ctx, leaving); err != nil {
 		return nil, err
 	}
 	if !ok {
@@ -142,16 +147,15 @@ func (g *workerGroups) labelNode(ctx context.Context, hostname, poolName string,
 // always counted.
 func (g *workerGroups) reconcile(ctx context.Context, leaving *joinkeys.Node) error {
 	cfg := g.s.cfg
-	var leavingPods []string
+	var leavingPods, livePods []string
 	var leavingPool string
 	if leaving != nil {
 		if p, ok := poolOf(leaving.GPUs); ok {
 			leavingPool = p.name
-			pods, err := g.podsOn(ctx, p.name, leaving.Hostname)
-			if err != nil {
+			var err error
+			if livePods, leavingPods, err = g.podsOf(ctx, p.name, leaving.Hostname); err != nil {
 				return err
 			}
-			leavingPods = pods
 		}
 	}
 	change := func(rc *rayv1.RayCluster) error {
@@ -173,7 +177,9 @@ func (g *workerGroups) reconcile(ctx context.Context, leaving *joinkeys.Node) er
 			}
 			grp.Replicas, grp.MinReplicas, grp.MaxReplicas = ptr.To(p.count), ptr.To[int32](0), ptr.To(p.count)
 			if grp.GroupName == leavingPool && len(leavingPods) > 0 {
-				grp.ScaleStrategy.WorkersToDelete = mergeNames(grp.ScaleStrategy.WorkersToDelete, leavingPods)
+				// The operator never clears the list; keep only pods that
+				// still exist, so it does not grow with every departure.
+				grp.ScaleStrategy.WorkersToDelete = mergeNames(keepLive(grp.ScaleStrategy.WorkersToDelete, livePods), leavingPods)
 			}
 			kept = append(kept, grp)
 		}
@@ -197,9 +203,6 @@ func (g *workerGroups) reconcile(ctx context.Context, leaving *joinkeys.Node) er
 	_, err := g.s.ray.UpdateCluster(ctx, cfg.Namespace, cfg.ClusterName, change)
 	if !errors.Is(err, rayctl.ErrClusterNotFound) {
 		return err
-	}
-	if leaving != nil {
-		return nil // no cluster, nothing to take the node out of
 	}
 	pools, err := g.pools(ctx)
 	if err != nil || len(pools) == 0 {
@@ -272,22 +275,33 @@ func (g *workerGroups) createCluster(ctx context.Context) error {
 	return err
 }
 
-// podsOn names the pods of a pool's group that run on node hostname.
-func (g *workerGroups) podsOn(ctx context.Context, group, hostname string) ([]string, error) {
+// podsOf names the pods of a pool's group: all of them, and those on
+// node hostname.
+func (g *workerGroups) podsOf(ctx context.Context, group, hostname string) (all, on []string, err error) {
 	cfg := g.s.cfg
 	pods, err := g.s.kube.CoreV1().Pods(cfg.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: "ray.io/cluster=" + cfg.ClusterName + ",ray.io/group=" + group,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var names []string
 	for _, p := range pods.Items {
+		all = append(all, p.Name)
 		if p.Spec.NodeName == hostname {
-			names = append(names, p.Name)
+			on = append(on, p.Name)
 		}
 	}
-	return names, nil
+	return all, on, nil
+}
+
+func keepLive(names, live []string) []string {
+	var out []string
+	for _, n := range names {
+		if slices.Contains(live, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func mergeNames(have, add []string) []string {

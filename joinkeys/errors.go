@@ -36,6 +36,10 @@ var (
 	// Keyring retries such writes from a fresh read a few times before it
 	// returns it.
 	ErrNodeChanged = errors.New("node record changed concurrently")
+	// ErrNodeDisconnected: the node is being disconnected (its record is
+	// marked disconnected until the teardown finishes); it cannot re-join
+	// or register until an administrator's disconnect has released it.
+	ErrNodeDisconnected = errors.New("node is disconnected")
 	// ErrPodCIDRConflict is wrapped by *PodCIDRConflictError.
 	ErrPodCIDRConflict = errors.New("pod CIDR overlaps addresses already routed elsewhere")
 )

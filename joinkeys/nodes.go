@@ -130,6 +130,9 @@ func (k *Keyring) rejoin(ctx context.Context, existing NodeRecord, req JoinReque
 		if rec.PublicKey != existing.PublicKey || !tokenMatches(*rec, req.NodeToken) {
 			return ErrNodeTokenInvalid
 		}
+		if rec.Status == StatusDisconnected {
+			return fmt.Errorf("%w: %q is being disconnected; join again once the disconnect finished", ErrNodeDisconnected, rec.Hostname)
+		}
 		if req.Version != "" {
 			rec.Version = req.Version
 		}
@@ -300,6 +303,9 @@ func (k *Keyring) register(ctx context.Context, r Registration) (Node, error) {
 	rec, err = k.changeNode(ctx, rec, func(rec *NodeRecord) error {
 		if err := authorize(*rec); err != nil {
 			return err
+		}
+		if rec.Status == StatusDisconnected {
+			return fmt.Errorf("%w: %q is being disconnected; join again once the disconnect finished", ErrNodeDisconnected, rec.Hostname)
 		}
 		if r.Version != "" {
 			rec.Version = r.Version

@@ -64,11 +64,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	secret := []byte(cfg.JWTSecret)
-	if len(secret) < joinkeys.MinJWTSecretLen { // dev mode only (Check refused it otherwise)
-		sum := sha256.Sum256(secret)
-		secret = []byte(hex.EncodeToString(sum[:]))
+	if len(cfg.JWTSecret) < joinkeys.MinJWTSecretLen { // dev mode only (Check refused it otherwise)
+		sum := sha256.Sum256([]byte(cfg.JWTSecret))
+		cfg.JWTSecret = hex.EncodeToString(sum[:]) // the Keyring and the service verify with the same secret
 	}
+	secret := []byte(cfg.JWTSecret)
 
 	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
 		return fmt.Errorf("KUBERAY_DB: %w", err)
@@ -124,9 +124,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *addr == "" {
 		*addr = ":" + strconv.Itoa(cfg.Port)
 	}
-	servers := []*http.Server{{Addr: *addr, Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	// Bodies are small (MAX_BODY_BYTES): a client that trickles one is cut
+	// off; answers (followed logs) are not bounded in time.
+	listen := func(addr string, h http.Handler) *http.Server {
+		return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	}
+	servers := []*http.Server{listen(*addr, server.Handler())}
 	if cfg.InternalAddr != "" {
-		servers = append(servers, &http.Server{Addr: cfg.InternalAddr, Handler: server.InternalHandler(), ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, listen(cfg.InternalAddr, server.InternalHandler()))
 	}
 	background := make(chan error, 1)
 	go func() { background <- server.Run(ctx) }()

@@ -296,16 +296,26 @@ func testNoLostUpdates(t *testing.T, env hookedEnvFunc) {
 		t.Errorf("after register inside a disconnect: %+v; want disconnected with the registration's GPUs, version and time", n)
 	}
 
-	// And the other way round.
+	// A disconnected node cannot register or re-join its way back: the
+	// teardown that marked it must finish first.
+	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: twoH100}); !errors.Is(err, joinkeys.ErrNodeDisconnected) {
+		t.Errorf("register of a disconnected node: %v, want ErrNodeDisconnected", err)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: j.NodeToken, Hostname: "gpu-1", PublicKey: n.PublicKey.String()}); !errors.Is(err, joinkeys.ErrNodeDisconnected) {
+		t.Errorf("re-join of a disconnected node: %v, want ErrNodeDisconnected", err)
+	}
+
+	// And the other way round, on another node.
+	j2 := join(t, kr, m.Secret, "gpu-2", PublicKey(t))
 	store.BeforeNextUpdate(func() {
-		if _, err := kr.ReportVersion(ctx, "gpu-1", j.NodeToken, "1.2.0"); err != nil {
+		if _, err := kr.ReportVersion(ctx, "gpu-2", j2.NodeToken, "1.2.0"); err != nil {
 			t.Errorf("report version: %v", err)
 		}
 	})
-	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: twoH100[:1]}); err != nil {
+	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j2.NodeToken, Hostname: "gpu-2", GPUs: twoH100[:1]}); err != nil {
 		t.Fatal(err)
 	}
-	n, _ = kr.Node(ctx, "gpu-1")
+	n, _ = kr.Node(ctx, "gpu-2")
 	if n.Status != joinkeys.StatusRegistered || len(n.GPUs) != 1 || n.Version != "1.2.0" {
 		t.Errorf("after a version report inside a register: %+v; want registered, 1 GPU, version 1.2.0", n)
 	}
@@ -446,7 +456,7 @@ func testConcurrentWriters(t *testing.T, env envFunc) {
 	var mu sync.Mutex
 	var unexpected []error
 	note := func(err error) {
-		if err == nil || errors.Is(err, joinkeys.ErrNodeTokenInvalid) || errors.Is(err, joinkeys.ErrNodeNotFound) || errors.Is(err, joinkeys.ErrNodeChanged) {
+		if err == nil || errors.Is(err, joinkeys.ErrNodeTokenInvalid) || errors.Is(err, joinkeys.ErrNodeNotFound) || errors.Is(err, joinkeys.ErrNodeChanged) || errors.Is(err, joinkeys.ErrNodeDisconnected) {
 			return
 		}
 		mu.Lock()
