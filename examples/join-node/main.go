@@ -1,0 +1,24 @@
+// Command join-node is the node side of the join flow, the agent
+// join-node.sh downloads and runs as root:
+//
+//	join-node --master http://MASTER:8800 --key JOIN_KEY     join (again: converges)
+//	join-node --master http://MASTER:8800 --leave            leave the cluster
+//
+// It keeps the node's identity in --state-dir (0600), brings up the
+// WireGuard tunnel (--interface; kernel WireGuard or wireguard-go), runs the
+// k3s agent step (--k3s-command), detects the GPUs (nvidia-smi, amd-smi),
+// registers and reports its version. The logic is gridweave.dev/gridweave/joinagent.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"gridweave.dev/gridweave/joinagent"
+)
+
+// version is the agent's version, for the master's version gate.
+var version = "0.0.1"
+
+// defaultK3sCommand starts the k3s agent in the background when k3s is
+// installed; K3S_URL, K3S_TOKEN and NODE_IP come from the join.
+const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --token "$K3S_TOKEN" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE"`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("join-node", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	master := flags.String("master", "", "the master's URL, e.g. http://203.0.113.7:8800 (required)")
+	key := flags.String("key", "", "the join key (first join only)")
+	leave := flags.Bool("leave", false, "leave the cluster: release this node, take the tunnel down, delete the identity")
+	stateDir := flags.String("state-dir", "/var/lib/gridweave", "where the node's identity is kept (0600)")
+	hostname := flags.String("hostname", "", "the node's name (default: this machine's hostname)")
+	iface := flags.String("interface", "gridweave0", "the WireGuard device")
+	k3sCommand := flags.String("k3s-command", defaultK3sCommand, "shell command of the k3s agent step, started in the background with K3S_URL, K3S_TOKEN, NODE_IP and WG_INTERFACE set; empty skips it")
+	showVersion := flags.Bool("version", false, "print the agent's version")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version)
+		return 0
+	}
+	if *master == "" {
+		fmt.Fprintln(stderr, "join-node: --master is required (join-node.sh sets it from MASTER_IP)")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts := joinagent.Options{Master: *master, StateDir: *stateDir, Key: *key, Hostname: *hostname, Version: version,
+		Tunnel: &joinagent.WireGuardTunnel{Interface: *iface}, Logger: log}
+	if *k3sCommand != "" {
+		opts.K3sAgent = k3sStep(*k3sCommand, *iface, *stateDir, log)
+	}
+	if *leave {
+		if err := joinagent.Leave(ctx, opts); err != nil {
+			fmt.Fprintln(stderr, "join-node:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "left the cluster; this machine's tunnel and identity are gone")
+		return 0
+	}
+	res, err := joinagent.Join(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "join-node:", err)
+		var me *joinagent.MasterError
+		if errors.As(err, &me) && me.Status == 426 {
+			fmt.Fprintln(stderr, "join-node: run update.sh to get the agent that matches the master")
+		}
+		return 1
+	}
+	group := res.WorkerGroup
+	if group == "" {
+		group = "none (CPU-only)"
+	}
+	fmt.Fprintf(stdout, "joined as %s with VPN address %s; %d GPUs; Ray worker group %s\n", res.Hostname, res.VPNIP, res.GPUs, group)
+	return 0
+}
+
+// k3sStep starts command in the background (its output in the state
+// directory), unless k3s is not installed, which it says.
+func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Context, string, string, netip.Addr) error {
+	return func(ctx context.Context, url, token string, nodeIP netip.Addr) error {
+		if command == defaultK3sCommand {
+			if _, err := exec.LookPath("k3s"); err != nil {
+				log.Warn("k3s is not installed: the k3s agent step is skipped; install k3s or pass --k3s-command")
+				return nil
+			}
+		}
+		out, err := os.OpenFile(filepath.Join(stateDir, "k3s-agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		cmd := exec.Command("sh", "-c", command)
+		cmd.Env = append(os.Environ(), "K3S_URL="+url, "K3S_TOKEN="+token, "NODE_IP="+nodeIP.String(), "WG_INTERFACE="+iface)
+		cmd.Stdout, cmd.Stderr = out, out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the agent
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start %q: %w", command, err)
+		}
+		log.Info("k3s agent started", "pid", cmd.Process.Pid, "log", out.Name())
+		return cmd.Process.Release()
+	}
+}

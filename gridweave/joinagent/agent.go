@@ -1,0 +1,268 @@
+package joinagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"gridweave.dev/gridweave/gpus"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/wgkey"
+)
+
+// Options configure Join and Leave. Master and StateDir are required; the
+// rest default as documented.
+type Options struct {
+	// Master is the master's base URL, e.g. http://203.0.113.7:8800.
+	Master string
+	// StateDir keeps the node's identity (0600); e.g. /var/lib/gridweave.
+	StateDir string
+	// Key is the join key; needed for the first join only.
+	Key string
+	// Hostname is the node's name; default os.Hostname, lower-cased.
+	Hostname string
+	// Version is this agent's version, checked by the master's gate.
+	Version string
+	// Tunnel brings the WireGuard tunnel up and down; default a
+	// WireGuardTunnel on device "gridweave0".
+	Tunnel Tunnel
+	// K3sAgent runs the k3s agent step with the URL and agent token the
+	// master gave, and the node's VPN address; nil skips the step (the
+	// master said nothing about k3s, or the machine is set up otherwise).
+	K3sAgent func(ctx context.Context, url, token string, nodeIP netip.Addr) error
+	// DetectGPUs reports the GPUs; default gpus.Detect.
+	DetectGPUs func(ctx context.Context) ([]gpus.GPU, error)
+	// HTTPClient talks to the master; default one with a 30 s timeout.
+	HTTPClient *http.Client
+	// Logger receives one line per step; default discards.
+	Logger *slog.Logger
+}
+
+// Result is what a join achieved.
+type Result struct {
+	Hostname    string
+	VPNIP       netip.Addr
+	WorkerGroup string // empty for a CPU-only node
+	GPUs        int
+	Rejoined    bool // the node token, not the key, admitted it
+}
+
+// ErrMaster wraps an answer of the master that is not 2xx; *MasterError
+// carries it.
+var ErrMaster = errors.New("the master refused")
+
+// MasterError is a non-2xx answer of the master, in the contract's shape.
+type MasterError struct {
+	Step    string // validate, register, report-version, leave
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *MasterError) Error() string {
+	return fmt.Sprintf("%s: the master answered %d %s: %s", e.Step, e.Status, e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrMaster) hold.
+func (e *MasterError) Is(target error) bool { return target == ErrMaster }
+
+func (o *Options) defaults() error {
+	if o.Master == "" || o.StateDir == "" {
+		return errors.New("joinagent: Options need Master and StateDir")
+	}
+	o.Master = strings.TrimRight(o.Master, "/")
+	if o.Hostname == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		o.Hostname = strings.ToLower(strings.SplitN(h, ".", 2)[0])
+	}
+	if err := joinkeys.ValidateHostname(o.Hostname); err != nil {
+		return fmt.Errorf("joinagent: this machine's hostname cannot name a node: %w", err)
+	}
+	if o.Tunnel == nil {
+		o.Tunnel = &WireGuardTunnel{Interface: "gridweave0"}
+	}
+	if o.DetectGPUs == nil {
+		o.DetectGPUs = func(ctx context.Context) ([]gpus.GPU, error) { return gpus.Detect(ctx, nil) }
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+type validateAnswer struct {
+	VPNIP           string `json:"vpn_ip"`
+	MasterVPNIP     string `json:"master_vpn_ip"`
+	VPNCIDR         string `json:"vpn_cidr"`
+	MasterPublicKey string `json:"master_public_key"`
+	MasterEndpoint  string `json:"master_endpoint"`
+	K3sURL          string `json:"k3s_url"`
+	K3sToken        string `json:"k3s_token"`
+	NodeToken       string `json:"node_token"`
+}
+
+// Join runs the whole join: identity, validate, tunnel, k3s, GPUs,
+// register, version report. Running it again converges: the same key
+// pair and node token, so the same VPN address.
+func Join(ctx context.Context, o Options) (Result, error) {
+	if err := o.defaults(); err != nil {
+		return Result{}, err
+	}
+	st, err := LoadState(o.StateDir, o.Hostname)
+	if err != nil {
+		return Result{}, err
+	}
+	pub, err := st.PrivateKey.Public()
+	if err != nil {
+		return Result{}, err
+	}
+	req := map[string]any{"hostname": o.Hostname, "public_key": pub.String(), "version": o.Version}
+	rejoin := st.NodeToken != ""
+	if rejoin {
+		req["node_token"] = st.NodeToken
+	} else {
+		if o.Key == "" {
+			return Result{}, errors.New("joinagent: a first join needs the join key")
+		}
+		req["key"] = o.Key
+	}
+	var v validateAnswer
+	if err := o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v); err != nil {
+		return Result{}, err
+	}
+	st.NodeToken, st.VPNIP = v.NodeToken, v.VPNIP
+	// The identity is kept before anything else happens: a run that fails
+	// later re-joins with the token and keeps its address.
+	if err := st.save(o.StateDir); err != nil {
+		return Result{}, fmt.Errorf("joinagent: keep the node's identity: %w", err)
+	}
+	o.Logger.InfoContext(ctx, "validated", "hostname", o.Hostname, "vpn_ip", v.VPNIP, "rejoin", rejoin)
+
+	cfg, err := tunnelConfig(st.PrivateKey, v)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := o.Tunnel.Up(ctx, cfg); err != nil {
+		return Result{}, fmt.Errorf("joinagent: bring up the tunnel: %w", err)
+	}
+	o.Logger.InfoContext(ctx, "tunnel up", "address", cfg.Address, "master", cfg.MasterEndpoint)
+	if o.K3sAgent != nil && v.K3sURL != "" {
+		if err := o.K3sAgent(ctx, v.K3sURL, v.K3sToken, cfg.Address.Addr()); err != nil {
+			return Result{}, fmt.Errorf("joinagent: the k3s agent step: %w", err)
+		}
+	}
+	found, err := o.DetectGPUs(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("joinagent: detect GPUs (fix the GPU driver, or join this machine as CPU-only on purpose): %w", err)
+	}
+	var reg struct {
+		WorkerGroup *string `json:"worker_group"`
+	}
+	body := map[string]any{"node_token": st.NodeToken, "hostname": o.Hostname, "public_key": pub.String(), "version": o.Version, "gpus": gpus.JoinKeysGPUs(found)}
+	if err := o.post(ctx, "register", "/v1/nodes/register", "", body, &reg); err != nil {
+		return Result{}, err
+	}
+	if err := o.post(ctx, "report-version", "/v1/nodes/report-version", st.NodeToken, map[string]any{"hostname": o.Hostname, "version": o.Version}, nil); err != nil {
+		return Result{}, err
+	}
+	res := Result{Hostname: o.Hostname, VPNIP: cfg.Address.Addr(), GPUs: len(found), Rejoined: rejoin}
+	if reg.WorkerGroup != nil {
+		res.WorkerGroup = *reg.WorkerGroup
+	}
+	o.Logger.InfoContext(ctx, "registered", "hostname", o.Hostname, "gpus", len(found), "worker_group", res.WorkerGroup)
+	return res, nil
+}
+
+// Leave takes the node out of the cluster: the master releases it (peer,
+// worker, Node, address, hostname), the tunnel goes down, and the
+// identity is deleted. Leaving a node that never joined is not an error.
+func Leave(ctx context.Context, o Options) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	st, err := LoadState(o.StateDir, o.Hostname)
+	if err != nil {
+		return err
+	}
+	if st.NodeToken != "" {
+		if err := o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, map[string]any{"hostname": o.Hostname}, nil); err != nil {
+			return err
+		}
+	}
+	if err := o.Tunnel.Down(ctx); err != nil {
+		return fmt.Errorf("joinagent: take the tunnel down: %w", err)
+	}
+	return removeState(o.StateDir)
+}
+
+func tunnelConfig(key wgkey.PrivateKey, v validateAnswer) (TunnelConfig, error) {
+	ip, err1 := netip.ParseAddr(v.VPNIP)
+	cidr, err2 := netip.ParsePrefix(v.VPNCIDR)
+	master, err3 := wgkey.Parse(v.MasterPublicKey)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return TunnelConfig{}, fmt.Errorf("joinagent: the master's validate answer: %w", err)
+	}
+	cfg := TunnelConfig{PrivateKey: key, Address: netip.PrefixFrom(ip, cidr.Bits()), MasterPublicKey: master, AllowedIPs: []netip.Prefix{cidr}, Keepalive: 25 * time.Second}
+	if v.MasterEndpoint != "" {
+		ep, err := netip.ParseAddrPort(v.MasterEndpoint)
+		if err != nil {
+			return TunnelConfig{}, fmt.Errorf("joinagent: the master's endpoint %q: %w", v.MasterEndpoint, err)
+		}
+		cfg.MasterEndpoint = ep
+	}
+	return cfg, nil
+}
+
+// post sends body as JSON to the master and decodes a 2xx answer into out.
+func (o *Options) post(ctx context.Context, step, path, bearer string, body, out any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.Master+path, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := o.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: reach the master at %s: %w", step, o.Master, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		return &MasterError{Step: step, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s: the master's answer is not the expected JSON: %w", step, err)
+	}
+	return nil
+}

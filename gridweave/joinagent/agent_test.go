@@ -1,0 +1,163 @@
+package joinagent_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/gpus"
+	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/rayctl/rayctltest"
+	"gridweave.dev/wgkey"
+)
+
+const adminToken = "admin-token-for-agent-tests-0123"
+
+// master is the real service over in-memory backends.
+func master(t *testing.T) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
+	t.Helper()
+	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
+		return map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
+			"MASTER_IP": "198.18.0.1", "VPN_CIDR": "198.18.128.0/20", "MASTER_VPN_IP": "198.18.128.1", "K3S_URL": "https://198.18.128.1:6443"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	kr, _ = joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
+	_, pub, _ := wgkey.GeneratePair()
+	m = memmesh.New(pub)
+	f := rayctltest.New(t, cfg.Namespace)
+	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{Keyring: kr, Mesh: m, Ray: f.Client, Kube: f.Kube})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, m, kr
+}
+
+func mintKey(t *testing.T, url string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/v1/nodes/join-keys", strings.NewReader(`{"kind":"org","org":"acme","ttl_seconds":600}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Key string }
+	if err := jsonDecode(resp, &out); err != nil || out.Key == "" {
+		t.Fatalf("mint: %v", err)
+	}
+	return out.Key
+}
+
+// fakeTunnel records what the agent asked of the device.
+type fakeTunnel struct {
+	mu   sync.Mutex
+	up   []joinagent.TunnelConfig
+	down int
+}
+
+func (f *fakeTunnel) Up(_ context.Context, c joinagent.TunnelConfig) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.up = append(f.up, c)
+	return nil
+}
+
+func (f *fakeTunnel) Down(context.Context) error { f.mu.Lock(); defer f.mu.Unlock(); f.down++; return nil }
+
+func TestJoinIsRepeatableAndLeaveCleansUp(t *testing.T) {
+	ctx := context.Background()
+	url, m, kr := master(t)
+	key := mintKey(t, url)
+	state := filepath.Join(t.TempDir(), "state")
+	tunnel := &fakeTunnel{}
+	var k3s []string
+	opts := joinagent.Options{
+		Master: url, StateDir: state, Key: key, Hostname: "gpu-box", Version: "1.2.3", Tunnel: tunnel,
+		K3sAgent: func(_ context.Context, u, token string, ip netip.Addr) error { k3s = append(k3s, u+" "+ip.String()); return nil },
+		DetectGPUs: func(context.Context) ([]gpus.GPU, error) {
+			return []gpus.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-1"}}, nil
+		},
+	}
+	first, err := joinagent.Join(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.WorkerGroup == "" || first.GPUs != 1 || first.Rejoined || !netip.MustParsePrefix("198.18.128.0/20").Contains(first.VPNIP) {
+		t.Errorf("first join %+v", first)
+	}
+	fi, err := os.Stat(filepath.Join(state, "identity.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity file: %v %v", fi, err)
+	}
+	if len(tunnel.up) != 1 || tunnel.up[0].Address.String() != first.VPNIP.String()+"/20" || tunnel.up[0].MasterEndpoint.String() != "198.18.0.1:51820" || len(k3s) != 1 {
+		t.Errorf("tunnel %+v, k3s %v", tunnel.up, k3s)
+	}
+	node, _ := kr.Node(ctx, "gpu-box")
+	if node.Status != joinkeys.StatusRegistered || node.Version != "1.2.3" {
+		t.Errorf("ledger %+v", node)
+	}
+	// Again, even without the key: the node token re-joins to the same address.
+	opts.Key = ""
+	again, err := joinagent.Join(ctx, opts)
+	if err != nil || again.VPNIP != first.VPNIP || !again.Rejoined {
+		t.Fatalf("second join %+v, %v", again, err)
+	}
+	if peers, _ := m.Peers(ctx); len(peers) != 1 {
+		t.Errorf("%d peers after two joins, want 1", len(peers))
+	}
+	if err := joinagent.Leave(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "identity.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the identity survived leave: %v", err)
+	}
+	if _, err := kr.Node(ctx, "gpu-box"); err == nil || tunnel.down != 1 {
+		t.Errorf("after leave: ledger %v, tunnel downs %d", err, tunnel.down)
+	}
+	if err := joinagent.Leave(ctx, opts); err != nil {
+		t.Errorf("leaving twice: %v", err)
+	}
+}
+
+func TestJoinSaysWhatWentWrong(t *testing.T) {
+	ctx := context.Background()
+	url, _, _ := master(t)
+	opts := joinagent.Options{Master: url, StateDir: t.TempDir(), Key: "gwk_000000000000_" + strings.Repeat("0", 64), Hostname: "box", Version: "1.2.3", Tunnel: &fakeTunnel{},
+		DetectGPUs: func(context.Context) ([]gpus.GPU, error) { return nil, nil }}
+	_, err := joinagent.Join(ctx, opts)
+	var me *joinagent.MasterError
+	if !errors.As(err, &me) || me.Status != 401 || me.Step != "validate" {
+		t.Errorf("a bad key: %v", err)
+	}
+	opts.Key = mintKey(t, url)
+	opts.Version = "2.0.0"
+	if _, err := joinagent.Join(ctx, opts); !errors.As(err, &me) || me.Status != 426 || !strings.Contains(err.Error(), "update.sh") {
+		t.Errorf("a major version ahead: %v", err)
+	}
+	opts.Version = "1.2.3"
+	opts.DetectGPUs = func(context.Context) ([]gpus.GPU, error) { return nil, gpus.ErrToolFailed }
+	if _, err := joinagent.Join(ctx, opts); !errors.Is(err, gpus.ErrToolFailed) || !strings.Contains(err.Error(), "detect GPUs") {
+		t.Errorf("a failing nvidia-smi: %v", err)
+	}
+	if _, err := joinagent.LoadState(opts.StateDir, "renamed"); err == nil || !strings.Contains(err.Error(), "--leave") {
+		t.Errorf("a renamed machine: %v", err)
+	}
+}

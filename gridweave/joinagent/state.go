@@ -1,0 +1,99 @@
+package joinagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"gridweave.dev/wgkey"
+)
+
+// State is a node's identity, kept between runs in the state directory.
+type State struct {
+	Hostname   string
+	PrivateKey wgkey.PrivateKey
+	NodeToken  string // empty until the first validate
+	VPNIP      string
+}
+
+// stateFile is the file in the state directory; written 0600.
+const stateFile = "identity.json"
+
+type stateJSON struct {
+	Hostname   string `json:"hostname"`
+	PrivateKey string `json:"private_key"`
+	NodeToken  string `json:"node_token"`
+	VPNIP      string `json:"vpn_ip"`
+}
+
+// LoadState reads the identity in dir, or makes a new key pair for
+// hostname when there is none. A state of another hostname is refused: a
+// renamed machine is a new node (leave first).
+func LoadState(dir, hostname string) (State, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		key, err := wgkey.GeneratePrivate()
+		if err != nil {
+			return State{}, err
+		}
+		return State{Hostname: hostname, PrivateKey: key}, nil
+	}
+	if err != nil {
+		return State{}, err
+	}
+	var j stateJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return State{}, fmt.Errorf("joinagent: %s is damaged: %w; remove it to join as a new node", filepath.Join(dir, stateFile), err)
+	}
+	key, err := wgkey.ParsePrivate(j.PrivateKey)
+	if err != nil {
+		return State{}, fmt.Errorf("joinagent: %s: private_key: %w", filepath.Join(dir, stateFile), err)
+	}
+	if j.Hostname != hostname {
+		return State{}, fmt.Errorf("joinagent: this machine joined as %q and is now called %q; run with --leave first, then join again", j.Hostname, hostname)
+	}
+	return State{Hostname: j.Hostname, PrivateKey: key, NodeToken: j.NodeToken, VPNIP: j.VPNIP}, nil
+}
+
+// save writes the identity atomically, readable by root only.
+func (s State) save(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(stateJSON{Hostname: s.Hostname, PrivateKey: s.PrivateKey.Base64(), NodeToken: s.NodeToken, VPNIP: s.VPNIP}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".identity-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(raw); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, stateFile))
+}
+
+// removeState deletes the identity: nothing secret stays behind.
+func removeState(dir string) error {
+	err := os.Remove(filepath.Join(dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
