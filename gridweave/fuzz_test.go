@@ -43,10 +43,31 @@ func FuzzJSONHandlers(f *testing.F) {
 	if r := h.do("POST", "/v1/kuberay/clusters", testAdminToken, `{"name":"c","head":{"cpu":"1","memory":"1Gi"}}`); r.status != 201 {
 		f.Fatalf("create the fuzzed cluster: %d %s", r.status, r.raw)
 	}
+	// Real credentials in the seeds, so that mutations get past the
+	// credential checks into the handlers' own work.
+	_, key := h.mint("org")
+	_, provider := h.mint("provider")
+	n := newNode(f, "fuzz-node")
+	h.want(h.validate(n, key), 200, "validate the fuzzed node")
+	for i := range routes {
+		for _, seed := range []string{
+			`{"key":"` + key + `","hostname":"fuzz-new","public_key":"` + newNode(f, "x").public + `","version":"1.4.0"}`,
+			`{"node_token":"` + n.token + `","hostname":"fuzz-node","public_key":"` + n.public + `","version":"1.4.1"}`,
+			`{"node_token":"` + n.token + `","hostname":"fuzz-node","version":"1.4.0","gpus":[{"index":0,"vendor":"nvidia","name":"H100","memory_mib":80,"uuid":"GPU-1"}]}`,
+			`{"hostname":"fuzz-node","version":"1.4.2"}`,
+		} {
+			f.Add(uint8(i), []byte(seed))
+		}
+	}
+	bearerFor := map[string]string{"/v1/nodes/leave": n.token, "/v1/nodes/report-version": n.token, "/v1/nodes/verify-provider": provider}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		rt := routes[int(route)%len(routes)]
 		h.t = t
-		r := h.do(rt.method, rt.path, testAdminToken, body)
+		token := testAdminToken
+		if b, ok := bearerFor[rt.path]; ok {
+			token = b
+		}
+		r := h.do(rt.method, rt.path, token, body)
 		if r.status >= 500 {
 			t.Fatalf("%s %s %q: %d %s", rt.method, rt.path, body, r.status, r.raw)
 		}
