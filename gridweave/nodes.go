@@ -253,7 +253,7 @@ func (s *Server) validate(ctx context.Context, source string, req validateReques
 	if req.Key == "" && req.NodeToken == "" {
 		return &apiError{status: 401, code: "unauthenticated", field: "key", message: "key (a join key) is required for a first join; a re-join presents node_token"}
 	}
-	unlock, err := s.nodeLocks.lock(ctx, req.Hostname)
+	unlock, err := s.nodeLocks.Lock(ctx, req.Hostname)
 	if err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err != nil {
 		return err
 	}
-	unlock, err := s.nodeLocks.lock(ctx, req.Hostname)
+	unlock, err := s.nodeLocks.Lock(ctx, req.Hostname)
 	if err != nil {
 		return err
 	}
@@ -513,7 +513,7 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
 // half-way is finished by the next one; released is false when there was
 // nothing left to do.
 func (s *Server) disconnect(ctx context.Context, hostname, actor string) (released bool, err error) {
-	unlock, err := s.nodeLocks.lock(ctx, hostname)
+	unlock, err := s.nodeLocks.Lock(ctx, hostname)
 	if err != nil {
 		return false, err
 	}

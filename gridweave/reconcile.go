@@ -77,7 +77,7 @@ func (s *Server) ReleaseHalfFinishedJoins(ctx context.Context) ([]string, error)
 		if n.Status != joinkeys.StatusValidated || !n.UpdatedAt.Before(cutoff) {
 			continue
 		}
-		unlock, err := s.nodeLocks.lock(ctx, n.Hostname)
+		unlock, err := s.nodeLocks.Lock(ctx, n.Hostname)
 		if err != nil {
 			return released, err
 		}
@@ -114,7 +114,7 @@ func (s *Server) releaseHalfFinished(ctx context.Context, n joinkeys.Node, relea
 // syncKubeNode brings one ledger node in step with its Kubernetes Node:
 // the pod CIDR k3s gave it (ledger and peer) and the pool label.
 func (s *Server) syncKubeNode(ctx context.Context, kn *corev1.Node) error {
-	unlock, err := s.nodeLocks.lock(ctx, kn.Name)
+	unlock, err := s.nodeLocks.Lock(ctx, kn.Name)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"gridweave.dev/gridweave/scrapetargets"
+	"gridweave.dev/internal/keyedlock"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
@@ -56,7 +57,10 @@ type Server struct {
 	k3sToken  string
 	groups    *workerGroups
 	sums      fileSums
-	nodeLocks nodeLocks
+	// nodeLocks serialises this server's work on one hostname (validate,
+	// register, disconnect, leave, the Kubernetes follower, the reaper), so
+	// that a teardown and a re-join of the same node never interleave.
+	nodeLocks keyedlock.Locks
 	targets   *scrapetargets.Dir // nil when DCGM targets are off
 
 	public   http.Handler

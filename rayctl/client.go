@@ -8,6 +8,8 @@ import (
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"gridweave.dev/internal/keyedlock"
 )
 
 // FieldManager is the server-side-apply field manager of every write.
@@ -36,7 +38,10 @@ type Client struct {
 	backoff   wait.Backoff
 	poll      time.Duration
 	apply     *applier // set by WithDynamic
-	locks     *clusterLocks
+	// locks serialises this Client's read-modify-writes of one RayCluster,
+	// so that its own callers do not race each other into conflicts; other
+	// writers are handled by retrying on 409.
+	locks *keyedlock.Locks
 }
 
 // DefaultBackoff returns the retry schedule on conflicts that a Client
@@ -54,7 +59,7 @@ func New(kube kubernetes.Interface, ray rayclient.Interface, opts *Options) (*Cl
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff(), poll: opts.PollInterval, locks: newClusterLocks()}
+	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff(), poll: opts.PollInterval, locks: new(keyedlock.Locks)}
 	if c.namespace == "" {
 		c.namespace = "default"
 	}

@@ -3,7 +3,6 @@ package rayctl
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -12,55 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
-
-// clusterLocks serialises one Client's read-modify-writes of one
-// RayCluster, so that its own callers do not race each other into
-// conflicts; other writers (the operator, other Clients, other processes)
-// are handled by retrying on 409. There is one lock per cluster, so calls
-// on different clusters never wait for each other, and a lock is
-// forgotten when nobody holds or waits for it, so memory stays bounded
-// however many clusters a long-running process touches.
-type clusterLocks struct {
-	mu    sync.Mutex
-	locks map[string]*clusterLock
-}
-
-type clusterLock struct {
-	token chan struct{} // holds a value while the lock is taken
-	users int           // the holder and the waiters; guarded by clusterLocks.mu
-}
-
-func newClusterLocks() *clusterLocks {
-	return &clusterLocks{locks: map[string]*clusterLock{}}
-}
-
-// lock takes the lock of key, waiting at most until ctx ends, and returns
-// the function that releases it.
-func (l *clusterLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
-	l.mu.Lock()
-	k := l.locks[key]
-	if k == nil {
-		k = &clusterLock{token: make(chan struct{}, 1)}
-		l.locks[key] = k
-	}
-	k.users++
-	l.mu.Unlock()
-	leave := func() {
-		l.mu.Lock()
-		k.users--
-		if k.users == 0 {
-			delete(l.locks, key)
-		}
-		l.mu.Unlock()
-	}
-	select {
-	case k.token <- struct{}{}:
-		return func() { <-k.token; leave() }, nil
-	case <-ctx.Done():
-		leave()
-		return nil, ctx.Err()
-	}
-}
 
 // retryOnConflict runs attempt until it returns anything but a 409
 // Conflict, at most backoff.Steps times (at least once), waiting between
@@ -103,7 +53,7 @@ func (c *Client) updateCluster(ctx context.Context, namespace, name string, chan
 	rcs := c.ray.RayV1().RayClusters(namespace)
 	var out *rayv1.RayCluster
 	err := retryOnConflict(ctx, c.backoff, func() error {
-		unlock, err := c.locks.lock(ctx, namespace+"/"+name)
+		unlock, err := c.locks.Lock(ctx, namespace+"/"+name)
 		if err != nil {
 			return fmt.Errorf("wait for this client's other write of RayCluster %s/%s: %w", namespace, name, err)
 		}

@@ -80,7 +80,12 @@ func (f *fakeTunnel) Up(_ context.Context, c joinagent.TunnelConfig) error {
 	return nil
 }
 
-func (f *fakeTunnel) Down(context.Context) error { f.mu.Lock(); defer f.mu.Unlock(); f.down++; return nil }
+func (f *fakeTunnel) Down(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down++
+	return nil
+}
 
 func TestJoinIsRepeatableAndLeaveCleansUp(t *testing.T) {
 	ctx := context.Background()
@@ -91,7 +96,10 @@ func TestJoinIsRepeatableAndLeaveCleansUp(t *testing.T) {
 	var k3s []string
 	opts := joinagent.Options{
 		Master: url, StateDir: state, Key: key, Hostname: "gpu-box", Version: "1.2.3", Tunnel: tunnel,
-		K3sAgent: func(_ context.Context, u, token string, ip netip.Addr) error { k3s = append(k3s, u+" "+ip.String()); return nil },
+		K3sAgent: func(_ context.Context, u, token string, ip netip.Addr) error {
+			k3s = append(k3s, u+" "+ip.String())
+			return nil
+		},
 		DetectGPUs: func(context.Context) ([]gpus.GPU, error) {
 			return []gpus.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-1"}}, nil
 		},

@@ -1,0 +1,60 @@
+// Package keyedlock is a set of mutexes by name: one lock per key, taken
+// with a context (a waiter gives up when its context ends), and forgotten
+// when nobody holds or waits for it, so memory stays bounded however many
+// keys a long-running process touches. Work on different keys never waits.
+// rayctl serialises a Client's writes of one RayCluster with it; the
+// control-plane service its work on one node.
+package keyedlock
+
+import (
+	"context"
+	"sync"
+)
+
+// Locks is the set; the zero value is ready to use.
+type Locks struct {
+	mu    sync.Mutex
+	locks map[string]*lock
+}
+
+type lock struct {
+	token chan struct{} // holds a value while the lock is taken
+	users int           // the holder and the waiters; guarded by Locks.mu
+}
+
+// Lock takes key's lock, waiting at most until ctx ends, and returns the
+// function that releases it.
+func (l *Locks) Lock(ctx context.Context, key string) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*lock{}
+	}
+	k := l.locks[key]
+	if k == nil {
+		k = &lock{token: make(chan struct{}, 1)}
+		l.locks[key] = k
+	}
+	k.users++
+	l.mu.Unlock()
+	leave := func() {
+		l.mu.Lock()
+		if k.users--; k.users == 0 {
+			delete(l.locks, key)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case k.token <- struct{}{}:
+		return func() { <-k.token; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
+
+// Len is the number of keys held or waited for (for tests of the bound).
+func (l *Locks) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.locks)
+}
