@@ -137,7 +137,7 @@ func TestGPUNodeRunsAWorkerOnTheRealControlPlane(t *testing.T) {
 	if _, err := tc.Kube.CoreV1().Nodes().Get(ctx, host, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Kubernetes Node is still there: %v", err)
 	}
-	waitFor(t, "the worker pod gone", 60*time.Second, func() (bool, error) {
+	waitFor(t, "the worker pod gone", 90*time.Second, func() (bool, error) {
 		pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		return err == nil && len(pods.Items) == 0, err
 	})
@@ -191,7 +191,9 @@ func TestClusterSizeIsFlatInGPUNodes(t *testing.T) {
 	}
 	t.Logf("RayCluster as stored: %d bytes with %d GPU nodes of %d kinds, %d bytes with %d nodes (about %d bytes per group)",
 		withKinds, len(kinds), len(kinds), withNodes, nodes, withKinds/len(kinds))
-	if withNodes > withKinds+len(kinds)*4 { // replicas counts gain digits, nothing else grows
+	// Only numbers gain digits (replicas, generation, resourceVersion):
+	// a group per node would add over a kilobyte a node.
+	if withNodes > withKinds+100 {
 		t.Errorf("the RayCluster grew from %d to %d bytes with %d more nodes of the same kinds", withKinds, withNodes, nodes-len(kinds))
 	}
 	if !slices.ContainsFunc(rc.Spec.WorkerGroupSpecs, func(g rayv1.WorkerGroupSpec) bool { return g.Template.Labels[gridweave.PoolLabel] != "" }) {

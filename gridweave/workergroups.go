@@ -121,7 +121,26 @@ func (g *workerGroups) nodeRegistered(ctx context.Context, before, n joinkeys.No
 // pool: its pod is named for deletion and the group shrinks, or goes when
 // it was the pool's last node.
 func (g *workerGroups) nodeLeft(ctx context.Context, n joinkeys.Node) error {
-	return g.reconcile(ctx, &n)
+	if err := g.reconcile(ctx, &n); err != nil {
+		return err
+	}
+	// The pods go with the node, also when its group went with it (KubeRay
+	// does not delete the pods of a group dropped from the spec).
+	p, ok := poolOf(n.GPUs)
+	if !ok {
+		return nil
+	}
+	_, pods, err := g.podsOf(ctx, p.name, n.Hostname)
+	if err != nil {
+		return err
+	}
+	for _, pod := range pods {
+		err := g.s.kube.CoreV1().Pods(g.s.cfg.Namespace).Delete(ctx, pod, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete worker pod %s of the leaving node: %w", pod, err)
+		}
+	}
+	return nil
 }
 
 // labelNode sets or removes the pool label on the node's Kubernetes Node,
