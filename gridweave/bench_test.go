@@ -75,7 +75,7 @@ func BenchmarkJoin(b *testing.B) {
 	}
 	for _, existing := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("gpu/existing=%d", existing), func(b *testing.B) {
-			h := benchHarness(b, sqlitestore.SyncFull)
+			h := benchHarness(b, sqlitestore.SyncNormal)
 			kinds := []string{"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "AMD Instinct MI300X"}
 			gpusOf := func(i int) []joinkeys.GPU {
 				vendor := joinkeys.VendorNVIDIA
@@ -116,7 +116,7 @@ func BenchmarkJoin(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkValidateUnderLoad -benchmem ./gridweave/
 func BenchmarkValidateUnderLoad(b *testing.B) {
 	const clients = 64
-	h := benchHarness(b, sqlitestore.SyncFull)
+	h := benchHarness(b, sqlitestore.SyncNormal) // the server's default
 	_, key := h.mint("org")
 	var mu sync.Mutex
 	var latencies []time.Duration
