@@ -386,13 +386,16 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err != nil {
 		return err
 	}
+	// The pod CIDR comes from Kubernetes, never from the node; one that
+	// overlaps anything is refused before the node counts as registered.
+	if before.Status != joinkeys.StatusDisconnected {
+		if before, err = s.syncPodCIDR(ctx, before); err != nil {
+			return err
+		}
+	}
 	node, err := s.keyring.Register(ctx, joinkeys.Registration{NodeToken: req.NodeToken, Key: req.Key, Hostname: req.Hostname,
 		PublicKey: req.PublicKey, Version: req.Version, GPUs: gpus, Source: source})
 	if err != nil {
-		return err
-	}
-	// The pod CIDR comes from Kubernetes, never from the node.
-	if node, err = s.syncPodCIDR(ctx, node); err != nil {
 		return err
 	}
 	if err := s.mesh.UpsertPeer(ctx, s.peerOf(node)); err != nil {
