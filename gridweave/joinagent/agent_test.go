@@ -49,12 +49,14 @@ func master(t *testing.T) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 	return srv.URL, m, kr
 }
 
-func mintKey(t *testing.T, url string) string {
+func mintKey(t *testing.T, url string) string { return mintKeyWith(t, http.DefaultClient, url) }
+
+func mintKeyWith(t *testing.T, client *http.Client, url string) string {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url+"/v1/nodes/join-keys", strings.NewReader(`{"kind":"org","org":"acme","ttl_seconds":600}`))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

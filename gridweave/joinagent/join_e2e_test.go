@@ -1,0 +1,170 @@
+package joinagent_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/gpus"
+	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/internal/wgdevice"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/mesh/wgmesh"
+	"gridweave.dev/rayctl/rayctltest"
+)
+
+// nsTunnel runs a tunnel's steps inside a network namespace.
+type nsTunnel struct {
+	ns *netnstest.Namespace
+	t  joinagent.Tunnel
+}
+
+func (n nsTunnel) Up(ctx context.Context, c joinagent.TunnelConfig) error {
+	return n.ns.Do(func() error { return n.t.Up(ctx, c) })
+}
+
+func (n nsTunnel) Down(ctx context.Context) error {
+	return n.ns.Do(func() error { return n.t.Down(ctx) })
+}
+
+// TestJoinOverARealTunnel joins a node host to a master host over real
+// WireGuard: the service (in-memory ledger and cluster, its mesh a
+// wgmesh-driven wireguard-go device) answers on the master host's address;
+// the agent runs its whole flow from the node host (its HTTP through the
+// node's network, its wireguard-go inside it). Then the master's VPN
+// address answers through the tunnel; a second run keeps the address; leave
+// removes the peer from the master's device and the node's device.
+func TestJoinOverARealTunnel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network namespaces and wireguard-go; run make test")
+	}
+	netnstest.RequireRoot(t)
+	ctx := context.Background()
+	masterNS, nodeNS := netnstest.New(t, "gwem"), netnstest.New(t, "gwen")
+	netnstest.Link(t, masterNS, "198.18.211.1/30", nodeNS, "198.18.211.2/30")
+	dev := wgdevice.Start(t, masterNS, "gwem", 51820)
+	dev.Up(t, masterNS, "198.19.211.1/24")
+	wg, err := wgmesh.New(ctx, dev.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+
+	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
+		return map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
+			"MASTER_IP": "198.18.211.1", "VPN_CIDR": "198.19.211.0/24", "MASTER_VPN_IP": "198.19.211.1"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	kr, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
+	cluster := rayctltest.New(t, cfg.Namespace)
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: kr, Mesh: wg, Ray: cluster.Client, Kube: cluster.Kube})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The service answers on the master host's underlay address.
+	var api net.Listener
+	if err := masterNS.Do(func() (err error) { api, err = net.Listen("tcp", "198.18.211.1:8800"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	web := &http.Server{Handler: server.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = web.Serve(api) }()
+	defer web.Close()
+	// And an echo server on the master's VPN address, reached only through the tunnel.
+	var echoLn net.Listener
+	if err := masterNS.Do(func() (err error) { echoLn, err = net.Listen("tcp", "198.19.211.1:7777"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer echoLn.Close()
+	go func() {
+		for {
+			c, err := echoLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	// The node's sockets live in the node host.
+	nodeDial := func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = nodeNS.Do(func() error { c, err = (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr); return err })
+		return c, err
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: nodeDial}}
+	key := mintKeyWith(t, client, "http://198.18.211.1:8800")
+
+	tunnel := nsTunnel{nodeNS, &joinagent.WireGuardTunnel{Interface: netnstest.UniqueName("gwet"), Userspace: wgdevice.Binary(t)}}
+	t.Cleanup(func() { _ = tunnel.Down(ctx) })
+	opts := joinagent.Options{
+		Master: "http://198.18.211.1:8800", StateDir: t.TempDir(), Key: key, Hostname: "gpu-e2e", Version: "1.2.9",
+		Tunnel: tunnel, HTTPClient: client,
+		DetectGPUs: func(context.Context) ([]gpus.GPU, error) {
+			return []gpus.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-e2e"}}, nil
+		},
+	}
+	first, err := joinagent.Join(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.WorkerGroup == "" || first.VPNIP.String() != "198.19.211.2" {
+		t.Errorf("join %+v", first)
+	}
+	echo := func() error {
+		c, err := nodeDial(ctx, "tcp", "198.19.211.1:7777")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, make([]byte, 5))
+		return err
+	}
+	var last error
+	for range 10 {
+		if last = echo(); last == nil {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if last != nil {
+		t.Fatalf("the master's VPN address does not answer through the tunnel: %v", last)
+	}
+	peers, _ := wg.Peers(ctx)
+	if len(peers) != 1 || !peers[0].Endpoint.IsValid() {
+		t.Errorf("the master's device after the join: %+v (the node's endpoint is learnt from its handshake)", peers)
+	}
+
+	// Running the command again changes nothing.
+	opts.Key = ""
+	again, err := joinagent.Join(ctx, opts)
+	if err != nil || again.VPNIP != first.VPNIP || !again.Rejoined {
+		t.Fatalf("second run: %+v, %v", again, err)
+	}
+	if err := echo(); err != nil {
+		t.Errorf("the tunnel after the second run: %v", err)
+	}
+
+	if err := joinagent.Leave(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if peers, _ := wg.Peers(ctx); len(peers) != 0 {
+		t.Errorf("the master's device still has %d peers after leave", len(peers))
+	}
+	if err := echo(); err == nil {
+		t.Error("the tunnel still carries traffic after leave")
+	}
+	if _, err := kr.Node(ctx, "gpu-e2e"); err == nil {
+		t.Error("the ledger still holds the node after leave")
+	}
+}
