@@ -95,7 +95,10 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	}()
 	// The node's sockets live in the node host.
 	nodeDial := func(ctx context.Context, network, addr string) (c net.Conn, err error) {
-		err = nodeNS.Do(func() error { c, err = (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr); return err })
+		err = nodeNS.Do(func() error {
+			c, err = (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr)
+			return err
+		})
 		return c, err
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: nodeDial}}
