@@ -401,6 +401,9 @@ func (s *Server) register(ctx context.Context, source string, req registerReques
 	if err := s.mesh.UpsertPeer(ctx, s.peerOf(node)); err != nil {
 		return err
 	}
+	if err := s.routePodCIDR(ctx, node.PodCIDR); err != nil {
+		return err
+	}
 	group, err := s.groups.nodeRegistered(ctx, before, node)
 	if err != nil {
 		return err
@@ -544,6 +547,9 @@ func (s *Server) disconnect(ctx context.Context, hostname, actor string) (releas
 	err = s.kube.CoreV1().Nodes().Delete(ctx, hostname, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("delete the Kubernetes node %s: %w", hostname, err)
+	}
+	if err := s.unroutePodCIDR(ctx, node.PodCIDR); err != nil {
+		return false, fmt.Errorf("remove the pod CIDR route of %s: %w", hostname, err)
 	}
 	if err := s.mesh.RemovePeer(ctx, node.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
 		return false, fmt.Errorf("remove the WireGuard peer of %s: %w", hostname, err)

@@ -40,6 +40,9 @@ func (s *Server) RestoreMesh(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
 			continue
 		}
+		if err := s.routePodCIDR(ctx, n.PodCIDR); err != nil {
+			errs = append(errs, fmt.Errorf("pod CIDR route of %s: %w", n.Hostname, err))
+		}
 		restored++
 	}
 	peers, err := s.mesh.Peers(ctx)
@@ -132,10 +135,17 @@ func (s *Server) syncKubeNode(ctx context.Context, kn *corev1.Node) error {
 			return fmt.Errorf("node %s: pod CIDR %q is not a CIDR", kn.Name, kn.Spec.PodCIDR)
 		}
 		if p != n.PodCIDR {
+			old := n.PodCIDR
 			if n, err = s.keyring.SetNodePodCIDR(ctx, n.Hostname, p); err != nil {
 				return err
 			}
 			if err := s.mesh.UpsertPeer(ctx, s.peerOf(n)); err != nil {
+				return err
+			}
+			if err := s.unroutePodCIDR(ctx, old); err != nil {
+				return err
+			}
+			if err := s.routePodCIDR(ctx, p); err != nil {
 				return err
 			}
 			s.log.InfoContext(ctx, "pod CIDR routed to its node", "hostname", n.Hostname, "pod_cidr", p)

@@ -33,6 +33,9 @@ type Backends struct {
 	Ray *rayctl.Client
 	// Kube reads and deletes Kubernetes Nodes. Required.
 	Kube kubernetes.Interface
+	// KernelRoutes routes nodes' pod CIDRs into the WireGuard device; nil
+	// means none (an in-memory mesh).
+	KernelRoutes KernelRoutes
 	// Logger receives the access log and events; default discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -42,13 +45,14 @@ type Backends struct {
 // Server is the control-plane HTTP service. Build it with New and serve
 // Handler (and, when Config.InternalAddr is set, InternalHandler).
 type Server struct {
-	cfg     Config
-	keyring *joinkeys.Keyring
-	mesh    mesh.Mesh
-	ray     *rayctl.Client
-	kube    kubernetes.Interface
-	log     *slog.Logger
-	now     func() time.Time
+	cfg          Config
+	keyring      *joinkeys.Keyring
+	mesh         mesh.Mesh
+	ray          *rayctl.Client
+	kube         kubernetes.Interface
+	kernelRoutes KernelRoutes
+	log          *slog.Logger
+	now          func() time.Time
 
 	auth      *authenticator
 	limiter   *rateLimiter
@@ -94,7 +98,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Minute
 	}
-	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, log: b.Logger, now: b.Now}
+	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, kernelRoutes: b.KernelRoutes, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

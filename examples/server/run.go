@@ -117,7 +117,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
 		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Logger: log})
+	var routes gridweave.KernelRoutes
+	if _, isDevice := wg.(*wgmesh.Mesh); isDevice {
+		routes = gridweave.DeviceRoutes{Interface: cfg.WireGuardInterface}
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, KernelRoutes: routes, Logger: log})
 	if err != nil {
 		return err
 	}

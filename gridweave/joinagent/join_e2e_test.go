@@ -5,8 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/gpus"
@@ -31,6 +35,20 @@ func (n nsTunnel) Up(ctx context.Context, c joinagent.TunnelConfig) error {
 
 func (n nsTunnel) Down(ctx context.Context) error {
 	return n.ns.Do(func() error { return n.t.Down(ctx) })
+}
+
+// nsRoutes programs kernel routes inside a network namespace.
+type nsRoutes struct {
+	ns *netnstest.Namespace
+	r  gridweave.KernelRoutes
+}
+
+func (n nsRoutes) Replace(ctx context.Context, p netip.Prefix) error {
+	return n.ns.Do(func() error { return n.r.Replace(ctx, p) })
+}
+
+func (n nsRoutes) Delete(ctx context.Context, p netip.Prefix) error {
+	return n.ns.Do(func() error { return n.r.Delete(ctx, p) })
 }
 
 // TestJoinOverARealTunnel joins a node host to a master host over real
@@ -66,7 +84,8 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	kr, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
 	cluster := rayctltest.New(t, cfg.Namespace)
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: kr, Mesh: wg, Ray: cluster.Client, Kube: cluster.Kube})
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: kr, Mesh: wg, Ray: cluster.Client, Kube: cluster.Kube,
+		KernelRoutes: nsRoutes{masterNS, gridweave.DeviceRoutes{Interface: dev.Name}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +132,17 @@ func TestJoinOverARealTunnel(t *testing.T) {
 			return []gpus.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-e2e"}}, nil
 		},
 	}
+	// k3s registered the node and gave it a pod CIDR (its IPAM, not the node).
+	if _, err := cluster.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-e2e"},
+		Spec: corev1.NodeSpec{PodCIDR: "198.19.212.0/24"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
 	first, err := joinagent.Join(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("from the agent's start to a registered node: %s", time.Since(started).Round(time.Millisecond))
 	if first.WorkerGroup == "" || first.VPNIP.String() != "198.19.211.2" {
 		t.Errorf("join %+v", first)
 	}
@@ -147,6 +173,42 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	if len(peers) != 1 || !peers[0].Endpoint.IsValid() {
 		t.Errorf("the master's device after the join: %+v (the node's endpoint is learnt from its handshake)", peers)
 	}
+	// An address of the node's pod CIDR, bound inside the node host,
+	// answers from the master host: the route into the device and the
+	// peer's allowed IPs carry it.
+	nodeNS.IP(t, "address", "add", "198.19.212.1/32", "dev", "lo")
+	var podLn net.Listener
+	if err := nodeNS.Do(func() (err error) { podLn, err = net.Listen("tcp", "198.19.212.1:7778"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer podLn.Close()
+	go func() {
+		for {
+			c, err := podLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	fromMaster := func() error {
+		return masterNS.Do(func() error {
+			c, err := net.DialTimeout("tcp", "198.19.212.1:7778", 2*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			if _, err := c.Write([]byte("pods\n")); err != nil {
+				return err
+			}
+			_, err = io.ReadFull(c, make([]byte, 5))
+			return err
+		})
+	}
+	if err := fromMaster(); err != nil {
+		t.Fatalf("the node's pod CIDR is not reachable from the master: %v", err)
+	}
 
 	// Running the command again changes nothing.
 	opts.Key = ""
@@ -169,5 +231,8 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	}
 	if _, err := kr.Node(ctx, "gpu-e2e"); err == nil {
 		t.Error("the ledger still holds the node after leave")
+	}
+	if out, _ := masterNS.Command("ip", "route", "show", "198.19.212.0/24").Output(); len(out) != 0 {
+		t.Errorf("the pod CIDR route survived leave: %s", out)
 	}
 }
