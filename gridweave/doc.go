@@ -15,9 +15,18 @@
 // (method, path, auth rule, handler); errors.go the one place errors
 // become statuses and the contract's error shape; decode.go strict JSON;
 // middleware.go request ids, the access log, CORS, the rate limit and the
-// body limit; auth.go bearer credentials; nodes.go the join flow;
-// workergroups.go how GPU nodes become Ray workers; clusters.go the
+// body limit; logging.go request ids on every log line; auth.go bearer
+// credentials; nodes.go the join flow; workergroups.go how GPU nodes
+// become Ray workers; kernelroutes.go pod CIDRs routed into the WireGuard
+// device; reconcile.go the background work (Run: the mesh rebuilt from the
+// ledger, the Kubernetes Nodes followed, half-finished joins released);
+// downloads.go join-node.sh and the agent binaries; clusters.go the
 // clusters API; openapi.go the API description.
+//
+// Subpackages with a vocabulary of their own, which do not import the
+// server: joinagent (the node side of the join), gpus (nvidia-smi and
+// amd-smi), scrapetargets (DCGM file_sd targets), joinscript
+// (join-node.sh).
 //
 // GPU nodes join one worker group per kind of machine (GPU vendor, model
 // and count), its replicas the registered nodes of that kind, one pod per
