@@ -78,6 +78,10 @@ type Config struct {
 	// DCGMTargetsDir is where each GPU node's DCGM scrape target is kept as
 	// a Prometheus file_sd file (DCGM_TARGETS_DIR); empty means off.
 	DCGMTargetsDir string
+	// WorkerImageTar is the GPU worker image (RayImageWorker) as a tarball
+	// nodes download and import (WORKER_IMAGE_TAR); empty means nodes pull
+	// it themselves.
+	WorkerImageTar string
 	// AgentDir holds the join agent binaries the node side downloads,
 	// named join-node-<os>-<arch> (AGENT_DIR); empty means none.
 	AgentDir string
@@ -131,6 +135,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		K3sAgentTokenFile:  env("K3S_AGENT_TOKEN_FILE", ""),
 		InternalAddr:       env("INTERNAL_ADDR", ""),
 		AgentDir:           env("AGENT_DIR", ""),
+		WorkerImageTar:     env("WORKER_IMAGE_TAR", ""),
 		DCGMTargetsDir:     env("DCGM_TARGETS_DIR", ""),
 		InternalToken:      getenv("INTERNAL_TOKEN"),
 		Dev:                env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",

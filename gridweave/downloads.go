@@ -15,8 +15,10 @@ import (
 	"gridweave.dev/gridweave/joinscript"
 )
 
-// The node side's downloads, open without credentials: join-node.sh and
-// the join agent binaries from Config.AgentDir, named join-node-<os>-<arch>.
+// The node side's downloads, open without credentials: join-node.sh, the
+// join agent binaries from Config.AgentDir (named join-node-<os>-<arch>),
+// and the GPU worker image as a tarball (Config.WorkerImageTar), each with
+// its SHA-256 announced so the node checks what it runs.
 
 var agentPlatforms = map[string]map[string]bool{"linux": {"amd64": true, "arm64": true}}
 
@@ -49,6 +51,43 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.serveChecked(w, r, path)
+}
+
+// workerImageFile returns the worker image tarball, or the answer to give.
+func (s *Server) workerImageFile() (string, error) {
+	if s.cfg.WorkerImageTar == "" {
+		return "", &apiError{status: http.StatusNotFound, code: "no_worker_image", message: "this server serves no worker image (WORKER_IMAGE_TAR is not set); nodes pull " + s.cfg.RayImageWorker + " themselves"}
+	}
+	if fi, err := os.Stat(s.cfg.WorkerImageTar); err != nil || !fi.Mode().IsRegular() {
+		return "", &apiError{status: http.StatusNotFound, code: "no_worker_image", message: "the worker image tarball WORKER_IMAGE_TAR names is not there"}
+	}
+	return s.cfg.WorkerImageTar, nil
+}
+
+// handleWorkerImage serves the GPU worker image (RAY_IMAGE_WORKER) as the
+// tarball a container runtime imports; X-Image-Name says its name.
+func (s *Server) handleWorkerImage(w http.ResponseWriter, r *http.Request) {
+	path, err := s.workerImageFile()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("X-Image-Name", s.cfg.RayImageWorker)
+	s.serveChecked(w, r, path)
+}
+
+func (s *Server) handleWorkerImageSum(w http.ResponseWriter, r *http.Request) {
+	path, err := s.workerImageFile()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.serveSum(w, r, path)
+}
+
+// serveChecked serves a file with its SHA-256 in X-Checksum-Sha256.
+func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request, path string) {
 	sum, err := s.sums.of(path)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -72,6 +111,11 @@ func (s *Server) handleAgentSum(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.serveSum(w, r, path)
+}
+
+// serveSum answers a file's SHA-256 in hex.
+func (s *Server) serveSum(w http.ResponseWriter, r *http.Request, path string) {
 	sum, err := s.sums.of(path)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -97,7 +141,7 @@ func (c *fileSums) of(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "the agent file went away"}
+			return "", &apiError{status: http.StatusNotFound, code: "not_found", message: "the file went away"}
 		}
 		return "", err
 	}

@@ -1,6 +1,8 @@
 package gridweave_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -83,5 +85,27 @@ func TestJoinScriptRefusesABadChecksum(t *testing.T) {
 	out, err = runJoinScript(t, joinscript.Render(8800), h.url, "gwk_key")
 	if err == nil || !strings.Contains(out, "has no agent") {
 		t.Errorf("join-node.sh against a master without agents: %v\n%s", err, out)
+	}
+}
+
+func TestWorkerImageDownload(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "worker.tar")
+	content := []byte("an OCI archive, as far as this test is concerned")
+	if err := os.WriteFile(image, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.WorkerImageTar = image }})
+	r := h.want(h.do("GET", "/v1/nodes/worker-image", "", nil), 200, "worker image")
+	sum := sha256.Sum256(content)
+	if string(r.raw) != string(content) || r.header.Get("X-Image-Name") != "gridweave-worker:latest" || r.header.Get("X-Checksum-Sha256") != hex.EncodeToString(sum[:]) {
+		t.Errorf("worker image: %q, headers %v", r.raw, r.header)
+	}
+	s := h.want(h.do("GET", "/v1/nodes/worker-image/sha256", "", nil), 200, "worker image sum")
+	if strings.TrimSpace(string(s.raw)) != hex.EncodeToString(sum[:]) {
+		t.Errorf("announced sum %q", s.raw)
+	}
+	none := newHarness(t, nil)
+	if r := none.do("GET", "/v1/nodes/worker-image", "", nil); r.status != 404 || !strings.Contains(r.errorField("message"), "WORKER_IMAGE_TAR") {
+		t.Errorf("no worker image: %d %s", r.status, r.raw)
 	}
 }

@@ -212,6 +212,12 @@ func operations() map[string]operation {
 		"GET /v1/nodes/agent/{os}/{arch}/sha256": {id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
 			status: 200, responseType: "text/plain", responseSchema: stringSchema, errors: []int{404}},
 
+		"GET /v1/nodes/worker-image": {id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
+			description: "WORKER_IMAGE_TAR, the image RAY_IMAGE_WORKER names (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
+			status:      200, responseType: "application/x-tar", responseSchema: map[string]any{"type": "string", "contentEncoding": "binary"}, errors: []int{404}},
+		"GET /v1/nodes/worker-image/sha256": {id: "workerImageSum", tag: "nodes", summary: "The SHA-256 of the worker image tarball, in hex",
+			status: 200, responseType: "text/plain", responseSchema: stringSchema, errors: []int{404}},
+
 		"POST /v1/nodes/join-keys": {id: "mintJoinKey", tag: "nodes", summary: "Mint a join key",
 			description: "Returns the key once (it is stored hashed) with the command a person pastes on the node. A provider key is a JWT that also authenticates the provider (verify-provider).",
 			request:     mintRequest{}, status: 201, response: mintResponse{}},

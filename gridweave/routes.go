@@ -30,6 +30,8 @@ func (s *Server) routeTable() []route {
 		{"GET /join-node.sh", "none", s.handleJoinScript},
 		{"GET /v1/nodes/agent/{os}/{arch}", "none", s.handleAgent},
 		{"GET /v1/nodes/agent/{os}/{arch}/sha256", "none", s.handleAgentSum},
+		{"GET /v1/nodes/worker-image", "none", s.handleWorkerImage},
+		{"GET /v1/nodes/worker-image/sha256", "none", s.handleWorkerImageSum},
 
 		// The join flow (DESIGN.md, "The join flow (wire contract)").
 		{"POST /v1/nodes/join-keys", "admin", s.handleMintKey},
