@@ -2,7 +2,6 @@ package joinagent_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -98,20 +97,7 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	go func() { _ = web.Serve(api) }()
 	defer web.Close()
 	// And an echo server on the master's VPN address, reached only through the tunnel.
-	var echoLn net.Listener
-	if err := masterNS.Do(func() (err error) { echoLn, err = net.Listen("tcp", "198.19.211.1:7777"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer echoLn.Close()
-	go func() {
-		for {
-			c, err := echoLn.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	echoServer(t, masterNS, "198.19.211.1:7777")
 	// The node's sockets live in the node host.
 	nodeDial := func(ctx context.Context, network, addr string) (c net.Conn, err error) {
 		err = nodeNS.Do(func() error {
@@ -146,28 +132,9 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	if first.WorkerGroup == "" || first.VPNIP.String() != "198.19.211.2" {
 		t.Errorf("join %+v", first)
 	}
-	echo := func() error {
-		c, err := nodeDial(ctx, "tcp", "198.19.211.1:7777")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			return err
-		}
-		_, err = io.ReadFull(c, make([]byte, 5))
-		return err
-	}
-	var last error
-	for range 10 {
-		if last = echo(); last == nil {
-			break
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	if last != nil {
-		t.Fatalf("the master's VPN address does not answer through the tunnel: %v", last)
+	echo := func() error { return echoFrom(nodeNS, "198.19.211.1:7777") }
+	if err := eventually(echo); err != nil {
+		t.Fatalf("the master's VPN address does not answer through the tunnel: %v", err)
 	}
 	peers, _ := wg.Peers(ctx)
 	if len(peers) != 1 || !peers[0].Endpoint.IsValid() {
@@ -177,35 +144,8 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	// answers from the master host: the route into the device and the
 	// peer's allowed IPs carry it.
 	nodeNS.IP(t, "address", "add", "198.19.212.1/32", "dev", "lo")
-	var podLn net.Listener
-	if err := nodeNS.Do(func() (err error) { podLn, err = net.Listen("tcp", "198.19.212.1:7778"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer podLn.Close()
-	go func() {
-		for {
-			c, err := podLn.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	fromMaster := func() error {
-		return masterNS.Do(func() error {
-			c, err := net.DialTimeout("tcp", "198.19.212.1:7778", 2*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-			if _, err := c.Write([]byte("pods\n")); err != nil {
-				return err
-			}
-			_, err = io.ReadFull(c, make([]byte, 5))
-			return err
-		})
-	}
+	echoServer(t, nodeNS, "198.19.212.1:7778")
+	fromMaster := func() error { return echoFrom(masterNS, "198.19.212.1:7778") }
 	if err := fromMaster(); err != nil {
 		t.Fatalf("the node's pod CIDR is not reachable from the master: %v", err)
 	}

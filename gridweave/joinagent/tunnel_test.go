@@ -2,8 +2,6 @@ package joinagent_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -45,36 +43,8 @@ func TestWireGuardTunnelCarriesTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var ln net.Listener
-	if err := master.Do(func() (err error) { ln, err = net.Listen("tcp", "198.19.210.1:7777"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	echo := func() error {
-		return node.Do(func() error {
-			c, err := net.DialTimeout("tcp", "198.19.210.1:7777", 2*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-			if _, err := c.Write([]byte("ping\n")); err != nil {
-				return err
-			}
-			got := make([]byte, 5)
-			_, err = io.ReadFull(c, got)
-			return err
-		})
-	}
+	echoServer(t, master, "198.19.210.1:7777")
+	echo := func() error { return echoFrom(node, "198.19.210.1:7777") }
 
 	tunnel := &joinagent.WireGuardTunnel{Interface: netnstest.UniqueName("gwjt"), Userspace: wgdevice.Binary(t)}
 	cfg := joinagent.TunnelConfig{
@@ -88,15 +58,8 @@ func TestWireGuardTunnelCarriesTraffic(t *testing.T) {
 			t.Fatalf("Up: %v", err)
 		}
 	}
-	var last error
-	for range 10 { // the first packets wait for the handshake
-		if last = echo(); last == nil {
-			break
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	if last != nil {
-		t.Fatalf("no traffic across the agent's tunnel: %v", last)
+	if err := eventually(echo); err != nil {
+		t.Fatalf("no traffic across the agent's tunnel: %v", err)
 	}
 	if err := node.Do(func() error { return tunnel.Down(ctx) }); err != nil {
 		t.Fatalf("Down: %v", err)
