@@ -231,16 +231,25 @@ func (s *Server) masterEndpoint() string {
 	return fmt.Sprintf("%s:%d", hostForURL(s.cfg.MasterIP), s.cfg.WireGuardPort)
 }
 
+// joinStep is a join-flow handler: it decodes the body into a Req, runs
+// the step (which writes the answer), counts the outcome in the metrics
+// and answers an error in the contract's shape.
+func joinStep[Req any](s *Server, step string, run func(ctx context.Context, source string, req Req, w http.ResponseWriter) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		err := decodeJSON(r, &req)
+		if err == nil {
+			err = run(r.Context(), clientIP(r), req, w)
+		}
+		s.metrics.join(step, err)
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}
+
 func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
-	var req validateRequest
-	err := decodeJSON(r, &req)
-	if err == nil {
-		err = s.validate(r.Context(), clientIP(r), req, w)
-	}
-	s.metrics.join("validate", err)
-	if err != nil {
-		s.writeError(w, r, err)
-	}
+	joinStep(s, "validate", s.validate)(w, r)
 }
 
 func (s *Server) validate(ctx context.Context, source string, req validateRequest, w http.ResponseWriter) error {
@@ -329,15 +338,7 @@ type registerResponse struct {
 }
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
-	var req registerRequest
-	err := decodeJSON(r, &req)
-	if err == nil {
-		err = s.register(r.Context(), clientIP(r), req, w)
-	}
-	s.metrics.join("register", err)
-	if err != nil {
-		s.writeError(w, r, err)
-	}
+	joinStep(s, "register", s.register)(w, r)
 }
 
 func (s *Server) register(ctx context.Context, source string, req registerRequest, w http.ResponseWriter) error {
