@@ -23,6 +23,12 @@ var version = "0.0.1"
 // installed; K3S_URL, K3S_TOKEN and NODE_IP come from the join.
 const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --token "$K3S_TOKEN" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE"`
 
+// The worker image step's default commands, for k3s's containerd.
+const (
+	defaultImageCheckCommand  = `k3s crictl inspecti "$IMAGE_NAME" >/dev/null 2>&1`
+	defaultImageImportCommand = `k3s ctr images import "$IMAGE_TAR"`
+)
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("join-node", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -33,6 +39,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hostname := flags.String("hostname", "", "the node's name (default: this machine's hostname)")
 	iface := flags.String("interface", "gridweave0", "the WireGuard device")
 	k3sCommand := flags.String("k3s-command", defaultK3sCommand, "shell command of the k3s agent step, started in the background with K3S_URL, K3S_TOKEN, NODE_IP and WG_INTERFACE set; empty skips it")
+	imageImport := flags.String("image-import-command", defaultImageImportCommand, "shell command importing the master's worker image tarball (IMAGE_TAR) into the container runtime; empty skips the step")
+	imageCheck := flags.String("image-check-command", defaultImageCheckCommand, "shell command that exits 0 when the container runtime has the image IMAGE_NAME")
 	showVersion := flags.Bool("version", false, "print the agent's version")
 	if err := flags.Parse(args); err != nil {
 		return 2
@@ -50,6 +58,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Tunnel: &joinagent.WireGuardTunnel{Interface: *iface}, Logger: log}
 	if *k3sCommand != "" {
 		opts.K3sAgent = k3sStep(*k3sCommand, *iface, *stateDir, log)
+	}
+	if *imageImport != "" {
+		_, err := exec.LookPath("k3s")
+		if *imageImport == defaultImageImportCommand && err != nil {
+			log.Warn("k3s is not installed: the worker image step is skipped; the container runtime pulls the image, or pass --image-import-command")
+		} else {
+			opts.Images = joinagent.CommandImageRuntime{CheckCommand: *imageCheck, ImportCommand: *imageImport}
+		}
 	}
 	if *leave {
 		if err := joinagent.Leave(ctx, opts); err != nil {

@@ -39,6 +39,12 @@ type Options struct {
 	// master gave, and the node's VPN address; nil skips the step (the
 	// master said nothing about k3s, or the machine is set up otherwise).
 	K3sAgent func(ctx context.Context, url, token string, nodeIP netip.Addr) error
+	// Images makes the master's GPU worker image present in the node's
+	// container runtime (GET /v1/nodes/worker-image); nil skips the step.
+	Images ImageRuntime
+	// ImageImportWait bounds the retries of a failing import (the runtime
+	// may still be starting); default one minute.
+	ImageImportWait time.Duration
 	// DetectGPUs reports the GPUs; default gpus.Detect.
 	DetectGPUs func(ctx context.Context) ([]gpus.GPU, error)
 	// HTTPClient talks to the master; default one with a 30 s timeout.
@@ -96,6 +102,9 @@ func (o *Options) defaults() error {
 	if o.DetectGPUs == nil {
 		o.DetectGPUs = func(ctx context.Context) ([]gpus.GPU, error) { return gpus.Detect(ctx, nil) }
 	}
+	if o.ImageImportWait == 0 {
+		o.ImageImportWait = time.Minute
+	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -116,8 +125,8 @@ type validateAnswer struct {
 	NodeToken       string `json:"node_token"`
 }
 
-// Join runs the whole join: identity, validate, tunnel, k3s, GPUs,
-// register, version report. Running it again converges: the same key
+// Join runs the whole join: identity, validate, tunnel, k3s, worker
+// image, GPUs, register, version report. Running it again converges: the same key
 // pair and node token, so the same VPN address.
 func Join(ctx context.Context, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
@@ -164,6 +173,11 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	if o.K3sAgent != nil && v.K3sURL != "" {
 		if err := o.K3sAgent(ctx, v.K3sURL, v.K3sToken, cfg.Address.Addr()); err != nil {
 			return Result{}, fmt.Errorf("joinagent: the k3s agent step: %w", err)
+		}
+	}
+	if o.Images != nil {
+		if err := o.workerImage(ctx); err != nil {
+			return Result{}, fmt.Errorf("joinagent: the worker image step: %w", err)
 		}
 	}
 	found, err := o.DetectGPUs(ctx)

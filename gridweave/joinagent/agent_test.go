@@ -3,6 +3,7 @@ package joinagent_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -27,11 +28,16 @@ const adminToken = "admin-token-for-agent-tests-0123"
 
 // master is the real service over in-memory backends.
 func master(t *testing.T) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
+	return masterWith(t, nil)
+}
+
+// masterWith is master with more environment (e.g. WORKER_IMAGE_TAR).
+func masterWith(t *testing.T, extra map[string]string) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 	t.Helper()
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
-		return map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
-			"MASTER_IP": "198.18.0.1", "VPN_CIDR": "198.18.128.0/20", "MASTER_VPN_IP": "198.18.128.1", "K3S_URL": "https://198.18.128.1:6443"}[k]
-	})
+	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
+		"MASTER_IP": "198.18.0.1", "VPN_CIDR": "198.18.128.0/20", "MASTER_VPN_IP": "198.18.128.1", "K3S_URL": "https://198.18.128.1:6443"}
+	maps.Copy(env, extra)
+	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

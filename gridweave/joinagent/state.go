@@ -89,11 +89,14 @@ func (s State) save(dir string) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, stateFile))
 }
 
-// removeState deletes the identity: nothing secret stays behind.
+// removeState deletes the identity (nothing secret stays behind) and the
+// worker image record.
 func removeState(dir string) error {
-	err := os.Remove(filepath.Join(dir, stateFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	var errs []error
+	for _, name := range []string{stateFile, imageRecord} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
-	return err
+	return errors.Join(errs...)
 }

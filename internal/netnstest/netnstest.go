@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,13 +40,18 @@ func UniqueName(prefix string) string {
 	return name
 }
 
-// New creates a network namespace with its loopback up, deleted at cleanup.
+// New creates a network namespace with its loopback up. At cleanup the
+// processes still running in it (a daemonised wireguard-go, say) are
+// killed and it is deleted.
 func New(t testing.TB, prefix string) *Namespace {
 	t.Helper()
 	RequireRoot(t)
 	ns := &Namespace{Name: UniqueName(prefix)}
 	IP(t, "netns", "add", ns.Name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns.Name).Run() })
+	t.Cleanup(func() {
+		ns.killProcesses()
+		_ = exec.Command("ip", "netns", "del", ns.Name).Run()
+	})
 	ns.IP(t, "link", "set", "lo", "up")
 	return ns
 }
@@ -80,6 +87,44 @@ func Link(t testing.TB, a *Namespace, addrA string, b *Namespace, addrB string) 
 	a.IP(t, "link", "set", endA, "up")
 	b.IP(t, "link", "set", endB, "up")
 	return endA, endB
+}
+
+// LinkToHost joins ns to the test's own (host) namespace with a veth pair,
+// gives each end its address and brings both up. The host's end goes when
+// the test ends. It returns the names of the host's end and ns's end.
+func LinkToHost(t testing.TB, hostAddr string, ns *Namespace, nsAddr string) (string, string) {
+	t.Helper()
+	endHost, endNS := UniqueName("vh"), UniqueName("vn")
+	IP(t, "link", "add", endHost, "type", "veth", "peer", "name", endNS, "netns", ns.Name)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", endHost).Run() })
+	IP(t, "addr", "add", hostAddr, "dev", endHost)
+	ns.IP(t, "addr", "add", nsAddr, "dev", endNS)
+	IP(t, "link", "set", endHost, "up")
+	ns.IP(t, "link", "set", endNS, "up")
+	return endHost, endNS
+}
+
+// killProcesses kills every other process inside the namespace and waits,
+// briefly, until they are gone. The test's own process is spared: its main
+// thread may have entered the namespace in Do (ip netns pids goes by it).
+func (ns *Namespace) killProcesses() {
+	for range 50 {
+		out, _ := exec.Command("ip", "netns", "pids", ns.Name).Output()
+		var others []int
+		for _, field := range strings.Fields(string(out)) {
+			var pid int
+			if _, err := fmt.Sscanf(field, "%d", &pid); err == nil && pid > 1 && pid != os.Getpid() {
+				others = append(others, pid)
+			}
+		}
+		if len(others) == 0 {
+			return
+		}
+		for _, pid := range others {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Do runs fn on an OS thread that has entered the namespace, so that

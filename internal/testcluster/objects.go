@@ -87,12 +87,12 @@ var defaultNodeAllocatable = corev1.ResourceList{
 	corev1.ResourcePods:   resource.MustParse("110"),
 }
 
-// AddNode creates a fake node that kwok manages and waits until it is Ready
-// and schedulable. allocatable is also its capacity; cpu, memory and pods
-// default to 32, 256Gi and 110 when absent (pass e.g. "nvidia.com/gpu": "8"
-// for a GPU node). labels are added to kubernetes.io/hostname=name and the
+// KwokNode is a Node that kwok manages, for a test to create (AddNode, or
+// a stand-in for a node's k3s agent). allocatable is also its capacity;
+// cpu, memory and pods default to 32, 256Gi and 110 when absent (pass e.g.
+// "nvidia.com/gpu": "8" for a GPU node). labels are added to kubernetes.io/hostname=name and the
 // usual os/arch labels. podCIDR, if not empty, becomes spec.podCIDR.
-func (c *Cluster) AddNode(ctx context.Context, name string, allocatable corev1.ResourceList, labels map[string]string, podCIDR string) (*corev1.Node, error) {
+func KwokNode(name string, allocatable corev1.ResourceList, labels map[string]string, podCIDR string) (*corev1.Node, error) {
 	resources := maps.Clone(defaultNodeAllocatable)
 	maps.Copy(resources, allocatable)
 	nodeLabels := map[string]string{
@@ -124,11 +124,21 @@ func (c *Cluster) AddNode(ctx context.Context, name string, allocatable corev1.R
 		node.Spec.PodCIDR = podCIDR
 		node.Spec.PodCIDRs = []string{podCIDR}
 	}
+	return node, nil
+}
+
+// AddNode creates a fake node that kwok manages (see KwokNode) and waits
+// until it is Ready and schedulable.
+func (c *Cluster) AddNode(ctx context.Context, name string, allocatable corev1.ResourceList, labels map[string]string, podCIDR string) (*corev1.Node, error) {
+	node, err := KwokNode(name, allocatable, labels, podCIDR)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create node %s: %w", name, err)
 	}
 	var ready *corev1.Node
-	err := c.poll(ctx, "node "+name+" to be Ready and untainted", func(ctx context.Context) (bool, error) {
+	err = c.poll(ctx, "node "+name+" to be Ready and untainted", func(ctx context.Context) (bool, error) {
 		got, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -87,7 +87,8 @@ type process struct {
 	release chan struct{}
 }
 
-// Start runs a wireguard-go device named prefix+random inside ns, gives it
+// Start runs a wireguard-go device named prefix+random inside ns (nil: the
+// test's own namespace, e.g. for a server that must also reach loopback), gives it
 // a fresh private key and listenPort (0 lets WireGuard choose), and stops it
 // at cleanup. The interface is down and has no address; see Up.
 func Start(t testing.TB, ns *netnstest.Namespace, prefix string, listenPort int) *Device {
@@ -119,7 +120,11 @@ func (d *Device) Restart(t testing.TB) {
 func (d *Device) launch(t testing.TB) {
 	t.Helper()
 	p := &process{output: &bytes.Buffer{}, exited: make(chan struct{}), release: make(chan struct{})}
-	p.cmd = d.ns.Command(Binary(t), "-f", d.Name)
+	if d.ns == nil {
+		p.cmd = exec.Command(Binary(t), "-f", d.Name)
+	} else {
+		p.cmd = d.ns.Command(Binary(t), "-f", d.Name)
+	}
 	p.cmd.Env = append(os.Environ(), "WG_PROCESS_FOREGROUND=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -211,9 +216,14 @@ func (d *Device) stop() {
 // Socket is the device's UAPI socket.
 func (d *Device) Socket() string { return "/var/run/wireguard/" + d.Name + ".sock" }
 
-// Up gives the device an address (CIDR notation) inside ns and brings it up.
+// Up gives the device an address (CIDR notation) inside ns (nil: the
+// test's own namespace) and brings it up.
 func (d *Device) Up(t testing.TB, ns *netnstest.Namespace, addr string) {
 	t.Helper()
-	ns.IP(t, "addr", "add", addr, "dev", d.Name)
-	ns.IP(t, "link", "set", d.Name, "up")
+	ip := netnstest.IP
+	if ns != nil {
+		ip = ns.IP
+	}
+	ip(t, "addr", "add", addr, "dev", d.Name)
+	ip(t, "link", "set", d.Name, "up")
 }
