@@ -11,9 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"gridweave.dev/internal/childproc"
 )
 
 // Binary is where Debian's prometheus package installs the server;
@@ -92,13 +93,13 @@ scrape_configs:
 	cmd.Stderr = logFile
 	// Should the test binary die without running its cleanups, the kernel
 	// kills Prometheus too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	waited, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatalf("starting %s: %v", Binary, err)
 	}
 	exited := make(chan struct{})
 	go func() {
-		cmd.Wait()
+		<-waited
 		close(exited)
 	}()
 	p.URL, p.exited, p.log = "http://"+addr, exited, logFile.Name()

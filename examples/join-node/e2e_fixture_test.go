@@ -1,0 +1,508 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"gridweave.dev/internal/childproc"
+	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/internal/wgdevice"
+)
+
+// The end-to-end fixture: a master (the server binary, its wireguard-go
+// device and its underlay address in the test's own namespace, since it
+// must reach the test control plane on loopback) and nodes (each a network
+// namespace linked to the master by a veth pair, with its own mount and
+// UTS namespace when the join command runs: its hostname, /usr/local/bin,
+// /var/lib/gridweave and /run/wireguard). Every address is in
+// 198.18.0.0/15: the master's underlay 198.18.240.1, the links
+// 198.18.241.0/24 (a /30 each), the VPN 198.19.240+k.0/24, pod CIDRs
+// 198.18.100+i.0/24.
+
+const (
+	e2eAdminToken = "e2e-admin-token-0123456789abcdef"
+	e2eVersion    = "1.4.0"
+	e2eK3sToken   = "K10e2e::node:agent-token-for-the-e2e-test"
+	e2eImageName  = "gridweave-worker:e2e"
+	masterUnderIP = "198.18.240.1"
+)
+
+// e2eBinaries are built once per test binary.
+var e2eBinaries struct {
+	once                  sync.Once
+	dir                   string
+	server, agent, future string // the server, the agent (e2eVersion), an agent a major version ahead
+	err                   error
+}
+
+func buildE2EBinaries(t *testing.T) {
+	t.Helper()
+	e2eBinaries.once.Do(func() {
+		dir, err := os.MkdirTemp("", "gridweave-e2e-bin-")
+		if err != nil {
+			e2eBinaries.err = err
+			return
+		}
+		e2eBinaries.dir = dir
+		e2eBinaries.server = filepath.Join(dir, "server")
+		e2eBinaries.agent = filepath.Join(dir, "agents", "join-node-linux-amd64")
+		e2eBinaries.future = filepath.Join(dir, "future", "join-node")
+		builds := [][]string{
+			{"-o", e2eBinaries.server, "../server"},
+			{"-ldflags", "-X main.version=" + e2eVersion, "-o", e2eBinaries.agent, "."},
+			{"-ldflags", "-X main.version=2.0.0", "-o", e2eBinaries.future, "."},
+		}
+		for _, args := range builds {
+			out, err := exec.Command("go", append([]string{"build"}, args...)...).CombinedOutput()
+			if err != nil {
+				e2eBinaries.err = fmt.Errorf("go build %s: %v: %s", strings.Join(args, " "), err, out)
+				return
+			}
+		}
+	})
+	if e2eBinaries.err != nil {
+		t.Fatal(e2eBinaries.err)
+	}
+}
+
+// master is the control plane's host.
+type master struct {
+	t         *testing.T
+	tc        *testcluster.Cluster
+	namespace string // Kubernetes namespace of the RayCluster
+	dev       *wgdevice.Device
+	vpnPrefix netip.Prefix
+	vpnIP     netip.Addr
+	url       string
+	env       []string
+	dir       string
+	targets   string // DCGM_TARGETS_DIR
+	imageSum  string
+	proc      *exec.Cmd
+	exited    chan struct{}
+	log       *bytes.Buffer
+	logMu     *sync.Mutex
+}
+
+var e2eSeq struct {
+	sync.Mutex
+	n int
+}
+
+func nextSeq() int {
+	e2eSeq.Lock()
+	defer e2eSeq.Unlock()
+	e2eSeq.n++
+	return e2eSeq.n
+}
+
+// startMaster sets up a master host and starts the server on it.
+func startMaster(t *testing.T) *master {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	buildE2EBinaries(t)
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	seq := nextSeq()
+	m := &master{t: t, tc: tc, namespace: fmt.Sprintf("gw-e2e-%d", seq), dir: t.TempDir(), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	if err := tc.CreateNamespace(ctx, m.namespace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.AddNode(ctx, fmt.Sprintf("e2e-head-%d", seq), nil, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// The master's underlay address, on a device of its own (a veth pair
+	// whose other end is unused: this kernel has no dummy devices).
+	underlay := netnstest.UniqueName("gwu")
+	netnstest.IP(t, "link", "add", underlay, "type", "veth", "peer", "name", underlay+"p")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", underlay).Run() })
+	netnstest.IP(t, "addr", "add", masterUnderIP+"/32", "dev", underlay)
+	netnstest.IP(t, "link", "set", underlay, "up")
+
+	// The WireGuard device; the server sets its key and port.
+	m.dev = wgdevice.Start(t, nil, "gwm", 0)
+	m.vpnPrefix = netip.MustParsePrefix(fmt.Sprintf("198.19.%d.0/24", 240+seq%10))
+	m.vpnIP = m.vpnPrefix.Addr().Next()
+	m.dev.Up(t, nil, netip.PrefixFrom(m.vpnIP, 24).String())
+
+	// The API server reached as k3s agents reach their server: at the
+	// master's VPN address, so through the tunnel.
+	apiURL, _ := url.Parse(tc.Config.Host)
+	k3sAddr := forward(t, netip.AddrPortFrom(m.vpnIP, 6443).String(), apiURL.Host)
+	tokenFile := filepath.Join(m.dir, "k3s-agent-token")
+	writeFile(t, tokenFile, e2eK3sToken+"\n", 0o600)
+
+	// The worker image tarball (its content is opaque to the chain: the
+	// stand-in runtime checks its digest).
+	image := filepath.Join(m.dir, "worker-image.tar")
+	writeFile(t, image, "an OCI image tarball of "+e2eImageName+"\n", 0o644)
+	sum := sha256.Sum256([]byte("an OCI image tarball of " + e2eImageName + "\n"))
+	m.imageSum = hex.EncodeToString(sum[:])
+
+	m.targets = filepath.Join(m.dir, "dcgm-targets")
+	port := freeTCPPort(t)
+	m.url = "http://" + masterUnderIP + ":" + strconv.Itoa(port)
+	m.env = append(os.Environ(),
+		"ADMIN_TOKEN="+e2eAdminToken,
+		"JWT_SECRET=e2e-jwt-secret-0123456789abcdef0123456789",
+		"SERVER_VERSION="+e2eVersion,
+		"KUBECONFIG="+tc.KubeconfigPath,
+		"KUBERAY_NAMESPACE="+m.namespace,
+		"KUBERAY_DB="+filepath.Join(m.dir, "db", "kuberay.db"),
+		"KUBERAY_PORT="+strconv.Itoa(port),
+		"MASTER_IP="+masterUnderIP,
+		"VPN_CIDR="+m.vpnPrefix.String(),
+		"MASTER_VPN_IP="+m.vpnIP.String(),
+		"WG_INTERFACE="+m.dev.Name,
+		"WG_PORT="+strconv.Itoa(m.dev.ListenPort),
+		"K3S_URL=https://"+k3sAddr,
+		"K3S_AGENT_TOKEN_FILE="+tokenFile,
+		"AGENT_DIR="+filepath.Dir(e2eBinaries.agent),
+		"WORKER_IMAGE_TAR="+image,
+		"RAY_IMAGE_WORKER="+e2eImageName,
+		"DCGM_TARGETS_DIR="+m.targets,
+	)
+	// Where each machine's own directories are mounted.
+	for _, mountpoint := range []string{"/var/lib/gridweave", "/run/wireguard"} {
+		if _, err := os.Stat(mountpoint); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(mountpoint, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(mountpoint) })
+	}
+	m.start()
+	t.Cleanup(m.stop)
+	return m
+}
+
+// start runs the server and waits until it answers.
+func (m *master) start() {
+	t := m.t
+	t.Helper()
+	m.proc = exec.Command(e2eBinaries.server, "--addr", strings.TrimPrefix(m.url, "http://"))
+	m.proc.Env = m.env
+	w := &lockedWriter{mu: m.logMu, w: m.log}
+	m.proc.Stdout, m.proc.Stderr = w, w
+	waited, err := childproc.Start(m.proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.exited = make(chan struct{})
+	go func(done chan struct{}) { <-waited; close(done) }(m.exited)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-m.exited:
+			t.Fatalf("the server exited: %s", m.logs())
+		default:
+		}
+		if resp, err := http.Get(m.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server does not answer /healthz: %s", m.logs())
+		}
+	}
+}
+
+// stop ends the server with SIGTERM, as a service manager does.
+func (m *master) stop() {
+	if m.proc == nil {
+		return
+	}
+	_ = m.proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(20 * time.Second):
+		_ = m.proc.Process.Kill()
+		<-m.exited
+	}
+	m.proc = nil
+	if m.t.Failed() {
+		m.t.Logf("server log:\n%s", m.logs())
+	}
+}
+
+func (m *master) logs() string {
+	m.logMu.Lock()
+	defer m.logMu.Unlock()
+	return m.log.String()
+}
+
+// api calls the server as the admin; it returns the status and JSON body.
+func (m *master) api(method, path string, body any) (int, map[string]any) {
+	m.t.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		r = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, m.url+path, r)
+	req.Header.Set("Authorization", "Bearer "+e2eAdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		m.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// joinCommand mints a join key and returns the mint response's
+// join_command, as a person copies it.
+func (m *master) joinCommand() string {
+	m.t.Helper()
+	status, body := m.api("POST", "/v1/nodes/join-keys", map[string]any{"kind": "org", "org": "e2e", "ttl_seconds": 3600})
+	cmd, _ := body["join_command"].(string)
+	if status != 201 || cmd == "" {
+		m.t.Fatalf("mint: %d %v", status, body)
+	}
+	return cmd
+}
+
+// peers is what the master's WireGuard device holds.
+func (m *master) peers() []wgtypes.Peer {
+	m.t.Helper()
+	c, err := wgctrl.New()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer c.Close()
+	d, err := c.Device(m.dev.Name)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return d.Peers
+}
+
+// route is the master's route for p ("" when there is none).
+func (m *master) route(p string) string {
+	out, _ := exec.Command("ip", "route", "show", p).Output()
+	return strings.TrimSpace(string(out))
+}
+
+// node is a machine that joins.
+type node struct {
+	t        *testing.T
+	m        *master
+	ns       *netnstest.Namespace
+	hostname string
+	podCIDR  netip.Prefix
+	dir      string // bin, state, wireguard, records, work
+}
+
+// newNode sets up machine number i (1..60) with its own network and
+// files; gpu puts a stand-in nvidia-smi and k3s on its PATH.
+func (m *master) newNode(i int, hostname string, gpu bool) *node {
+	t := m.t
+	t.Helper()
+	n := &node{t: t, m: m, ns: netnstest.New(t, "gwn"), hostname: hostname, dir: t.TempDir(),
+		podCIDR: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 100+i))}
+	hostEnd := fmt.Sprintf("198.18.241.%d", 4*i+1)
+	netnstest.LinkToHost(t, hostEnd+"/30", n.ns, fmt.Sprintf("198.18.241.%d/30", 4*i+2))
+	n.ns.IP(t, "route", "add", masterUnderIP+"/32", "via", hostEnd)
+	for _, d := range []string{"bin", "state", "wireguard", "records", "work"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A node has wireguard-go installed (no kernel WireGuard here).
+	if err := os.Symlink(wgdevice.Binary(t), filepath.Join(n.dir, "bin", "wireguard-go")); err != nil {
+		t.Fatal(err)
+	}
+	if gpu {
+		// nvidia-smi as an H100 machine prints it for the agent's query.
+		writeFile(t, filepath.Join(n.dir, "bin", "nvidia-smi"), "#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, 81559, GPU-"+hostname+"-0000-1111-2222, 550.54.15'\n", 0o755)
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(n.dir, "bin", "k3s"), fmt.Sprintf("#!/bin/sh\nexport %s=k3s %s=%q %s=%q %s=%q %s=%q %s=%q %s=%q\nexec %q \"$@\"\n",
+			standInEnv, standInDir, filepath.Join(n.dir, "records"), standInPodCIDR, n.podCIDR, standInKubeconfig, m.tc.KubeconfigPath,
+			standInK3sToken, e2eK3sToken, standInImageSum, m.imageSum, standInImageName, e2eImageName, self), 0o755)
+	}
+	return n
+}
+
+// run runs a shell command as the machine: in its network namespace, with
+// its hostname and its own /usr/local/bin, /var/lib/gridweave and
+// /run/wireguard. It returns the exit code, stdout and stderr.
+func (n *node) run(command string) (int, string, string) {
+	n.t.Helper()
+	script := `set -e
+hostname "$NODE_HOSTNAME"
+mount --bind "$NODE_DIR/bin" /usr/local/bin
+mount --bind "$NODE_DIR/state" /var/lib/gridweave
+mount --bind "$NODE_DIR/wireguard" /run/wireguard
+cd "$NODE_DIR/work"
+exec bash -c "$NODE_COMMAND"`
+	cmd := n.ns.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir, "NODE_COMMAND=" + command}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// record reads one of the stand-in's records ("" when absent).
+func (n *node) record(name string) string {
+	raw, _ := os.ReadFile(filepath.Join(n.dir, "records", name))
+	return string(raw)
+}
+
+// echo sends a line to addr from inside the machine and reads it back.
+func (n *node) echo(addr string) error { return echoIn(n.ns, addr) }
+
+func echoIn(ns *netnstest.Namespace, addr string) error {
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, make([]byte, 5))
+		return err
+	}
+	if ns == nil {
+		return dial()
+	}
+	return ns.Do(dial)
+}
+
+// echoServer answers TCP on addr (inside ns; nil: the test's namespace)
+// with what it is sent, until the test ends.
+func echoServer(t *testing.T, ns *netnstest.Namespace, addr string) {
+	t.Helper()
+	var ln net.Listener
+	listen := func() (err error) { ln, err = net.Listen("tcp", addr); return err }
+	var err error
+	if ns == nil {
+		err = listen()
+	} else {
+		err = ns.Do(listen)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+}
+
+// within retries f every 250 ms until it succeeds or limit passes, and
+// returns its last error.
+func within(limit time.Duration, f func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// forward accepts TCP on listen and relays each connection to target,
+// until the test ends; it returns the address it listens on.
+func forward(t *testing.T, listen, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.DialTimeout("tcp", target, 5*time.Second)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"gridweave.dev/internal/testcluster"
+)
+
+// The end-to-end test's node has no k3s. In its place, /usr/local/bin/k3s
+// is a script that runs this test binary as a stand-in (standInEnv=k3s):
+//
+//   - `k3s agent --server URL --token T --node-ip IP --flannel-iface DEV`
+//     does what k3s's registration does for the cluster: it creates the
+//     node's Node (kwok-managed, its GPU as allocatable, its pod CIDR as
+//     k3s's IPAM would give) through the API server at URL, which the test
+//     serves on the master's VPN address, so it only works through the
+//     tunnel; it checks the agent token, and records its arguments;
+//   - `k3s ctr images import FILE` checks FILE against the worker image's
+//     SHA-256 and records the import;
+//   - `k3s crictl inspecti NAME` exits 0 once NAME was imported.
+//
+// Its settings come in the environment the script sets (standIn* below).
+const (
+	standInEnv        = "GRIDWEAVE_E2E_STANDIN"
+	standInDir        = "GRIDWEAVE_E2E_DIR"        // the node's record directory
+	standInPodCIDR    = "GRIDWEAVE_E2E_POD_CIDR"   // spec.podCIDR of the Node
+	standInKubeconfig = "GRIDWEAVE_E2E_KUBECONFIG" // credentials for the API server
+	standInK3sToken   = "GRIDWEAVE_E2E_K3S_TOKEN"  // the agent token the master must hand out
+	standInImageSum   = "GRIDWEAVE_E2E_IMAGE_SHA256"
+	standInImageName  = "GRIDWEAVE_E2E_IMAGE_NAME"
+)
+
+// Records the stand-in keeps in its directory.
+const (
+	recordK3sArgs  = "k3s-agent.args"
+	recordImports  = "images.imported"
+	recordImageTag = "image.present"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(standInEnv) == "k3s" {
+		if err := k3sStandIn(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "k3s (stand-in):", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	code := testcluster.RunMain(m)
+	if e2eBinaries.dir != "" {
+		_ = os.RemoveAll(e2eBinaries.dir)
+	}
+	os.Exit(code)
+}
+
+func k3sStandIn(args []string) error {
+	dir := os.Getenv(standInDir)
+	switch {
+	case len(args) >= 1 && args[0] == "agent":
+		return standInAgent(dir, args[1:])
+	case len(args) == 4 && args[0] == "ctr" && args[1] == "images" && args[2] == "import":
+		return standInImport(dir, args[3])
+	case len(args) == 3 && args[0] == "crictl" && args[1] == "inspecti":
+		tag, err := os.ReadFile(filepath.Join(dir, recordImageTag))
+		if err != nil || strings.TrimSpace(string(tag)) != args[2] {
+			return fmt.Errorf("no such image %q", args[2])
+		}
+		return nil
+	}
+	return fmt.Errorf("the stand-in does not do %q", args)
+}
+
+func standInAgent(dir string, args []string) error {
+	flags := flag.NewFlagSet("k3s agent", flag.ContinueOnError)
+	server := flags.String("server", "", "")
+	token := flags.String("token", "", "")
+	nodeIP := flags.String("node-ip", "", "")
+	iface := flags.String("flannel-iface", "", "")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, recordK3sArgs), []byte(strings.Join([]string{*server, *nodeIP, *iface}, "\n")), 0o644); err != nil {
+		return err
+	}
+	if *token != os.Getenv(standInK3sToken) {
+		return errors.New("the agent token is not the cluster's")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags(*server, os.Getenv(standInKubeconfig))
+	if err != nil {
+		return err
+	}
+	// The API server's certificate names its loopback address; here it is
+	// reached through the tunnel at the master's VPN address.
+	cfg.TLSClientConfig.ServerName = "127.0.0.1"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	node, err := testcluster.KwokNode(hostname, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil, os.Getenv(standInPodCIDR))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s: %w", hostname, err)
+	}
+	return nil
+}
+
+func standInImport(dir, tarball string) error {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if got, want := hex.EncodeToString(h.Sum(nil)), os.Getenv(standInImageSum); got != want {
+		return fmt.Errorf("ctr: %s has SHA-256 %s, the worker image's is %s", tarball, got, want)
+	}
+	log, err := os.OpenFile(filepath.Join(dir, recordImports), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	if _, err := fmt.Fprintln(log, os.Getenv(standInImageSum)); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, recordImageTag), []byte(os.Getenv(standInImageName)), 0o644)
+}
