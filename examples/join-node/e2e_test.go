@@ -230,6 +230,40 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 		t.Errorf("the successor's tunnel: %v", err)
 	}
 	t.Logf("the successor joined as gpu-e2e with %s (the first machine had %s)", newIP, vpnIP)
+
+	// The successor leaves by itself: join-node.sh --leave.
+	state, _ := os.ReadFile(filepath.Join(successor.dir, "state", "identity.json"))
+	var identity struct {
+		PrivateKey string `json:"private_key"`
+		NodeToken  string `json:"node_token"`
+	}
+	if err := json.Unmarshal(state, &identity); err != nil || identity.NodeToken == "" {
+		t.Fatalf("the successor's identity: %s, %v", state, err)
+	}
+	code, stdout, stderr = successor.run("sudo MASTER_IP=" + masterUnderIP + " bash join-node.sh --leave")
+	if code != 0 {
+		t.Fatalf("join-node.sh --leave (%d):\n%s\n%s", code, stdout, stderr)
+	}
+	if peers := m.peers(); len(peers) != 0 {
+		t.Errorf("the master still has %d peers after the node left", len(peers))
+	}
+	if status, _ := m.api("GET", "/v1/nodes/gpu-e2e", nil); status != 404 {
+		t.Errorf("the ledger still has gpu-e2e after it left: %d", status)
+	}
+	if err := successor.ns.Command("ip", "link", "show", "gridweave0").Run(); err == nil {
+		t.Error("the node's WireGuard device survived --leave")
+	}
+	// Nothing secret stays on the machine.
+	_ = filepath.WalkDir(successor.dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		raw, _ := os.ReadFile(path)
+		if strings.Contains(string(raw), identity.NodeToken) || strings.Contains(string(raw), identity.PrivateKey) {
+			t.Errorf("%s still holds the node token or the private key after --leave", path)
+		}
+		return nil
+	})
 }
 
 // TestTwentyMachinesJoinAtOnce runs the join command on 20 machines at

@@ -3,14 +3,17 @@
 // identity (a WireGuard key pair and the node token) in a state directory
 // (0600), validates with the master (the join key the first time, the node
 // token after), brings up the tunnel to the master, runs the k3s agent
-// step, detects the GPUs, registers and reports its version; running it
+// step, makes the master's GPU worker image present in the container
+// runtime (downloaded once, its SHA-256 checked), detects the GPUs,
+// registers and reports its version; running it
 // again converges to the same node and VPN address. Leave takes the node
 // out (POST /v1/nodes/leave), takes the tunnel down and deletes the
 // identity.
 //
 // The pieces that touch the machine are seams in Options: Tunnel (by
 // default WireGuardTunnel: a kernel device if the kernel has WireGuard,
-// else wireguard-go, configured through wgctrl), the k3s step (a command)
-// and GPU detection (gridweave/gpus). The package talks to the master
+// else wireguard-go, configured through wgctrl), the k3s step (a command),
+// Images (CommandImageRuntime: by default `k3s ctr images import`) and GPU
+// detection (gridweave/gpus). The package talks to the master
 // only over the HTTP contract of DESIGN.md.
 package joinagent
