@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"embed"
+	"fmt"
 	"strings"
 )
 
@@ -31,4 +32,15 @@ func crdFileName(group, kind string) string {
 		plural += "s"
 	}
 	return "crds/" + group + "_" + plural + ".yaml"
+}
+
+// EmbeddedCRD is the verbatim YAML of an embedded CRD, by its name (e.g.
+// "rayclusters.ray.io"): what `launcher doctor` compares a cluster's CRDs
+// with.
+func EmbeddedCRD(name string) ([]byte, error) {
+	plural, group, ok := strings.Cut(name, ".")
+	if !ok || !crdGroups[group] {
+		return nil, fmt.Errorf("manifest: no embedded CRD %q", name)
+	}
+	return embeddedCRDs.ReadFile("crds/" + group + "_" + plural + ".yaml")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -11,16 +12,16 @@ import (
 
 const specs = "specs"
 
-func launch(t *testing.T, stdin string, args ...string) (int, string, string) {
+func runLauncher(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(args, strings.NewReader(stdin), &out, &errOut)
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
 func TestCheckExamples(t *testing.T) {
 	for _, infra := range []string{"grpo_swe.infra.yaml", "grpo_swe_sglang.infra.yaml"} {
-		code, out, errOut := launch(t, "", "check", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, infra))
+		code, out, errOut := runLauncher(t, "", "check", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, infra))
 		if code != 0 {
 			t.Fatalf("%s: exit %d\n%s%s", infra, code, out, errOut)
 		}
@@ -36,14 +37,14 @@ func TestCheckNamesTheBrokenField(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.infra.yaml")
 	os.WriteFile(bad, []byte("namespace: dockyard\nimages: {vllm: x}\nlaunch:\n  mode: rayjob\nsandbox:\n  replcas: 3\n"), 0o644)
-	code, _, errOut := launch(t, "", "check", filepath.Join(specs, "grpo_swe.recipe.yaml"), bad)
+	code, _, errOut := runLauncher(t, "", "check", filepath.Join(specs, "grpo_swe.recipe.yaml"), bad)
 	if code != 1 || !strings.Contains(errOut, "bad.infra.yaml:6: sandbox.replcas: unknown field; did you mean \"replicas\"?") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
 
 func TestRenderToStdoutAndDirectory(t *testing.T) {
-	code, out, _ := launch(t, "", "render", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"))
+	code, out, _ := runLauncher(t, "", "render", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"))
 	golden, err := os.ReadFile("../../manifest/testdata/grpo_swe.vllm.rayjob.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestRenderToStdoutAndDirectory(t *testing.T) {
 		t.Fatalf("render differs from the manifest golden file (exit %d)", code)
 	}
 	dir := t.TempDir()
-	code, _, _ = launch(t, "", "render", "-o", dir, "-n", "elsewhere", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"))
+	code, _, _ = runLauncher(t, "", "render", "-o", dir, "-n", "elsewhere", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"))
 	entries, _ := os.ReadDir(dir)
 	var names []string
 	for _, e := range entries {
@@ -70,11 +71,11 @@ func TestRenderToStdoutAndDirectory(t *testing.T) {
 
 func TestLintStdinFilesAndJSON(t *testing.T) {
 	bad := "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec:\n  entrypoint: python x.py\n  ttlSecondsAfterFinished: 60\n  clusterSelector: {ray.io/cluster: shared}\n"
-	code, out, _ := launch(t, bad, "lint", "-")
+	code, out, _ := runLauncher(t, bad, "lint", "-")
 	if code != 1 || !strings.Contains(out, "stdin:6: RayJob j: error [rayjob-ttl-without-shutdown] spec.ttlSecondsAfterFinished") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	code, out, _ = launch(t, bad, "lint", "-o", "json", "-")
+	code, out, _ = runLauncher(t, bad, "lint", "-o", "json", "-")
 	var report struct {
 		Objects  int `json:"objects"`
 		Findings []struct {
@@ -90,34 +91,34 @@ func TestLintStdinFilesAndJSON(t *testing.T) {
 			t.Errorf("json finding %+v: want line 6", f)
 		}
 	}
-	code, out, _ = launch(t, "", "lint", filepath.Join(specs, "ray-cpu-demo.yaml"))
+	code, out, _ = runLauncher(t, "", "lint", filepath.Join(specs, "ray-cpu-demo.yaml"))
 	if code != 0 || !strings.Contains(out, "1 objects, 0 errors, 0 warnings") {
 		t.Fatalf("seed 003 example: exit %d\n%s", code, out)
 	}
 	// A directory: warnings only → exit 0.
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "cron.yaml"), []byte("apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: n}\nspec:\n  schedule: \"0 3 * * *\"\n  jobTemplate:\n    entrypoint: x\n    shutdownAfterJobFinishes: true\n    clusterSelector: {ray.io/cluster: c}\n"), 0o644)
-	code, out, _ = launch(t, "", "lint", dir)
+	code, out, _ = runLauncher(t, "", "lint", dir)
 	if code != 0 || !strings.Contains(out, "raycronjob-feature-gate") {
 		t.Fatalf("warnings only: exit %d\n%s", code, out)
 	}
-	if code, _, errOut := launch(t, "", "lint", "-o", "xml", "-"); code != 2 || !strings.Contains(errOut, "want text or json") {
+	if code, _, errOut := runLauncher(t, "", "lint", "-o", "xml", "-"); code != 2 || !strings.Contains(errOut, "want text or json") {
 		t.Fatalf("bad -o: exit %d %q", code, errOut)
 	}
-	if code, _, _ := launch(t, "", "lint", "/does/not/exist"); code != 2 {
+	if code, _, _ := runLauncher(t, "", "lint", "/does/not/exist"); code != 2 {
 		t.Fatalf("missing path: exit %d", code)
 	}
 }
 
 func TestChartRender(t *testing.T) {
-	code, out, errOut := launch(t, "", "chart", "render", "chart/values.yaml")
+	code, out, errOut := runLauncher(t, "", "chart", "render", "chart/values.yaml")
 	golden, _ := os.ReadFile("../../manifest/testdata/chart.plain.yaml")
 	if code != 0 || out != string(golden) {
 		t.Fatalf("chart render differs from the golden file (exit %d) %s", code, errOut)
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "v.yaml"), []byte("name: r\nnamespace: ns\nserve: {proxyLocation: Everywhere}\n"), 0o644)
-	if code, _, errOut := launch(t, "", "chart", "render", filepath.Join(dir, "v.yaml")); code != 1 || !strings.Contains(errOut, "serve.proxyLocation") {
+	if code, _, errOut := runLauncher(t, "", "chart", "render", filepath.Join(dir, "v.yaml")); code != 1 || !strings.Contains(errOut, "serve.proxyLocation") {
 		t.Fatalf("bad values: exit %d %q", code, errOut)
 	}
 }

@@ -521,3 +521,17 @@ func randomHex(n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// StopComponent stops one component (e.g. "kuberay-operator") and leaves
+// the others running, as an outage of that component would; it is not
+// restarted. A test of what happens without it uses its own cluster
+// (Start), never the shared one.
+func (c *Cluster) StopComponent(name string) error {
+	for _, p := range c.processes {
+		if p.name == name {
+			p.stop(10 * time.Second)
+			return nil
+		}
+	}
+	return fmt.Errorf("testcluster: no component %q", name)
+}
