@@ -289,7 +289,9 @@ func planGPUNeeds(p *Plan) []gpuNeed {
 	for _, n := range needs {
 		out = append(out, *n)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].resource+fmt.Sprint(out[i].perPod) < out[j].resource+fmt.Sprint(out[j].perPod) })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].resource+fmt.Sprint(out[i].perPod) < out[j].resource+fmt.Sprint(out[j].perPod)
+	})
 	return out
 }
 

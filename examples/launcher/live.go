@@ -130,7 +130,9 @@ func addLiveCommands(root *cobra.Command, namespace *string, stdout, stderr io.W
 		Use:   "up RECIPE INFRA",
 		Short: "Bring up the bare RayCluster, its sandbox, NetworkPolicy and PDBs (launch.mode: bringup)",
 		Args:  cobra.ExactArgs(2),
-		RunE:  func(cmd *cobra.Command, args []string) error { return runLaunch(cmd, args[0], args[1], manifest.ModeBringup) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLaunch(cmd, args[0], args[1], manifest.ModeBringup)
+		},
 	}
 	addRunFlags(up)
 	var downTimeout time.Duration
