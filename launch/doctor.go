@@ -287,6 +287,7 @@ func planGPUNeeds(p *Plan) []gpuNeed {
 	}
 	var out []gpuNeed
 	for _, n := range needs {
+		sort.Strings(n.groups)
 		out = append(out, *n)
 	}
 	sort.Slice(out, func(i, j int) bool {

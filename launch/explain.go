@@ -70,7 +70,9 @@ var (
 // tolerate"). A message it does not know comes back as it is.
 func SchedulingReason(msg string) string {
 	msg = strings.TrimSpace(msg)
-	if i := strings.Index(msg, " preemption:"); i >= 0 {
+	// The node summary is the first sentence; what follows (preemption,
+	// dynamic resource claims) is about what the scheduler tried next.
+	if i := strings.Index(msg, ". "); i >= 0 {
 		msg = msg[:i]
 	}
 	msg = strings.TrimSuffix(msg, ".")

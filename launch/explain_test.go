@@ -15,6 +15,9 @@ func TestSchedulingReasonInPlainWords(t *testing.T) {
 		{"0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
 			"1 node has a taint the pod does not tolerate ({dedicated: infra}); not enough nvidia.com/gpu on 2 of 3 nodes"},
 		{"0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", "not enough nvidia.com/gpu on 4 of 4 nodes"},
+		// Kubernetes 1.35's wording, with dynamic resource allocation.
+		{"0/4 nodes are available: 4 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.",
+			"not enough nvidia.com/gpu on 4 of 4 nodes"},
 		{"0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.", "2 nodes do not match the pod's node selector or affinity"},
 		{"0/1 nodes are available: 1 node(s) were unschedulable.", "1 node is cordoned"},
 		{"0/0 nodes are available", "the cluster has no nodes the scheduler can use"},

@@ -207,7 +207,11 @@ func (s *Session) launchState(ctx context.Context, p *Plan) (string, bool, error
 		if err != nil {
 			return "", false, err
 		}
-		parts = append(parts, fmt.Sprintf("RayCluster %s: %s", p.Name, orDash(string(rc.Status.State))))
+		state := string(rc.Status.State)
+		if state == "" {
+			state = "starting"
+		}
+		parts = append(parts, fmt.Sprintf("RayCluster %s: %s", p.Name, state))
 		ready = rc.Status.State == rayv1.Ready
 	}
 	if sb := sandboxDeployment(p); sb != "" {

@@ -26,7 +26,13 @@ import (
 	"gridweave.dev/rayctl"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+func TestMain(m *testing.M) {
+	code := testcluster.RunMain(m)
+	if launcherBinary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(launcherBinary.path))
+	}
+	os.Exit(code)
+}
 
 // runs counts the real-cluster tests' runs, which share one cluster.
 var runs atomic.Int32

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/launch"
+	"gridweave.dev/rayctl/rayctltest"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// The live commands are tested as a user runs them: the built binary,
+// pointed at the test control plane's kubeconfig.
+
+var launcherBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func builtLauncher(t *testing.T) string {
+	t.Helper()
+	launcherBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "launcher-bin-")
+		if err != nil {
+			launcherBinary.err = err
+			return
+		}
+		launcherBinary.path = filepath.Join(dir, "launcher")
+		if out, err := exec.Command("go", "build", "-o", launcherBinary.path, ".").CombinedOutput(); err != nil {
+			launcherBinary.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if launcherBinary.err != nil {
+		t.Fatal(launcherBinary.err)
+	}
+	return launcherBinary.path
+}
+
+// cli runs the built launcher against the cluster; it returns the exit
+// code, stdout and stderr.
+func cli(t *testing.T, tc *testcluster.Cluster, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, builtLauncher(t), append([]string{"--kubeconfig", tc.KubeconfigPath}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// liveNamespace makes a namespace with the pull secret the example infra
+// specs name, and the GPU nodes and PriorityClass they need.
+func liveNamespace(t *testing.T, tc *testcluster.Cluster, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	run := runs.Add(1)
+	ns := fmt.Sprintf("%s-%d", prefix, run)
+	if err := tc.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ghcr-pull", Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+	if _, err := tc.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	big := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"), "nvidia.com/gpu": resource.MustParse("8"),
+	}
+	for i := range 2 {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("%s-gpu-%d", ns, i), big, nil, fmt.Sprintf("198.18.%d.0/24", 120+2*int(run)+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "training-high"}, Value: 1000}
+	if _, err := tc.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// TestRunBringupStatusLogsDown: `run` of the bringup example applies
+// everything but the namespace's quota and limits and waits until the
+// RayCluster is ready and the sandbox available; `status` shows every
+// fleet's pods; `logs` prefixes each line with its pod; `cluster down`
+// removes everything it applied, and again is a no-op.
+func TestRunBringupStatusLogsDown(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := liveNamespace(t, tc, "live-up")
+	recipe, infra := filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe_sglang.infra.yaml")
+
+	code, out, errOut := cli(t, tc, "run", recipe, infra, "-n", ns, "--timeout", "3m")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"applied RayCluster " + ns + "/grpo-swe", "applied NetworkPolicy", "applied PodDisruptionBudget",
+		"not applied: ResourceQuota", "not applied: LimitRange", "RayCluster " + ns + "/grpo-swe is running"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run's output lacks %q:\n%s", want, out)
+		}
+	}
+	if q, _ := tc.Kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{}); len(q.Items) != 0 {
+		t.Errorf("the live path applied a ResourceQuota")
+	}
+	if l, _ := tc.Kube.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Errorf("the live path applied a LimitRange")
+	}
+	rc, err := tc.Ray.RayV1().RayClusters(ns).Get(ctx, "grpo-swe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if managers := rc.GetManagedFields(); len(managers) == 0 || managers[0].Manager != "gridweave" || managers[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Errorf("the RayCluster was not server-side applied by gridweave: %+v", managers)
+	}
+
+	code, out, errOut = cli(t, tc, "status", "grpo-swe", "-n", ns, "-o", "json")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var st launch.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	fleets := map[string]launch.FleetStatus{}
+	for _, f := range st.Fleets {
+		fleets[f.Fleet] = f
+	}
+	for fleet, want := range map[string]int{"head": 1, "trainer": 1, "inference": 1, "sandbox": 4} {
+		f := fleets[fleet]
+		if len(f.Pods) != want || f.Running != want {
+			t.Errorf("status: fleet %s has %d pods, %d running; want %d running: %+v", fleet, len(f.Pods), f.Running, want, f)
+		}
+		for _, p := range f.Pods {
+			if p.Node == "" {
+				t.Errorf("status: pod %s has no node", p.Name)
+			}
+		}
+	}
+	if st.Cluster != "ready" || !strings.Contains(st.Dashboard, "/services/grpo-swe-head-svc:dashboard/proxy") {
+		t.Errorf("status: cluster %q, dashboard %q", st.Cluster, st.Dashboard)
+	}
+	code, out, _ = cli(t, tc, "status", "grpo-swe", "-n", ns)
+	if code != 0 || !strings.Contains(out, "sandbox 4/4 running") || !strings.Contains(out, "FLEET") {
+		t.Errorf("status (table): exit %d\n%s", code, out)
+	}
+
+	marker := fmt.Sprintf("a line for the launcher's logs test %d", time.Now().UnixNano())
+	if err := tc.AppendPodLog(marker); err != nil {
+		t.Fatal(err)
+	}
+	head := fleets["head"].Pods[0].Name
+	code, out, errOut = cli(t, tc, "logs", "grpo-swe", "head", "-n", ns, "--tail", "50")
+	if code != 0 || !strings.Contains(out, "["+head+"] ") || !strings.Contains(out, marker) {
+		t.Errorf("logs head: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "["+head+"] ") {
+			t.Errorf("logs head printed a line of another pod: %q", line)
+			break
+		}
+	}
+	code, out, _ = cli(t, tc, "logs", "grpo-swe", "sandbox", "-n", ns, "--tail", "1")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 4 {
+		t.Errorf("logs sandbox --tail 1: exit %d, want one line from each of 4 pods:\n%s", code, out)
+	}
+	if code, _, errOut = cli(t, tc, "logs", "grpo-swe", "nonesuch", "-n", ns); code != 1 || !strings.Contains(errOut, "targets: head, submitter, sandbox") {
+		t.Errorf("logs of an unknown target: exit %d: %s", code, errOut)
+	}
+
+	code, out, errOut = cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns)
+	if code != 0 || !strings.Contains(out, "is gone") {
+		t.Fatalf("cluster down: exit %d\n%s\n%s", code, out, errOut)
+	}
+	assertNothingLeft(t, tc, ns)
+	if code, out, _ = cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns); code != 0 || !strings.Contains(out, "nothing of launch grpo-swe") {
+		t.Errorf("cluster down again: exit %d\n%s", code, out)
+	}
+}
+
+// assertNothingLeft checks that no object or pod of a launch stays.
+func assertNothingLeft(t *testing.T, tc *testcluster.Cluster, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: launch.Selector("grpo-swe")}
+	counts := map[string]int{}
+	if l, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		counts["RayClusters"] = len(l.Items)
+	}
+	if l, err := tc.Ray.RayV1().RayJobs(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		counts["RayJobs"] = len(l.Items)
+	}
+	if l, err := tc.Kube.AppsV1().Deployments(ns).List(ctx, sel); err == nil {
+		counts["Deployments"] = len(l.Items)
+	}
+	if l, err := tc.Kube.CoreV1().Services(ns).List(ctx, sel); err == nil {
+		counts["Services"] = len(l.Items)
+	}
+	if l, err := tc.Kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		counts["NetworkPolicies"] = len(l.Items)
+	}
+	if l, err := tc.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		counts["PodDisruptionBudgets"] = len(l.Items)
+	}
+	if l, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		counts["Pods"] = len(l.Items)
+	}
+	for kind, n := range counts {
+		if n != 0 {
+			t.Errorf("after cluster down, %d %s remain in %s", n, kind, ns)
+		}
+	}
+	if _, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, "ghcr-pull", metav1.GetOptions{}); err != nil {
+		t.Errorf("cluster down deleted what it did not create: %v", err)
+	}
+}
+
+// TestRunRayJobAndAPendingLaunch: `run` of the RayJob example waits until
+// the RayJob's cluster runs it; a launch asking for more GPUs than the
+// cluster has times out naming the pods left Pending and why.
+func TestRunRayJobAndAPendingLaunch(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ns := liveNamespace(t, tc, "live-job")
+	recipe, infra := filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml")
+	code, out, errOut := cli(t, tc, "run", recipe, infra, "-n", ns, "--timeout", "3m")
+	if code != 0 || !strings.Contains(out, "applied RayJob "+ns+"/grpo-swe") || !strings.Contains(out, "RayJob "+ns+"/grpo-swe is running") {
+		t.Fatalf("run (rayjob): exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = cli(t, tc, "status", "grpo-swe", "-n", ns)
+	if code != 0 || !strings.Contains(out, "RayJob: deployment Running") || !strings.Contains(out, "trainer") {
+		t.Errorf("status (rayjob): exit %d\n%s", code, out)
+	}
+	if code, out, errOut = cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns); code != 0 {
+		t.Fatalf("cluster down (rayjob): exit %d\n%s\n%s", code, out, errOut)
+	}
+	assertNothingLeft(t, tc, ns)
+
+	// Twenty trainer replicas of 8 GPUs: more than every node of the
+	// cluster has.
+	raw, err := os.ReadFile(recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	greedy := filepath.Join(t.TempDir(), "greedy.recipe.yaml")
+	if err := os.WriteFile(greedy, []byte(strings.Replace(string(raw), "replicas: 1", "replicas: 20", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bringup := filepath.Join(specs, "grpo_swe_sglang.infra.yaml")
+	pendingNS := liveNamespace(t, tc, "live-pending")
+	code, out, errOut = cli(t, tc, "run", greedy, bringup, "-n", pendingNS, "--timeout", "20s")
+	if code != 1 || !strings.Contains(out, "trainer pods Pending: not enough nvidia.com/gpu on") || !strings.Contains(errOut, "not running after 20s") {
+		t.Errorf("a launch asking for more GPUs than exist: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut = cli(t, tc, "cluster", "down", "grpo-swe", "-n", pendingNS); code != 0 {
+		t.Errorf("cluster down (pending): exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestJobCommandsAndAttach: `job list | logs | stop` and an attach launch
+// talk to a Ray dashboard at --dashboard-url (the test control plane runs
+// no Ray: a fake dashboard with the real API's shapes).
+func TestJobCommandsAndAttach(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ns := liveNamespace(t, tc, "live-attach")
+	d := rayctltest.NewDashboard(t, "")
+	attach := filepath.Join(t.TempDir(), "attach.infra.yaml")
+	raw, err := os.ReadFile(filepath.Join(specs, "grpo_swe.infra.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(attach, []byte(strings.Replace(string(raw), "mode: rayjob", "mode: attach", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, tc, "run", filepath.Join(specs, "grpo_swe.recipe.yaml"), attach, "-n", ns, "--dashboard-url", d.URL)
+	if code != 0 || !strings.Contains(out, "submitted job raysubmit_") {
+		t.Fatalf("run (attach): exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, tc, "job", "list", "--dashboard-url", d.URL, "-o", "json")
+	var jobs []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 {
+		t.Fatalf("job list: exit %d\n%s\n%s", code, out, errOut)
+	}
+	env, _ := jobs[0]["runtime_env"].(map[string]any)["env_vars"].(map[string]any)
+	if url, _ := env["DOCKYARD_SANDBOX_URLS"].(string); !strings.HasPrefix(url, "http://grpo-swe-sandbox."+ns+".svc.cluster.local:") {
+		t.Errorf("the attach job's runtime env lacks the sandbox URL: %v", jobs[0]["runtime_env"])
+	}
+	id := jobs[0]["submission_id"].(string)
+	d.SetJobStatus(id, "RUNNING", "step 1: loss 0.93")
+	if code, out, _ = cli(t, tc, "job", "logs", id, "--dashboard-url", d.URL); code != 0 || !strings.Contains(out, "loss 0.93") {
+		t.Errorf("job logs: exit %d\n%s", code, out)
+	}
+	if code, out, _ = cli(t, tc, "job", "stop", id, "--dashboard-url", d.URL); code != 0 || !strings.Contains(out, "stopping") {
+		t.Errorf("job stop: exit %d\n%s", code, out)
+	}
+	if code, _, errOut = cli(t, tc, "job", "list"); code != 1 || !strings.Contains(errOut, "--cluster NAME or --dashboard-url URL") {
+		t.Errorf("job list without a dashboard: exit %d: %s", code, errOut)
+	}
+	if code, out, _ = cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns); code != 0 {
+		t.Errorf("cluster down (attach): exit %d\n%s", code, out)
+	}
+}
+
+// TestDoctorPassesOnTheTestCluster: every check passes (warnings allowed)
+// where the launch can run.
+func TestDoctorPassesOnTheTestCluster(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ns := liveNamespace(t, tc, "live-doctor")
+	code, out, errOut := cli(t, tc, "doctor", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"), "-n", ns)
+	if code != 0 {
+		t.Fatalf("doctor: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"ok   CRD rayclusters.ray.io: installed, KubeRay v1.6.0 schema", "ok   operator: reconciles RayClusters in " + ns,
+		"ok   priority class: training-high exists", "ok   GPU nodes (inference, trainer)", "ok   image pull secret: ghcr-pull exists", "warn network policy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDoctorSaysHowToFix runs doctor on a control plane of its own: with
+// no GPU nodes, with the operator stopped, and with KubeRay's CRDs
+// deleted; each fails with its fix.
+func TestDoctorSaysHowToFix(t *testing.T) {
+	tc := testcluster.Start(t, nil)
+	ctx := context.Background()
+	ns := "doctor"
+	if err := tc.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	doctor := func() (int, string) {
+		code, out, errOut := cli(t, tc, "doctor", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"), "-n", ns, "--probe-timeout", "10s")
+		return code, out + errOut
+	}
+	code, out := doctor()
+	for _, want := range []string{"fail GPU nodes (inference, trainer): no schedulable node has 8 allocatable nvidia.com/gpu", "fix: join GPU nodes",
+		"fail priority class", "fix: kubectl create priorityclass training-high", "fail image pull secret", "ok   operator"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("doctor without GPU nodes: exit %d, lacks %q:\n%s", code, want, out)
+		}
+	}
+	if err := tc.StopComponent("kuberay-operator"); err != nil {
+		t.Fatal(err)
+	}
+	code, out = doctor()
+	if code != 1 || !strings.Contains(out, "fail operator: no KubeRay operator reconciled a probe RayCluster in doctor") || !strings.Contains(out, "fix: start the KubeRay operator") {
+		t.Errorf("doctor with the operator stopped: exit %d\n%s", code, out)
+	}
+	if err := tc.Dynamic.Resource(crdGVR).Delete(ctx, "rayclusters.ray.io", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if _, err := tc.Dynamic.Resource(crdGVR).Get(ctx, "rayclusters.ray.io", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			break
+		}
+	}
+	code, out = doctor()
+	if code != 1 || !strings.Contains(out, "fail CRD rayclusters.ray.io: not installed") || !strings.Contains(out, "fix: install KubeRay v1.6.0's CRDs") {
+		t.Errorf("doctor without the RayCluster CRD: exit %d\n%s", code, out)
+	}
+}
