@@ -41,9 +41,15 @@ var ErrLint = errors.New("lint found errors; nothing was applied")
 // was applied keeps running.
 var ErrInterrupted = errors.New("interrupted")
 
-// Prepare renders the recipe and infra spec (namespace, if set, overrides
-// the infra spec's) and lints the result.
-func (s *Session) Prepare(recipePath, infraPath, namespace string) (*Plan, error) {
+// PrepareOptions override the infra spec.
+type PrepareOptions struct {
+	Namespace string // the infra spec's namespace
+	Mode      string // launch.mode (dev brings up a bare cluster: bringup)
+}
+
+// Prepare renders the recipe and infra spec with opts' overrides and lints
+// the result.
+func (s *Session) Prepare(recipePath, infraPath string, opts PrepareOptions) (*Plan, error) {
 	r, err := manifest.LoadRecipe(recipePath)
 	if err != nil {
 		return nil, err
@@ -52,8 +58,11 @@ func (s *Session) Prepare(recipePath, infraPath, namespace string) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
-	if namespace != "" {
-		in.Namespace = namespace
+	if opts.Namespace != "" {
+		in.Namespace = opts.Namespace
+	}
+	if opts.Mode != "" {
+		in.Launch.Mode = opts.Mode
 	}
 	objs, err := manifest.Render(r, in)
 	if err != nil {
@@ -287,6 +296,20 @@ func (s *Session) submitToCluster(ctx context.Context, p *Plan, dashboardURL str
 	if err != nil {
 		return "", err
 	}
+	resp, err := d.SubmitJob(ctx, dashboard.SubmitRequest{Entrypoint: entrypoint(p), RuntimeEnv: runtimeEnv(p)})
+	if err != nil {
+		return "", fmt.Errorf("submit to RayCluster %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return resp.SubmissionID, nil
+}
+
+// entrypoint is the recipe's command with its overrides.
+func entrypoint(p *Plan) string {
+	return strings.Join(append([]string{p.Recipe.Entrypoint}, p.Recipe.Overrides...), " ")
+}
+
+// runtimeEnv is the recipe's runtime env with the sandbox URLs added.
+func runtimeEnv(p *Plan) map[string]any {
 	env := map[string]string{}
 	runtimeEnv := map[string]any{}
 	if re := p.Recipe.RuntimeEnv; re != nil {
@@ -302,12 +325,7 @@ func (s *Session) submitToCluster(ctx context.Context, p *Plan, dashboardURL str
 		env[manifest.SandboxURLsEnv] = url
 	}
 	runtimeEnv["env_vars"] = env
-	entrypoint := strings.Join(append([]string{p.Recipe.Entrypoint}, p.Recipe.Overrides...), " ")
-	resp, err := d.SubmitJob(ctx, dashboard.SubmitRequest{Entrypoint: entrypoint, RuntimeEnv: runtimeEnv})
-	if err != nil {
-		return "", fmt.Errorf("submit to RayCluster %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	return resp.SubmissionID, nil
+	return runtimeEnv
 }
 
 // sandboxURL is the in-cluster URL of the plan's sandbox service, when

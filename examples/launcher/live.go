@@ -90,7 +90,7 @@ func addLiveCommands(root *cobra.Command, namespace *string, stdout, stderr io.W
 		if err != nil {
 			return err
 		}
-		p, err := s.Prepare(recipe, infra, *namespace)
+		p, err := s.Prepare(recipe, infra, launch.PrepareOptions{Namespace: *namespace})
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitError{1}
@@ -209,7 +209,40 @@ func addLiveCommands(root *cobra.Command, namespace *string, stdout, stderr io.W
 	logs.Flags().DurationVar(&logOpts.Since, "since", 0, "only lines newer than this (e.g. 10m)")
 	logs.Flags().BoolVarP(&logOpts.Previous, "previous", "p", false, "the previous container's log (after a crash)")
 
-	root.AddCommand(runCmd, cluster, status, logs, jobCommands(k, stdout, stderr, completeLaunches), doctorCommand(k, namespace, stdout, stderr))
+	var devOpts launch.DevOptions
+	dev := &cobra.Command{
+		Use:   "dev RECIPE INFRA",
+		Short: "Bring the cluster up once (bringup), then send the local code (only what changed) and submit the entrypoint",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, _, err := k.session(stdout)
+			if err != nil {
+				return err
+			}
+			p, err := s.Prepare(args[0], args[1], launch.PrepareOptions{Namespace: *namespace, Mode: manifest.ModeBringup})
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return exitError{1}
+			}
+			_, err = s.Dev(cmd.Context(), p, devOpts)
+			switch {
+			case errors.Is(err, launch.ErrLint):
+				fmt.Fprintln(stderr, "launcher: lint found errors; nothing was applied")
+				return exitError{1}
+			case errors.Is(err, launch.ErrInterrupted):
+				return exitError{130}
+			case err != nil:
+				fmt.Fprintln(stderr, "launcher:", err)
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	dev.Flags().StringVar(&devOpts.Dir, "dir", ".", "the local code to send")
+	dev.Flags().StringVar(&devOpts.DashboardURL, "dashboard-url", "", "the Ray dashboard (default through the API server's service proxy)")
+	dev.Flags().DurationVar(&devOpts.Timeout, "timeout", 15*time.Minute, "how long bringing the cluster up may take")
+
+	root.AddCommand(runCmd, cluster, status, logs, dev, jobCommands(k, stdout, stderr, completeLaunches), doctorCommand(k, namespace, stdout, stderr))
 }
 
 func printStatus(w io.Writer, st *launch.Status, output string) error {
@@ -376,7 +409,7 @@ func doctorCommand(k *kubeFlags, namespace *string, stdout, stderr io.Writer) *c
 			if err != nil {
 				return err
 			}
-			p, err := s.Prepare(args[0], args[1], *namespace)
+			p, err := s.Prepare(args[0], args[1], launch.PrepareOptions{Namespace: *namespace})
 			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return exitError{1}

@@ -170,6 +170,11 @@ func TestRunBringupStatusLogsDown(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sandbox 4/4 running") || !strings.Contains(out, "FLEET") {
 		t.Errorf("status (table): exit %d\n%s", code, out)
 	}
+	// The shell completion of launch names asks the cluster.
+	code, out, _ = cli(t, tc, "__complete", "status", "-n", ns, "")
+	if code != 0 || !strings.Contains(out, "grpo-swe\n") {
+		t.Errorf("completion of launch names: exit %d\n%s", code, out)
+	}
 
 	marker := fmt.Sprintf("a line for the launcher's logs test %d", time.Now().UnixNano())
 	if err := tc.AppendPodLog(marker); err != nil {
@@ -273,6 +278,15 @@ func TestRunRayJobAndAPendingLaunch(t *testing.T) {
 	}
 	bringup := filepath.Join(specs, "grpo_swe_sglang.infra.yaml")
 	pendingNS := liveNamespace(t, tc, "live-pending")
+	// Ctrl-C while it waits: the launch stays, and the launcher says how
+	// to follow or stop it.
+	code, out = interruptWhenSeen(t, tc, "Pending: not enough nvidia.com/gpu", "run", greedy, bringup, "-n", pendingNS, "--timeout", "3m")
+	if code != 130 || !strings.Contains(out, "interrupted: what was applied keeps running") || !strings.Contains(out, "launcher cluster down grpo-swe -n "+pendingNS) {
+		t.Errorf("Ctrl-C while waiting: exit %d\n%s", code, out)
+	}
+	if _, err := tc.Ray.RayV1().RayClusters(pendingNS).Get(context.Background(), "grpo-swe", metav1.GetOptions{}); err != nil {
+		t.Errorf("Ctrl-C removed the launch: %v", err)
+	}
 	code, out, errOut = cli(t, tc, "run", greedy, bringup, "-n", pendingNS, "--timeout", "20s")
 	if code != 1 || !strings.Contains(out, "trainer pods Pending: not enough nvidia.com/gpu on") || !strings.Contains(errOut, "not running after 20s") {
 		t.Errorf("a launch asking for more GPUs than exist: exit %d\n%s\n%s", code, out, errOut)
@@ -383,4 +397,118 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "fail CRD rayclusters.ray.io: not installed") || !strings.Contains(out, "fix: install KubeRay v1.6.0's CRDs") {
 		t.Errorf("doctor without the RayCluster CRD: exit %d\n%s", code, out)
 	}
+}
+
+// TestDevSendsOnlyWhatChanged: the first `dev` brings the cluster up and
+// sends the code; the second keeps the cluster and sends nothing; after an
+// edit only the edited package is sent. The jobs' runtime envs name
+// packages the dashboard holds.
+func TestDevSendsOnlyWhatChanged(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := liveNamespace(t, tc, "live-dev")
+	d := rayctltest.NewDashboard(t, "")
+	code := t.TempDir()
+	for name, content := range map[string]string{"train.py": "import trainer\n", "trainer/__init__.py": "", "trainer/loop.py": "def run(): pass\n"} {
+		path := filepath.Join(code, name)
+		_ = os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := func() (int, string) {
+		code, out, errOut := cli(t, tc, "dev", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"), "-n", ns,
+			"--dir", code, "--dashboard-url", d.URL, "--timeout", "3m")
+		return code, out + errOut
+	}
+	exit, out := dev()
+	if exit != 0 || !strings.Contains(out, "applied RayCluster "+ns+"/grpo-swe") || strings.Count(out, "sent ") != 2 || !strings.Contains(out, "submitted job") {
+		t.Fatalf("first dev: exit %d\n%s", exit, out)
+	}
+	rc, err := tc.Ray.RayV1().RayClusters(ns).Get(ctx, "grpo-swe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit, out = dev()
+	if exit != 0 || !strings.Contains(out, "is running; not touching it") || strings.Contains(out, "sent ") || strings.Count(out, "unchanged") != 2 {
+		t.Errorf("second dev: exit %d\n%s", exit, out)
+	}
+	if again, _ := tc.Ray.RayV1().RayClusters(ns).Get(ctx, "grpo-swe", metav1.GetOptions{}); again == nil || again.UID != rc.UID || again.Generation != rc.Generation {
+		t.Error("the second dev touched the cluster")
+	}
+	if err := os.WriteFile(filepath.Join(code, "trainer", "loop.py"), []byte("def run(): return 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exit, out = dev()
+	if exit != 0 || strings.Count(out, "sent ") != 1 || !strings.Contains(out, "sent module trainer") || !strings.Contains(out, "working dir unchanged") {
+		t.Errorf("dev after an edit: exit %d\n%s", exit, out)
+	}
+	held := d.Packages()
+	if len(held) != 3 {
+		t.Errorf("the dashboard holds %d packages, want 3 (working dir, trainer twice)", len(held))
+	}
+	_, listed, _ := cli(t, tc, "job", "list", "--dashboard-url", d.URL, "-o", "json")
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(listed), &jobs); err != nil || len(jobs) != 3 {
+		t.Fatalf("jobs: %v\n%s", err, listed)
+	}
+	for _, j := range jobs {
+		env, _ := j["runtime_env"].(map[string]any)
+		wd, _ := env["working_dir"].(string)
+		mods, _ := env["py_modules"].([]any)
+		if _, ok := held[wd]; !ok || len(mods) != 1 {
+			t.Errorf("job %v: working_dir %q, py_modules %v", j["submission_id"], wd, mods)
+			continue
+		}
+		if _, ok := held[mods[0].(string)]; !ok {
+			t.Errorf("job %v names a package the dashboard lacks: %v", j["submission_id"], mods[0])
+		}
+	}
+	if exit, out, _ := cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns); exit != 0 {
+		t.Errorf("cluster down: exit %d\n%s", exit, out)
+	}
+}
+
+// interruptWhenSeen runs the launcher and sends it SIGINT (Ctrl-C) once
+// its output shows want (or after a minute); it returns the exit code and
+// the whole output.
+func interruptWhenSeen(t *testing.T, tc *testcluster.Cluster, want string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(builtLauncher(t), append([]string{"--kubeconfig", tc.KubeconfigPath}, args...)...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !strings.Contains(out.String(), want); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Errorf("the launcher did not stop 30s after Ctrl-C")
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -16,6 +16,7 @@
 //	launcher status NAME             pods per fleet, the RayJob's state, the dashboard
 //	launcher logs NAME [TARGET]      head, a worker group, submitter or sandbox (--follow ...)
 //	launcher job list|logs|stop      the Ray dashboard's jobs, through the API server's proxy
+//	launcher dev RECIPE INFRA        cluster up once; then send the local code (what changed) and submit
 //	launcher doctor RECIPE INFRA     what the launch needs from the cluster, with fixes
 //
 // Exit status: 0 fine (warnings allowed), 1 an error was found (or a

@@ -172,3 +172,27 @@ func TestTokenNeverPrints(t *testing.T) {
 		t.Errorf("the dashboard address should print: %s", out.String())
 	}
 }
+
+func TestPackagesAreUploadedOnce(t *testing.T) {
+	d := rayctltest.NewDashboard(t, "tok")
+	c := client(t, d, "tok")
+	ctx := context.Background()
+	const uri = "gcs://_ray_pkg_0123456789abcdef.zip"
+	if ok, err := c.PackageExists(ctx, uri); err != nil || ok {
+		t.Fatalf("a new package exists: %v %v", ok, err)
+	}
+	if err := c.UploadPackage(ctx, uri, []byte("PK\x03\x04 a zip")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.PackageExists(ctx, uri); err != nil || !ok {
+		t.Fatalf("the uploaded package: %v %v", ok, err)
+	}
+	if got := string(d.Packages()[uri]); got != "PK\x03\x04 a zip" {
+		t.Errorf("the dashboard holds %q", got)
+	}
+	for _, bad := range []string{"_ray_pkg_x.zip", "gcs://", "gcs://a/b.zip"} {
+		if _, err := c.PackageExists(ctx, bad); err == nil || !strings.Contains(err.Error(), "protocol://name") {
+			t.Errorf("URI %q: %v", bad, err)
+		}
+	}
+}

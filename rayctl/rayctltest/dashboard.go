@@ -30,6 +30,7 @@ type Dashboard struct {
 	order    []string
 	requests []string
 	puts     int
+	packages map[string][]byte // package URI → zip
 }
 
 type fakeJob struct {
@@ -40,7 +41,7 @@ type fakeJob struct {
 // NewDashboard starts a fake dashboard, closed at cleanup. If token is not
 // empty, every request must carry x-ray-authorization: Bearer <token>.
 func NewDashboard(t testing.TB, token string) *Dashboard {
-	d := &Dashboard{token: token, apps: map[string]map[string]any{}, status: map[string]string{}, source: map[string]string{}, jobs: map[string]*fakeJob{}}
+	d := &Dashboard{token: token, apps: map[string]map[string]any{}, status: map[string]string{}, source: map[string]string{}, jobs: map[string]*fakeJob{}, packages: map[string][]byte{}}
 	d.Server = httptest.NewServer(http.HandlerFunc(d.serve))
 	t.Cleanup(d.Close)
 	return d
@@ -96,6 +97,46 @@ func (d *Dashboard) Requests() []string {
 	return slices.Clone(d.requests)
 }
 
+// pkg serves GET (200 when present, 404 not) and PUT (store the zip) of
+// /api/packages/{protocol}/{package_name}, as Ray's job head does.
+func (d *Dashboard) pkg(w http.ResponseWriter, r *http.Request, rest string) {
+	protocol, name, ok := strings.Cut(rest, "/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		http.NotFound(w, r)
+		return
+	}
+	uri := protocol + "://" + name
+	switch r.Method {
+	case http.MethodGet:
+		if _, ok := d.packages[uri]; !ok {
+			http.Error(w, "Package "+uri+" does not exist", http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	case http.MethodPut:
+		data, err := io.ReadAll(r.Body)
+		if err != nil || len(data) == 0 {
+			http.Error(w, "Failed to upload package "+uri, http.StatusInternalServerError)
+			return
+		}
+		d.packages[uri] = data
+		w.WriteHeader(http.StatusOK)
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// Packages returns the uploaded packages by URI.
+func (d *Dashboard) Packages() map[string][]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string][]byte, len(d.packages))
+	for k, v := range d.packages {
+		out[k] = v
+	}
+	return out
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -120,6 +161,8 @@ func (d *Dashboard) serve(w http.ResponseWriter, r *http.Request) {
 		d.jobsCollection(w, r)
 	case strings.HasPrefix(path, "/api/jobs/"):
 		d.job(w, r, strings.TrimPrefix(path, "/api/jobs/"))
+	case strings.HasPrefix(path, "/api/packages/"):
+		d.pkg(w, r, strings.TrimPrefix(path, "/api/packages/"))
 	default:
 		http.NotFound(w, r)
 	}
