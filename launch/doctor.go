@@ -80,6 +80,8 @@ func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Che
 	} else {
 		add(Check{"namespace", CheckOK, p.Namespace + " exists", ""})
 	}
+	// The quota first: the operator probe's pod would count against it.
+	quota := s.checkQuota(ctx, p)
 	crdsOK := true
 	for _, name := range []string{"rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"} {
 		c := s.checkCRD(ctx, name)
@@ -99,7 +101,7 @@ func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Che
 		}
 	}
 	checks = append(checks, s.checkGPUs(ctx, p)...)
-	checks = append(checks, s.checkQuota(ctx, p)...)
+	checks = append(checks, quota...)
 	add(s.checkNetworkPolicy(ctx, p))
 	for _, secret := range p.Infra.ImagePullSecrets {
 		if _, err := s.Kube.CoreV1().Secrets(p.Namespace).Get(ctx, secret, metav1.GetOptions{}); err != nil {
@@ -109,6 +111,7 @@ func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Che
 			add(Check{"image pull secret", CheckOK, secret + " exists", ""})
 		}
 	}
+	checks = append(checks, s.checkCronJob(ctx, p)...)
 	checks = append(checks, s.checkGateway(ctx, p)...)
 	return checks
 }
@@ -194,9 +197,10 @@ func schemaPaths(crd map[string]any) map[string]bool {
 
 // probeOperator creates a RayCluster that can never schedule (its head's
 // node selector matches no node) in the namespace and waits until the
-// operator reconciles it (creates its head service or pod): proof that an
-// operator runs, is ready, and watches this namespace. The probe is
-// deleted afterwards.
+// operator reconciles it (creates its head service or pod; a full pod
+// quota may refuse the pod, not the service): proof that an operator
+// runs, is ready, and watches this namespace. The probe is deleted
+// afterwards.
 func (s *Session) probeOperator(ctx context.Context, namespace string, timeout time.Duration) Check {
 	if timeout <= 0 {
 		timeout = 20 * time.Second
@@ -222,7 +226,8 @@ func (s *Session) probeOperator(ctx context.Context, namespace string, timeout t
 	start := time.Now()
 	for time.Since(start) < timeout {
 		pods, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
-		if err == nil && len(pods.Items) > 0 {
+		services, serr := s.Kube.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
+		if (err == nil && len(pods.Items) > 0) || (serr == nil && len(services.Items) > 0) {
 			return Check{"operator", CheckOK, fmt.Sprintf("reconciles RayClusters in %s (answered a probe in %s)", namespace, time.Since(start).Round(100*time.Millisecond)), ""}
 		}
 		select {
@@ -336,26 +341,31 @@ func (s *Session) checkGPUs(ctx context.Context, p *Plan) []Check {
 }
 
 // checkQuota compares the namespace's ResourceQuotas' headroom with what
-// the plan's pods request.
+// the plan's pods ask for: their count, and their requests and limits
+// (a container without requests requests its limits).
 func (s *Session) checkQuota(ctx context.Context, p *Plan) []Check {
 	quotas, err := s.Kube.CoreV1().ResourceQuotas(p.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(quotas.Items) == 0 {
 		return []Check{{"quota", CheckOK, "no ResourceQuota in " + p.Namespace, ""}}
 	}
-	want := corev1.ResourceList{}
-	for _, n := range planGPUNeeds(p) {
-		key := corev1.ResourceName("requests." + n.resource)
-		q := want[key]
-		q.Add(*resource.NewQuantity(n.perPod*n.pods, resource.DecimalSI))
-		want[key] = q
-	}
+	want := planQuotaUsage(p)
 	var out []Check
 	for _, rq := range quotas.Items {
-		for name, need := range want {
+		names := make([]string, 0, len(want))
+		for name := range want {
+			names = append(names, string(name))
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			name := corev1.ResourceName(n)
 			hard, ok := rq.Status.Hard[name]
+			if !ok {
+				hard, ok = rq.Spec.Hard[name]
+			}
 			if !ok {
 				continue
 			}
+			need := want[name]
 			used := rq.Status.Used[name]
 			left := hard.DeepCopy()
 			left.Sub(used)
@@ -366,9 +376,80 @@ func (s *Session) checkQuota(ctx context.Context, p *Plan) []Check {
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, Check{"quota", CheckOK, "headroom for the launch's GPU requests", ""})
+		out = append(out, Check{"quota", CheckOK, "headroom for the launch's pods and requests", ""})
 	}
 	return out
+}
+
+// planQuotaUsage is what the plan's pods count against a ResourceQuota:
+// pods, requests.* (and their bare aliases) and limits.*.
+func planQuotaUsage(p *Plan) corev1.ResourceList {
+	usage := corev1.ResourceList{}
+	add := func(name corev1.ResourceName, q resource.Quantity, times int64) {
+		total := usage[name]
+		for range times {
+			total.Add(q)
+		}
+		usage[name] = total
+	}
+	addTemplate := func(template map[string]any, count int64) {
+		if count <= 0 {
+			return
+		}
+		add(corev1.ResourcePods, resource.MustParse("1"), count)
+		containers, _, _ := unstructured.NestedSlice(template, "spec", "containers")
+		for _, c := range containers {
+			cm, _ := c.(map[string]any)
+			requests, _, _ := unstructured.NestedMap(cm, "resources", "requests")
+			limits, _, _ := unstructured.NestedMap(cm, "resources", "limits")
+			for name, v := range limits {
+				if q, err := resource.ParseQuantity(fmt.Sprint(v)); err == nil {
+					add(corev1.ResourceName("limits."+name), q, count)
+					if _, set := requests[name]; !set {
+						requests[name] = v
+					}
+				}
+			}
+			for name, v := range requests {
+				if q, err := resource.ParseQuantity(fmt.Sprint(v)); err == nil {
+					add(corev1.ResourceName("requests."+name), q, count)
+					if name == "cpu" || name == "memory" || name == "ephemeral-storage" {
+						add(corev1.ResourceName(name), q, count)
+					}
+				}
+			}
+		}
+	}
+	for _, o := range p.Objects {
+		switch o.GetKind() {
+		case "Deployment":
+			replicas, found, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+			if !found {
+				replicas = 1
+			}
+			template, _, _ := unstructured.NestedMap(o.Object, "spec", "template")
+			addTemplate(template, replicas)
+		case "RayCluster", "RayJob":
+			path := []string{"spec"}
+			if o.GetKind() == "RayJob" {
+				path = []string{"spec", "rayClusterSpec"}
+			}
+			head, _, _ := unstructured.NestedMap(o.Object, append(path, "headGroupSpec", "template")...)
+			addTemplate(head, 1)
+			groups, _, _ := unstructured.NestedSlice(o.Object, append(path, "workerGroupSpecs")...)
+			for _, g := range groups {
+				gm, _ := g.(map[string]any)
+				replicas, _, _ := unstructured.NestedInt64(gm, "replicas")
+				hosts, found, _ := unstructured.NestedInt64(gm, "numOfHosts")
+				if !found || hosts < 1 {
+					hosts = 1
+				}
+				template, _, _ := unstructured.NestedMap(gm, "template")
+				addTemplate(template, replicas*hosts)
+			}
+		}
+	}
+	return usage
 }
 
 // checkNetworkPolicy looks for a CNI known to enforce NetworkPolicy.
@@ -393,6 +474,22 @@ func (s *Session) checkNetworkPolicy(ctx context.Context, p *Plan) Check {
 	}
 	return Check{"network policy", CheckWarn, "no CNI known to enforce NetworkPolicy runs in kube-system (flannel alone does not, and k3s enforces it only with its embedded controller): the sandbox's egress rules may be ignored",
 		"run a CNI that enforces NetworkPolicy (Calico, Cilium), or k3s with its network policy controller enabled"}
+}
+
+// checkCronJob: a RayCronJob needs its CRD and the operator's RayCronJob
+// feature gate (off by default in KubeRay v1.6).
+func (s *Session) checkCronJob(ctx context.Context, p *Plan) []Check {
+	for _, o := range p.Objects {
+		if o.GetKind() != "RayCronJob" {
+			continue
+		}
+		if _, err := s.Dynamic.Resource(crdResource).Get(ctx, "raycronjobs.ray.io", metav1.GetOptions{}); err != nil {
+			return []Check{{"RayCronJob", CheckFail, "raycronjobs.ray.io is not installed", "install KubeRay " + manifest.KubeRayVersion + "'s CRDs"}}
+		}
+		return []Check{{"RayCronJob", CheckWarn, "the operator's RayCronJob feature gate (off by default) cannot be read from the API server",
+			"make sure the operator runs with --feature-gates=RayCronJob=true"}}
+	}
+	return nil
 }
 
 // checkGateway: a RayService upgraded with NewClusterWithIncrementalUpgrade

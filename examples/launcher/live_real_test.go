@@ -355,6 +355,17 @@ func TestDoctorPassesOnTheTestCluster(t *testing.T) {
 			t.Errorf("doctor's output lacks %q:\n%s", want, out)
 		}
 	}
+	// A quota too small for the launch's pods: doctor fails, saying so.
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("5"), "requests.nvidia.com/gpu": resource.MustParse("64")}}}
+	if _, err := tc.Kube.CoreV1().ResourceQuotas(ns).Create(context.Background(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, tc, "doctor", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"), "-n", ns)
+	// head + trainer + inference + 8 sandbox pods = 11.
+	if code != 1 || !strings.Contains(out, "fail quota team: pods: 5 left of 5, the launch needs 11") || strings.Contains(out, "requests.nvidia.com/gpu:") {
+		t.Errorf("doctor with a small quota: exit %d\n%s", code, out)
+	}
 }
 
 // TestDoctorSaysHowToFix runs doctor on a control plane of its own: with
