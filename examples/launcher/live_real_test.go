@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/launch"
 	"gridweave.dev/rayctl/rayctltest"
@@ -522,4 +526,82 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestJobCommandsThroughTheServiceProxy reaches a dashboard the way the
+// launcher reaches a real one without --dashboard-url: through the API
+// server's service proxy to the RayCluster's head service. The head pod
+// runs on a kwok node whose pod CIDR the test routes into a network
+// namespace of its own; there, on the head pod's IP and the dashboard
+// port, a fake dashboard answers. So the request crosses the real API
+// server, the head service KubeRay made and its endpoints.
+func TestJobCommandsThroughTheServiceProxy(t *testing.T) {
+	tc := testcluster.Shared(t)
+	netnstest.RequireRoot(t)
+	ctx := context.Background()
+	ns := liveNamespace(t, tc, "live-proxy")
+	node := ns + "-dash"
+	if _, err := tc.AddNode(ctx, node, nil, nil, "198.18.252.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "dash", Namespace: ns}, Spec: rayv1.RayClusterSpec{
+		HeadGroupSpec: rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: node},
+			Containers:   []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.54.0"}},
+		}}}}}
+	if _, err := tc.Ray.RayV1().RayClusters(ns).Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var podIP string
+	for deadline := time.Now().Add(90 * time.Second); podIP == "" && time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=dash,ray.io/node-type=head"})
+		if err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
+			podIP = pods.Items[0].Status.PodIP
+		}
+	}
+	if !strings.HasPrefix(podIP, "198.18.252.") {
+		t.Fatalf("the head pod's IP %q is not in its node's pod CIDR", podIP)
+	}
+	// The head pod's IP lives in a namespace the test routes to.
+	host := netnstest.New(t, "gwdh")
+	netnstest.LinkToHost(t, "198.18.253.1/30", host, "198.18.253.2/30")
+	netnstest.IP(t, "route", "add", "198.18.252.0/24", "via", "198.18.253.2")
+	t.Cleanup(func() { _ = exec.Command("ip", "route", "del", "198.18.252.0/24").Run() })
+	host.IP(t, "address", "add", podIP+"/32", "dev", "lo")
+	host.IP(t, "route", "add", "default", "via", "198.18.253.1")
+	d := rayctltest.NewDashboard(t, "")
+	var ln net.Listener
+	if err := host.Do(func() (err error) { ln, err = net.Listen("tcp", podIP+":8265"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: d.Config.Handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	resp, err := d.Client().Post(d.URL+"/api/jobs/", "application/json", strings.NewReader(`{"entrypoint":"python train.py","submission_id":"raysubmit_proxy"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	d.SetJobStatus("raysubmit_proxy", "RUNNING", "epoch 3 through the proxy")
+	var code int
+	var out, errOut string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		// The endpoints follow the pod's readiness a moment later.
+		if code, out, errOut = cli(t, tc, "job", "list", "--cluster", "dash", "-n", ns); code == 0 {
+			break
+		}
+	}
+	if code != 0 || !strings.Contains(out, "raysubmit_proxy") || !strings.Contains(out, "RUNNING") {
+		t.Fatalf("job list through the service proxy: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ = cli(t, tc, "job", "logs", "raysubmit_proxy", "--cluster", "dash", "-n", ns); code != 0 || !strings.Contains(out, "epoch 3 through the proxy") {
+		t.Errorf("job logs through the service proxy: exit %d\n%s", code, out)
+	}
+	if code, out, _ = cli(t, tc, "job", "stop", "raysubmit_proxy", "--cluster", "dash", "-n", ns); code != 0 || !strings.Contains(out, "stopping") {
+		t.Errorf("job stop through the service proxy: exit %d\n%s", code, out)
+	}
+	if reqs := strings.Join(d.Requests(), "\n"); !strings.Contains(reqs, "POST /api/jobs/raysubmit_proxy/stop") {
+		t.Errorf("the dashboard did not see the stop: %s", reqs)
+	}
 }
