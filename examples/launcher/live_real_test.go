@@ -605,3 +605,39 @@ func TestJobCommandsThroughTheServiceProxy(t *testing.T) {
 		t.Errorf("the dashboard did not see the stop: %s", reqs)
 	}
 }
+
+// TestRunRefusesWhatLintCallsAnError: a launch KubeRay would refuse is
+// not applied at all.
+func TestRunRefusesWhatLintCallsAnError(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := liveNamespace(t, tc, "live-lint")
+	infra := filepath.Join(t.TempDir(), "refused.infra.yaml")
+	if err := os.WriteFile(infra, []byte(`namespace: dockyard
+images:
+  vllm: ghcr.io/dockyard/ubuntu-swe:vllm-2026.11
+launch:
+  mode: bringup
+kuberay:
+  spec:
+    headGroupSpec:
+      resources:
+        CPU: "4"
+      rayStartParams:
+        num-cpus: "4"
+sandbox:
+  image: ghcr.io/dockyard/ubuntu-swe-executor:2026.11
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, tc, "run", filepath.Join(specs, "grpo_swe.recipe.yaml"), infra, "-n", ns)
+	if code != 1 || !strings.Contains(out, "error [resources-and-start-params]") || !strings.Contains(errOut, "lint found errors; nothing was applied") {
+		t.Errorf("run of a launch KubeRay refuses: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if deps, _ := tc.Kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); len(deps.Items) != 0 {
+		t.Errorf("a refused launch applied %d Deployments", len(deps.Items))
+	}
+	if rcs, _ := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{}); len(rcs.Items) != 0 {
+		t.Errorf("a refused launch applied a RayCluster")
+	}
+}
