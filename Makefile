@@ -24,6 +24,10 @@ test: vet testcluster ## everything CI runs: vet, unit and real-component tests,
 run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, on :8800
 	KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
 
+.PHONY: playground
+playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; Ctrl-C stops it
+	$(GO) run ./examples/playground
+
 .PHONY: test-unit
 test-unit: ## fast tests only: no root, no control plane (-short)
 	$(GO) test -short -count=1 $(PKGS)

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gridweave.dev/internal/testcluster"
+)
+
+// TestPlaygroundRunsALaunchAndLeavesNothing runs the playground binary as
+// a user does, runs `launcher run` of the example bring-up spec against its
+// kubeconfig (the RayCluster becomes ready on the kwok GPU nodes), mints a
+// join key through its server, then stops it with Ctrl-C and checks that
+// no process of it is left.
+func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane; run make test")
+	}
+	bin := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{{"playground", "."}, {"launcher", "../launcher"}} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, b.out), b.pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v: %s", b.pkg, err, out)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	cmd := exec.Command(filepath.Join(bin, "playground"), "--port", strconv.Itoa(port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	// Read the banner up to "playground ready".
+	banner := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+			if sc.Text() == "playground ready" {
+				banner <- b.String()
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	var text string
+	select {
+	case text = <-banner:
+	case err := <-exited:
+		stopped = true
+		t.Fatalf("the playground exited before it was ready: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Minute):
+		t.Fatalf("the playground was not ready after 30 minutes:\n%s", stderr.String())
+	}
+	field := func(name string) string {
+		m := regexp.MustCompile(`(?m)^\s+` + name + `:\s+(\S+)`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("the banner has no %s:\n%s", name, text)
+		}
+		return m[1]
+	}
+	kubeconfig, adminToken := field("kubeconfig"), field("admin token")
+	id := regexp.MustCompile(`Cluster id ([0-9a-f]+)\.`).FindStringSubmatch(text)
+	if id == nil {
+		t.Fatalf("the banner names no cluster id:\n%s", text)
+	}
+
+	launcher := exec.Command(filepath.Join(bin, "launcher"), "--kubeconfig", kubeconfig, "run",
+		"../launcher/specs/grpo_swe.recipe.yaml", "../launcher/specs/grpo_swe_sglang.infra.yaml", "-n", "playground", "--timeout", "3m")
+	out, err := launcher.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "RayCluster playground/grpo-swe is running") {
+		t.Fatalf("launcher run in the playground: %v\n%s", err, out)
+	}
+
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+strconv.Itoa(port)+"/v1/nodes/join-keys", strings.NewReader(`{"kind":"org","org":"acme","ttl_seconds":600}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || !strings.Contains(string(body), `"join_command"`) {
+		t.Fatalf("mint in the playground: %d %s", resp.StatusCode, body)
+	}
+
+	_ = cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("the playground's exit after Ctrl-C: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the playground did not stop 2 minutes after Ctrl-C:\n%s", stderr.String())
+	}
+	if left, err := testcluster.Leftovers(id[1]); err != nil || len(left) > 0 {
+		t.Errorf("processes left after the playground stopped: %v %v", left, err)
+	}
+	if _, err := os.Stat(filepath.Dir(kubeconfig)); !os.IsNotExist(err) {
+		t.Errorf("the playground's temporary directory %s is still there: %v", filepath.Dir(kubeconfig), err)
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/sqlitestore"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/rayctl"
+	"gridweave.dev/wgkey"
+)
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("playground", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	port := flags.Int("port", 8800, "the server's port on 127.0.0.1")
+	gpuNodes := flags.Int("gpu-nodes", 2, "kwok nodes with 8 nvidia.com/gpu each")
+	cpuNodes := flags.Int("cpu-nodes", 1, "kwok CPU nodes")
+	dir := flags.String("dir", "", "where the cluster's state, kubeconfig and the server's SQLite file live (default: a temporary directory, removed at the end)")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	if err := playground(ctx, *port, *gpuNodes, *cpuNodes, *dir, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "playground:", err)
+		return 1
+	}
+	return 0
+}
+
+func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, stdout, stderr io.Writer) error {
+	fmt.Fprintln(stderr, "starting the control plane (the first start builds its binaries: minutes on two cores)")
+	tc, err := testcluster.New(ctx, &testcluster.Options{Progress: stderr, Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(stderr, "stopping the control plane")
+		tc.Stop()
+		if left, err := testcluster.Leftovers(tc.ID); err == nil && len(left) > 0 {
+			fmt.Fprintf(stderr, "playground: processes left running: %v\n", left)
+		}
+	}()
+	if err := populate(ctx, tc, gpuNodes, cpuNodes); err != nil {
+		return err
+	}
+
+	adminToken, jwtSecret := randomHex(24), randomHex(32)
+	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": jwtSecret, "SERVER_VERSION": "0.1.0", "KUBERAY_PORT": strconv.Itoa(port),
+		"MASTER_IP": "127.0.0.1", "KUBERAY_NAMESPACE": "gridweave", "GRIDWEAVE_DEV": "1"}
+	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		return err
+	}
+	log := slog.New(gridweave.LogHandler(slog.NewJSONHandler(io.Discard, nil)))
+	store, err := sqlitestore.Open(ctx, filepath.Join(tc.Dir, "kuberay.db"), nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	if err != nil {
+		return err
+	}
+	keyring, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool, Logger: log})
+	if err != nil {
+		return err
+	}
+	_, masterKey, err := wgkey.GeneratePair()
+	if err != nil {
+		return err
+	}
+	rc, err := rayctl.New(tc.Kube, tc.Ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
+	if err != nil {
+		return err
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: memmesh.New(masterKey), Ray: rc, Kube: tc.Kube, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("--port %d: %w", port, err)
+	}
+	web := &http.Server{Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = web.Serve(ln) }()
+	background, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- server.Run(background) }()
+	defer func() {
+		cancel()
+		<-done
+		shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		_ = web.Shutdown(shutdown)
+	}()
+
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, `
+The playground is up: a Kubernetes %s control plane with the KubeRay %s operator,
+%d GPU nodes (8 nvidia.com/gpu each) and %d CPU nodes, simulated by kwok: pods are
+scheduled and "run", but no container runs. Cluster id %s.
+
+  kubeconfig:  %s
+  server:      %s   (API docs: %s/docs)
+  admin token: %s
+
+Try the launcher (from the repository root):
+
+  export KUBECONFIG=%s
+  go run ./examples/launcher doctor examples/launcher/specs/grpo_swe.recipe.yaml examples/launcher/specs/grpo_swe_sglang.infra.yaml -n playground
+  go run ./examples/launcher run    examples/launcher/specs/grpo_swe.recipe.yaml examples/launcher/specs/grpo_swe_sglang.infra.yaml -n playground
+  go run ./examples/launcher status grpo-swe -n playground
+
+And the join flow, as an administrator:
+
+  curl -s %s/v1/nodes/join-keys -H "Authorization: Bearer %s" --json '{"kind":"org","org":"acme","ttl_seconds":3600}'
+
+Ctrl-C stops everything.
+playground ready
+`, testcluster.KubernetesVersion, testcluster.KubeRayVersion, gpuNodes, cpuNodes, tc.ID, tc.KubeconfigPath, url, url, adminToken,
+		tc.KubeconfigPath, url, adminToken)
+	<-ctx.Done()
+	return nil
+}
+
+// populate adds the nodes, the namespaces and what the example specs need.
+func populate(ctx context.Context, tc *testcluster.Cluster, gpuNodes, cpuNodes int) error {
+	gpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"), "nvidia.com/gpu": resource.MustParse("8")}
+	for i := range gpuNodes {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("gpu-%d", i), gpu, map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, fmt.Sprintf("198.18.%d.0/24", 10+i)); err != nil {
+			return err
+		}
+	}
+	for i := range cpuNodes {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("cpu-%d", i), nil, nil, fmt.Sprintf("198.18.%d.0/24", 100+i)); err != nil {
+			return err
+		}
+	}
+	for _, ns := range []string{"gridweave", "playground"} {
+		if err := tc.CreateNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	// The example specs name a pull secret and a priority class.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ghcr-pull", Namespace: "playground"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+	if _, err := tc.Kube.CoreV1().Secrets("playground").Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "training-high"}, Value: 1000}
+	if _, err := tc.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.New("no randomness"))
+	}
+	return hex.EncodeToString(b)
+}
