@@ -36,6 +36,9 @@ import (
 // run is the whole program; main only gives it the process's context,
 // arguments, environment and output, so tests run it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+		return backupOrRestore(ctx, args[0], args[1:], getenv, stdout, stderr)
+	}
 	flags := flag.NewFlagSet("server", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	dev := flags.Bool("dev", false, "allow unsafe defaults (default JWT secret, generated admin token); also GRIDWEAVE_DEV=1")
@@ -258,4 +261,38 @@ func randomToken() string {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// backupOrRestore is `server backup --to FILE` (online, while the server
+// runs: SQLite's backup API) and `server restore --from FILE` (the server
+// stopped), both on the ledger KUBERAY_DB names.
+func backupOrRestore(ctx context.Context, command string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("server "+command, flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	to := flags.String("to", "", "backup: the new file to write (must not exist)")
+	from := flags.String("from", "", "restore: the backup to restore (stop the server first)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := gridweave.ConfigFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	switch {
+	case command == "backup" && *to != "":
+		if err := sqlitestore.Backup(ctx, cfg.DBPath, *to); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "backed up %s to %s\n", cfg.DBPath, *to)
+	case command == "restore" && *from != "":
+		if err := sqlitestore.Restore(ctx, *from, cfg.DBPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "restored %s from %s; start the server\n", cfg.DBPath, *from)
+	case command == "backup":
+		return errors.New("server backup: --to FILE is required")
+	default:
+		return errors.New("server restore: --from FILE is required")
+	}
+	return nil
 }
