@@ -1,0 +1,167 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"gridweave.dev/deploy"
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/manifest"
+	"gridweave.dev/rayctl"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+
+// kubernetesDocuments reads the shipped manifests in apply order.
+func kubernetesDocuments(t *testing.T) []manifest.Document {
+	t.Helper()
+	var docs []manifest.Document
+	for _, name := range []string{"namespace.yaml", "rbac.yaml", "server.yaml"} {
+		raw, err := fs.ReadFile(deploy.Files, "kubernetes/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := manifest.ReadDocuments("kubernetes/"+name, bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, d...)
+	}
+	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 3 {
+		t.Errorf("kubernetes/ has %d files; apply order lists 3", len(entries))
+	}
+	return docs
+}
+
+// TestManifestsLintClean: our own lint finds nothing in what we ship.
+func TestManifestsLintClean(t *testing.T) {
+	docs := kubernetesDocuments(t)
+	if findings := manifest.Lint(manifest.NewValidator(), docs); len(findings) != 0 {
+		for _, f := range findings {
+			t.Error(f)
+		}
+	}
+}
+
+// TestSystemdUnitVerifies: systemd-analyze verify accepts the unit without
+// a warning (with its binary and environment file in place), and its
+// security exposure stays "OK" (at most 2.5 of 10).
+func TestSystemdUnitVerifies(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Fatalf("systemd-analyze (Debian's systemd package; .ci/run installs it): %v", err)
+	}
+	raw, err := fs.ReadFile(deploy.Files, "systemd/gridweave-server.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "gridweave-server")
+	if out, err := exec.Command("go", "build", "-o", binary, "../examples/server").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	env, _ := fs.ReadFile(deploy.Files, "systemd/server.env.example")
+	if err := os.WriteFile(filepath.Join(dir, "server.env"), env, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unit := strings.NewReplacer("/usr/local/bin/gridweave-server", binary, "/etc/gridweave/server.env", filepath.Join(dir, "server.env")).Replace(string(raw))
+	path := filepath.Join(dir, "gridweave-server.service")
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	out, err = exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=25", path).CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil {
+		t.Errorf("systemd-analyze security: %v\n%s", err, out)
+	}
+	t.Log(lines[len(lines)-1])
+}
+
+// TestManifestsAreAdmittedAndBound applies the shipped manifests to the
+// real API server (server-side apply): every object is admitted, the
+// server's pod lands on the control-plane node (kwok), and the
+// ServiceAccount may do what the server does and nothing more.
+func TestManifestsAreAdmittedAndBound(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := tc.AddNode(ctx, "master", nil, map[string]string{"node-role.kubernetes.io/control-plane": "true"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.AddNode(ctx, "worker", nil, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	docs := kubernetesDocuments(t)
+	objs := make([]*unstructured.Unstructured, len(docs))
+	for i, d := range docs {
+		objs[i] = d.Object
+	}
+	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc = rc.WithDynamic(tc.Dynamic)
+	if _, err := rc.Apply(ctx, objs[:1], rayctl.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-server", Namespace: "gridweave"},
+		StringData: map[string]string{"ADMIN_TOKEN": strings.Repeat("a", 40), "JWT_SECRET": strings.Repeat("j", 40)}}
+	if _, err := tc.Kube.CoreV1().Secrets("gridweave").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Apply(ctx, objs[1:], rayctl.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		pods, err := tc.Kube.CoreV1().Pods("gridweave").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gridweave-server"})
+		if err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
+			pod = pods.Items[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's pod is not running: %+v", pods)
+		}
+	}
+	if pod.Spec.NodeName != "master" {
+		t.Errorf("the server runs on %s, want the control-plane node", pod.Spec.NodeName)
+	}
+	sa := "system:serviceaccount:gridweave:gridweave-server"
+	for _, c := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "watch", Resource: "nodes"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "ray.io", Resource: "rayclusters", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "ray.io", Resource: "rayclusters", Namespace: "default"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes"}, false},
+	} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &c.attrs}}
+		got, err := tc.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed != c.want {
+			t.Errorf("%s may %s %s/%s in %q: %v, want %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, got.Status.Allowed, c.want)
+		}
+	}
+}
