@@ -284,11 +284,28 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
+	lines := bufio.NewReader(stream)
+	// Without follow the first line (or the error opening the first pod's
+	// log, e.g. a 403) comes at once: read it before answering, so a
+	// failure is an error status, not an empty 200.
+	var first []byte
+	if !opts.Follow {
+		var err error
+		first, err = lines.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	flush := http.NewResponseController(w)
-	lines := bufio.NewReader(stream)
+	if len(first) > 0 {
+		if _, err := w.Write(first); err != nil {
+			return
+		}
+	}
 	for {
 		line, err := lines.ReadBytes('\n')
 		if len(line) > 0 {
