@@ -28,6 +28,21 @@ run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mes
 playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; Ctrl-C stops it
 	$(GO) run ./examples/playground
 
+# The server as one static binary (cgo SQLite linked in) and its image,
+# reproducible: the same source gives the same bytes and the same digest
+# (the build flags live in deploy/image).
+SERVER_VERSION ?= 0.1.0
+
+.PHONY: server-static
+server-static: ## the server as one static binary: bin/gridweave-server
+	$(GO) run ./deploy/image/cmd/build-server-image --binary-only --version $(SERVER_VERSION)
+
+.PHONY: image
+image: ## the server's OCI image without Docker: bin/gridweave-server-image.tar and bin/oci-layout/
+	rm -rf bin/oci-layout bin/gridweave-server-image.tar
+	$(GO) run ./deploy/image/cmd/build-server-image --version $(SERVER_VERSION) \
+		--revision "$$(git rev-parse HEAD 2>/dev/null)" --tarball bin/gridweave-server-image.tar --oci-layout bin/oci-layout
+
 .PHONY: test-unit
 test-unit: ## fast tests only: no root, no control plane (-short)
 	$(GO) test -short -count=1 $(PKGS)

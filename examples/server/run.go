@@ -33,6 +33,10 @@ import (
 	"gridweave.dev/wgkey"
 )
 
+// builtVersion is the version a release build stamps in (make
+// server-static: -X main.builtVersion=...); SERVER_VERSION overrides it.
+var builtVersion = ""
+
 // run is the whole program; main only gives it the process's context,
 // arguments, environment and output, so tests run it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -50,6 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cfg, err := gridweave.ConfigFromEnv(getenv)
 	if err != nil {
 		return err
+	}
+	if getenv("SERVER_VERSION") == "" && builtVersion != "" {
+		cfg.ServerVersion = builtVersion
 	}
 	if *version {
 		fmt.Fprintln(stdout, cfg.ServerVersion)

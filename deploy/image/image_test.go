@@ -1,0 +1,162 @@
+package image_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"gridweave.dev/deploy/image"
+)
+
+// TestServerImage builds the server statically, twice (the same bytes),
+// builds its image twice (the same digest), reads the written tarball back
+// (entrypoint, non-root user, labels, the CA bundle of Debian's
+// ca-certificates package), and runs the image's one binary with nothing
+// else around it (chroot into the image's root filesystem): --version.
+func TestServerImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the static server (minutes the first time); run make test")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	module, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func(path string) [32]byte {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha256.Sum256(raw)
+	}
+	first, second := filepath.Join(dir, "server-1"), filepath.Join(dir, "server-2")
+	for _, out := range []string{first, second} {
+		if err := image.BuildStatic(ctx, module, out, "9.8.7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sum(first) != sum(second) {
+		t.Error("two static builds of the same source differ")
+	}
+	f, err := elf.Open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the server binary asks for a dynamic loader: not static")
+		}
+	}
+	f.Close()
+
+	img, err := image.Build(image.Options{Binary: first, Version: "9.8.7", Revision: "abc123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := image.Build(image.Options{Binary: second, Version: "9.8.7", Revision: "abc123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := img.Digest()
+	d2, _ := again.Digest()
+	if d1 != d2 {
+		t.Errorf("the same inputs gave digests %s and %s", d1, d2)
+	}
+	t.Logf("image digest %s", d1)
+
+	path := filepath.Join(dir, "image.tar")
+	if err := image.WriteTarball(img, "gridweave/server:9.8.7", path); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("gridweave/server:9.8.7")
+	read, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := read.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Config.Entrypoint; len(got) != 1 || got[0] != image.Entrypoint {
+		t.Errorf("entrypoint %v", got)
+	}
+	if cfg.Config.User != image.User || strings.HasPrefix(cfg.Config.User, "0") {
+		t.Errorf("user %q, want the non-root %s", cfg.Config.User, image.User)
+	}
+	if cfg.Config.Labels["org.opencontainers.image.version"] != "9.8.7" || cfg.Config.Labels["org.opencontainers.image.revision"] != "abc123" {
+		t.Errorf("labels %v", cfg.Config.Labels)
+	}
+	if cfg.OS != "linux" || cfg.Architecture != "amd64" {
+		t.Errorf("platform %s/%s", cfg.OS, cfg.Architecture)
+	}
+	layers, err := read.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers, %v; want one on an empty base", len(layers), err)
+	}
+
+	// The root filesystem, unpacked: the binary runs there alone.
+	root := filepath.Join(dir, "rootfs")
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := untar(t, rc, root)
+	for _, want := range []string{"gridweave-server", "etc/ssl/certs/ca-certificates.crt", "etc/passwd", "data/"} {
+		if !files[want] {
+			t.Errorf("the image lacks /%s (has %v)", want, files)
+		}
+	}
+	certs, _ := os.ReadFile(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt"))
+	debian, _ := os.ReadFile(image.DebianCACerts)
+	if len(certs) == 0 || !bytes.Equal(certs, debian) {
+		t.Error("the CA bundle is not Debian's ca-certificates")
+	}
+	out, err := exec.Command("chroot", root, image.Entrypoint, "--version").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "9.8.7" {
+		t.Errorf("chroot rootfs %s --version: %v: %s", image.Entrypoint, err, out)
+	}
+}
+
+// untar unpacks a layer into dir and returns the names it holds.
+func untar(t *testing.T, r io.Reader, dir string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[h.Name] = true
+		path := filepath.Join(dir, filepath.FromSlash(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(path, os.FileMode(h.Mode)&os.ModePerm); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, os.FileMode(h.Mode)&os.ModePerm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
