@@ -120,7 +120,9 @@ func rootFS(binary, certs []byte) ([]byte, error) {
 	}
 	steps := []func() error{
 		func() error { return dir("etc", 0o755, 0) },
-		func() error { return file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\ngridweave:x:65532:65532:gridweave:/data:/sbin/nologin\n")) },
+		func() error {
+			return file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\ngridweave:x:65532:65532:gridweave:/data:/sbin/nologin\n"))
+		},
 		func() error { return file("etc/group", 0o644, []byte("root:x:0:\ngridweave:x:65532:\n")) },
 		func() error { return dir("etc/ssl", 0o755, 0) },
 		func() error { return dir("etc/ssl/certs", 0o755, 0) },
