@@ -160,3 +160,22 @@ func (s *Server) requireRole(h http.Handler, roles ...Role) http.Handler {
 		s.writeError(w, r, errForbidden)
 	})
 }
+
+// requireInternalToken guards an internal route on the public listener:
+// only INTERNAL_TOKEN opens it there (the internal listener, INTERNAL_ADDR,
+// serves it without credentials). With no INTERNAL_TOKEN the route is off
+// here (403).
+func (s *Server) requireInternalToken(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.InternalToken == "" {
+			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "internal_route",
+				message: "internal routes are off on this listener: set INTERNAL_TOKEN to open them here, or call them on INTERNAL_ADDR"})
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.InternalToken)) != 1 {
+			s.writeError(w, r, errUnauthenticated)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -59,6 +59,9 @@ type Config struct {
 	// Serve and the Ray client (RAY_DASHBOARD_URL, RAY_HEAD_ADDRESS);
 	// derived from MasterVPNIP when empty.
 	RayDashboardURL string
+	// RayDashboardTimeout bounds each call of the Ray proxy
+	// (RAY_DASHBOARD_TIMEOUT, default 15s): a slower dashboard is a 504.
+	RayDashboardTimeout time.Duration
 	RayHeadAddress  string
 	// CORSOrigins are the origins granted cross-origin access (CORS_ORIGINS,
 	// "*"; comma-separated).
@@ -166,6 +169,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.ShutdownTimeout, err = time.ParseDuration(env("SHUTDOWN_TIMEOUT", "10s")); err != nil || c.ShutdownTimeout <= 0 {
 		return Config{}, &ConfigError{"SHUTDOWN_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 10s", env("SHUTDOWN_TIMEOUT", ""))}
+	}
+	if c.RayDashboardTimeout, err = time.ParseDuration(env("RAY_DASHBOARD_TIMEOUT", "15s")); err != nil || c.RayDashboardTimeout <= 0 {
+		return Config{}, &ConfigError{"RAY_DASHBOARD_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 15s", env("RAY_DASHBOARD_TIMEOUT", ""))}
 	}
 	if c.ValidatedTTL, err = time.ParseDuration(env("VALIDATED_TTL", "10m")); err != nil || c.ValidatedTTL <= 0 {
 		return Config{}, &ConfigError{"VALIDATED_TTL", fmt.Sprintf("%q is not a positive duration such as 10m", env("VALIDATED_TTL", ""))}

@@ -180,6 +180,9 @@ var (
 // operations describes every route of routeTable, by pattern.
 func operations() map[string]operation {
 	rayCluster := map[string]any{"$ref": "#/components/schemas/RayCluster"}
+	gridweaveObject := map[string]any{"type": "object", "description": "A Kubernetes object of gridweave.dev/v1alpha1 (GridweaveJob or GridweaveEndpoint): apiVersion, kind, metadata, spec, status. Schema: gridweave/crd/bases."}
+	gridweaveList := map[string]any{"type": "object", "properties": map[string]any{"items": map[string]any{"type": "array", "items": gridweaveObject}}, "required": []string{"items"}}
+	deletedSchema := map[string]any{"type": "object", "properties": map[string]any{"deleted": stringSchema}, "required": []string{"deleted"}}
 	return map[string]operation{
 		"GET /healthz": {id: "healthz", tag: "service", summary: "Liveness",
 			description: "Answers while the process serves; not rate limited.",
@@ -290,6 +293,44 @@ func operations() map[string]operation {
 			status: 200, response: podsDeleted{}, errors: []int{404}},
 		"POST /v1/kuberay/clusters/{name}/swap-worker-groups": {id: "swapWorkerGroup", tag: "clusters", summary: "Replace one worker group by another in one update",
 			request: swapRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
+		"POST /v1/crd/jobs": {id: "createJob", tag: "crd", summary: "Create a GridweaveJob",
+			description: "A GridweaveJob object (apiVersion and kind may be left out); the API server validates it against the CRD.",
+			requestSchema: gridweaveObject, status: 201, responseSchema: gridweaveObject, errors: []int{409, 422, 503}},
+		"GET /v1/crd/jobs": {id: "listJobs", tag: "crd", summary: "List GridweaveJobs",
+			query:  []param{{"label_selector", "A Kubernetes label selector.", stringSchema}, {"owner", "Only the jobs of this owner (spec.owner).", stringSchema}},
+			status: 200, responseSchema: gridweaveList, errors: []int{503}},
+		"GET /v1/crd/jobs/{name}": {id: "getJob", tag: "crd", summary: "Read a GridweaveJob",
+			status: 200, responseSchema: gridweaveObject, errors: []int{404, 503}},
+		"PATCH /v1/crd/jobs/{name}": {id: "patchJob", tag: "crd", summary: "Merge-patch a GridweaveJob",
+			description: "A JSON merge patch. With metadata.resourceVersion in it the write is conditional: 409 when the object changed since.",
+			requestSchema: map[string]any{"type": "object"}, status: 200, responseSchema: gridweaveObject, errors: []int{404, 409, 422, 503}},
+		"PATCH /v1/crd/jobs/{name}/status": {id: "patchJobStatus", tag: "crd", summary: "Merge-patch a GridweaveJob's status",
+			requestSchema: map[string]any{"type": "object"}, status: 200, responseSchema: gridweaveObject, errors: []int{404, 409, 422, 503}},
+		"DELETE /v1/crd/jobs/{name}": {id: "deleteJob", tag: "crd", summary: "Delete a GridweaveJob",
+			status: 200, responseSchema: deletedSchema, errors: []int{404, 503}},
+		"POST /v1/crd/endpoints": {id: "createEndpoint", tag: "crd", summary: "Create a GridweaveEndpoint",
+			requestSchema: gridweaveObject, status: 201, responseSchema: gridweaveObject, errors: []int{409, 422, 503}},
+		"GET /v1/crd/endpoints": {id: "listEndpoints", tag: "crd", summary: "List GridweaveEndpoints",
+			query:  []param{{"label_selector", "A Kubernetes label selector.", stringSchema}, {"owner", "Only the endpoints of this owner (spec.owner).", stringSchema}},
+			status: 200, responseSchema: gridweaveList, errors: []int{503}},
+		"GET /v1/crd/endpoints/by-name/{name}": {id: "getEndpointByName", tag: "crd", summary: "Read the GridweaveEndpoint whose spec.name is {name}",
+			status: 200, responseSchema: gridweaveObject, errors: []int{404, 503}},
+		"GET /v1/crd/endpoints/{name}": {id: "getEndpoint", tag: "crd", summary: "Read a GridweaveEndpoint",
+			status: 200, responseSchema: gridweaveObject, errors: []int{404, 503}},
+		"PATCH /v1/crd/endpoints/{name}": {id: "patchEndpoint", tag: "crd", summary: "Merge-patch a GridweaveEndpoint (a new spec.hardware moves its workers)",
+			description: "A JSON merge patch. A change of spec.hardware swaps the endpoint's worker group on its RayCluster for one on the new hardware in one update (head and other groups untouched) before answering, and records the new group in the status.",
+			requestSchema: map[string]any{"type": "object"}, status: 200, responseSchema: gridweaveObject, errors: []int{404, 409, 422, 502, 503}},
+		"PATCH /v1/crd/endpoints/{name}/status": {id: "patchEndpointStatus", tag: "crd", summary: "Merge-patch a GridweaveEndpoint's status",
+			requestSchema: map[string]any{"type": "object"}, status: 200, responseSchema: gridweaveObject, errors: []int{404, 409, 422, 503}},
+		"DELETE /v1/crd/endpoints/{name}": {id: "deleteEndpoint", tag: "crd", summary: "Delete a GridweaveEndpoint",
+			status: 200, responseSchema: deletedSchema, errors: []int{404, 503}},
+		"GET /v1/ray/serve/statuses": {id: "serveStatuses", tag: "ray", summary: "Ray Serve applications and their deployments' statuses",
+			status: 200, response: struct {
+				Applications []serveStatus `json:"applications"`
+			}{}, errors: []int{502, 503, 504}},
+		"DELETE /v1/ray/serve/applications/{app}": {id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
+			description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
+			status: 200, responseSchema: deletedSchema, errors: []int{404, 409, 502, 503, 504}},
 		"POST /v1/kuberay/clusters/{name}/replace-worker-groups": {id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
 			request: replaceRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 	}
@@ -299,7 +340,8 @@ func operations() map[string]operation {
 var pathParams = map[string]string{
 	"id":       "The join key's id.",
 	"hostname": "The node's hostname.",
-	"name":     "The RayCluster's name (a DNS-1123 label).",
+	"name":     "The object's name: a RayCluster, a GridweaveJob or a GridweaveEndpoint (a DNS-1123 name); under by-name, the endpoint's spec.name.",
+	"app":      "The Ray Serve application's name.",
 	"group":    "The worker group's name.",
 	"file":     "The file's name.",
 	"os":       "The node's operating system as Go names it (linux).",
@@ -415,17 +457,19 @@ var errorResponses = map[int]struct{ name, desc string }{
 	400: {"BadRequest", "A malformed body or value: `invalid_json`, `invalid_body`, `invalid_field` (with `field` naming it)."},
 	401: {"Unauthorized", "Missing or invalid credentials (`WWW-Authenticate` is set): `unauthenticated`, or for a join key or node token in the body " +
 		"`invalid_join_key`, `join_key_expired`, `join_key_revoked`, `join_key_exhausted`, `join_key_not_yet_valid`, `invalid_node_token` (with `field`)."},
-	403: {"Forbidden", "A valid credential of another role: `forbidden`."},
+	403: {"Forbidden", "A valid credential of another role: `forbidden`; an internal route that is off on this listener: `internal_route`."},
 	404: {"NotFound", "`node_not_found`, `join_key_not_found`, `not_found`, `no_such_route`."},
 	409: {"Conflict", "The request conflicts with the current state: `hostname_taken`, `node_token_required`, `public_key_taken`, `pod_cidr_conflict`, " +
 		"`allowed_ip_conflict`, `vpn_pool_exhausted`, `worker_group_exists`, `already_exists`, `conflict` (the object kept changing; retry)."},
 	413: {"PayloadTooLarge", "The body is larger than MAX_BODY_BYTES: `body_too_large`."},
 	415: {"UnsupportedMediaType", "The body is not application/json: `unsupported_media_type`."},
-	422: {"Unprocessable", "Well-formed but refused by KubeRay's or Kubernetes' validation: `invalid_spec` (with `field`), `rejected_by_kubernetes`."},
+	422: {"Unprocessable", "Well-formed but refused by KubeRay's or Kubernetes' validation: `invalid_spec` (with `field`), `rejected_by_kubernetes`, `invalid_object` (with `field`, the API server's path)."},
 	426: {"UpgradeRequired", "The worker's major version differs from the server's: `version_mismatch`, with `server_version`, `min_version`, " +
 		"`worker_version` and an `Upgrade` header; run update.sh on the node."},
 	429: {"TooManyRequests", "More than RATE_LIMIT_PER_MINUTE requests a minute from this address: `rate_limited`, with `Retry-After`."},
-	504: {"Timeout", "The operation did not finish in time: `timeout`."},
+	502: {"BadGateway", "A system behind this service refused or failed: `kubernetes_denied`, `ray_dashboard_error`, `ray_dashboard_unreachable`."},
+	503: {"Unavailable", "The route needs a backend this server runs without: `no_kubernetes`, `no_ray_dashboard`."},
+	504: {"Timeout", "The operation did not finish in time: `timeout`, `ray_dashboard_timeout`."},
 }
 
 // securitySchemes name the bearer credential each auth rule takes.
@@ -433,6 +477,7 @@ var securitySchemes = map[string]struct{ scheme, desc string }{
 	"admin":      {"adminBearer", "ADMIN_TOKEN, or a JWT (HS256, JWT_SECRET) with `sub`, `role: admin` and `exp`."},
 	"provider":   {"providerBearer", "A provider join key (the JWT minted by POST /v1/nodes/join-keys with kind `provider`)."},
 	"node token": {"nodeBearer", "The node's `node_token` (answered by POST /v1/nodes/validate)."},
+	"internal":   {"internalBearer", "INTERNAL_TOKEN, on this (public) listener; the internal listener (INTERNAL_ADDR) serves these routes without credentials. With neither set they are off (403)."},
 }
 
 // ---- the document
@@ -495,6 +540,8 @@ func (s *Server) openAPI() (doc map[string]any, problems []string) {
 		"tags": []any{
 			map[string]any{"name": "nodes", "description": "The join flow and the node ledger."},
 			map[string]any{"name": "clusters", "description": "RayClusters and their worker groups."},
+			map[string]any{"name": "crd", "description": "The gateway's GridweaveJobs and GridweaveEndpoints (internal)."},
+			map[string]any{"name": "ray", "description": "Ray Serve through the cluster's dashboard (internal)."},
 			map[string]any{"name": "service", "description": "Health, readiness and metrics."},
 			map[string]any{"name": "docs", "description": "This document and the page that renders it."},
 		},
@@ -584,7 +631,7 @@ func (g *schemaGen) operation(pattern, p, rule string, op operation) map[string]
 		errs = append(errs, 400, 413, 415)
 	}
 	switch rule {
-	case "admin", "provider":
+	case "admin", "provider", "internal":
 		errs = append(errs, 401, 403)
 	case "join key", "node token":
 		errs = append(errs, 401)

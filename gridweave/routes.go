@@ -13,7 +13,7 @@ import (
 // OpenAPI document is checked against the same table.
 type route struct {
 	pattern string // "METHOD /path/{param}"
-	auth    string // "admin", "join key", "node token", "provider", "none"
+	auth    string // "admin", "join key", "node token", "provider", "internal", "none"
 	handler http.HandlerFunc
 }
 
@@ -61,6 +61,24 @@ func (s *Server) routeTable() []route {
 		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", "admin", s.handleDeleteGroupPods},
 		{"POST /v1/kuberay/clusters/{name}/swap-worker-groups", "admin", s.handleSwapWorkerGroups},
 		{"POST /v1/kuberay/clusters/{name}/replace-worker-groups", "admin", s.handleReplaceWorkerGroups},
+
+		// The gateway's hands (internal: INTERNAL_TOKEN on this listener,
+		// none on INTERNAL_ADDR's).
+		{"POST /v1/crd/jobs", "internal", s.crdCreate(jobKind)},
+		{"GET /v1/crd/jobs", "internal", s.crdList(jobKind)},
+		{"GET /v1/crd/jobs/{name}", "internal", s.crdGet(jobKind)},
+		{"PATCH /v1/crd/jobs/{name}", "internal", s.crdPatch(jobKind, false)},
+		{"PATCH /v1/crd/jobs/{name}/status", "internal", s.crdPatch(jobKind, true)},
+		{"DELETE /v1/crd/jobs/{name}", "internal", s.crdDelete(jobKind)},
+		{"POST /v1/crd/endpoints", "internal", s.crdCreate(endpointKind)},
+		{"GET /v1/crd/endpoints", "internal", s.crdList(endpointKind)},
+		{"GET /v1/crd/endpoints/by-name/{name}", "internal", s.handleEndpointByName},
+		{"GET /v1/crd/endpoints/{name}", "internal", s.crdGet(endpointKind)},
+		{"PATCH /v1/crd/endpoints/{name}", "internal", s.crdPatch(endpointKind, false)},
+		{"PATCH /v1/crd/endpoints/{name}/status", "internal", s.crdPatch(endpointKind, true)},
+		{"DELETE /v1/crd/endpoints/{name}", "internal", s.crdDelete(endpointKind)},
+		{"GET /v1/ray/serve/statuses", "internal", s.handleServeStatuses},
+		{"DELETE /v1/ray/serve/applications/{app}", "internal", s.handleDeleteServeApplication},
 	}
 }
 
@@ -75,6 +93,8 @@ func (s *Server) routes() (public, internal http.Handler) {
 			h = s.requireRole(h, RoleAdmin)
 		case "provider":
 			h = s.requireRole(h, RoleProvider)
+		case "internal":
+			h = s.requireInternalToken(h)
 		}
 		mux.Handle(rt.pattern, s.named(rt.pattern, h))
 	}
@@ -84,7 +104,14 @@ func (s *Server) routes() (public, internal http.Handler) {
 	imux := http.NewServeMux()
 	imux.Handle("GET /metrics", s.named("GET /metrics", s.metrics.handler()))
 	imux.Handle("GET /healthz", s.named("GET /healthz", http.HandlerFunc(s.handleHealthz)))
-	imux.Handle("/", s.named("unmatched", s.notFound(nil)))
+	var internalRoutes []route
+	for _, rt := range s.routeTable() {
+		if rt.auth == "internal" {
+			imux.Handle(rt.pattern, s.named(rt.pattern, rt.handler))
+			internalRoutes = append(internalRoutes, rt)
+		}
+	}
+	imux.Handle("/", s.named("unmatched", s.notFound(internalRoutes)))
 	internal = chain(imux, withRequestID, s.withAccessLog, s.withBodyLimit)
 	return public, internal
 }

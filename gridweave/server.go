@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"gridweave.dev/gridweave/scrapetargets"
@@ -33,6 +34,9 @@ type Backends struct {
 	Ray *rayctl.Client
 	// Kube reads and deletes Kubernetes Nodes. Required.
 	Kube kubernetes.Interface
+	// Dynamic serves the CRD proxy (GridweaveJob, GridweaveEndpoint); nil
+	// turns /v1/crd off (503).
+	Dynamic dynamic.Interface
 	// KernelRoutes routes nodes' pod CIDRs into the WireGuard device; nil
 	// means none (an in-memory mesh).
 	KernelRoutes KernelRoutes
@@ -50,6 +54,7 @@ type Server struct {
 	mesh         mesh.Mesh
 	ray          *rayctl.Client
 	kube         kubernetes.Interface
+	dynamic      dynamic.Interface
 	kernelRoutes KernelRoutes
 	log          *slog.Logger
 	now          func() time.Time
@@ -98,7 +103,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Minute
 	}
-	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, kernelRoutes: b.KernelRoutes, log: b.Logger, now: b.Now}
+	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, kernelRoutes: b.KernelRoutes, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

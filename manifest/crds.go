@@ -6,18 +6,18 @@ import (
 	"strings"
 )
 
-// The CRDs lint validates against, copied verbatim from the pinned modules
-// by `go generate`: KubeRay's (config/crd/bases of ray-operator) and the
-// Gateway API's standard channel (config/crd/standard of gateway-api, the
-// version KubeRay's module pins). TestEmbeddedCRDsMatchModule fails if any
-// differs from its module's file.
+// The CRDs lint validates against, copied verbatim by `go generate`:
+// KubeRay's (config/crd/bases of ray-operator), the Gateway API's standard
+// channel (config/crd/standard of gateway-api, the version KubeRay's module
+// pins) and Gridweave's own (gridweave/crd/bases). TestEmbeddedCRDsMatchModule
+// fails if any differs from its source.
 //
-//go:generate sh -c "cp $(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)/config/crd/bases/ray.io_*.yaml crds/ && cp $(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/standard/gateway.networking.k8s.io_*.yaml crds/ && chmod 0644 crds/*.yaml"
+//go:generate sh -c "cp $(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)/config/crd/bases/ray.io_*.yaml crds/ && cp $(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/standard/gateway.networking.k8s.io_*.yaml crds/ && cp ../gridweave/crd/bases/gridweave.dev_*.yaml crds/ && chmod 0644 crds/*.yaml"
 //go:embed crds/*.yaml
 var embeddedCRDs embed.FS
 
 // crdGroups are the API groups whose CRDs are embedded.
-var crdGroups = map[string]bool{"ray.io": true, "gateway.networking.k8s.io": true}
+var crdGroups = map[string]bool{"ray.io": true, "gateway.networking.k8s.io": true, "gridweave.dev": true}
 
 // crdFile is the embedded file of a group's kind: crds/<group>_<plural>.yaml,
 // the plural made the way the CRDs make it.

@@ -80,3 +80,19 @@ func TestEveryEmbeddedCRDIsFound(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddedGridweaveCRDsMatch: the embedded copies of our own CRDs are
+// the generated ones.
+func TestEmbeddedGridweaveCRDsMatch(t *testing.T) {
+	files, _ := filepath.Glob("../gridweave/crd/bases/gridweave.dev_*.yaml")
+	if len(files) != 2 {
+		t.Fatalf("%d generated CRDs of ours, want 2", len(files))
+	}
+	for _, f := range files {
+		want, _ := os.ReadFile(f)
+		got, err := os.ReadFile(filepath.Join("crds", filepath.Base(f)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("crds/%s differs from gridweave/crd/bases (%v); run go generate ./manifest/", filepath.Base(f), err)
+		}
+	}
+}

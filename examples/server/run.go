@@ -18,11 +18,13 @@ import (
 	"time"
 
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/crd"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
@@ -48,6 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	dev := flags.Bool("dev", false, "allow unsafe defaults (default JWT secret, generated admin token); also GRIDWEAVE_DEV=1")
 	addr := flags.String("addr", "", "listen address of the public listener (default :KUBERAY_PORT)")
 	version := flags.Bool("version", false, "print SERVER_VERSION and exit")
+	installCRDs := flags.Bool("install-crds", false, "install (or update) the GridweaveJob and GridweaveEndpoint CRDs at start")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -110,13 +113,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer wg.Close()
-	kube, ray, err := openKubernetes(getenv, cfg.Namespace, log)
+	kube, ray, dyn, err := openKubernetes(getenv, cfg.Namespace, log)
 	if err != nil {
 		return err
 	}
 	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
 	if err != nil {
 		return err
+	}
+	if *installCRDs {
+		if dyn == nil {
+			return errors.New("--install-crds needs a Kubernetes API server (KUBECONFIG or in-cluster), not the embedded in-memory cluster")
+		}
+		if err := crd.Install(ctx, rc.WithDynamic(dyn)); err != nil {
+			return err
+		}
+		log.Info("CRDs installed: gridweavejobs.gridweave.dev, gridweaveendpoints.gridweave.dev")
 	}
 	if cfg.K3sURL == "" {
 		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
@@ -131,7 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if _, isDevice := wg.(*wgmesh.Mesh); isDevice {
 		routes = gridweave.DeviceRoutes{Interface: cfg.WireGuardInterface}
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, KernelRoutes: routes, Logger: log})
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, KernelRoutes: routes, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -233,14 +245,15 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 }
 
 // openKubernetes uses KUBECONFIG, else the in-cluster config, else an
-// embedded in-memory cluster.
-func openKubernetes(getenv func(string) string, namespace string, log *slog.Logger) (kubernetes.Interface, rayclient.Interface, error) {
+// embedded in-memory cluster (which has no dynamic client: the CRD proxy
+// is off then).
+func openKubernetes(getenv func(string) string, namespace string, log *slog.Logger) (kubernetes.Interface, rayclient.Interface, dynamic.Interface, error) {
 	var rc *rest.Config
 	var err error
 	if path := getenv("KUBECONFIG"); path != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("KUBECONFIG: %w", err)
+			return nil, nil, nil, fmt.Errorf("KUBECONFIG: %w", err)
 		}
 		log.Info("kubernetes: kubeconfig", "path", path, "host", rc.Host)
 	} else if rc, err = rest.InClusterConfig(); err == nil {
@@ -249,19 +262,23 @@ func openKubernetes(getenv func(string) string, namespace string, log *slog.Logg
 		log.Warn("EMBEDDED IN-MEMORY CLUSTER: no KUBECONFIG and not in a pod; the API works but nothing runs (no pods, no Ray)")
 		f, err := rayctltest.NewFakes(namespace)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return f.Kube, f.Ray, nil
+		return f.Kube, f.Ray, nil, nil
 	}
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ray, err := rayclient.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return kube, ray, nil
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return kube, ray, dyn, nil
 }
 
 func randomToken() string {

@@ -228,8 +228,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	// informers need them, and the garbage collector only learns of new
 	// resource types at its periodic rediscovery (30s), which would delay the
 	// collection of everything a RayCluster owns.
-	fmt.Fprintf(c.progress, "testcluster: %6.2fs applying KubeRay CRDs\n", time.Since(c.began).Seconds())
+	fmt.Fprintf(c.progress, "testcluster: %6.2fs applying KubeRay CRDs and Gridweave's\n", time.Since(c.began).Seconds())
 	if _, err := c.ApplyKubeRayCRDs(ctx); err != nil {
+		return err
+	}
+	if _, err := c.ApplyGridweaveCRDs(ctx); err != nil {
 		return err
 	}
 

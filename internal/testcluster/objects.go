@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
+
+	"gridweave.dev/gridweave/crd"
 )
 
 // FieldManager is the server-side-apply field manager of the harness.
@@ -38,7 +40,7 @@ func (c *Cluster) ApplyKubeRayCRDs(ctx context.Context) ([]*unstructured.Unstruc
 		return nil, fmt.Errorf("no CRDs in %s", c.Binaries.KubeRayCRDs)
 	}
 	slices.Sort(files)
-	applied := make([]*unstructured.Unstructured, 0, len(files))
+	objs := make([]*unstructured.Unstructured, 0, len(files))
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -48,6 +50,25 @@ func (c *Cluster) ApplyKubeRayCRDs(ctx context.Context) ([]*unstructured.Unstruc
 		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
 			return nil, fmt.Errorf("parse %s: %w", file, err)
 		}
+		objs = append(objs, obj)
+	}
+	return c.applyCRDs(ctx, objs)
+}
+
+// ApplyGridweaveCRDs applies Gridweave's own CRDs (GridweaveJob,
+// GridweaveEndpoint: gridweave/crd) like ApplyKubeRayCRDs.
+func (c *Cluster) ApplyGridweaveCRDs(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	objs, err := crd.Objects()
+	if err != nil {
+		return nil, err
+	}
+	return c.applyCRDs(ctx, objs)
+}
+
+// applyCRDs server-side-applies CRDs and waits until each is Established.
+func (c *Cluster) applyCRDs(ctx context.Context, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	applied := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, obj := range objs {
 		out, err := c.Dynamic.Resource(crdResource).Apply(ctx, obj.GetName(), obj,
 			metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		if err != nil {
