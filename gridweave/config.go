@@ -62,7 +62,7 @@ type Config struct {
 	// RayDashboardTimeout bounds each call of the Ray proxy
 	// (RAY_DASHBOARD_TIMEOUT, default 15s): a slower dashboard is a 504.
 	RayDashboardTimeout time.Duration
-	RayHeadAddress  string
+	RayHeadAddress      string
 	// CORSOrigins are the origins granted cross-origin access (CORS_ORIGINS,
 	// "*"; comma-separated).
 	CORSOrigins []string

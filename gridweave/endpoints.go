@@ -102,4 +102,3 @@ func (s *Server) endpointHardwareChanged(ctx context.Context, patch map[string]a
 	obj.Object = updated.Object
 	return nil
 }
-
