@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -27,44 +28,83 @@ func Backup(ctx context.Context, src, dst string) error {
 	}
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
 	_ = os.Remove(tmp)
+	if err := createPrivate(tmp); err != nil {
+		return err
+	}
 	if err := copyDatabase(ctx, src, tmp, true); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
 	if err := checkStore(ctx, tmp); err != nil {
-		_ = os.Remove(tmp)
+		removeDatabase(tmp)
 		return fmt.Errorf("sqlitestore: the backup does not check out: %w", err)
 	}
 	return os.Rename(tmp, dst)
 }
 
+// createPrivate creates an empty file readable by its owner only, so the
+// copy SQLite writes into it is never readable by others.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// removeDatabase removes a database file and its WAL files.
+func removeDatabase(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(path + suffix)
+	}
+}
+
 // Restore replaces the database at dst with the backup at src. The server
-// must be stopped. The backup is checked first (it opens, its migrations
-// are known, PRAGMA integrity_check says ok); then the restored copy is
-// written beside dst and renamed over it, and dst's WAL files go, so a
-// failure leaves dst as it was.
+// must be stopped. The backup is copied beside dst (src itself is only
+// read) and the copy checked (it opens, its migrations are known, PRAGMA
+// integrity_check says ok); then dst's WAL files go and the copy is
+// renamed over dst, with dst's owner and a 0600 mode. A missing or broken
+// src leaves dst as it was; so does a failure before the rename, and a
+// crash between removing the WAL and the rename leaves dst consistent.
 func Restore(ctx context.Context, src, dst string) error {
-	if err := checkStore(ctx, src); err != nil {
-		return fmt.Errorf("sqlitestore: %s is not a usable backup: %w", src, err)
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: the backup: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("sqlitestore: the backup %s is not a file", src)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".restoring")
-	_ = os.Remove(tmp)
-	if err := copyDatabase(ctx, src, tmp, false); err != nil {
-		_ = os.Remove(tmp)
+	removeDatabase(tmp)
+	if err := createPrivate(tmp); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return err
+	if err := copyDatabase(ctx, src, tmp, false); err != nil {
+		removeDatabase(tmp)
+		return fmt.Errorf("sqlitestore: %s is not a usable backup: %w", src, err)
+	}
+	if err := checkStore(ctx, tmp); err != nil {
+		removeDatabase(tmp)
+		return fmt.Errorf("sqlitestore: %s is not a usable backup: %w", src, err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		_ = os.Remove(tmp + suffix)
+	}
+	if old, err := os.Stat(dst); err == nil {
+		if st, ok := old.Sys().(*syscall.Stat_t); ok {
+			_ = os.Chown(tmp, int(st.Uid), int(st.Gid))
+		}
 	}
 	for _, suffix := range []string{"-wal", "-shm"} {
 		if err := os.Remove(dst + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			removeDatabase(tmp)
 			return err
 		}
 	}
-	return nil
+	return os.Rename(tmp, dst)
 }
 
 // checkStore opens a database as a Store would (migrations applied,
@@ -79,12 +119,15 @@ func checkStore(ctx context.Context, path string) error {
 }
 
 // copyDatabase copies src into the new database file dst with the backup
-// API, retrying while src is busy (a writer holds its lock).
+// API, retrying while src is busy (a writer holds its lock). src is only
+// read: a live database (another process writes it) or, not live, a
+// backup file that nothing changes.
 func copyDatabase(ctx context.Context, src, dst string, live bool) error {
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
-	if live {
-		q.Set("mode", "ro")
+	q.Set("mode", "ro")
+	if !live {
+		q.Set("immutable", "1")
 	}
 	srcDB, err := sql.Open("sqlite3", "file:"+src+"?"+q.Encode())
 	if err != nil {

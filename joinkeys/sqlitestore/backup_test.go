@@ -114,6 +114,12 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 		t.Error(err)
 	}
 
+	if fi, err := os.Stat(backup); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the backup file: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	r.Close()
+
+	// Refused restores leave the database as it was: junk, a missing file.
 	junk := filepath.Join(dir, "junk.db")
 	if err := os.WriteFile(junk, []byte("not a database"), 0o600); err != nil {
 		t.Fatal(err)
@@ -121,7 +127,32 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	if err := sqlitestore.Restore(ctx, junk, restored); err == nil || !strings.Contains(err.Error(), "not a usable backup") {
 		t.Errorf("restoring junk: %v", err)
 	}
-	if n, _ := r.Nodes(ctx); len(n) != len(nodes) {
-		t.Error("a refused restore changed the database")
+	missing := filepath.Join(dir, "typo.db")
+	if err := sqlitestore.Restore(ctx, missing, restored); err == nil {
+		t.Error("restoring a missing file succeeded")
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Error("restoring a missing file created it")
+	}
+	again := open(t, restored)
+	if n, _ := again.Nodes(ctx); len(n) != len(nodes) {
+		t.Errorf("a refused restore changed the database: %d nodes, had %d", len(n), len(nodes))
+	}
+	// A restore over a database that has a WAL of its own (written to and
+	// not checkpointed): the backup's content wins, nothing of the old WAL.
+	if err := join(99999); err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	if err := sqlitestore.Restore(ctx, backup, live); err != nil {
+		t.Fatal(err)
+	}
+	back := open(t, live)
+	defer back.Close()
+	if _, err := back.Node(ctx, "node-99999"); err == nil {
+		t.Error("a node written after the backup survived its restore")
+	}
+	if err := back.IntegrityCheck(ctx); err != nil {
+		t.Error(err)
 	}
 }
