@@ -393,6 +393,9 @@ func privilegeSteps() []step {
 			}
 			return nil
 		}},
+		{"a worker group's pods are deleted at once (KubeRay recreates them)", func(r *privilegeRun) error {
+			return expect(r.h.do("DELETE", "/v1/kuberay/clusters/"+r.cluster+"/worker-groups/"+group+"/pods", testAdminToken, nil), 200, "delete the group's pods")
+		}},
 		{"the informer routes the pod CIDR of a Node that comes later", func(r *privilegeRun) error {
 			host := fmt.Sprintf("rbac-%d-b", r.seq)
 			if _, err := joinGPU(r, host); err != nil {
@@ -410,7 +413,13 @@ func privilegeSteps() []step {
 			return errors.New("the pod CIDR of a later Node never reached the ledger")
 		}},
 		{"the clusters API creates, lists, reads and deletes a RayCluster", func(r *privilegeRun) error {
-			if err := expect(r.h.do("POST", "/v1/kuberay/clusters", testAdminToken, map[string]any{"name": "extra", "head": map[string]any{"cpu": "1", "memory": "2Gi"}}), 201, "create cluster"); err != nil {
+			if err := expect(r.h.do("POST", "/v1/kuberay/clusters", testAdminToken, map[string]any{"name": "extra", "head": map[string]any{"cpu": "1", "memory": "2Gi"},
+				"worker_groups": []any{map[string]any{"name": "cpu", "replicas": 1, "cpu": "1", "memory": "1Gi"}}}), 201, "create cluster"); err != nil {
+				return err
+			}
+			// Removing a group drains it first: scaled to 0, its pods
+			// watched until they are gone.
+			if err := expect(r.h.do("DELETE", "/v1/kuberay/clusters/extra/worker-groups/cpu", testAdminToken, nil), 200, "remove a worker group"); err != nil {
 				return err
 			}
 			if err := expect(r.h.do("GET", "/v1/kuberay/clusters", testAdminToken, nil), 200, "list clusters"); err != nil {
