@@ -36,25 +36,66 @@ type Package struct {
 // skipped are never packaged: version control, caches, environments.
 var skipped = map[string]bool{".git": true, "__pycache__": true, ".venv": true, "venv": true, ".mypy_cache": true, ".pytest_cache": true, "node_modules": true}
 
+// secretPatterns are names never sent: the code goes to storage every job
+// on the cluster can read, and these are where credentials live.
+var secretPatterns = []string{".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*",
+	".netrc", ".pypirc", ".npmrc", ".aws", ".ssh", ".kube", ".gnupg", ".docker", "kubeconfig", "*.kubeconfig", "credentials.json", "*.secret", "secrets.*"}
+
+// LooksSecret says whether a file or directory name is one PackageDir
+// never sends (secretPatterns).
+func LooksSecret(name string) bool {
+	for _, p := range secretPatterns {
+		if ok, _ := filepath.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ignored reads dir/.rayignore (one pattern per line, # comments; a
+// pattern matches a name at any depth, or a path relative to dir).
+func ignored(dir string) func(rel, name string) bool {
+	raw, _ := os.ReadFile(filepath.Join(dir, ".rayignore"))
+	var patterns []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, strings.TrimSuffix(strings.TrimPrefix(line, "/"), "/"))
+		}
+	}
+	return func(rel, name string) bool {
+		for _, p := range patterns {
+			if ok, _ := filepath.Match(p, name); ok {
+				return true
+			}
+			if ok, _ := filepath.Match(p, rel); ok {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // PackageDir splits a local directory into Ray runtime-env packages, the
 // finest split Ray allows: each top-level Python package (a directory
 // with __init__.py) becomes a py_modules package of its own, the rest the
 // working_dir package; so an edit re-sends only the package it touches.
 // The zips are reproducible (sorted, fixed times), so the same files give
-// the same URIs.
+// the same URIs. Names that hold credentials (LooksSecret) and what
+// .rayignore lists are left out.
 func PackageDir(dir string) (workingDir *Package, modules []*Package, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	ignore := ignored(dir)
 	var rest []string
 	for _, e := range entries {
-		if skipped[e.Name()] {
+		if skipped[e.Name()] || LooksSecret(e.Name()) || ignore(e.Name(), e.Name()) {
 			continue
 		}
 		if e.IsDir() {
 			if _, err := os.Stat(filepath.Join(dir, e.Name(), "__init__.py")); err == nil {
-				m, err := zipPackage(dir, []string{e.Name()})
+				m, err := zipPackage(dir, []string{e.Name()}, ignore)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -65,24 +106,26 @@ func PackageDir(dir string) (workingDir *Package, modules []*Package, err error)
 		}
 		rest = append(rest, e.Name())
 	}
-	workingDir, err = zipPackage(dir, rest)
+	workingDir, err = zipPackage(dir, rest, ignore)
 	return workingDir, modules, err
 }
 
 // zipPackage zips the named top-level entries of dir (recursively).
-func zipPackage(dir string, roots []string) (*Package, error) {
+func zipPackage(dir string, roots []string, ignore func(rel, name string) bool) (*Package, error) {
 	var files []string
 	for _, root := range roots {
 		err := filepath.WalkDir(filepath.Join(dir, root), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() && skipped[d.Name()] {
+			rel, _ := filepath.Rel(dir, path)
+			rel = filepath.ToSlash(rel)
+			leaveOut := skipped[d.Name()] || LooksSecret(d.Name()) || ignore(rel, d.Name())
+			if d.IsDir() && leaveOut {
 				return filepath.SkipDir
 			}
-			if d.Type().IsRegular() && !strings.HasSuffix(d.Name(), ".pyc") {
-				rel, _ := filepath.Rel(dir, path)
-				files = append(files, filepath.ToSlash(rel))
+			if d.Type().IsRegular() && !leaveOut && !strings.HasSuffix(d.Name(), ".pyc") {
+				files = append(files, rel)
 			}
 			return nil
 		})

@@ -48,12 +48,14 @@ func TestPackageDirSendsOnlyWhatChanged(t *testing.T) {
 		"trainer/__init__.py": "", "trainer/loop.py": "def run(): pass\n", "trainer/__pycache__/loop.cpython-312.pyc": "junk",
 		"rewards/__init__.py": "", "rewards/swe.py": "def score(): return 1\n",
 		".git/HEAD": "ref: refs/heads/main\n", "data/notes.txt": "not a package\n",
+		".env": "HF_TOKEN=hf_secret\n", "trainer/.env.local": "WANDB_API_KEY=x\n", "keys/id_ed25519": "PRIVATE", "tls.pem": "PRIVATE",
+		".aws/credentials": "[default]", "data/big.bin": "ignored by .rayignore", ".rayignore": "# large files\n*.bin\n",
 	})
 	wd, mods, err := launch.PackageDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := zipNames(t, wd); !slices.Equal(got, []string{"config.yaml", "data/notes.txt", "train.py"}) {
+	if got := zipNames(t, wd); !slices.Equal(got, []string{".rayignore", "config.yaml", "data/notes.txt", "train.py"}) {
 		t.Errorf("working dir package holds %v", got)
 	}
 	if len(mods) != 2 || mods[0].Module != "rewards" || mods[1].Module != "trainer" {

@@ -220,9 +220,17 @@ func (s *Session) probeOperator(ctx context.Context, namespace string, timeout t
 	if _, err := s.Ray.RayV1().RayClusters(namespace).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
 		return Check{"operator", CheckWarn, "could not create the probe RayCluster: " + err.Error(), "run doctor with rights to create RayClusters in " + namespace + ", or --no-probe"}
 	}
-	defer func() {
-		_ = s.Ray.RayV1().RayClusters(namespace).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-	}()
+	check := s.awaitProbe(ctx, namespace, name, timeout, fix)
+	err := s.Ray.RayV1().RayClusters(namespace).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	if err != nil && !apierrors.IsNotFound(err) && check.Outcome == CheckOK {
+		return Check{"operator", CheckWarn, check.Message + "; but the probe RayCluster could not be deleted: " + err.Error(),
+			fmt.Sprintf("kubectl -n %s delete raycluster %s", namespace, name)}
+	}
+	return check
+}
+
+// awaitProbe waits until the operator reconciles the probe.
+func (s *Session) awaitProbe(ctx context.Context, namespace, name string, timeout time.Duration, fix string) Check {
 	start := time.Now()
 	for time.Since(start) < timeout {
 		pods, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
@@ -345,7 +353,10 @@ func (s *Session) checkGPUs(ctx context.Context, p *Plan) []Check {
 // (a container without requests requests its limits).
 func (s *Session) checkQuota(ctx context.Context, p *Plan) []Check {
 	quotas, err := s.Kube.CoreV1().ResourceQuotas(p.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil || len(quotas.Items) == 0 {
+	if err != nil {
+		return []Check{{"quota", CheckWarn, "cannot read the ResourceQuotas of " + p.Namespace + ": " + err.Error(), "run doctor with rights to list resourcequotas"}}
+	}
+	if len(quotas.Items) == 0 {
 		return []Check{{"quota", CheckOK, "no ResourceQuota in " + p.Namespace, ""}}
 	}
 	want := planQuotaUsage(p)
@@ -402,6 +413,9 @@ func planQuotaUsage(p *Plan) corev1.ResourceList {
 			cm, _ := c.(map[string]any)
 			requests, _, _ := unstructured.NestedMap(cm, "resources", "requests")
 			limits, _, _ := unstructured.NestedMap(cm, "resources", "limits")
+			if requests == nil {
+				requests = map[string]any{}
+			}
 			for name, v := range limits {
 				if q, err := resource.ParseQuantity(fmt.Sprint(v)); err == nil {
 					add(corev1.ResourceName("limits."+name), q, count)

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
@@ -38,6 +39,9 @@ func (s *Session) Down(ctx context.Context, namespace, name string, timeout time
 		timeout = 5 * time.Minute
 	}
 	var deleted []string
+	// The Ray clusters whose pods go too: those deleted, and a deleted
+	// RayJob's generated one.
+	clusters := map[string]bool{}
 	for _, gvr := range launchKinds {
 		ri := s.Dynamic.Resource(gvr).Namespace(namespace)
 		list, err := ri.List(ctx, metav1.ListOptions{LabelSelector: Selector(name)})
@@ -45,6 +49,14 @@ func (s *Session) Down(ctx context.Context, namespace, name string, timeout time
 			return deleted, fmt.Errorf("list %s: %w", gvr.Resource, err)
 		}
 		for _, o := range list.Items {
+			switch o.GetKind() {
+			case "RayCluster":
+				clusters[o.GetName()] = true
+			case "RayJob":
+				if c, _, _ := unstructured.NestedString(o.Object, "status", "rayClusterName"); c != "" {
+					clusters[c] = true
+				}
+			}
 			err := ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return deleted, fmt.Errorf("delete %s %s: %w", o.GetKind(), o.GetName(), err)
@@ -55,7 +67,7 @@ func (s *Session) Down(ctx context.Context, namespace, name string, timeout time
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		left, err := s.leftOf(ctx, namespace, name)
+		left, err := s.leftOf(ctx, namespace, name, clusters)
 		if err != nil {
 			return deleted, err
 		}
@@ -78,8 +90,11 @@ func (s *Session) Down(ctx context.Context, namespace, name string, timeout time
 	}
 }
 
-// leftOf counts the launch's objects and pods still present.
-func (s *Session) leftOf(ctx context.Context, namespace, name string) (int, error) {
+// leftOf counts what Down deleted that is still present: the launch's
+// objects (by its labels), their pods (sandbox pods carry the labels too)
+// and the pods of the Ray clusters it deleted. Nothing else of the same
+// name is waited for.
+func (s *Session) leftOf(ctx context.Context, namespace, name string, clusters map[string]bool) (int, error) {
 	n := 0
 	for _, gvr := range launchKinds {
 		list, err := s.Dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector(name)})
@@ -88,6 +103,16 @@ func (s *Session) leftOf(ctx context.Context, namespace, name string) (int, erro
 		}
 		n += len(list.Items)
 	}
-	pods, err := s.podsOf(ctx, namespace, name)
-	return n + len(pods), err
+	selectors := []string{Selector(name)}
+	for c := range clusters {
+		selectors = append(selectors, "ray.io/cluster="+c)
+	}
+	for _, sel := range selectors {
+		pods, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return 0, err
+		}
+		n += len(pods.Items)
+	}
+	return n, nil
 }

@@ -32,20 +32,35 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 		return err
 	}
 	var picked []corev1.Pod
+	matched := 0
 	for _, p := range pods {
-		if opts.Target == "" || Fleet(&p) == opts.Target {
-			picked = append(picked, p)
+		if opts.Target != "" && Fleet(&p) != opts.Target {
+			continue
 		}
+		matched++
+		// A pod not started yet has no log: said, not an error.
+		if p.Status.Phase == corev1.PodPending && !opts.Previous {
+			fmt.Fprintf(w, "[%s] (no log yet: the pod is Pending%s)\n", p.Name, problemSuffix(&p))
+			continue
+		}
+		picked = append(picked, p)
 	}
-	if len(picked) == 0 {
+	if matched == 0 {
 		return fmt.Errorf("no pods of %q in launch %s/%s (targets: head, submitter, sandbox or a worker group)", opts.Target, namespace, name)
 	}
-	podOpts := &corev1.PodLogOptions{Follow: opts.Follow, TailLines: opts.Tail, Previous: opts.Previous}
-	if opts.Since > 0 {
-		podOpts.SinceSeconds = ptr.To(int64((opts.Since + time.Second - 1) / time.Second))
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var mu sync.Mutex
 	copyPod := func(p corev1.Pod) error {
+		// The Ray container is the pod's first (KubeRay puts it there);
+		// sidecars such as the autoscaler come after it.
+		podOpts := &corev1.PodLogOptions{Follow: opts.Follow, TailLines: opts.Tail, Previous: opts.Previous}
+		if len(p.Spec.Containers) > 0 {
+			podOpts.Container = p.Spec.Containers[0].Name
+		}
+		if opts.Since > 0 {
+			podOpts.SinceSeconds = ptr.To(int64((opts.Since + time.Second - 1) / time.Second))
+		}
 		stream, err := s.Kube.CoreV1().Pods(namespace).GetLogs(p.Name, podOpts).Stream(ctx)
 		if err != nil {
 			return fmt.Errorf("logs of pod %s: %w", p.Name, err)
@@ -71,6 +86,7 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 		}
 		return nil
 	}
+	// Following, the first pod whose stream fails ends them all, at once.
 	errs := make(chan error, len(picked))
 	for _, p := range picked {
 		go func() { errs <- copyPod(p) }()
@@ -79,7 +95,15 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 	for range picked {
 		if err := <-errs; err != nil && first == nil && ctx.Err() == nil {
 			first = err
+			cancel()
 		}
 	}
 	return first
+}
+
+func problemSuffix(p *corev1.Pod) string {
+	if problem := PodProblem(p); problem != "" {
+		return ": " + problem
+	}
+	return ""
 }

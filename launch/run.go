@@ -303,9 +303,9 @@ func (s *Session) submitToCluster(ctx context.Context, p *Plan, dashboardURL str
 	return resp.SubmissionID, nil
 }
 
-// entrypoint is the recipe's command with its overrides.
+// entrypoint is the command the launch's job runs, as a RayJob would.
 func entrypoint(p *Plan) string {
-	return strings.Join(append([]string{p.Recipe.Entrypoint}, p.Recipe.Overrides...), " ")
+	return manifest.JobEntrypoint(p.Recipe, sandboxURL(p))
 }
 
 // runtimeEnv is the recipe's runtime env with the sandbox URLs added.

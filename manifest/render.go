@@ -425,16 +425,25 @@ func mergePatch(target, patch map[string]any) {
 	}
 }
 
-func rayJob(r *Recipe, in *Infra, name string, spec *rayv1.RayClusterSpec, sandboxURL string) (*rayv1.RayJob, error) {
+// JobEntrypoint is the shell command a launch's job runs: the recipe's
+// entrypoint and its overrides, each quoted; when the sandbox URLs are
+// injected (sandboxURL not empty), an override that lets the injected
+// variable win over the recipe's localhost default. A RayJob and a job
+// submitted to an existing cluster run the same command.
+func JobEntrypoint(r *Recipe, sandboxURL string) string {
 	entrypoint := r.Entrypoint
 	overrides := r.Overrides
 	if sandboxURL != "" && !hasOverride(overrides, "env.code.sandbox_urls") {
-		// The injected variable must win over the recipe's localhost default.
 		overrides = append(append([]string(nil), overrides...), "env.code.sandbox_urls=null")
 	}
 	for _, o := range overrides {
 		entrypoint += " " + shellQuote(o)
 	}
+	return entrypoint
+}
+
+func rayJob(r *Recipe, in *Infra, name string, spec *rayv1.RayClusterSpec, sandboxURL string) (*rayv1.RayJob, error) {
+	entrypoint := JobEntrypoint(r, sandboxURL)
 	job := &rayv1.RayJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(name, "ray")},

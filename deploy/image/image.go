@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -81,7 +82,7 @@ func Build(o Options) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.Architecture, cfg.OS = "amd64", "linux"
+	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux" // the binary is built for this machine's architecture
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = []string{Entrypoint}
 	cfg.Config.Cmd = nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -98,7 +99,7 @@ func TestServerImage(t *testing.T) {
 	if cfg.Config.Labels["org.opencontainers.image.version"] != "9.8.7" || cfg.Config.Labels["org.opencontainers.image.revision"] != "abc123" {
 		t.Errorf("labels %v", cfg.Config.Labels)
 	}
-	if cfg.OS != "linux" || cfg.Architecture != "amd64" {
+	if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
 		t.Errorf("platform %s/%s", cfg.OS, cfg.Architecture)
 	}
 	layers, err := read.Layers()

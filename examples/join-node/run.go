@@ -20,8 +20,10 @@ import (
 var version = "0.0.1"
 
 // defaultK3sCommand starts the k3s agent in the background when k3s is
-// installed; K3S_URL, K3S_TOKEN and NODE_IP come from the join.
-const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --token "$K3S_TOKEN" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE"`
+// installed; K3S_URL, K3S_TOKEN and NODE_IP come from the join. k3s reads
+// the token from K3S_TOKEN itself: on the command line it would show in
+// the process list.
+const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE"`
 
 // The worker image step's default commands, for k3s's containerd.
 const (

@@ -99,8 +99,12 @@ func standInAgent(dir string, args []string) error {
 	if err := os.WriteFile(filepath.Join(dir, recordK3sArgs), []byte(strings.Join([]string{*server, *nodeIP, *iface}, "\n")), 0o644); err != nil {
 		return err
 	}
-	if *token != os.Getenv(standInK3sToken) {
-		return errors.New("the agent token is not the cluster's")
+	// Like k3s, the token comes from K3S_TOKEN (never on the command line).
+	if *token != "" {
+		return errors.New("the agent token was passed on the command line, where the process list shows it")
+	}
+	if os.Getenv("K3S_TOKEN") != os.Getenv(standInK3sToken) {
+		return errors.New("the agent token (K3S_TOKEN) is not the cluster's")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags(*server, os.Getenv(standInKubeconfig))
 	if err != nil {

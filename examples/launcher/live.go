@@ -194,7 +194,10 @@ func addLiveCommands(root *cobra.Command, namespace *string, stdout, stderr io.W
 			if len(args) == 2 {
 				logOpts.Target = args[1]
 			}
-			if tail >= 0 {
+			if cmd.Flags().Changed("tail") {
+				if tail < 0 {
+					return fmt.Errorf("--tail %d: want a number of lines, 0 or more", tail)
+				}
 				logOpts.Tail = &tail
 			}
 			if err := s.Logs(cmd.Context(), ns, args[0], logOpts, stdout); err != nil && cmd.Context().Err() == nil {
@@ -337,6 +340,9 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 			if err != nil {
 				return fail(err)
 			}
+			if output != "" && output != "json" {
+				return fmt.Errorf("-o %q: want json, or nothing for a table", output)
+			}
 			jobs, err := d.ListJobs(cmd.Context())
 			if err != nil {
 				return fail(err)
@@ -405,6 +411,9 @@ func doctorCommand(k *kubeFlags, namespace *string, stdout, stderr io.Writer) *c
 		Short: "Check what the launch needs from the cluster; every failure says how to fix it",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("-o %q: want json, or nothing for text", output)
+			}
 			s, _, err := k.session(stdout)
 			if err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -203,9 +204,27 @@ func TestRunBringupStatusLogsDown(t *testing.T) {
 		t.Errorf("logs of an unknown target: exit %d: %s", code, errOut)
 	}
 
+	// A user's own objects of the same name stay: down deletes what run
+	// applied, by its labels, nothing else.
+	userDeployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "grpo-swe-dashboard", Namespace: ns, Labels: map[string]string{"app.kubernetes.io/instance": "grpo-swe"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "user-dashboard"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "user-dashboard", "app.kubernetes.io/instance": "grpo-swe"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}}}}
+	if _, err := tc.Kube.AppsV1().Deployments(ns).Create(ctx, userDeployment, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errOut = cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns)
 	if code != 0 || !strings.Contains(out, "is gone") {
 		t.Fatalf("cluster down: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, "grpo-swe-dashboard") {
+		t.Errorf("cluster down deleted the user's Deployment:\n%s", out)
+	}
+	if _, err := tc.Kube.AppsV1().Deployments(ns).Get(ctx, "grpo-swe-dashboard", metav1.GetOptions{}); err != nil {
+		t.Errorf("the user's Deployment is gone after cluster down: %v", err)
+	}
+	if err := tc.Kube.AppsV1().Deployments(ns).Delete(ctx, "grpo-swe-dashboard", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	assertNothingLeft(t, tc, ns)
 	if code, out, _ = cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns); code != 0 || !strings.Contains(out, "nothing of launch grpo-swe") {
@@ -219,27 +238,26 @@ func assertNothingLeft(t *testing.T, tc *testcluster.Cluster, ns string) {
 	ctx := context.Background()
 	sel := metav1.ListOptions{LabelSelector: launch.Selector("grpo-swe")}
 	counts := map[string]int{}
-	if l, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		counts["RayClusters"] = len(l.Items)
+	must := func(n int, err error) int {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	if l, err := tc.Ray.RayV1().RayJobs(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		counts["RayJobs"] = len(l.Items)
-	}
-	if l, err := tc.Kube.AppsV1().Deployments(ns).List(ctx, sel); err == nil {
-		counts["Deployments"] = len(l.Items)
-	}
-	if l, err := tc.Kube.CoreV1().Services(ns).List(ctx, sel); err == nil {
-		counts["Services"] = len(l.Items)
-	}
-	if l, err := tc.Kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		counts["NetworkPolicies"] = len(l.Items)
-	}
-	if l, err := tc.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		counts["PodDisruptionBudgets"] = len(l.Items)
-	}
-	if l, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		counts["Pods"] = len(l.Items)
-	}
+	rcs, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{})
+	counts["RayClusters"] = must(len(rcs.Items), err)
+	jobs, err := tc.Ray.RayV1().RayJobs(ns).List(ctx, metav1.ListOptions{})
+	counts["RayJobs"] = must(len(jobs.Items), err)
+	deps, err := tc.Kube.AppsV1().Deployments(ns).List(ctx, sel)
+	counts["Deployments"] = must(len(deps.Items), err)
+	svcs, err := tc.Kube.CoreV1().Services(ns).List(ctx, sel)
+	counts["Services"] = must(len(svcs.Items), err)
+	nps, err := tc.Kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+	counts["NetworkPolicies"] = must(len(nps.Items), err)
+	pdbs, err := tc.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	counts["PodDisruptionBudgets"] = must(len(pdbs.Items), err)
+	pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app!=user-dashboard"})
+	counts["Pods"] = must(len(pods.Items), err)
 	for kind, n := range counts {
 		if n != 0 {
 			t.Errorf("after cluster down, %d %s remain in %s", n, kind, ns)
