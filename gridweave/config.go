@@ -1,6 +1,7 @@
 package gridweave
 
 import (
+	"path/filepath"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -59,6 +60,14 @@ type Config struct {
 	// Serve and the Ray client (RAY_DASHBOARD_URL, RAY_HEAD_ADDRESS);
 	// derived from MasterVPNIP when empty.
 	RayDashboardURL string
+	// KubeTorchDir keeps the code bundles (KUBETORCH_DIR, default
+	// "bundles" beside KUBERAY_DB); KubeTorchMaxBundle bounds an upload
+	// (KUBETORCH_MAX_BUNDLE_BYTES, default 256 MiB); KubeTorchBaseURL is
+	// where Ray workers fetch bundles (KUBETORCH_BASE_URL, default
+	// http://MASTER_VPN_IP:KUBERAY_PORT).
+	KubeTorchDir       string
+	KubeTorchMaxBundle int64
+	KubeTorchBaseURL   string
 	// RayDashboardTimeout bounds each call of the Ray proxy
 	// (RAY_DASHBOARD_TIMEOUT, default 15s): a slower dashboard is a 504.
 	RayDashboardTimeout time.Duration
@@ -170,6 +179,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.ShutdownTimeout, err = time.ParseDuration(env("SHUTDOWN_TIMEOUT", "10s")); err != nil || c.ShutdownTimeout <= 0 {
 		return Config{}, &ConfigError{"SHUTDOWN_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 10s", env("SHUTDOWN_TIMEOUT", ""))}
 	}
+	c.KubeTorchDir = env("KUBETORCH_DIR", filepath.Join(filepath.Dir(c.DBPath), "bundles"))
+	maxBundle, err := envInt(env, "KUBETORCH_MAX_BUNDLE_BYTES", 256<<20, 1024, 1<<40)
+	if err != nil {
+		return Config{}, err
+	}
+	c.KubeTorchMaxBundle = int64(maxBundle)
+	c.KubeTorchBaseURL = strings.TrimRight(env("KUBETORCH_BASE_URL", ""), "/")
 	if c.RayDashboardTimeout, err = time.ParseDuration(env("RAY_DASHBOARD_TIMEOUT", "15s")); err != nil || c.RayDashboardTimeout <= 0 {
 		return Config{}, &ConfigError{"RAY_DASHBOARD_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 15s", env("RAY_DASHBOARD_TIMEOUT", ""))}
 	}

@@ -137,12 +137,17 @@ func (s *Server) withAccessLog(next http.Handler) http.Handler {
 // 413 at once) and caps what a handler can read.
 func (s *Server) withBodyLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.cfg.MaxBodyBytes {
+		limit := s.cfg.MaxBodyBytes
+		if r.URL.Path == kubetorchSyncPath {
+			// A code bundle: its own bound (and a multipart envelope).
+			limit = s.cfg.KubeTorchMaxBundle + 64<<10
+		}
+		if r.ContentLength > limit {
 			w.Header().Set("Connection", "close")
-			s.writeError(w, r, bodyTooLarge(s.cfg.MaxBodyBytes))
+			s.writeError(w, r, bodyTooLarge(limit))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
 }

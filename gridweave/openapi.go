@@ -331,6 +331,26 @@ func operations() map[string]operation {
 		"DELETE /v1/ray/serve/applications/{app}": {id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
 			description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
 			status:      200, responseSchema: deletedSchema, errors: []int{404, 409, 502, 503, 504}},
+		"POST /v1/kubetorch/sync": {id: "syncBundle", tag: "kubetorch", summary: "Upload a code bundle (tar.gz or zip)",
+			description: "The body is the archive (`Content-Type: application/gzip` for a tar.gz, `application/zip`), or the multipart field `bundle`. " +
+				"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
+				"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
+				"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, as the zip Ray's working_dir takes.",
+			status: 201, response: struct {
+				ID    string `json:"id"`
+				URL   string `json:"url"`
+				Size  int64  `json:"size"`
+				Files int    `json:"files"`
+			}{}, errors: []int{400, 413, 415}},
+		"GET /v1/kubetorch/bundles/{file}": {id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
+			status: 200, responseType: "application/zip", responseSchema: map[string]any{"type": "string", "format": "binary"}, errors: []int{404}},
+		"POST /v1/kubetorch/train": {id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
+			description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
+			request: trainRequest{}, status: 201, response: trainAnswer{}, errors: []int{404, 409, 502, 503, 504}},
+		"GET /v1/kubetorch/health": {id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
+			query: []param{{"cluster", "The RayCluster.", stringSchema}}, status: 200, responseSchema: map[string]any{"type": "object"}, errors: []int{404}},
+		"GET /v1/kubetorch/jobs/{id}": {id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
+			status: 200, responseSchema: map[string]any{"type": "object"}, errors: []int{404, 502, 503, 504}},
 		"POST /v1/kuberay/clusters/{name}/replace-worker-groups": {id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
 			request: replaceRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 	}
@@ -338,7 +358,7 @@ func operations() map[string]operation {
 
 // pathParams describes the {params} of the paths.
 var pathParams = map[string]string{
-	"id":       "The join key's id.",
+	"id":       "The join key's id, or the KubeTorch job's.",
 	"hostname": "The node's hostname.",
 	"name":     "The object's name: a RayCluster, a GridweaveJob or a GridweaveEndpoint (a DNS-1123 name); under by-name, the endpoint's spec.name.",
 	"app":      "The Ray Serve application's name.",
@@ -477,6 +497,7 @@ var securitySchemes = map[string]struct{ scheme, desc string }{
 	"admin":      {"adminBearer", "ADMIN_TOKEN, or a JWT (HS256, JWT_SECRET) with `sub`, `role: admin` and `exp`."},
 	"provider":   {"providerBearer", "A provider join key (the JWT minted by POST /v1/nodes/join-keys with kind `provider`)."},
 	"node token": {"nodeBearer", "The node's `node_token` (answered by POST /v1/nodes/validate)."},
+	"user":       {"userBearer", "A JWT (HS256, JWT_SECRET) with `sub`, `role: user` (or `admin`) and `exp`: a user sees only their own KubeTorch jobs."},
 	"internal":   {"internalBearer", "INTERNAL_TOKEN, on this (public) listener; the internal listener (INTERNAL_ADDR) serves these routes without credentials. With neither set they are off (403)."},
 }
 
@@ -542,6 +563,7 @@ func (s *Server) openAPI() (doc map[string]any, problems []string) {
 			map[string]any{"name": "clusters", "description": "RayClusters and their worker groups."},
 			map[string]any{"name": "crd", "description": "The gateway's GridweaveJobs and GridweaveEndpoints (internal)."},
 			map[string]any{"name": "ray", "description": "Ray Serve through the cluster's dashboard (internal)."},
+			map[string]any{"name": "kubetorch", "description": "Code bundles and distributed training on a cluster's GPU workers."},
 			map[string]any{"name": "service", "description": "Health, readiness and metrics."},
 			map[string]any{"name": "docs", "description": "This document and the page that renders it."},
 		},
@@ -631,7 +653,7 @@ func (g *schemaGen) operation(pattern, p, rule string, op operation) map[string]
 		errs = append(errs, 400, 413, 415)
 	}
 	switch rule {
-	case "admin", "provider", "internal":
+	case "admin", "provider", "internal", "user":
 		errs = append(errs, 401, 403)
 	case "join key", "node token":
 		errs = append(errs, 401)

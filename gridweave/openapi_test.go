@@ -186,7 +186,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if doc["openapi"] != "3.1.0" {
 		t.Errorf("openapi = %v, want 3.1.0", doc["openapi"])
 	}
-	schemes := map[string]string{"admin": "adminBearer", "provider": "providerBearer", "node token": "nodeBearer", "internal": "internalBearer"}
+	schemes := map[string]string{"admin": "adminBearer", "provider": "providerBearer", "node token": "nodeBearer", "internal": "internalBearer", "user": "userBearer"}
 	paths := doc["paths"].(map[string]any)
 	ids := map[string]string{}
 	for _, rt := range s.routeTable() {
@@ -218,7 +218,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		responses := op["responses"].(map[string]any)
 		var want []string
 		switch rt.auth {
-		case "admin", "provider", "internal":
+		case "admin", "provider", "internal", "user":
 			want = append(want, "401", "403")
 		case "join key", "node token":
 			want = append(want, "401")

@@ -13,7 +13,7 @@ import (
 // OpenAPI document is checked against the same table.
 type route struct {
 	pattern string // "METHOD /path/{param}"
-	auth    string // "admin", "join key", "node token", "provider", "internal", "none"
+	auth    string // "admin", "user" (or admin), "join key", "node token", "provider", "internal", "none"
 	handler http.HandlerFunc
 }
 
@@ -78,6 +78,11 @@ func (s *Server) routeTable() []route {
 		{"PATCH /v1/crd/endpoints/{name}/status", "internal", s.crdPatch(endpointKind, true)},
 		{"DELETE /v1/crd/endpoints/{name}", "internal", s.crdDelete(endpointKind)},
 		{"GET /v1/ray/serve/statuses", "internal", s.handleServeStatuses},
+		{"POST /v1/kubetorch/sync", "admin", s.handleSync},
+		{"GET /v1/kubetorch/bundles/{file}", "none", s.handleBundle},
+		{"POST /v1/kubetorch/train", "admin", s.handleTrain},
+		{"GET /v1/kubetorch/health", "admin", s.handleKubeTorchHealth},
+		{"GET /v1/kubetorch/jobs/{id}", "user", s.handleKubeTorchJob},
 		{"DELETE /v1/ray/serve/applications/{app}", "internal", s.handleDeleteServeApplication},
 	}
 }
@@ -95,6 +100,8 @@ func (s *Server) routes() (public, internal http.Handler) {
 			h = s.requireRole(h, RoleProvider)
 		case "internal":
 			h = s.requireInternalToken(h)
+		case "user":
+			h = s.requireRole(h, RoleAdmin, RoleUser)
 		}
 		mux.Handle(rt.pattern, s.named(rt.pattern, h))
 	}

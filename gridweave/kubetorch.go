@@ -1,0 +1,391 @@
+package gridweave
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"gridweave.dev/gridweave/crd/v1alpha1"
+	"gridweave.dev/gridweave/kubetorch"
+	"gridweave.dev/rayctl/dashboard"
+)
+
+// KubeTorch (/v1/kubetorch): sync a code bundle, train on a cluster's GPU
+// workers (a Ray job through the dashboard, recorded as a GridweaveJob),
+// report health and a job's status.
+
+const kubetorchSyncPath = "/v1/kubetorch/sync"
+
+func (s *Server) bundles() *kubetorch.Store {
+	return &kubetorch.Store{Dir: s.cfg.KubeTorchDir, Limits: kubetorch.Limits{MaxUpload: s.cfg.KubeTorchMaxBundle}}
+}
+
+// bundleURL is where Ray workers fetch bundle id.
+func (s *Server) bundleURL(id string) string {
+	base := s.cfg.KubeTorchBaseURL
+	if base == "" {
+		base = "http://" + net.JoinHostPort(s.cfg.MasterVPNIP.String(), strconv.Itoa(s.cfg.Port))
+	}
+	return base + "/v1/kubetorch/bundles/" + id + ".zip"
+}
+
+// uploadFormat is the bundle's format from a content type or file name.
+func uploadFormat(contentType, filename string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case mt == "application/gzip" || mt == "application/x-gzip" || mt == "application/x-tar+gzip" ||
+		strings.HasSuffix(filename, ".tar.gz") || strings.HasSuffix(filename, ".tgz"):
+		return kubetorch.FormatTarGz
+	case mt == "application/zip" || mt == "application/x-zip-compressed" || strings.HasSuffix(filename, ".zip"):
+		return kubetorch.FormatZip
+	}
+	return ""
+}
+
+func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
+	body, format := io.Reader(r.Body), ""
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "multipart/form-data" {
+		mr, err := r.MultipartReader()
+		if err != nil {
+			s.writeError(w, r, badField("bundle", "a multipart body that cannot be read: %v", err))
+			return
+		}
+		for {
+			part, err := mr.NextPart()
+			if err != nil {
+				s.writeError(w, r, badField("bundle", "the multipart body has no field \"bundle\""))
+				return
+			}
+			if part.FormName() == "bundle" {
+				body, format = part, uploadFormat(part.Header.Get("Content-Type"), part.FileName())
+				if format == "" {
+					format = kubetorch.FormatTarGz
+					if strings.HasSuffix(part.FileName(), ".zip") {
+						format = kubetorch.FormatZip
+					}
+				}
+				break
+			}
+		}
+	} else {
+		format = uploadFormat(r.Header.Get("Content-Type"), "")
+	}
+	if format == "" {
+		s.writeError(w, r, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
+			message: "send the bundle as application/gzip (a tar.gz), application/zip, or the multipart field \"bundle\""})
+		return
+	}
+	b, err := s.bundles().Put(body, format)
+	var ee *kubetorch.EntryError
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_bundle", field: "bundle", message: err.Error()})
+		return
+	case errors.Is(err, kubetorch.ErrTooLarge), errors.As(err, &tooBig):
+		s.writeError(w, r, &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", message: fmt.Sprintf("the bundle is larger than KUBETORCH_MAX_BUNDLE_BYTES (%d)", s.cfg.KubeTorchMaxBundle)})
+		return
+	default:
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "bundle synced", "id", b.ID, "size", b.Size, "files", b.Files)
+	writeJSON(w, http.StatusCreated, map[string]any{"id": b.ID, "url": s.bundleURL(b.ID), "size": b.Size, "files": b.Files})
+}
+
+// handleBundle serves a bundle's zip at its unguessable URL.
+func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
+	id, ok := strings.CutSuffix(r.PathValue("file"), ".zip")
+	f, err := s.bundles().Open(id)
+	if !ok || err != nil {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", message: "no such bundle"})
+		return
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	w.Header().Set("Content-Type", "application/zip")
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	http.ServeContent(w, r, id+".zip", fi.ModTime(), f)
+}
+
+// trainRequest launches distributed training.
+type trainRequest struct {
+	Cluster string `json:"cluster"`
+	Bundle  string `json:"bundle"`
+	Command string `json:"command"`
+	// Owner is the user the gateway acts for; default the caller's sub.
+	Owner string `json:"owner,omitempty"`
+	// Nodes and GPUsPerNode default to the cluster's ready GPU workers.
+	Nodes       int               `json:"nodes,omitempty"`
+	GPUsPerNode int               `json:"gpus_per_node,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+}
+
+// trainAnswer names the launched job.
+type trainAnswer struct {
+	ID           string `json:"id"`
+	SubmissionID string `json:"submission_id"`
+	Owner        string `json:"owner"`
+	Nodes        int    `json:"nodes"`
+	GPUsPerNode  int    `json:"gpus_per_node"`
+	Entrypoint   string `json:"entrypoint"`
+}
+
+// trainScript runs the user's command on every GPU worker under Ray
+// Train's torch backend (which sets MASTER_ADDR, MASTER_PORT, RANK,
+// WORLD_SIZE and LOCAL_RANK, as torchrun does): one Ray Train worker per
+// GPU, nodes x GPUs per node of them.
+const trainScript = `import os, subprocess, sys
+from ray.train import ScalingConfig
+from ray.train.torch import TorchTrainer
+nodes, per_node, command = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def run(_):
+    import ray.train
+    ctx = ray.train.get_context()
+    env = dict(os.environ, RANK=str(ctx.get_world_rank()), WORLD_SIZE=str(ctx.get_world_size()), LOCAL_RANK=str(ctx.get_local_rank()), LOCAL_WORLD_SIZE=str(ctx.get_local_world_size()), NODE_RANK=str(ctx.get_node_rank()))
+    subprocess.run(command, shell=True, check=True, env=env)
+TorchTrainer(run, scaling_config=ScalingConfig(num_workers=nodes * per_node, use_gpu=True, resources_per_worker={"GPU": 1})).fit()
+`
+
+func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
+	var req trainRequest
+	err := decodeJSON(r, &req)
+	switch {
+	case err != nil:
+	case req.Cluster == "":
+		err = badField("cluster", "cluster is required: the RayCluster whose GPU workers train")
+	case len(req.Bundle) != 64 || strings.Trim(req.Bundle, "0123456789abcdef") != "":
+		err = badField("bundle", "bundle must be the id POST /v1/kubetorch/sync answered (64 hex digits)")
+	case strings.TrimSpace(req.Command) == "":
+		err = badField("command", "command is required, e.g. python train.py --epochs 3")
+	case req.Nodes < 0 || req.GPUsPerNode < 0:
+		err = badField("nodes", "nodes and gpus_per_node must not be negative")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if f, err := s.bundles().Open(req.Bundle); err != nil {
+		s.writeError(w, r, badField("bundle", "no bundle %s: sync it first", req.Bundle))
+		return
+	} else {
+		f.Close()
+	}
+	if req.Owner == "" {
+		p, _ := PrincipalFrom(r.Context())
+		req.Owner = p.Subject
+	}
+	nodes, perNode, err := s.gpuWorkers(r.Context(), req.Cluster)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Nodes > 0 {
+		nodes = req.Nodes
+	}
+	if req.GPUsPerNode > 0 {
+		perNode = req.GPUsPerNode
+	}
+	if nodes == 0 || perNode == 0 {
+		s.writeError(w, r, &apiError{status: http.StatusConflict, code: "no_gpu_workers", message: "RayCluster " + req.Cluster + " has no ready GPU workers; wait for them or give nodes and gpus_per_node"})
+		return
+	}
+	d, err := s.dashboardClient()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := "kubetorch-" + randomSuffix()
+	entry := fmt.Sprintf("python -c %s %d %d %s", shellWord(trainScript), nodes, perNode, shellWord(req.Command))
+	runtimeEnv := map[string]any{"working_dir": s.bundleURL(req.Bundle), "env_vars": req.Env}
+	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
+	defer cancel()
+	if _, err := d.SubmitJob(ctx, dashboard.SubmitRequest{Entrypoint: entry, SubmissionID: id, RuntimeEnv: runtimeEnv,
+		Metadata: map[string]string{"owner": req.Owner, "gridweave": "kubetorch"}}); err != nil {
+		s.writeError(w, r, s.dashboardError(err))
+		return
+	}
+	if s.dynamic != nil {
+		env, _ := json.Marshal(runtimeEnv)
+		var envObj map[string]any
+		_ = json.Unmarshal(env, &envObj)
+		job := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.GroupVersion.String(), "kind": "GridweaveJob",
+			"metadata": map[string]any{"name": id, "namespace": s.cfg.Namespace, "labels": map[string]any{"gridweave.dev/kubetorch": "true"}},
+			"spec": map[string]any{"owner": req.Owner, "cluster": req.Cluster, "entrypoint": entry, "submissionId": id, "runtimeEnv": envObj,
+				"resources": map[string]any{"workers": int64(nodes)}},
+		}}
+		if _, err := s.dynamic.Resource(jobKind.gvr).Namespace(s.cfg.Namespace).Create(r.Context(), job, metav1.CreateOptions{FieldManager: "gridweave"}); err != nil {
+			s.writeError(w, r, crdError(err))
+			return
+		}
+	}
+	s.log.InfoContext(r.Context(), "kubetorch job submitted", "id", id, "owner", req.Owner, "cluster", req.Cluster, "nodes", nodes, "gpus_per_node", perNode)
+	writeJSON(w, http.StatusCreated, trainAnswer{ID: id, SubmissionID: id, Owner: req.Owner, Nodes: nodes, GPUsPerNode: perNode, Entrypoint: entry})
+}
+
+// gpuWorkers counts a cluster's ready GPU worker pods and the GPUs of
+// each (the fewest, when groups differ).
+func (s *Server) gpuWorkers(ctx context.Context, cluster string) (nodes, perNode int, err error) {
+	groups, err := s.ray.ListWorkerGroups(ctx, s.cfg.Namespace, cluster)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, g := range groups {
+		if g.GPUsPerPod <= 0 || g.Ready == 0 {
+			continue
+		}
+		nodes += g.Ready
+		if perNode == 0 || int(g.GPUsPerPod) < perNode {
+			perNode = int(g.GPUsPerPod)
+		}
+	}
+	return nodes, perNode, nil
+}
+
+// handleKubeTorchHealth: the dashboard reachable, the GPU workers of a
+// cluster ready, per group.
+func (s *Server) handleKubeTorchHealth(w http.ResponseWriter, r *http.Request) {
+	cluster := r.URL.Query().Get("cluster")
+	if cluster == "" {
+		s.writeError(w, r, badField("cluster", "cluster is required: ?cluster=<RayCluster>"))
+		return
+	}
+	out := map[string]any{"cluster": cluster}
+	healthy := true
+	dash := map[string]any{"reachable": false}
+	if d, err := s.dashboardClient(); err != nil {
+		dash["error"] = err.Error()
+		healthy = false
+	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
+		v, err := d.Version(ctx)
+		cancel()
+		if err != nil {
+			dash["error"] = s.dashboardError(err).Error()
+			healthy = false
+		} else {
+			dash["reachable"], dash["ray_version"] = true, v.RayVersion
+		}
+	}
+	out["dashboard"] = dash
+	groups, err := s.ray.ListWorkerGroups(r.Context(), s.cfg.Namespace, cluster)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var gs []any
+	for _, g := range groups {
+		if g.GPUsPerPod <= 0 {
+			continue
+		}
+		gs = append(gs, map[string]any{"group": g.Name, "gpus_per_pod": g.GPUsPerPod, "pods": g.Pods, "ready": g.Ready, "replicas": g.Replicas})
+		healthy = healthy && g.Ready > 0 && g.Ready == g.Pods
+	}
+	if gs == nil {
+		gs = []any{}
+		healthy = false
+	}
+	out["gpu_groups"], out["healthy"] = gs, healthy
+	writeJSON(w, http.StatusOK, out)
+}
+
+// jobPhases maps Ray's job statuses onto GridweaveJob phases.
+var jobPhases = map[string]string{"PENDING": v1alpha1.JobPending, "RUNNING": v1alpha1.JobRunning, "SUCCEEDED": v1alpha1.JobSucceeded,
+	"FAILED": v1alpha1.JobFailed, "STOPPED": v1alpha1.JobStopped}
+
+// handleKubeTorchJob answers a job's status and last log lines; a user
+// sees only their own jobs (others are 404). The GridweaveJob's status
+// follows the Ray job's.
+func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
+	ri, err := s.crdClient(jobKind)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	notFound := &apiError{status: http.StatusNotFound, code: "not_found", message: "no KubeTorch job " + r.PathValue("id")}
+	obj, err := ri.Get(r.Context(), r.PathValue("id"), metav1.GetOptions{})
+	if err != nil {
+		if ae := crdError(err); errors.As(ae, new(*apiError)) && ae.(*apiError).status == http.StatusNotFound {
+			s.writeError(w, r, notFound)
+			return
+		}
+		s.writeError(w, r, crdError(err))
+		return
+	}
+	owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner")
+	submission, _, _ := unstructured.NestedString(obj.Object, "spec", "submissionId")
+	if p, _ := PrincipalFrom(r.Context()); p.Role != RoleAdmin && p.Subject != owner {
+		s.writeError(w, r, notFound)
+		return
+	}
+	d, err := s.dashboardClient()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
+	defer cancel()
+	job, err := d.GetJob(ctx, submission)
+	if err != nil {
+		s.writeError(w, r, s.dashboardError(err))
+		return
+	}
+	logs, err := d.JobLogs(ctx, submission)
+	if err != nil {
+		s.writeError(w, r, s.dashboardError(err))
+		return
+	}
+	lines := strings.Split(strings.TrimRight(logs, "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		lines = []string{}
+	}
+	message := ""
+	if job.Message != nil {
+		message = *job.Message
+	}
+	phase := jobPhases[job.Status]
+	status := map[string]any{"phase": phase, "message": message}
+	if job.StartTime != nil {
+		status["startTime"] = time.UnixMilli(*job.StartTime).UTC().Format(time.RFC3339)
+	}
+	if job.EndTime != nil {
+		status["endTime"] = time.UnixMilli(*job.EndTime).UTC().Format(time.RFC3339)
+	}
+	if phase != "" {
+		patch, _ := json.Marshal(map[string]any{"status": status})
+		if _, err := ri.Patch(r.Context(), obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "gridweave"}, "status"); err != nil {
+			s.log.WarnContext(r.Context(), "kubetorch: the GridweaveJob's status did not follow the Ray job", "id", obj.GetName(), "err", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": obj.GetName(), "owner": owner, "status": job.Status, "phase": phase, "message": message, "logs": lines})
+}
+
+// shellWord quotes s for sh.
+func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
