@@ -1,9 +1,9 @@
 package gridweave
 
 import (
-	"path/filepath"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"

@@ -346,7 +346,7 @@ func operations() map[string]operation {
 			status: 200, responseType: "application/zip", responseSchema: map[string]any{"type": "string", "format": "binary"}, errors: []int{404}},
 		"POST /v1/kubetorch/train": {id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
 			description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
-			request: trainRequest{}, status: 201, response: trainAnswer{}, errors: []int{404, 409, 502, 503, 504}},
+			request:     trainRequest{}, status: 201, response: trainAnswer{}, errors: []int{404, 409, 502, 503, 504}},
 		"GET /v1/kubetorch/health": {id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
 			query: []param{{"cluster", "The RayCluster.", stringSchema}}, status: 200, responseSchema: map[string]any{"type": "object"}, errors: []int{404}},
 		"GET /v1/kubetorch/jobs/{id}": {id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",

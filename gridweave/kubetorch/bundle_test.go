@@ -119,8 +119,8 @@ func TestBundlesRefuseWhatEscapesOrExplodes(t *testing.T) {
 	}
 	cases := []struct {
 		what, format, entry string
-		upload           []byte
-		limits           kubetorch.Limits
+		upload              []byte
+		limits              kubetorch.Limits
 	}{
 		{"a parent step", kubetorch.FormatTarGz, "../evil.py", tarGz(t, entry{name: "../evil.py", body: "x"}), kubetorch.Limits{}},
 		{"a parent step inside", kubetorch.FormatTarGz, "a/../../evil", tarGz(t, entry{name: "a/../../evil", body: "x"}), kubetorch.Limits{}},
