@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gridweave.dev/rayctl"
 	"gridweave.dev/rayctl/dashboard"
 )
 
@@ -190,7 +190,7 @@ func (s *Session) Dev(ctx context.Context, p *Plan, opts DevOptions) (DevResult,
 	}
 	rc, err := s.Ray.RayV1().RayClusters(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err) || (err == nil && rc.Status.State != rayv1.Ready):
+	case apierrors.IsNotFound(err) || (err == nil && !rayctl.ClusterReady(rc)):
 		res.BroughtUp = apierrors.IsNotFound(err)
 		if _, err := s.Run(ctx, p, RunOptions{Timeout: opts.Timeout}); err != nil {
 			return res, err

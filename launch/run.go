@@ -216,12 +216,8 @@ func (s *Session) launchState(ctx context.Context, p *Plan) (string, bool, error
 		if err != nil {
 			return "", false, err
 		}
-		state := string(rc.Status.State)
-		if state == "" {
-			state = "starting"
-		}
-		parts = append(parts, fmt.Sprintf("RayCluster %s: %s", p.Name, state))
-		ready = rc.Status.State == rayv1.Ready
+		parts = append(parts, fmt.Sprintf("RayCluster %s: %s", p.Name, rayctl.ClusterState(rc)))
+		ready = rayctl.ClusterReady(rc)
 	}
 	if sb := sandboxDeployment(p); sb != "" {
 		d, err := s.Kube.AppsV1().Deployments(p.Namespace).Get(ctx, sb, metav1.GetOptions{})

@@ -7,6 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gridweave.dev/rayctl"
 )
 
 // Status is a launch as it stands.
@@ -59,10 +61,7 @@ func (s *Session) Status(ctx context.Context, namespace, name string) (*Status, 
 	}
 	if rc, err := s.Ray.RayV1().RayClusters(namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
 		found = true
-		st.Cluster = string(rc.Status.State)
-		if st.Cluster == "" {
-			st.Cluster = "pending"
-		}
+		st.Cluster = rayctl.ClusterState(rc)
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
 	}

@@ -161,6 +161,15 @@ func (c *Client) WaitClusterReady(ctx context.Context, namespace, name string, o
 // KubeRay computes them from the pods that exist, so a worker whose
 // creation was refused for a moment (a ResourceQuota whose usage is not
 // computed yet) leaves them true with a worker still to come.
+// ClusterReady says whether a RayCluster is ready: its head pod ready (the
+// HeadPodReady condition, or the state word of older operators) and every
+// desired worker ready, as of its current generation.
+func ClusterReady(rc *rayv1.RayCluster) bool { return clusterReady(rc) }
+
+// ClusterState is a RayCluster's state in a word a person reads ("ready",
+// "suspended", …), or its ready workers when the operator reports none.
+func ClusterState(rc *rayv1.RayCluster) string { return clusterState(rc) }
+
 func clusterReady(rc *rayv1.RayCluster) bool {
 	if rc.Status.ObservedGeneration < rc.Generation {
 		return false

@@ -221,7 +221,9 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	}
 	// A new machine can now take the name (and the address is free).
 	successor := m.newNode(4, "gpu-e2e", true)
-	code, stdout, stderr = successor.run(m.joinCommand())
+	successorCommand := m.joinCommand()
+	code, stdout, stderr = successor.run(successorCommand)
+	successorOutput := stdout + stderr
 	if code != 0 {
 		t.Fatalf("a new machine named gpu-e2e after the disconnect (%d):\n%s\n%s", code, stdout, stderr)
 	}
@@ -253,17 +255,31 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if err := successor.ns.Command("ip", "link", "show", "gridweave0").Run(); err == nil {
 		t.Error("the node's WireGuard device survived --leave")
 	}
-	// Nothing secret stays on the machine.
+	// Nothing secret stays on the machine: not the node token, the
+	// private key, the join key or the k3s agent token; and the agent
+	// printed none of them.
+	secrets := map[string]string{"node token": identity.NodeToken, "private key": identity.PrivateKey, "join key": keyOf(t, successorCommand), "k3s agent token": e2eK3sToken}
+	// (bin and records are the test's stand-ins, not the machine's own.)
 	_ = filepath.WalkDir(successor.dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 {
+		if d != nil && d.IsDir() && (d.Name() == "bin" || d.Name() == "records") {
+			return filepath.SkipDir
+		}
+		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 || strings.HasPrefix(filepath.Base(path), "join-node.sh") {
 			return nil
 		}
 		raw, _ := os.ReadFile(path)
-		if strings.Contains(string(raw), identity.NodeToken) || strings.Contains(string(raw), identity.PrivateKey) {
-			t.Errorf("%s still holds the node token or the private key after --leave", path)
+		for what, secret := range secrets {
+			if strings.Contains(string(raw), secret) {
+				t.Errorf("%s still holds the %s after --leave", path, what)
+			}
 		}
 		return nil
 	})
+	for what, secret := range secrets {
+		if what != "join key" && (strings.Contains(successorOutput, secret) || strings.Contains(stdout+stderr, secret)) {
+			t.Errorf("the agent printed the %s", what)
+		}
+	}
 }
 
 // TestTwentyMachinesJoinAtOnce runs the join command on 20 machines at

@@ -147,6 +147,10 @@ func addLiveCommands(root *cobra.Command, namespace *string, stdout, stderr io.W
 				return err
 			}
 			if _, err := s.Down(cmd.Context(), ns, args[0], downTimeout); err != nil {
+				if cmd.Context().Err() != nil {
+					fmt.Fprintln(stderr, "launcher: interrupted; what was deleted goes on going; run cluster down again to wait for it")
+					return exitError{130}
+				}
 				fmt.Fprintln(stderr, "launcher:", err)
 				return exitError{1}
 			}
@@ -229,6 +233,8 @@ func addLiveCommands(root *cobra.Command, namespace *string, stdout, stderr io.W
 			}
 			_, err = s.Dev(cmd.Context(), p, devOpts)
 			switch {
+			case err != nil && cmd.Context().Err() != nil:
+				return exitError{130}
 			case errors.Is(err, launch.ErrLint):
 				fmt.Fprintln(stderr, "launcher: lint found errors; nothing was applied")
 				return exitError{1}

@@ -263,6 +263,7 @@ func convert(up *os.File, size int64, format string, lim Limits, zw *zip.Writer)
 				return 0, &EntryError{Problem: "not a tar archive: " + err.Error()}
 			}
 			switch h.Typeflag {
+			//lint:ignore SA1019 archives written by old tools still carry TypeRegA
 			case tar.TypeReg, tar.TypeRegA:
 				err = add(h.Name, os.FileMode(h.Mode)&os.ModePerm, tr)
 			case tar.TypeDir:
