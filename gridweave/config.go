@@ -68,6 +68,15 @@ type Config struct {
 	KubeTorchDir       string
 	KubeTorchMaxBundle int64
 	KubeTorchBaseURL   string
+	// KubeTorchLimits bound what a bundle expands to
+	// (KUBETORCH_MAX_EXPANDED_BYTES, default 512 MiB;
+	// KUBETORCH_MAX_ENTRIES, 10000; KUBETORCH_MAX_RATIO, 100).
+	KubeTorchMaxExpanded int64
+	// KubeTorchSyncInterval is how often Run brings unfinished KubeTorch
+	// jobs' GridweaveJob status in step with Ray (default 10s).
+	KubeTorchSyncInterval time.Duration
+	KubeTorchMaxEntries  int
+	KubeTorchMaxRatio    int
 	// RayDashboardTimeout bounds each call of the Ray proxy
 	// (RAY_DASHBOARD_TIMEOUT, default 15s): a slower dashboard is a 504.
 	RayDashboardTimeout time.Duration
@@ -186,6 +195,18 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c.KubeTorchMaxBundle = int64(maxBundle)
 	c.KubeTorchBaseURL = strings.TrimRight(env("KUBETORCH_BASE_URL", ""), "/")
+	maxExpanded, err := envInt(env, "KUBETORCH_MAX_EXPANDED_BYTES", 512<<20, 1024, 1<<42)
+	if err != nil {
+		return Config{}, err
+	}
+	c.KubeTorchMaxExpanded = int64(maxExpanded)
+	c.KubeTorchSyncInterval = 10 * time.Second
+	if c.KubeTorchMaxEntries, err = envInt(env, "KUBETORCH_MAX_ENTRIES", 10000, 1, 10_000_000); err != nil {
+		return Config{}, err
+	}
+	if c.KubeTorchMaxRatio, err = envInt(env, "KUBETORCH_MAX_RATIO", 100, 2, 100_000); err != nil {
+		return Config{}, err
+	}
 	if c.RayDashboardTimeout, err = time.ParseDuration(env("RAY_DASHBOARD_TIMEOUT", "15s")); err != nil || c.RayDashboardTimeout <= 0 {
 		return Config{}, &ConfigError{"RAY_DASHBOARD_TIMEOUT", fmt.Sprintf("%q is not a positive duration such as 15s", env("RAY_DASHBOARD_TIMEOUT", ""))}
 	}

@@ -1,6 +1,7 @@
 package gridweave
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -31,7 +32,8 @@ import (
 const kubetorchSyncPath = "/v1/kubetorch/sync"
 
 func (s *Server) bundles() *kubetorch.Store {
-	return &kubetorch.Store{Dir: s.cfg.KubeTorchDir, Limits: kubetorch.Limits{MaxUpload: s.cfg.KubeTorchMaxBundle}}
+	return &kubetorch.Store{Dir: s.cfg.KubeTorchDir, Limits: kubetorch.Limits{MaxUpload: s.cfg.KubeTorchMaxBundle,
+		MaxExpanded: s.cfg.KubeTorchMaxExpanded, MaxEntries: s.cfg.KubeTorchMaxEntries, MaxRatio: int64(s.cfg.KubeTorchMaxRatio)}}
 }
 
 // bundleURL is where Ray workers fetch bundle id.
@@ -73,17 +75,22 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 			}
 			if part.FormName() == "bundle" {
 				body, format = part, uploadFormat(part.Header.Get("Content-Type"), part.FileName())
-				if format == "" {
-					format = kubetorch.FormatTarGz
-					if strings.HasSuffix(part.FileName(), ".zip") {
-						format = kubetorch.FormatZip
-					}
-				}
 				break
 			}
 		}
 	} else {
 		format = uploadFormat(r.Header.Get("Content-Type"), "")
+	}
+	if format == "" {
+		// application/octet-stream, or nothing said: the first bytes tell.
+		var sniffed []byte
+		body, sniffed = peek(body, 4)
+		switch {
+		case bytes.HasPrefix(sniffed, []byte{0x1f, 0x8b}):
+			format = kubetorch.FormatTarGz
+		case bytes.HasPrefix(sniffed, []byte("PK\x03\x04")), bytes.HasPrefix(sniffed, []byte("PK\x05\x06")):
+			format = kubetorch.FormatZip
+		}
 	}
 	if format == "" {
 		s.writeError(w, r, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
@@ -107,6 +114,14 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "bundle synced", "id", b.ID, "size", b.Size, "files", b.Files)
 	writeJSON(w, http.StatusCreated, map[string]any{"id": b.ID, "url": s.bundleURL(b.ID), "size": b.Size, "files": b.Files})
+}
+
+// peek returns the first n bytes of r and a reader of all of r.
+func peek(r io.Reader, n int) (io.Reader, []byte) {
+	head := make([]byte, n)
+	got, _ := io.ReadFull(r, head)
+	head = head[:got]
+	return io.MultiReader(bytes.NewReader(head), r), head
 }
 
 // handleBundle serves a bundle's zip at its unguessable URL.
@@ -342,7 +357,7 @@ func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
 	defer cancel()
-	job, err := d.GetJob(ctx, submission)
+	job, err := s.followJob(ctx, d, obj)
 	if err != nil {
 		s.writeError(w, r, s.dashboardError(err))
 		return
@@ -364,20 +379,75 @@ func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
 		message = *job.Message
 	}
 	phase := jobPhases[job.Status]
-	status := map[string]any{"phase": phase, "message": message}
+	writeJSON(w, http.StatusOK, map[string]any{"id": obj.GetName(), "owner": owner, "status": job.Status, "phase": phase, "message": message, "logs": lines})
+}
+
+// followJob reads a GridweaveJob's Ray job from the dashboard and brings
+// the GridweaveJob's status in step with it.
+func (s *Server) followJob(ctx context.Context, d *dashboard.Client, obj *unstructured.Unstructured) (dashboard.JobDetails, error) {
+	submission, _, _ := unstructured.NestedString(obj.Object, "spec", "submissionId")
+	job, err := d.GetJob(ctx, submission)
+	if err != nil {
+		return job, err
+	}
+	phase := jobPhases[job.Status]
+	if phase == "" {
+		return job, nil
+	}
+	status := map[string]any{"phase": phase, "message": ""}
+	if job.Message != nil {
+		status["message"] = *job.Message
+	}
 	if job.StartTime != nil {
 		status["startTime"] = time.UnixMilli(*job.StartTime).UTC().Format(time.RFC3339)
 	}
 	if job.EndTime != nil {
 		status["endTime"] = time.UnixMilli(*job.EndTime).UTC().Format(time.RFC3339)
 	}
-	if phase != "" {
-		patch, _ := json.Marshal(map[string]any{"status": status})
-		if _, err := ri.Patch(r.Context(), obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "gridweave"}, "status"); err != nil {
-			s.log.WarnContext(r.Context(), "kubetorch: the GridweaveJob's status did not follow the Ray job", "id", obj.GetName(), "err", err)
-		}
+	if old, _, _ := unstructured.NestedMap(obj.Object, "status"); old != nil && old["phase"] == status["phase"] && old["message"] == status["message"] {
+		return job, nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": obj.GetName(), "owner": owner, "status": job.Status, "phase": phase, "message": message, "logs": lines})
+	patch, _ := json.Marshal(map[string]any{"status": status})
+	ri, err := s.crdClient(jobKind)
+	if err != nil {
+		return job, err
+	}
+	if _, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "gridweave"}, "status"); err != nil {
+		s.log.WarnContext(ctx, "kubetorch: the GridweaveJob's status did not follow the Ray job", "id", obj.GetName(), "err", err)
+	}
+	return job, nil
+}
+
+// FollowKubeTorchJobs brings every unfinished KubeTorch GridweaveJob's
+// status in step with its Ray job (Run calls it every
+// KubeTorchSyncInterval); it returns how many it read.
+func (s *Server) FollowKubeTorchJobs(ctx context.Context) (int, error) {
+	if s.dynamic == nil || s.cfg.RayDashboardURL == "" {
+		return 0, nil
+	}
+	d, err := s.dashboardClient()
+	if err != nil {
+		return 0, err
+	}
+	list, err := s.dynamic.Resource(jobKind.gvr).Namespace(s.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "gridweave.dev/kubetorch=true"})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		phase, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "phase")
+		if phase == v1alpha1.JobSucceeded || phase == v1alpha1.JobFailed || phase == v1alpha1.JobStopped {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.rayTimeout())
+		_, err := s.followJob(cctx, d, &list.Items[i])
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // shellWord quotes s for sh.

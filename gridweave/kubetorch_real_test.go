@@ -104,8 +104,12 @@ func TestKubeTorch(t *testing.T) {
 	if big := send(t, pub, "/v1/kubetorch/sync", testAdminToken, "application/zip", bytes.Repeat([]byte("x"), 200<<10)); big.status != 413 {
 		t.Errorf("an upload over the bound: %d %s", big.status, big.raw)
 	}
-	if odd := send(t, pub, "/v1/kubetorch/sync", testAdminToken, "text/plain", code); odd.status != 415 {
+	if odd := send(t, pub, "/v1/kubetorch/sync", testAdminToken, "text/plain", []byte("print('hello')\n")); odd.status != 415 {
 		t.Errorf("a text/plain upload: %d", odd.status)
+	}
+	// A client that says application/octet-stream: the bytes tell.
+	if sniffed := send(t, pub, "/v1/kubetorch/sync", testAdminToken, "application/octet-stream", code); sniffed.status != 201 || sniffed.body["id"] != id {
+		t.Errorf("an octet-stream tar.gz: %d %s", sniffed.status, sniffed.raw)
 	}
 	if anon := send(t, pub, "/v1/kubetorch/sync", "", "application/gzip", code); anon.status != 401 {
 		t.Errorf("an upload without credentials: %d", anon.status)
@@ -179,6 +183,18 @@ func TestKubeTorch(t *testing.T) {
 	gj, _ = tc.Dynamic.Resource(v1alpha1.GroupVersion.WithResource(v1alpha1.JobResource)).Namespace(ns).Get(ctx, jobID, metav1.GetOptions{})
 	if phase, _ := gj.Object["status"].(map[string]any)["phase"].(string); phase != "Running" {
 		t.Errorf("the GridweaveJob's phase %q, want Running", phase)
+	}
+	// Without anyone asking, the follower brings the status along.
+	d.SetJobStatus(jobID, "SUCCEEDED", "done")
+	if n, err := pub.server.FollowKubeTorchJobs(ctx); err != nil || n != 1 {
+		t.Errorf("following: %d jobs, %v", n, err)
+	}
+	gj, _ = tc.Dynamic.Resource(v1alpha1.GroupVersion.WithResource(v1alpha1.JobResource)).Namespace(ns).Get(ctx, jobID, metav1.GetOptions{})
+	if phase, _ := gj.Object["status"].(map[string]any)["phase"].(string); phase != "Succeeded" {
+		t.Errorf("the GridweaveJob's phase after the follower %q, want Succeeded", phase)
+	}
+	if n, _ := pub.server.FollowKubeTorchJobs(ctx); n != 0 {
+		t.Errorf("the follower read %d finished jobs again", n)
 	}
 	if r := pub.do("GET", "/v1/kubetorch/jobs/"+jobID, userJWT(t, "mallory"), nil); r.status != 404 {
 		t.Errorf("another user's job: %d %s", r.status, r.raw)

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -295,8 +296,13 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := testConfig()
 	c.Namespace = ns
+	c.InternalToken = internalToken
 	c.VPNCIDR, c.MasterVPNIP = netip.MustParsePrefix("198.18.128.0/20"), netip.MustParseAddr("198.18.128.1")
 	pool, _ := joinkeys.NewPool(c.VPNCIDR, c.MasterVPNIP)
 	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(c.JWTSecret), Pool: pool})
@@ -304,7 +310,7 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 		t.Fatal(err)
 	}
 	_, pub, _ := wgkey.GeneratePair()
-	s, err := gridweave.New(ctx, c, gridweave.Backends{Keyring: kr, Mesh: memmesh.New(pub), Ray: rc, Kube: kube, Logger: slog.New(slog.DiscardHandler)})
+	s, err := gridweave.New(ctx, c, gridweave.Backends{Keyring: kr, Mesh: memmesh.New(pub), Ray: rc, Kube: kube, Dynamic: dyn, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +385,14 @@ func privilegeSteps() []step {
 					break
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("no running worker: %s", got.raw)
+					var why []string
+					pods, _ := r.tc.Kube.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "ray.io/group=" + group})
+					for _, p := range pods.Items {
+						for _, c := range p.Status.Conditions {
+							why = append(why, fmt.Sprintf("%s %s=%s %s", p.Name, c.Type, c.Status, c.Message))
+						}
+					}
+					return fmt.Errorf("no running worker: %s (%s)", got.raw, strings.Join(why, "; "))
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
@@ -431,6 +444,33 @@ func privilegeSteps() []step {
 			got := r.h.do("DELETE", "/v1/kuberay/clusters/extra", testAdminToken, nil)
 			if got.status != 200 && got.status != 204 {
 				return expect(got, 204, "delete cluster")
+			}
+			return nil
+		}},
+		{"the CRD proxy keeps the gateway's jobs and endpoints", func(r *privilegeRun) error {
+			for _, kind := range []struct{ path, name string }{{"jobs", "job-1"}, {"endpoints", "ep-1"}} {
+				obj := map[string]any{"metadata": map[string]any{"name": kind.name}, "spec": map[string]any{"owner": "alice", "cluster": "rl", "entrypoint": "python x.py"}}
+				if kind.path == "endpoints" {
+					obj["spec"] = map[string]any{"name": "chat", "cluster": "serve", "model": "m", "hardware": map[string]any{"gpuType": "NVIDIA-L4", "gpus": 1}, "replicas": 1}
+				}
+				base := "/v1/crd/" + kind.path
+				steps := []struct {
+					method, path string
+					body         any
+					want         int
+				}{
+					{"POST", base, obj, 201},
+					{"GET", base, nil, 200},
+					{"GET", base + "/" + kind.name, nil, 200},
+					{"PATCH", base + "/" + kind.name, map[string]any{"metadata": map[string]any{"labels": map[string]any{"team": "rl"}}}, 200},
+					{"PATCH", base + "/" + kind.name + "/status", map[string]any{"status": map[string]any{"phase": "Pending"}}, 200},
+					{"DELETE", base + "/" + kind.name, nil, 200},
+				}
+				for _, st := range steps {
+					if err := expect(r.h.do(st.method, st.path, internalToken, st.body), st.want, st.method+" "+st.path); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		}},

@@ -184,10 +184,16 @@ func (s *Server) Run(ctx context.Context) error {
 	defer factory.Shutdown()
 	tick := time.NewTicker(s.cfg.ReapInterval)
 	defer tick.Stop()
+	follow := time.NewTicker(s.cfg.KubeTorchSyncInterval)
+	defer follow.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-follow.C:
+			if _, err := s.FollowKubeTorchJobs(ctx); err != nil {
+				s.log.WarnContext(ctx, "following KubeTorch jobs", "err", err)
+			}
 		case <-tick.C:
 			if _, err := s.ReleaseHalfFinishedJoins(ctx); err != nil {
 				s.log.WarnContext(ctx, "releasing half-finished joins", "err", err)

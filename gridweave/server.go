@@ -103,6 +103,9 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Minute
 	}
+	if cfg.KubeTorchSyncInterval <= 0 {
+		cfg.KubeTorchSyncInterval = 10 * time.Second
+	}
 	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, kernelRoutes: b.KernelRoutes, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -134,6 +134,9 @@ func (s *Store) Put(r io.Reader, format string) (Bundle, error) {
 	defer os.Remove(out.Name())
 	zw := zip.NewWriter(out)
 	files, err := convert(up, n, format, lim, zw)
+	if err == nil && files == 0 {
+		err = &EntryError{Problem: "the bundle holds no files"}
+	}
 	if err == nil {
 		err = zw.Close()
 	}

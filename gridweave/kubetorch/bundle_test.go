@@ -159,7 +159,7 @@ func TestBundlesRefuseWhatEscapesOrExplodes(t *testing.T) {
 	if _, err := s.Put(bytes.NewReader(make([]byte, 101)), kubetorch.FormatZip); !errors.Is(err, kubetorch.ErrTooLarge) {
 		t.Errorf("an upload over MaxUpload: %v", err)
 	}
-	for _, junk := range [][]byte{[]byte("not gzip"), nil} {
+	for _, junk := range [][]byte{[]byte("not gzip"), nil, tarGz(t), tarGz(t, entry{name: "only-a-dir/", kind: tar.TypeDir})} {
 		if _, err := s.Put(bytes.NewReader(junk), kubetorch.FormatTarGz); err == nil {
 			t.Errorf("junk %q accepted", junk)
 		}
