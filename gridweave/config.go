@@ -75,8 +75,8 @@ type Config struct {
 	// KubeTorchSyncInterval is how often Run brings unfinished KubeTorch
 	// jobs' GridweaveJob status in step with Ray (default 10s).
 	KubeTorchSyncInterval time.Duration
-	KubeTorchMaxEntries  int
-	KubeTorchMaxRatio    int
+	KubeTorchMaxEntries   int
+	KubeTorchMaxRatio     int
 	// RayDashboardTimeout bounds each call of the Ray proxy
 	// (RAY_DASHBOARD_TIMEOUT, default 15s): a slower dashboard is a 504.
 	RayDashboardTimeout time.Duration
