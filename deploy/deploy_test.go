@@ -119,9 +119,9 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 	if _, err := rc.Apply(ctx, objs[:1], rayctl.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-server", Namespace: "gridweave"},
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-server", Namespace: "gridweave-system"},
 		StringData: map[string]string{"ADMIN_TOKEN": strings.Repeat("a", 40), "JWT_SECRET": strings.Repeat("j", 40)}}
-	if _, err := tc.Kube.CoreV1().Secrets("gridweave").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	if _, err := tc.Kube.CoreV1().Secrets("gridweave-system").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rc.Apply(ctx, objs[1:], rayctl.ApplyOptions{}); err != nil {
@@ -129,7 +129,7 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 	}
 	var pod corev1.Pod
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		pods, err := tc.Kube.CoreV1().Pods("gridweave").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gridweave-server"})
+		pods, err := tc.Kube.CoreV1().Pods("gridweave-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gridweave-server"})
 		if err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
 			pod = pods.Items[0]
 			break
@@ -141,7 +141,14 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 	if pod.Spec.NodeName != "master" {
 		t.Errorf("the server runs on %s, want the control-plane node", pod.Spec.NodeName)
 	}
-	sa := "system:serviceaccount:gridweave:gridweave-server"
+	// The Ray workloads' namespace refuses a privileged pod (Pod Security
+	// baseline): only the server's namespace is privileged.
+	privileged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "host-net", Namespace: "gridweave"}, Spec: corev1.PodSpec{HostNetwork: true,
+		Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := tc.Kube.CoreV1().Pods("gridweave").Create(ctx, privileged, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+		t.Error("the Ray workloads' namespace admits a host-network pod")
+	}
+	sa := "system:serviceaccount:gridweave-system:gridweave-server"
 	for _, c := range []struct {
 		attrs authorizationv1.ResourceAttributes
 		want  bool
@@ -152,6 +159,9 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: "ray.io", Resource: "rayclusters", Namespace: "default"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "gridweave-system"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "ray.io", Resource: "rayclusters", Namespace: "gridweave-system"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "gridweave.dev", Resource: "gridweavejobs", Subresource: "status", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes"}, false},
 	} {

@@ -320,11 +320,23 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	t.Cleanup(func() { cancel(); <-done })
 	h := newHarnessFor(t, s, c)
 	h.kr = kr
-	// The run's Nodes go with it: a pool's label left on them would draw
-	// the next run's workers.
+	// The run's Nodes and RayClusters go with it. A RayCluster left behind
+	// recreates its workers, which wait for any node of their pool (the
+	// pool label is the same in every run) and would take the next run's
+	// GPU; its RayClusters go first, then its Nodes.
 	t.Cleanup(func() {
 		for _, suffix := range []string{"a", "b"} {
 			_ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("rbac-%d-%s", seq, suffix), metav1.DeleteOptions{})
+		}
+	})
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = tc.Ray.RayV1().RayClusters(ns).DeleteCollection(bg, metav1.DeleteOptions{}, metav1.ListOptions{})
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			pods, err := tc.Kube.CoreV1().Pods(ns).List(bg, metav1.ListOptions{LabelSelector: "ray.io/node-type=worker"})
+			if err == nil && len(pods.Items) == 0 {
+				break
+			}
 		}
 	})
 	return &privilegeRun{t: t, tc: tc, ns: ns, seq: seq, h: h, calls: rec, cluster: c.ClusterName}
@@ -347,6 +359,8 @@ func ptrTo[T any](v T) *T { return &v }
 
 // privilegeSteps are the server's life, in order.
 func privilegeSteps() []step {
+	// Pod CIDRs: two per run, in 198.19.0.0/16, clear of the VPN pool
+	// (198.18.128.0/20), which the ledger refuses to overlap.
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	joinGPU := func(r *privilegeRun, host string) (string, error) {
 		n := newNode(r.t, host)
@@ -364,7 +378,7 @@ func privilegeSteps() []step {
 	return []step{
 		{"a GPU node joins and gets a worker group", func(r *privilegeRun) error {
 			_, r.key = r.h.mint("org")
-			if _, err := r.tc.AddNode(context.Background(), fmt.Sprintf("rbac-%d-a", r.seq), gpu, nil, fmt.Sprintf("198.18.%d.0/24", 160+r.seq%60)); err != nil {
+			if _, err := r.tc.AddNode(context.Background(), fmt.Sprintf("rbac-%d-a", r.seq), gpu, nil, fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100))); err != nil {
 				return err
 			}
 			var err error
@@ -414,7 +428,7 @@ func privilegeSteps() []step {
 			if _, err := joinGPU(r, host); err != nil {
 				return err
 			}
-			cidr := fmt.Sprintf("198.18.%d.0/24", 100+r.seq%60)
+			cidr := fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100)+1)
 			if _, err := r.tc.AddNode(context.Background(), host, gpu, nil, cidr); err != nil {
 				return err
 			}
@@ -528,7 +542,10 @@ func (r *privilegeRun) runSteps() (string, error) {
 }
 
 func TestLeastPrivilege(t *testing.T) {
-	tc := testcluster.Shared(t)
+	// A control plane of its own: its runs count on nothing but their own
+	// nodes and pods (on the package's shared one, the GPU nodes and groups
+	// other tests leave behind kept later runs' workers Pending).
+	tc := testcluster.Start(t, nil)
 	full := func(ns string) []*unstructured.Unstructured { return shippedRBAC(t, ns) }
 	r := startPrivilegeRun(t, tc, full)
 	if failed, err := r.runSteps(); err != nil {
