@@ -249,6 +249,10 @@ func (c *Cluster) start(ctx context.Context) error {
 			// nodeipam would fight the pod CIDRs tests set; there is no cloud.
 			// nodelifecycle stays: it lifts the not-ready taint from kwok nodes.
 			"--controllers=*,-nodeipam,-cloud-node-lifecycle",
+			// kwok renews every node's heartbeat from one process; on two
+			// busy cores a renewal can come late, and the default 50s grace
+			// would mark the node Unknown and its pods not ready.
+			"--node-monitor-grace-period=10m",
 			"--leader-elect=false",
 			"--service-account-private-key-file=" + certs.serviceAccountKey,
 			"--root-ca-file=" + certs.caCertFile,
