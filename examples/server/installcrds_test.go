@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"gridweave.dev/internal/testcluster"
+)
+
+// TestInstallCRDs: with --install-crds the server puts GridweaveJob and
+// GridweaveEndpoint back on an API server that lacks them, and serves them.
+func TestInstallCRDs(t *testing.T) {
+	tc := testcluster.Start(t, nil)
+	ctx := context.Background()
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	names := []string{"gridweavejobs.gridweave.dev", "gridweaveendpoints.gridweave.dev"}
+	for _, n := range names {
+		if err := tc.Dynamic.Resource(crds).Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err1 := tc.Dynamic.Resource(crds).Get(ctx, names[0], metav1.GetOptions{})
+		_, err2 := tc.Dynamic.Resource(crds).Get(ctx, names[1], metav1.GetOptions{})
+		if err1 != nil && err2 != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CRDs did not go")
+		}
+	}
+	if err := tc.CreateNamespace(ctx, "gridweave"); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"KUBERAY_DB": filepath.Join(t.TempDir(), "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath, "WG_INTERFACE": "gwtest-none0",
+		"ADMIN_TOKEN": "install-crds-admin-token-0123456789", "JWT_SECRET": strings.Repeat("j", 40), "INTERNAL_TOKEN": "install-crds-internal-token"}
+	s := start(t, env, "--install-crds")
+	for _, n := range names {
+		if _, err := tc.Dynamic.Resource(crds).Get(ctx, n, metav1.GetOptions{}); err != nil {
+			t.Errorf("%s after --install-crds: %v", n, err)
+		}
+	}
+	status, body := post(t, s.url+"/v1/crd/jobs", env["INTERNAL_TOKEN"], map[string]any{"metadata": map[string]any{"name": "j1"},
+		"spec": map[string]any{"owner": "alice", "cluster": "rl", "entrypoint": "python x.py"}})
+	if status != 201 {
+		t.Errorf("a GridweaveJob through the server: %d %v", status, body)
+	}
+}
