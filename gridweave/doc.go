@@ -1,9 +1,10 @@
 // Package gridweave is the control-plane HTTP service of a Gridweave
 // cluster, the master's hands on Kubernetes and WireGuard: the join flow
 // (join keys, validate, register, disconnect and leave, provider
-// verification, version reports), the RayCluster API over rayctl, health,
-// readiness, Prometheus metrics and the API's own documentation
-// (/openapi.json, /docs).
+// verification, version reports), the RayCluster API over rayctl, the
+// job gateway's hands (the CRD proxy /v1/crd, the Ray proxy /v1/ray,
+// KubeTorch /v1/kubetorch), health, readiness, Prometheus metrics and the
+// API's own documentation (/openapi.json, /docs).
 //
 // A Server is built by New from a Config (ConfigFromEnv reads it from the
 // environment with seed 000's names) and its Backends, each already behind
@@ -21,12 +22,16 @@
 // device; reconcile.go the background work (Run: the mesh rebuilt from the
 // ledger, the Kubernetes Nodes followed, half-finished joins released);
 // downloads.go join-node.sh and the agent binaries; clusters.go the
-// clusters API; openapi.go the API description.
+// clusters API; crdproxy.go GridweaveJobs and GridweaveEndpoints for the
+// gateway, endpoints.go an endpoint's hardware swap; rayproxy.go Ray Serve
+// through the dashboard; kubetorch.go code bundles and distributed
+// training; openapi.go the API description.
 //
 // Subpackages with a vocabulary of their own, which do not import the
 // server: joinagent (the node side of the join), gpus (nvidia-smi and
 // amd-smi), scrapetargets (DCGM file_sd targets), joinscript
-// (join-node.sh).
+// (join-node.sh), crd (our CRDs and their Go types), kubetorch (checked,
+// content-addressed code bundles).
 //
 // GPU nodes join one worker group per kind of machine (GPU vendor, model
 // and count), its replicas the registered nodes of that kind, one pod per
