@@ -387,53 +387,12 @@ func (n *node) record(name string) string {
 }
 
 // echo sends a line to addr from inside the machine and reads it back.
-func (n *node) echo(addr string) error { return echoIn(n.ns, addr) }
+func (n *node) echo(addr string) error { return netnstest.Echo(n.ns, addr) }
 
-func echoIn(ns *netnstest.Namespace, addr string) error {
-	dial := func() error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			return err
-		}
-		_, err = io.ReadFull(c, make([]byte, 5))
-		return err
-	}
-	if ns == nil {
-		return dial()
-	}
-	return ns.Do(dial)
-}
+func echoIn(ns *netnstest.Namespace, addr string) error { return netnstest.Echo(ns, addr) }
 
-// echoServer answers TCP on addr (inside ns; nil: the test's namespace)
-// with what it is sent, until the test ends.
 func echoServer(t *testing.T, ns *netnstest.Namespace, addr string) {
-	t.Helper()
-	var ln net.Listener
-	listen := func() (err error) { ln, err = net.Listen("tcp", addr); return err }
-	var err error
-	if ns == nil {
-		err = listen()
-	} else {
-		err = ns.Do(listen)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	netnstest.EchoServer(t, ns, addr)
 }
 
 // within retries f every 250 ms until it succeeds or limit passes, and

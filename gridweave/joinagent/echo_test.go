@@ -1,50 +1,17 @@
 package joinagent_test
 
 import (
-	"io"
-	"net"
 	"testing"
 	"time"
 
 	"gridweave.dev/internal/netnstest"
 )
 
-// echoServer answers TCP on addr inside ns with what it is sent, until the
-// test ends.
 func echoServer(t *testing.T, ns *netnstest.Namespace, addr string) {
-	t.Helper()
-	var ln net.Listener
-	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	netnstest.EchoServer(t, ns, addr)
 }
 
-// echoFrom sends a line to addr from inside ns and reads it back.
-func echoFrom(ns *netnstest.Namespace, addr string) error {
-	return ns.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			return err
-		}
-		_, err = io.ReadFull(c, make([]byte, 5))
-		return err
-	})
-}
+func echoFrom(ns *netnstest.Namespace, addr string) error { return netnstest.Echo(ns, addr) }
 
 // eventually retries f a bounded number of times (the first packets wait
 // for a WireGuard handshake) and returns its last error.

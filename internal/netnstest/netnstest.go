@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -149,4 +151,53 @@ func (ns *Namespace) Do(fn func() error) error {
 		errc <- fn()
 	}()
 	return <-errc
+}
+
+// EchoServer answers TCP on addr (inside ns; nil: the test's own
+// namespace) with what it is sent, until the test ends.
+func EchoServer(t testing.TB, ns *Namespace, addr string) {
+	t.Helper()
+	var ln net.Listener
+	listen := func() (err error) { ln, err = net.Listen("tcp", addr); return err }
+	var err error
+	if ns == nil {
+		err = listen()
+	} else {
+		err = ns.Do(listen)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+}
+
+// Echo sends a line to addr from inside ns (nil: the test's own
+// namespace) and reads it back.
+func Echo(ns *Namespace, addr string) error {
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, make([]byte, 5))
+		return err
+	}
+	if ns == nil {
+		return dial()
+	}
+	return ns.Do(dial)
 }
