@@ -18,22 +18,22 @@ import (
 
 	"gridweave.dev/deploy"
 	"gridweave.dev/internal/testcluster"
-	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 	"gridweave.dev/rayctl"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
 
 // kubernetesDocuments reads the shipped manifests in apply order.
-func kubernetesDocuments(t *testing.T) []manifest.Document {
+func kubernetesDocuments(t *testing.T) []validation.Document {
 	t.Helper()
-	var docs []manifest.Document
+	var docs []validation.Document
 	for _, name := range []string{"namespace.yaml", "rbac.yaml", "server.yaml"} {
 		raw, err := fs.ReadFile(deploy.Files, "kubernetes/"+name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := manifest.ReadDocuments("kubernetes/"+name, bytes.NewReader(raw))
+		d, err := validation.ReadDocuments("kubernetes/"+name, bytes.NewReader(raw))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func kubernetesDocuments(t *testing.T) []manifest.Document {
 // TestManifestsLintClean: our own lint finds nothing in what we ship.
 func TestManifestsLintClean(t *testing.T) {
 	docs := kubernetesDocuments(t)
-	if findings := manifest.Lint(manifest.NewValidator(), docs); len(findings) != 0 {
+	if findings := validation.Lint(validation.NewValidator(), docs); len(findings) != 0 {
 		for _, f := range findings {
 			t.Error(f)
 		}

@@ -33,7 +33,7 @@ import (
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
-	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/rayctl"
 	"gridweave.dev/wgkey"
@@ -133,7 +133,7 @@ func shippedRBAC(t *testing.T, ns string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, err := manifest.ReadDocuments("rbac.yaml", bytes.NewReader(raw))
+	docs, err := validation.ReadDocuments("rbac.yaml", bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}

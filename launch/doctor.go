@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 )
 
 // Check outcomes.
@@ -91,7 +92,7 @@ func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Che
 	if crdsOK && !opts.NoProbe {
 		add(s.probeOperator(ctx, p.Namespace, opts.ProbeTimeout))
 	} else if !crdsOK {
-		add(Check{"operator", CheckFail, "not checked: KubeRay's CRDs are missing, so no operator can run", "install KubeRay " + manifest.KubeRayVersion + " (CRDs and operator)"})
+		add(Check{"operator", CheckFail, "not checked: KubeRay's CRDs are missing, so no operator can run", "install KubeRay " + validation.KubeRayVersion + " (CRDs and operator)"})
 	}
 	if pc := p.Infra.Infra.PriorityClassName; pc != "" {
 		if _, err := s.Kube.SchedulingV1().PriorityClasses().Get(ctx, pc, metav1.GetOptions{}); err != nil {
@@ -118,7 +119,7 @@ func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Che
 
 // checkCRD compares the cluster's CRD with the one this launcher embeds.
 func (s *Session) checkCRD(ctx context.Context, name string) Check {
-	fix := "install KubeRay " + manifest.KubeRayVersion + "'s CRDs: kubectl apply --server-side -k \"github.com/ray-project/kuberay/ray-operator/config/crd?ref=" + manifest.KubeRayVersion + "\""
+	fix := "install KubeRay " + validation.KubeRayVersion + "'s CRDs: kubectl apply --server-side -k \"github.com/ray-project/kuberay/ray-operator/config/crd?ref=" + validation.KubeRayVersion + "\""
 	got, err := s.Dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Check{"CRD " + name, CheckFail, "not installed", fix}
@@ -126,7 +127,7 @@ func (s *Session) checkCRD(ctx context.Context, name string) Check {
 	if err != nil {
 		return Check{"CRD " + name, CheckFail, err.Error(), "check the kubeconfig's permissions to read CRDs"}
 	}
-	raw, err := manifest.EmbeddedCRD(name)
+	raw, err := validation.EmbeddedCRD(name)
 	if err != nil {
 		return Check{"CRD " + name, CheckWarn, err.Error(), ""}
 	}
@@ -153,11 +154,11 @@ func (s *Session) checkCRD(ctx context.Context, name string) Check {
 	sort.Strings(extra)
 	switch {
 	case len(missing) > 0:
-		return Check{"CRD " + name, CheckWarn, fmt.Sprintf("older than KubeRay %s's schema: %d fields missing (%s)", manifest.KubeRayVersion, len(missing), strings.Join(first(missing, 3), ", ")), fix}
+		return Check{"CRD " + name, CheckWarn, fmt.Sprintf("older than KubeRay %s's schema: %d fields missing (%s)", validation.KubeRayVersion, len(missing), strings.Join(first(missing, 3), ", ")), fix}
 	case len(extra) > 0:
-		return Check{"CRD " + name, CheckWarn, fmt.Sprintf("newer than KubeRay %s's schema: %d fields this launcher does not know (%s)", manifest.KubeRayVersion, len(extra), strings.Join(first(extra, 3), ", ")), "use a launcher built for that KubeRay version"}
+		return Check{"CRD " + name, CheckWarn, fmt.Sprintf("newer than KubeRay %s's schema: %d fields this launcher does not know (%s)", validation.KubeRayVersion, len(extra), strings.Join(first(extra, 3), ", ")), "use a launcher built for that KubeRay version"}
 	}
-	return Check{"CRD " + name, CheckOK, "installed, KubeRay " + manifest.KubeRayVersion + " schema", ""}
+	return Check{"CRD " + name, CheckOK, "installed, KubeRay " + validation.KubeRayVersion + " schema", ""}
 }
 
 func first(s []string, n int) []string {
@@ -205,7 +206,7 @@ func (s *Session) probeOperator(ctx context.Context, namespace string, timeout t
 	if timeout <= 0 {
 		timeout = 20 * time.Second
 	}
-	fix := "start the KubeRay operator " + manifest.KubeRayVersion + " and make it watch " + namespace + " (helm upgrade --install kuberay-operator kuberay/kuberay-operator --version " + strings.TrimPrefix(manifest.KubeRayVersion, "v") + "; a single-namespace install must list it in watchNamespace)"
+	fix := "start the KubeRay operator " + validation.KubeRayVersion + " and make it watch " + namespace + " (helm upgrade --install kuberay-operator kuberay/kuberay-operator --version " + strings.TrimPrefix(validation.KubeRayVersion, "v") + "; a single-namespace install must list it in watchNamespace)"
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := "gridweave-doctor-" + hex.EncodeToString(suffix)
@@ -498,7 +499,7 @@ func (s *Session) checkCronJob(ctx context.Context, p *Plan) []Check {
 			continue
 		}
 		if _, err := s.Dynamic.Resource(crdResource).Get(ctx, "raycronjobs.ray.io", metav1.GetOptions{}); err != nil {
-			return []Check{{"RayCronJob", CheckFail, "raycronjobs.ray.io is not installed", "install KubeRay " + manifest.KubeRayVersion + "'s CRDs"}}
+			return []Check{{"RayCronJob", CheckFail, "raycronjobs.ray.io is not installed", "install KubeRay " + validation.KubeRayVersion + "'s CRDs"}}
 		}
 		return []Check{{"RayCronJob", CheckWarn, "the operator's RayCronJob feature gate (off by default) cannot be read from the API server",
 			"make sure the operator runs with --feature-gates=RayCronJob=true"}}

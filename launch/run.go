@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 	"gridweave.dev/rayctl"
 	"gridweave.dev/rayctl/dashboard"
 )
@@ -31,7 +32,7 @@ type Plan struct {
 	// Skipped are rendered but never applied by the live path: the
 	// namespace's ResourceQuota and LimitRange.
 	Skipped  []*unstructured.Unstructured
-	Findings []manifest.Finding
+	Findings []validation.Finding
 }
 
 // ErrLint is returned by Run when lint found errors; nothing was applied.
@@ -72,11 +73,11 @@ func (s *Session) Prepare(recipePath, infraPath string, opts PrepareOptions) (*P
 	if in.Launch.ClusterName != "" {
 		p.Name = in.Launch.ClusterName
 	}
-	docs := make([]manifest.Document, len(objs))
+	docs := make([]validation.Document, len(objs))
 	for i, o := range objs {
-		docs[i] = manifest.Document{Source: fmt.Sprintf("render#%d %s/%s", i+1, o.GetKind(), o.GetName()), Object: o}
+		docs[i] = validation.Document{Source: fmt.Sprintf("render#%d %s/%s", i+1, o.GetKind(), o.GetName()), Object: o}
 	}
-	p.Findings = manifest.Lint(s.Validator, docs)
+	p.Findings = validation.Lint(s.Validator, docs)
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ResourceQuota", "LimitRange":
@@ -110,7 +111,7 @@ type RunResult struct {
 // waits until it runs, saying why pods are not running while it waits.
 func (s *Session) Run(ctx context.Context, p *Plan, opts RunOptions) (RunResult, error) {
 	var res RunResult
-	if manifest.HasErrors(p.Findings) {
+	if validation.HasErrors(p.Findings) {
 		for _, f := range p.Findings {
 			s.say("%s", f)
 		}

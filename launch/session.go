@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 	"gridweave.dev/rayctl"
 )
 
@@ -22,7 +22,7 @@ type Session struct {
 	Dynamic dynamic.Interface
 	Rayctl  *rayctl.Client
 	// Validator lints before anything is applied.
-	Validator *manifest.Validator
+	Validator *validation.Validator
 	// Out receives progress lines; Terminal says it is a terminal (a
 	// spinner then, plain lines otherwise).
 	Out      io.Writer
@@ -56,7 +56,7 @@ func NewSession(cfg *rest.Config, out io.Writer) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: an HTTP client for %s: %w", cfg.Host, err)
 	}
-	return &Session{Kube: kube, Ray: ray, Dynamic: dyn, Rayctl: rc.WithDynamic(dyn), Validator: manifest.NewValidator(),
+	return &Session{Kube: kube, Ray: ray, Dynamic: dyn, Rayctl: rc.WithDynamic(dyn), Validator: validation.NewValidator(),
 		Out: out, Poll: 2 * time.Second, restConfig: cfg, httpClient: httpClient}, nil
 }
 

@@ -12,9 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 )
 
 const chartDir = "../examples/launcher/chart"
+
+var validator = validation.NewValidator()
 
 func renderChart(t *testing.T, values string) ([]*unstructured.Unstructured, []byte) {
 	t.Helper()
@@ -50,12 +53,12 @@ func TestChartGoldenAndValid(t *testing.T) {
 		t.Run(c.values, func(t *testing.T) {
 			objs, out := renderChart(t, readFile(t, filepath.Join(chartDir, c.values)))
 			golden.Assert(t, string(out), c.golden)
-			var docs []manifest.Document
+			var docs []validation.Document
 			for _, o := range objs {
-				docs = append(docs, manifest.Document{Source: c.values, Object: o})
+				docs = append(docs, validation.Document{Source: c.values, Object: o})
 			}
-			for _, f := range manifest.Lint(validator, docs) {
-				if f.Severity == manifest.SeverityError {
+			for _, f := range validation.Lint(validator, docs) {
+				if f.Severity == validation.SeverityError {
 					t.Errorf("chart output: %s", f)
 				}
 			}

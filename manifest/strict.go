@@ -2,15 +2,15 @@ package manifest
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"gridweave.dev/manifest/internal/strictyaml"
 )
 
 // SpecError is a problem in a spec file, at a path and line.
@@ -70,12 +70,16 @@ func decodeStrict(file string, data []byte, out any, shapes map[string]reflect.T
 		return &SpecError{File: file, Problem: "the file is empty"}
 	}
 	root := doc.Content[0]
-	lines := map[string]int{}
-	w := walker{file: file, lines: lines, shapes: shapes}
-	generic, err := w.convert(root, reflect.TypeOf(out).Elem(), "")
+	d := strictyaml.Decoder{Shapes: shapes}
+	generic, err := d.Convert(root, reflect.TypeOf(out).Elem())
 	if err != nil {
-		return err
+		var se *strictyaml.Error
+		if errors.As(err, &se) {
+			return &SpecError{File: file, Path: se.Path, Line: se.Line, Problem: se.Problem}
+		}
+		return &SpecError{File: file, Problem: err.Error()}
 	}
+	lines := d.Lines
 	js, err := json.Marshal(generic)
 	if err != nil {
 		return &SpecError{File: file, Problem: err.Error()}
@@ -84,7 +88,7 @@ func decodeStrict(file string, data []byte, out any, shapes map[string]reflect.T
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return &SpecError{File: file, Path: te.Field, Line: lines[te.Field],
-				Problem: fmt.Sprintf("want %s, got %s", describeType(te.Type), te.Value)}
+				Problem: fmt.Sprintf("want %s, got %s", strictyaml.DescribeType(te.Type), te.Value)}
 		}
 		return &SpecError{File: file, Problem: err.Error()}
 	}
@@ -99,279 +103,4 @@ func yamlErrorLine(err error) int {
 	return 0
 }
 
-func describeType(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice:
-		return "a list"
-	case reflect.Map, reflect.Struct:
-		return "a mapping"
-	}
-	return t.String()
-}
 
-type walker struct {
-	file   string
-	lines  map[string]int
-	shapes map[string]reflect.Type
-	// jsonScalars: the document came from JSON, where a string field takes
-	// only a string (in a hand-written spec, `tag: 2.54` is a string).
-	jsonScalars bool
-}
-
-var (
-	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-)
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func (w *walker) errorf(n *yaml.Node, path, format string, args ...any) error {
-	return &SpecError{File: w.file, Path: path, Line: n.Line, Problem: fmt.Sprintf(format, args...)}
-}
-
-// convert checks node n against type t and returns the JSON-ready value
-// that decodes into t. Keys must name fields; scalars must suit their
-// field (any scalar suits a string field: `cpu: 32` means "32").
-func (w *walker) convert(n *yaml.Node, t reflect.Type, path string) (any, error) {
-	w.lines[path] = n.Line
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if shape, ok := w.shapes[path]; ok {
-		t = shape
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return nil, nil
-	}
-	generic := func() (any, error) {
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return nil, w.errorf(n, path, "%v", err)
-		}
-		return normalize(v), nil
-	}
-	// Types with their own decoding (quantities, int-or-string, times)
-	// take the value as it is; they judge it when decoded.
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
-		v, err := generic()
-		if err != nil {
-			return nil, err
-		}
-		// Decode it here, so that a bad quantity or time names its field.
-		js, err := json.Marshal(v)
-		if err == nil {
-			err = json.Unmarshal(js, reflect.New(t).Interface())
-		}
-		if err != nil {
-			return nil, w.errorf(n, path, "%v", err)
-		}
-		return v, nil
-	}
-	switch t.Kind() {
-	case reflect.Interface:
-		return generic()
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return generic()
-		}
-		if n.Kind != yaml.SequenceNode {
-			return nil, w.errorf(n, path, "want a list, got %s", nodeKind(n))
-		}
-		out := make([]any, 0, len(n.Content))
-		for i, item := range n.Content {
-			v, err := w.convert(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return nil, w.errorf(n, path, "want a mapping, got %s", nodeKind(n))
-		}
-		out := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			p := join(path, key)
-			if _, dup := out[key]; dup {
-				return nil, w.errorf(n.Content[i], p, "appears twice")
-			}
-			v, err := w.convert(n.Content[i+1], t.Elem(), p)
-			if err != nil {
-				return nil, err
-			}
-			out[key] = v
-		}
-		return out, nil
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return nil, w.errorf(n, path, "want a mapping, got %s", nodeKind(n))
-		}
-		fields := jsonFields(t)
-		out := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key, value := n.Content[i], n.Content[i+1]
-			p := join(path, key.Value)
-			if _, dup := out[key.Value]; dup {
-				return nil, w.errorf(key, p, "appears twice")
-			}
-			ft, ok := fields[key.Value]
-			if !ok {
-				w.lines[p] = key.Line
-				return nil, w.errorf(key, p, "unknown field%s", suggest(key.Value, fields))
-			}
-			v, err := w.convert(value, ft, p)
-			if err != nil {
-				return nil, err
-			}
-			out[key.Value] = v
-		}
-		return out, nil
-	}
-	if n.Kind != yaml.ScalarNode {
-		return nil, w.errorf(n, path, "want %s, got %s", describeType(t), nodeKind(n))
-	}
-	switch t.Kind() {
-	case reflect.String:
-		if w.jsonScalars && n.Tag != "!!str" {
-			return nil, w.errorf(n, path, "want a string, got %s", n.Value)
-		}
-		return n.Value, nil
-	case reflect.Bool:
-		if n.Tag != "!!bool" {
-			return nil, w.errorf(n, path, "want true or false, got %q", n.Value)
-		}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Tag != "!!int" {
-			return nil, w.errorf(n, path, "want an integer, got %q", n.Value)
-		}
-	case reflect.Float32, reflect.Float64:
-		if n.Tag != "!!int" && n.Tag != "!!float" {
-			return nil, w.errorf(n, path, "want a number, got %q", n.Value)
-		}
-	}
-	return generic()
-}
-
-// normalize turns YAML's map[any]any (never produced by yaml.v3 for
-// string keys, but possible for others) into JSON-ready maps.
-func normalize(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, c := range t {
-			t[k] = normalize(c)
-		}
-		return t
-	case map[any]any:
-		out := make(map[string]any, len(t))
-		for k, c := range t {
-			out[fmt.Sprint(k)] = normalize(c)
-		}
-		return out
-	case []any:
-		for i, c := range t {
-			t[i] = normalize(c)
-		}
-	}
-	return v
-}
-
-func nodeKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return fmt.Sprintf("%q", n.Value)
-}
-
-// jsonFields maps the JSON names of t's fields (embedded and inline
-// structs flattened) to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if (f.Anonymous && name == "") || strings.Contains(opts, "inline") {
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					out[k] = v
-				}
-				continue
-			}
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
-}
-
-// suggest names the known field closest to key, if one is close.
-func suggest(key string, fields map[string]reflect.Type) string {
-	best, bestDist := "", 3
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if d := editDistance(strings.ToLower(key), strings.ToLower(name)); d < bestDist {
-			best, bestDist = name, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 )
 
 // exitError carries an exit status through cobra.
@@ -52,7 +53,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	var namespace string
 	root.PersistentFlags().StringVarP(&namespace, "namespace", "n", "", "override the infra spec's namespace")
-	v := manifest.NewValidator()
+	v := validation.NewValidator()
 
 	load := func(recipePath, infraPath string) (*manifest.Recipe, *manifest.Infra, []*unstructured.Unstructured, error) {
 		r, err := manifest.LoadRecipe(recipePath)
@@ -80,11 +81,11 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				fmt.Fprintln(stderr, err)
 				return exitError{1}
 			}
-			docs := make([]manifest.Document, len(objs))
+			docs := make([]validation.Document, len(objs))
 			for i, o := range objs {
-				docs[i] = manifest.Document{Source: "render#" + fmt.Sprint(i+1), Object: o}
+				docs[i] = validation.Document{Source: "render#" + fmt.Sprint(i+1), Object: o}
 			}
-			findings := manifest.Lint(v, docs)
+			findings := validation.Lint(v, docs)
 			for _, f := range findings {
 				fmt.Fprintln(stdout, f)
 			}
@@ -93,17 +94,17 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				if spec == nil {
 					continue
 				}
-				rs, err := manifest.ComputeStartResources(name, spec)
+				rs, err := validation.ComputeStartResources(name, spec)
 				if err != nil {
 					fmt.Fprintf(stdout, "%s %s: %v\n", o.GetKind(), o.GetName(), err)
 					continue
 				}
-				fmt.Fprintf(stdout, "Ray resources per node of %s %s (KubeRay %s):\n", o.GetKind(), o.GetName(), manifest.KubeRayVersion)
+				fmt.Fprintf(stdout, "Ray resources per node of %s %s (KubeRay %s):\n", o.GetKind(), o.GetName(), validation.KubeRayVersion)
 				for _, r := range rs {
 					fmt.Fprintln(stdout, "  "+r.String())
 				}
 			}
-			if manifest.HasErrors(findings) {
+			if validation.HasErrors(findings) {
 				return exitError{1}
 			}
 			fmt.Fprintf(stdout, "%d objects, %s\n", len(objs), summary(findings))
@@ -161,12 +162,12 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			findings := manifest.Lint(v, docs)
+			findings := validation.Lint(v, docs)
 			if format == "json" {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
 				if findings == nil {
-					findings = []manifest.Finding{}
+					findings = []validation.Finding{}
 				}
 				if err := enc.Encode(map[string]any{"objects": len(docs), "findings": findings}); err != nil {
 					return err
@@ -177,7 +178,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				}
 				fmt.Fprintf(stdout, "%d objects, %s\n", len(docs), summary(findings))
 			}
-			if manifest.HasErrors(findings) {
+			if validation.HasErrors(findings) {
 				return exitError{1}
 			}
 			return nil
@@ -217,10 +218,10 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-func summary(fs []manifest.Finding) string {
+func summary(fs []validation.Finding) string {
 	errs, warns := 0, 0
 	for _, f := range fs {
-		if f.Severity == manifest.SeverityError {
+		if f.Severity == validation.SeverityError {
 			errs++
 		} else {
 			warns++
@@ -248,11 +249,11 @@ func raySpec(o *unstructured.Unstructured) (string, *rayv1.RayClusterSpec) {
 
 // readPaths reads every YAML or JSON document under the given paths
 // (directories recursively; - is stdin), in a stable order.
-func readPaths(paths []string, stdin io.Reader) ([]manifest.Document, error) {
-	var docs []manifest.Document
+func readPaths(paths []string, stdin io.Reader) ([]validation.Document, error) {
+	var docs []validation.Document
 	for _, p := range paths {
 		if p == "-" {
-			d, err := manifest.ReadDocuments("stdin", stdin)
+			d, err := validation.ReadDocuments("stdin", stdin)
 			if err != nil {
 				return nil, err
 			}
@@ -283,7 +284,7 @@ func readPaths(paths []string, stdin io.Reader) ([]manifest.Document, error) {
 			files = []string{p}
 		}
 		for _, f := range files {
-			d, err := manifest.LoadDocuments(f)
+			d, err := validation.LoadDocuments(f)
 			if err != nil {
 				return nil, err
 			}

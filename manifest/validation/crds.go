@@ -1,4 +1,4 @@
-package manifest
+package validation
 
 import (
 	"embed"
@@ -12,7 +12,7 @@ import (
 // pins) and Gridweave's own (gridweave/crd/bases). TestEmbeddedCRDsMatchModule
 // fails if any differs from its source.
 //
-//go:generate sh -c "cp $(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)/config/crd/bases/ray.io_*.yaml crds/ && cp $(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/standard/gateway.networking.k8s.io_*.yaml crds/ && cp ../gridweave/crd/bases/gridweave.dev_*.yaml crds/ && chmod 0644 crds/*.yaml"
+//go:generate sh -c "cp $(go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)/config/crd/bases/ray.io_*.yaml crds/ && cp $(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)/config/crd/standard/gateway.networking.k8s.io_*.yaml crds/ && cp ../../gridweave/crd/bases/gridweave.dev_*.yaml crds/ && chmod 0644 crds/*.yaml"
 //go:embed crds/*.yaml
 var embeddedCRDs embed.FS
 

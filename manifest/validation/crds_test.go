@@ -1,4 +1,4 @@
-package manifest_test
+package validation_test
 
 import (
 	"bytes"
@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 )
 
-// TestEmbeddedCRDsMatchModule keeps manifest/crds identical to the CRDs of
+// TestEmbeddedCRDsMatchModule keeps crds/ identical to the CRDs of
 // the KubeRay and Gateway API module versions in go.mod (regenerate with
 // go generate).
 func TestEmbeddedCRDsMatchModule(t *testing.T) {
@@ -35,7 +35,7 @@ func TestEmbeddedCRDsMatchModule(t *testing.T) {
 			want, _ := os.ReadFile(f)
 			got, err := os.ReadFile(filepath.Join("crds", filepath.Base(f)))
 			if err != nil || !bytes.Equal(got, want) {
-				t.Errorf("crds/%s differs from the module's (%v); run go generate ./manifest/", filepath.Base(f), err)
+				t.Errorf("crds/%s differs from the module's (%v); run go generate ./manifest/validation/", filepath.Base(f), err)
 			}
 		}
 	}
@@ -45,7 +45,7 @@ func TestEmbeddedCRDsMatchModule(t *testing.T) {
 // for its kind.
 func TestEveryEmbeddedCRDIsFound(t *testing.T) {
 	files, _ := filepath.Glob("crds/*.yaml")
-	v := manifest.NewValidator()
+	v := validation.NewValidator()
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -84,7 +84,7 @@ func TestEveryEmbeddedCRDIsFound(t *testing.T) {
 // TestEmbeddedGridweaveCRDsMatch: the embedded copies of our own CRDs are
 // the generated ones.
 func TestEmbeddedGridweaveCRDsMatch(t *testing.T) {
-	files, _ := filepath.Glob("../gridweave/crd/bases/gridweave.dev_*.yaml")
+	files, _ := filepath.Glob("../../gridweave/crd/bases/gridweave.dev_*.yaml")
 	if len(files) != 2 {
 		t.Fatalf("%d generated CRDs of ours, want 2", len(files))
 	}
@@ -92,7 +92,7 @@ func TestEmbeddedGridweaveCRDsMatch(t *testing.T) {
 		want, _ := os.ReadFile(f)
 		got, err := os.ReadFile(filepath.Join("crds", filepath.Base(f)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("crds/%s differs from gridweave/crd/bases (%v); run go generate ./manifest/", filepath.Base(f), err)
+			t.Errorf("crds/%s differs from gridweave/crd/bases (%v); run go generate ./manifest/validation/", filepath.Base(f), err)
 		}
 	}
 }

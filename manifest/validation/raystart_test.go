@@ -1,4 +1,4 @@
-package manifest_test
+package validation_test
 
 import (
 	"strings"
@@ -7,8 +7,9 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 
-	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 )
 
 func group(name string, params, groupRes map[string]string, req, lim corev1.ResourceList) rayv1.WorkerGroupSpec {
@@ -49,11 +50,11 @@ func TestStartResourcesFollowKubeRay(t *testing.T) {
 			group("tpu", nil, nil, nil, rl("cpu", "1", "google.com/tpu", "4")),
 		},
 	}
-	got, err := manifest.ComputeStartResources("demo", spec)
+	got, err := validation.ComputeStartResources("demo", spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byGroup := map[string]manifest.StartResources{}
+	byGroup := map[string]validation.StartResources{}
 	for _, g := range got {
 		byGroup[g.Group] = g
 	}
@@ -76,7 +77,7 @@ func TestStartResourcesFollowKubeRay(t *testing.T) {
 
 	// KubeRay refuses resources in both places.
 	spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, group("both", map[string]string{"num-cpus": "1"}, map[string]string{"cpu": "2"}, nil, nil))
-	if _, err := manifest.ComputeStartResources("demo", spec); err == nil || !strings.Contains(err.Error(), "both") {
+	if _, err := validation.ComputeStartResources("demo", spec); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Errorf("resources in both places: %v", err)
 	}
 }
@@ -85,10 +86,10 @@ func TestRenderedFleetsAnnounceTheirTags(t *testing.T) {
 	objs := render(t, "grpo_swe.recipe.yaml", "grpo_swe.infra.yaml")
 	job := objs[len(objs)-1]
 	var rj rayv1.RayJob
-	if err := fromUnstructured(job, &rj); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(job.Object, &rj); err != nil {
 		t.Fatal(err)
 	}
-	got, err := manifest.ComputeStartResources(rj.Name, rj.Spec.RayClusterSpec)
+	got, err := validation.ComputeStartResources(rj.Name, rj.Spec.RayClusterSpec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package manifest
+package validation
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
+	"gridweave.dev/manifest/internal/strictyaml"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,8 +53,8 @@ func ReadDocuments(name string, r io.Reader) ([]Document, error) {
 		if len(node.Content) == 0 || (node.Content[0].Kind == yaml.ScalarNode && node.Content[0].Tag == "!!null") {
 			continue
 		}
-		w := walker{lines: map[string]int{}}
-		v, err := w.convert(node.Content[0], anyType, "")
+		d := strictyaml.Decoder{}
+		v, err := d.Convert(node.Content[0], anyType)
 		m, ok := v.(map[string]any)
 		if err != nil {
 			out = append(out, Document{Source: src, Err: err})
@@ -104,7 +105,7 @@ func nodeLines(n *yaml.Node, path string, lines map[string]int) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := join(path, n.Content[i].Value)
+			p := joinPath(path, n.Content[i].Value)
 			lines[p] = n.Content[i].Line
 			nodeLines(n.Content[i+1], p, lines)
 		}
@@ -113,6 +114,14 @@ func nodeLines(n *yaml.Node, path string, lines map[string]int) {
 			nodeLines(item, fmt.Sprintf("%s[%d]", path, i), lines)
 		}
 	}
+}
+
+// joinPath is path.key, or key at the root.
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // subtreeLines re-roots the lines of the fields under prefix.
@@ -169,7 +178,7 @@ func duplicateKey(n *yaml.Node, path string) string {
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
-			p := join(path, k)
+			p := joinPath(path, k)
 			if seen[k] {
 				return fmt.Sprintf("%s (line %d)", p, n.Content[i].Line)
 			}

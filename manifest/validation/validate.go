@@ -1,4 +1,4 @@
-package manifest
+package validation
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
+	"gridweave.dev/manifest/internal/strictyaml"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -506,10 +507,10 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 	if err := yaml.Unmarshal(data, &node); err != nil || len(node.Content) == 0 {
 		return []Finding{errorAt("decode", "", fmt.Sprint(err), "")}, nil
 	}
-	w := walker{lines: map[string]int{}, jsonScalars: true}
-	generic, err := w.convert(node.Content[0], t, "")
+	d := strictyaml.Decoder{JSONScalars: true}
+	generic, err := d.Convert(node.Content[0], t)
 	if err != nil {
-		if se, ok := err.(*SpecError); ok {
+		if se, ok := err.(*strictyaml.Error); ok {
 			id := "schema"
 			if strings.HasPrefix(se.Problem, "unknown field") {
 				id = "unknown-field"

@@ -1,4 +1,4 @@
-package manifest_test
+package validation_test
 
 import (
 	"fmt"
@@ -11,17 +11,41 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-var validator = manifest.NewValidator()
+var validator = validation.NewValidator()
 
-func lintString(t testing.TB, doc string) []manifest.Finding {
+// specs are the launcher's example specs.
+const specs = "../../examples/launcher/specs"
+
+// render renders an example recipe and infra spec, as `launcher check` does
+// before it validates.
+func render(t testing.TB, recipe, infra string) []*unstructured.Unstructured {
 	t.Helper()
-	docs, err := manifest.ReadDocuments("case.yaml", strings.NewReader(doc))
+	r, err := manifest.LoadRecipe(filepath.Join(specs, recipe))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return manifest.Lint(validator, docs)
+	in, err := manifest.LoadInfra(filepath.Join(specs, infra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Render(r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func lintString(t testing.TB, doc string) []validation.Finding {
+	t.Helper()
+	docs, err := validation.ReadDocuments("case.yaml", strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return validation.Lint(validator, docs)
 }
 
 func TestLintAcceptsTheExamples(t *testing.T) {
@@ -30,18 +54,18 @@ func TestLintAcceptsTheExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	docs, _ := manifest.ReadDocuments("ray-cpu-demo.yaml", f)
-	if fs := manifest.Lint(validator, docs); len(fs) != 0 {
+	docs, _ := validation.ReadDocuments("ray-cpu-demo.yaml", f)
+	if fs := validation.Lint(validator, docs); len(fs) != 0 {
 		t.Errorf("seed 003's minimal CPU cluster: %v", fs)
 	}
 	for _, c := range [][2]string{{"grpo_swe.recipe.yaml", "grpo_swe.infra.yaml"}, {"grpo_swe.recipe.yaml", "grpo_swe_sglang.infra.yaml"}} {
 		objs := render(t, c[0], c[1])
-		var docs []manifest.Document
+		var docs []validation.Document
 		for i, o := range objs {
-			docs = append(docs, manifest.Document{Source: fmt.Sprintf("render#%d", i+1), Object: o})
+			docs = append(docs, validation.Document{Source: fmt.Sprintf("render#%d", i+1), Object: o})
 		}
-		for _, f := range manifest.Lint(validator, docs) {
-			if f.Severity == manifest.SeverityError {
+		for _, f := range validation.Lint(validator, docs) {
+			if f.Severity == validation.SeverityError {
 				t.Errorf("%s: rendered output has an error: %s", c[1], f)
 			}
 		}
@@ -84,42 +108,42 @@ func TestLintFindsUsersMistakes(t *testing.T) {
 		name     string
 		doc      string
 		id, path string
-		severity manifest.Severity
+		severity validation.Severity
 	}{
-		{"typo in a worker group", strings.Replace(base, "    replicas: 1\n", "    replica: 1\n", 1), "unknown-field", "spec.workerGroupSpecs[0].replica", manifest.SeverityError},
-		{"memory with a wrong unit", strings.Replace(base, "memory: 16Gi", "memory: 16GB", 1), "schema", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.memory", manifest.SeverityError},
-		{"a number where a string goes", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}", "  headGroupSpec:\n    rayStartParams: {num-cpus: 0}", 1), "schema", "spec.headGroupSpec.rayStartParams.num-cpus", manifest.SeverityError},
-		{"CEL rule", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  managedBy: someone-else\n  rayVersion", 1), "schema", "spec.managedBy", manifest.SeverityError},
-		{"uppercase name", fmt.Sprintf(rayCluster, "Demo"), "metadata", "metadata.name", manifest.SeverityError},
-		{"name too long", fmt.Sprintf(rayCluster, strings.Repeat("a", 54)), "name-too-long", "metadata.name", manifest.SeverityError},
-		{"container name", strings.Replace(base, "name: ray-worker", "name: Ray_Worker", 1), "container-name", "spec.workerGroupSpecs[0].template.spec.containers[0].name", manifest.SeverityError},
+		{"typo in a worker group", strings.Replace(base, "    replicas: 1\n", "    replica: 1\n", 1), "unknown-field", "spec.workerGroupSpecs[0].replica", validation.SeverityError},
+		{"memory with a wrong unit", strings.Replace(base, "memory: 16Gi", "memory: 16GB", 1), "schema", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.memory", validation.SeverityError},
+		{"a number where a string goes", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}", "  headGroupSpec:\n    rayStartParams: {num-cpus: 0}", 1), "schema", "spec.headGroupSpec.rayStartParams.num-cpus", validation.SeverityError},
+		{"CEL rule", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  managedBy: someone-else\n  rayVersion", 1), "schema", "spec.managedBy", validation.SeverityError},
+		{"uppercase name", fmt.Sprintf(rayCluster, "Demo"), "metadata", "metadata.name", validation.SeverityError},
+		{"name too long", fmt.Sprintf(rayCluster, strings.Repeat("a", 54)), "name-too-long", "metadata.name", validation.SeverityError},
+		{"container name", strings.Replace(base, "name: ray-worker", "name: Ray_Worker", 1), "container-name", "spec.workerGroupSpecs[0].template.spec.containers[0].name", validation.SeverityError},
 		{"label value", strings.Replace(base, "    rayStartParams: {}\n    template:\n      spec:\n        containers:\n        - name: ray-worker", "    rayStartParams: {}\n    template:\n      metadata:\n        labels: {team: \"has space!\"}\n      spec:\n        containers:\n        - name: ray-worker", 1), "", "", ""},
-		{"GPU only in requests", strings.Replace(base, "limits: {nvidia.com/gpu: \"1\", cpu: \"4\", memory: 16Gi}", "requests: {nvidia.com/gpu: \"1\"}", 1), "gpu-request-only", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits", manifest.SeverityError},
-		{"resources in both places", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    resources: {GPU: \"1\"}\n    rayStartParams: {num-gpus: \"1\"}", 1), "resources-and-start-params", "spec.workerGroupSpecs[0].rayStartParams.num-gpus", manifest.SeverityError},
-		{"GPUs Ray sees differ", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    rayStartParams: {num-gpus: \"2\"}", 1), "gpu-mismatch", "spec.workerGroupSpecs[0]", manifest.SeverityWarning},
-		{"fractional CPU", strings.Replace(base, `cpu: "4"`, "cpu: 1500m", 1), "fractional-cpu", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu", manifest.SeverityWarning},
-		{"rayVersion vs image", strings.Replace(base, `rayVersion: "2.54.0"`, `rayVersion: "2.50.0"`, 1), "ray-version-image", "spec.rayVersion", manifest.SeverityWarning},
-		{"replicas out of range", strings.Replace(base, "    replicas: 1\n", "    replicas: 5\n", 1), "replicas-out-of-range", "spec.workerGroupSpecs[0].replicas", manifest.SeverityWarning},
-		{"autoscaling without version", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  enableInTreeAutoscaling: true\n  rayVersion", 1), "autoscaler-version", "spec.autoscalerOptions.version", manifest.SeverityWarning},
-		{"exposed head", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    serviceType: LoadBalancer\n", 1), "exposed-dashboard", "spec.headGroupSpec.serviceType", manifest.SeverityWarning},
-		{"RayJob without cleanup", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-no-cleanup", "spec.shutdownAfterJobFinishes", manifest.SeverityWarning},
-		{"RayJob TTL without shutdown", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  ttlSecondsAfterFinished: 60\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-ttl-without-shutdown", "spec.ttlSecondsAfterFinished", manifest.SeverityError},
-		{"RayCronJob gate", "apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 3 * * *\"\n  jobTemplate:\n    entrypoint: python x.py\n    shutdownAfterJobFinishes: true\n    rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "    "), "raycronjob-feature-gate", "kind", manifest.SeverityWarning},
-		{"wrong apiVersion", strings.Replace(base, "ray.io/v1", "ray.io/v2", 1), "type", "apiVersion", manifest.SeverityError},
-		{"Deployment typo", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replica: 2\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec: {containers: [{name: c, image: i}]}\n", "unknown-field", "spec.replica", manifest.SeverityError},
-		{"Deployment selector", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: b}}\n    spec: {containers: [{name: c, image: i}]}\n", "schema", "spec.template.metadata.labels", manifest.SeverityError},
-		{"Service port type", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports: [{port: http}]\n", "schema", "spec.ports[0].port", manifest.SeverityError},
-		{"exposed dashboard Service", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  type: NodePort\n  ports: [{port: 8265}]\n", "exposed-dashboard", "spec.ports[0]", manifest.SeverityWarning},
-		{"duplicate env", strings.Replace(base, "name: ray-worker\n", "name: ray-worker\n          env: [{name: A, value: \"1\"}, {name: A, value: \"2\"}]\n", 1), "duplicate-env", "spec.workerGroupSpecs[0].template.spec.containers[0].env[1].name", manifest.SeverityWarning},
-		{"PDB over Ray pods", "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: p}\nspec:\n  maxUnavailable: 1\n  selector: {matchLabels: {ray.io/cluster: demo}}\n", "pdb-ray-pods", "spec.maxUnavailable", manifest.SeverityWarning},
-		{"Service selecting the RayCluster's labels", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  selector: {ray.io/node-type: head, ray.io/originated-from-cr-name: serve}\n  ports: [{port: 8000}]\n", "selector-matches-no-pod", "spec.selector.ray.io/originated-from-cr-name", manifest.SeverityWarning},
-		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: \"1\"}\ndata: {b: \"2\"}\n", "parse", "", manifest.SeverityError},
+		{"GPU only in requests", strings.Replace(base, "limits: {nvidia.com/gpu: \"1\", cpu: \"4\", memory: 16Gi}", "requests: {nvidia.com/gpu: \"1\"}", 1), "gpu-request-only", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits", validation.SeverityError},
+		{"resources in both places", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    resources: {GPU: \"1\"}\n    rayStartParams: {num-gpus: \"1\"}", 1), "resources-and-start-params", "spec.workerGroupSpecs[0].rayStartParams.num-gpus", validation.SeverityError},
+		{"GPUs Ray sees differ", strings.Replace(base, "    maxReplicas: 2\n    rayStartParams: {}", "    maxReplicas: 2\n    rayStartParams: {num-gpus: \"2\"}", 1), "gpu-mismatch", "spec.workerGroupSpecs[0]", validation.SeverityWarning},
+		{"fractional CPU", strings.Replace(base, `cpu: "4"`, "cpu: 1500m", 1), "fractional-cpu", "spec.workerGroupSpecs[0].template.spec.containers[0].resources.limits.cpu", validation.SeverityWarning},
+		{"rayVersion vs image", strings.Replace(base, `rayVersion: "2.54.0"`, `rayVersion: "2.50.0"`, 1), "ray-version-image", "spec.rayVersion", validation.SeverityWarning},
+		{"replicas out of range", strings.Replace(base, "    replicas: 1\n", "    replicas: 5\n", 1), "replicas-out-of-range", "spec.workerGroupSpecs[0].replicas", validation.SeverityWarning},
+		{"autoscaling without version", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  enableInTreeAutoscaling: true\n  rayVersion", 1), "autoscaler-version", "spec.autoscalerOptions.version", validation.SeverityWarning},
+		{"exposed head", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    serviceType: LoadBalancer\n", 1), "exposed-dashboard", "spec.headGroupSpec.serviceType", validation.SeverityWarning},
+		{"RayJob without cleanup", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-no-cleanup", "spec.shutdownAfterJobFinishes", validation.SeverityWarning},
+		{"RayJob TTL without shutdown", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  ttlSecondsAfterFinished: 60\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-ttl-without-shutdown", "spec.ttlSecondsAfterFinished", validation.SeverityError},
+		{"RayCronJob gate", "apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 3 * * *\"\n  jobTemplate:\n    entrypoint: python x.py\n    shutdownAfterJobFinishes: true\n    rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "    "), "raycronjob-feature-gate", "kind", validation.SeverityWarning},
+		{"wrong apiVersion", strings.Replace(base, "ray.io/v1", "ray.io/v2", 1), "type", "apiVersion", validation.SeverityError},
+		{"Deployment typo", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replica: 2\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec: {containers: [{name: c, image: i}]}\n", "unknown-field", "spec.replica", validation.SeverityError},
+		{"Deployment selector", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: b}}\n    spec: {containers: [{name: c, image: i}]}\n", "schema", "spec.template.metadata.labels", validation.SeverityError},
+		{"Service port type", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  ports: [{port: http}]\n", "schema", "spec.ports[0].port", validation.SeverityError},
+		{"exposed dashboard Service", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  type: NodePort\n  ports: [{port: 8265}]\n", "exposed-dashboard", "spec.ports[0]", validation.SeverityWarning},
+		{"duplicate env", strings.Replace(base, "name: ray-worker\n", "name: ray-worker\n          env: [{name: A, value: \"1\"}, {name: A, value: \"2\"}]\n", 1), "duplicate-env", "spec.workerGroupSpecs[0].template.spec.containers[0].env[1].name", validation.SeverityWarning},
+		{"PDB over Ray pods", "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: p}\nspec:\n  maxUnavailable: 1\n  selector: {matchLabels: {ray.io/cluster: demo}}\n", "pdb-ray-pods", "spec.maxUnavailable", validation.SeverityWarning},
+		{"Service selecting the RayCluster's labels", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  selector: {ray.io/node-type: head, ray.io/originated-from-cr-name: serve}\n  ports: [{port: 8000}]\n", "selector-matches-no-pod", "spec.selector.ray.io/originated-from-cr-name", validation.SeverityWarning},
+		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: \"1\"}\ndata: {b: \"2\"}\n", "parse", "", validation.SeverityError},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fs := lintString(t, c.doc)
 			if c.id == "" { // label value: the pod-label check
-				if !has(fs, "pod-label", "spec.workerGroupSpecs[0].template.metadata.labels.team", manifest.SeverityError) {
+				if !has(fs, "pod-label", "spec.workerGroupSpecs[0].template.metadata.labels.team", validation.SeverityError) {
 					t.Errorf("findings:\n%s", list(fs))
 				}
 				return
@@ -131,7 +155,7 @@ func TestLintFindsUsersMistakes(t *testing.T) {
 	}
 }
 
-func has(fs []manifest.Finding, id, path string, sev manifest.Severity) bool {
+func has(fs []validation.Finding, id, path string, sev validation.Severity) bool {
 	for _, f := range fs {
 		if f.ID == id && f.Severity == sev && (path == "" || f.Path == path) {
 			return true
@@ -140,7 +164,7 @@ func has(fs []manifest.Finding, id, path string, sev manifest.Severity) bool {
 	return false
 }
 
-func list(fs []manifest.Finding) string {
+func list(fs []validation.Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
 		b.WriteString("  " + f.String() + "\n")
@@ -158,8 +182,8 @@ func indent(s, prefix string) string {
 
 func rayClusterDoc(name string) string { return fmt.Sprintf(rayCluster, name) }
 
-func lintDocs(t testing.TB, doc string) []manifest.Document {
-	docs, err := manifest.ReadDocuments("bench.yaml", strings.NewReader(doc))
+func lintDocs(t testing.TB, doc string) []validation.Document {
+	docs, err := validation.ReadDocuments("bench.yaml", strings.NewReader(doc))
 	if err != nil || len(docs) == 0 || docs[0].Err != nil {
 		t.Fatalf("%v %v", docs, err)
 	}
@@ -169,17 +193,17 @@ func lintDocs(t testing.TB, doc string) []manifest.Document {
 // TestLintUsersCorpusGolden pins what lint says about testdata/users (the
 // YAML TestLintAgreesWithTheRealSystems holds to the real API server and
 // operator), so that a change in wording or coverage shows in review
-// (update with go test ./manifest/ -update).
+// (update with go test ./manifest/validation/ -update).
 func TestLintUsersCorpusGolden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/users/*.yaml")
-	v := manifest.NewValidator()
+	v := validation.NewValidator()
 	var b strings.Builder
 	for _, file := range files {
-		docs, err := manifest.LoadDocuments(file)
+		docs, err := validation.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range manifest.Lint(v, docs) {
+		for _, f := range validation.Lint(v, docs) {
 			b.WriteString(f.String() + "\n")
 		}
 	}
@@ -191,7 +215,7 @@ func TestLintUsersCorpusGolden(t *testing.T) {
 // findings call it by its prefix.
 func TestLintNamesGeneratedObjects(t *testing.T) {
 	fs := lintString(t, "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {generateName: rayjob-sample-}\nspec:\n  entrypoint: python x.py\n  rayClusterSpec:\n"+indent(strings.SplitN(fmt.Sprintf(rayCluster, "x"), "spec:\n", 2)[1], "  "))
-	if manifest.HasErrors(fs) {
+	if validation.HasErrors(fs) {
 		t.Fatalf("errors for a generateName object:\n%s", list(fs))
 	}
 	if len(fs) == 0 || fs[0].Object != "RayJob rayjob-sample-*" {
@@ -213,13 +237,13 @@ func FuzzLint(f *testing.F) {
 		}
 	}
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: ray.io/v1, kind: RayCluster, metadata: {name: a}, spec: {}}]\n"))
-	v := manifest.NewValidator()
+	v := validation.NewValidator()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		docs, err := manifest.ReadDocuments("fuzz.yaml", strings.NewReader(string(data)))
+		docs, err := validation.ReadDocuments("fuzz.yaml", strings.NewReader(string(data)))
 		if err != nil {
 			return
 		}
-		for _, finding := range manifest.Lint(v, docs) {
+		for _, finding := range validation.Lint(v, docs) {
 			if finding.Object == "" {
 				t.Fatalf("a finding without its object: %+v", finding)
 			}
@@ -232,10 +256,10 @@ func FuzzLint(f *testing.F) {
 // object — the fast paths share unchanged parts of it.
 func TestValidateLeavesItsInputAlone(t *testing.T) {
 	files, _ := filepath.Glob("testdata/users/*.yaml")
-	more, _ := filepath.Glob("testdata/*.yaml")
-	v := manifest.NewValidator()
+	more, _ := filepath.Glob("../testdata/*.yaml")
+	v := validation.NewValidator()
 	for _, file := range append(files, more...) {
-		docs, err := manifest.LoadDocuments(file)
+		docs, err := validation.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,16 +302,16 @@ func TestLintKeysWithoutValues(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var errs []manifest.Finding
+			var errs []validation.Finding
 			for _, f := range lintString(t, c.doc) {
-				if f.Severity == manifest.SeverityError {
+				if f.Severity == validation.SeverityError {
 					errs = append(errs, f)
 				}
 			}
 			if c.path == "" && len(errs) > 0 {
 				t.Errorf("want no errors; findings:\n%s", list(errs))
 			}
-			if c.path != "" && !has(errs, "schema", c.path, manifest.SeverityError) && !has(errs, "pod-containers", c.path, manifest.SeverityError) {
+			if c.path != "" && !has(errs, "schema", c.path, validation.SeverityError) && !has(errs, "pod-containers", c.path, validation.SeverityError) {
 				t.Errorf("want an error at %s; findings:\n%s", c.path, list(errs))
 			}
 		})

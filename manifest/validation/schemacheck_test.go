@@ -1,4 +1,4 @@
-package manifest
+package validation
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func crdObjects(t testing.TB) (objs []map[string]any, validators []createValidat
 		objs = append(objs, d.Object.Object)
 		validators = append(validators, crd.schema)
 	}
-	golden, _ := filepath.Glob("testdata/*.yaml")
+	golden, _ := filepath.Glob("../testdata/*.yaml")
 	var ray, gateway int
 	for _, file := range append(golden, "testdata/users/gateway.yaml") {
 		docs, err := LoadDocuments(file)
@@ -54,7 +54,7 @@ func crdObjects(t testing.TB) (objs []map[string]any, validators []createValidat
 				continue
 			}
 			switch group := d.Object.GroupVersionKind().Group; {
-			case group == "ray.io" && filepath.Dir(file) == "testdata":
+			case group == "ray.io" && filepath.Dir(file) == "../testdata":
 				add(d)
 				ray++
 			case group == "gateway.networking.k8s.io" && !hasError(v.Validate(d.Object)):

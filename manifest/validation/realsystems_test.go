@@ -1,4 +1,4 @@
-package manifest_test
+package validation_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"gridweave.dev/internal/testcluster"
-	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 	"gridweave.dev/rayctl"
 )
 
@@ -36,8 +36,8 @@ func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
 // surface when the operator creates the pods.
 var admissionIDs = map[string]bool{"parse": true, "decode": true, "schema": true, "unknown-field": true, "metadata": true, "type": true}
 
-func admissionError(d manifest.Document, f manifest.Finding) bool {
-	if f.Severity != manifest.SeverityError {
+func admissionError(d validation.Document, f validation.Finding) bool {
+	if f.Severity != validation.SeverityError {
 		return false
 	}
 	if d.Object != nil && d.Object.GroupVersionKind().Group != "ray.io" {
@@ -137,7 +137,7 @@ func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agre
 	crdFiles, _ := filepath.Glob("crds/gateway.networking.k8s.io_*.yaml")
 	var crds []*unstructured.Unstructured
 	for _, file := range crdFiles {
-		docs, err := manifest.LoadDocuments(file)
+		docs, err := validation.LoadDocuments(file)
 		if err != nil || len(docs) != 1 || docs[0].Err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
@@ -151,16 +151,16 @@ func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agre
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(tc.Kube.Discovery()))
-	v := manifest.NewValidator()
+	v := validation.NewValidator()
 
 	type created struct {
 		name, namespace, kind string
-		lintErrors            []manifest.Finding
+		lintErrors            []validation.Finding
 	}
 	var live []created
 	seq := 0
 	for _, file := range files {
-		docs, err := manifest.LoadDocuments(file)
+		docs, err := validation.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,12 +168,12 @@ func agreeWithRealSystems(t *testing.T, prefix string, files []string) (got agre
 			if d.Err != nil {
 				t.Fatalf("%s: %v", d.Source, d.Err)
 			}
-			findings := manifest.Lint(v, []manifest.Document{d})
-			var ours, others []manifest.Finding
+			findings := validation.Lint(v, []validation.Document{d})
+			var ours, others []validation.Finding
 			for _, f := range findings {
 				if admissionError(d, f) {
 					ours = append(ours, f)
-				} else if f.Severity == manifest.SeverityError {
+				} else if f.Severity == validation.SeverityError {
 					others = append(others, f)
 				}
 			}
@@ -313,7 +313,7 @@ var unknownFieldInMessage = regexp.MustCompile(`unknown field "([^"]+)"`)
 // namesField reports whether a finding's path is the field, or contains it
 // or is contained in it (the server may name a list where lint names the
 // element, or the other way round).
-func namesField(fs []manifest.Finding, field string) bool {
+func namesField(fs []validation.Finding, field string) bool {
 	for _, f := range fs {
 		if f.Path == field || strings.HasPrefix(field, f.Path+".") || strings.HasPrefix(field, f.Path+"[") ||
 			strings.HasPrefix(f.Path, field+".") || strings.HasPrefix(f.Path, field+"[") {
@@ -323,7 +323,7 @@ func namesField(fs []manifest.Finding, field string) bool {
 	return false
 }
 
-func paths(fs []manifest.Finding) []string {
+func paths(fs []validation.Finding) []string {
 	var out []string
 	for _, f := range fs {
 		out = append(out, f.Path)
