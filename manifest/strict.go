@@ -102,5 +102,3 @@ func yamlErrorLine(err error) int {
 	}
 	return 0
 }
-
-
