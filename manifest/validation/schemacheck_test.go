@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
@@ -40,7 +41,7 @@ func crdObjects(t testing.TB) (objs []map[string]any, validators []createValidat
 			t.Fatalf("%s: %v", d.Source, err)
 		}
 		objs = append(objs, d.Object.Object)
-		validators = append(validators, crd.schema)
+		validators = append(validators, mustLib(t, crd).schema)
 	}
 	golden, _ := filepath.Glob("../testdata/*.yaml")
 	var ray, gateway int
@@ -341,12 +342,12 @@ func TestValidateCreateMatchesStrategy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		strategy := customresource.NewStrategy(scheme.Scheme, crd.namespaced, crd.gvk, crd.schema, nil, crd.structural, nil, nil, nil)
-		all := mutations(obj, schemaOf(crd.schema))
+		strategy := customresource.NewStrategy(scheme.Scheme, crd.namespaced, crd.gvk, mustLib(t, crd).schema, nil, mustLib(t, crd).structural, nil, nil, nil)
+		all := mutations(obj, schemaOf(mustLib(t, crd).schema))
 		for j := 0; j < len(all); j += step {
 			m := &unstructured.Unstructured{Object: all[j].apply(obj)}
-			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(m.Object, crd.structural)
-			structuraldefaulting.Default(m.Object, crd.structural)
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(m.Object, mustLib(t, crd).structural)
+			structuraldefaulting.Default(m.Object, mustLib(t, crd).structural)
 			want := strategy.Validate(context.Background(), m)
 			got := crd.validateCreate(context.Background(), m)
 			if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -369,9 +370,10 @@ func TestValidateCreateMatchesStrategy(t *testing.T) {
 // the compiled plan agrees with apiextensions-apiserver — prunes is true
 // exactly when PruneWithOptions drops something, nullsPrunedAndDefaulted
 // equals PruneNonNullableNullsWithoutDefaults then Default on a copy (and
-// leaves its input alone), and
+// leaves its input alone),
 // listTypesCertainlyValid is never true where ValidateListSetsAndMaps
-// finds an error.
+// finds an error, and where reachesCELRule is false the CEL validator
+// finds nothing.
 func TestStructuralPlanMatchesLibrary(t *testing.T) {
 	v := NewValidator()
 	objs, _ := crdObjects(t)
@@ -379,14 +381,14 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 	if testing.Short() {
 		step = 13
 	}
-	var pruned, nullsPruned, listErrors, listCertain, cases int
+	var pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors, cases int
 	for _, obj := range objs {
 		u := &unstructured.Unstructured{Object: obj}
 		crd, err := v.crdFor(u.GroupVersionKind())
 		if err != nil {
 			t.Fatal(err)
 		}
-		all := mutations(obj, schemaOf(crd.schema))
+		all := mutations(obj, schemaOf(mustLib(t, crd).schema))
 		for _, m := range all[:len(all)/4] { // an unknown field beside the first keys
 			if _, key := m.path[len(m.path)-1].(string); key {
 				all = append(all, mutation{path: append(append([]any(nil), m.path[:len(m.path)-1]...), "unknownFieldX"), value: "x"})
@@ -398,7 +400,7 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 			cases++
 
 			lib := runtime.DeepCopyJSON(in)
-			dropped := pruning.PruneWithOptions(lib, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+			dropped := pruning.PruneWithOptions(lib, mustLib(t, crd).structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 			if got, want := crd.root.prunes(in), !equality.Semantic.DeepEqual(lib, in); got != want {
 				t.Fatalf("%s: prunes = %v, library changed the object: %v (%v)", what, got, want, dropped)
 			}
@@ -408,11 +410,11 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 
 			before := runtime.DeepCopyJSON(in)
 			want := runtime.DeepCopyJSON(in)
-			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(want, crd.structural)
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(want, mustLib(t, crd).structural)
 			if !reflect.DeepEqual(want, before) {
 				nullsPruned++
 			}
-			structuraldefaulting.Default(want, crd.structural)
+			structuraldefaulting.Default(want, mustLib(t, crd).structural)
 			got := crd.plan.nullsPrunedAndDefaulted(in)
 			if !reflect.DeepEqual(got, any(want)) {
 				t.Fatalf("%s: nullsPrunedAndDefaulted differs from the library:\n got %v\nwant %v", what, got, want)
@@ -421,7 +423,7 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 				t.Fatalf("%s: nullsPrunedAndDefaulted changed its input", what)
 			}
 
-			errs := structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)
+			errs := structurallisttype.ValidateListSetsAndMaps(nil, mustLib(t, crd).structural, want)
 			certain := crd.plan.listTypesCertainlyValid(want)
 			if certain && len(errs) > 0 {
 				t.Fatalf("%s: list types certainly valid, the library finds %v", what, errs)
@@ -432,10 +434,23 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 			if len(errs) > 0 {
 				listErrors++
 			}
+
+			if celValidator := mustLib(t, crd).cel; celValidator != nil {
+				celErrs, _ := celValidator.Validate(context.Background(), nil, mustLib(t, crd).structural, want, nil, celconfig.RuntimeCELCostBudget)
+				if !crd.plan.reachesCELRule(want) {
+					celSkipped++
+					if len(celErrs) > 0 {
+						t.Fatalf("%s: no CEL rule reached, yet the CEL validator finds %v", what, celErrs)
+					}
+				} else if len(celErrs) > 0 {
+					celErrors++
+				}
+			}
 		}
 	}
-	t.Logf("%d objects: %d pruned, %d with nulls pruned, %d with list-type errors, %d confirmed by the plan", cases, pruned, nullsPruned, listErrors, listCertain)
-	if pruned == 0 || nullsPruned == 0 || listErrors == 0 || listCertain == 0 {
+	t.Logf("%d objects: %d pruned, %d with nulls pruned, %d with list-type errors, %d confirmed by the plan, %d reach no CEL rule, %d with CEL errors",
+		cases, pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors)
+	if pruned == 0 || nullsPruned == 0 || listErrors == 0 || listCertain == 0 || celSkipped == 0 || celErrors == 0 {
 		t.Fatal("the mutations exercise only one side")
 	}
 }
@@ -505,7 +520,7 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 				t.Errorf("%s: the golden object takes the library's path: %v", obj["kind"], err)
 			}
 		}
-		all := mutations(obj, schemaOf(crd.schema))
+		all := mutations(obj, schemaOf(mustLib(t, crd).schema))
 		for j := 0; j < len(all); j += step {
 			raw := all[j].apply(obj)
 			for _, in := range []map[string]any{raw, crd.plan.nullsPrunedAndDefaulted(raw).(map[string]any)} {
@@ -587,7 +602,7 @@ func FuzzFastPaths(f *testing.F) {
 			f.Fatal(err)
 		}
 		crds[i] = crd
-		muts[i] = mutations(obj, schemaOf(crd.schema))
+		muts[i] = mutations(obj, schemaOf(mustLib(f, crd).schema))
 	}
 	f.Fuzz(func(t *testing.T, which, where int, value []byte) {
 		var x any
@@ -600,17 +615,17 @@ func FuzzFastPaths(f *testing.F) {
 		in, crd := m.apply(objs[i]), crds[i]
 
 		lib := runtime.DeepCopyJSON(in)
-		pruning.PruneWithOptions(lib, crd.structural, true, structuralschema.UnknownFieldPathOptions{})
+		pruning.PruneWithOptions(lib, mustLib(t, crd).structural, true, structuralschema.UnknownFieldPathOptions{})
 		if crd.root.prunes(in) == equality.Semantic.DeepEqual(lib, in) {
 			t.Fatalf("%v = %s: prunes disagrees with the library", m.path, value)
 		}
 		want := runtime.DeepCopyJSON(in)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(want, crd.structural)
-		structuraldefaulting.Default(want, crd.structural)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(want, mustLib(t, crd).structural)
+		structuraldefaulting.Default(want, mustLib(t, crd).structural)
 		if got := crd.plan.nullsPrunedAndDefaulted(in); !reflect.DeepEqual(got, any(want)) {
 			t.Fatalf("%v = %s: nullsPrunedAndDefaulted differs from the library", m.path, value)
 		}
-		if crd.plan.listTypesCertainlyValid(want) && len(structurallisttype.ValidateListSetsAndMaps(nil, crd.structural, want)) > 0 {
+		if crd.plan.listTypesCertainlyValid(want) && len(structurallisttype.ValidateListSetsAndMaps(nil, mustLib(t, crd).structural, want)) > 0 {
 			t.Fatalf("%v = %s: list types certain, the library disagrees", m.path, value)
 		}
 		if typed := rayTypes[objs[i]["kind"].(string)]; typed != nil {
@@ -621,7 +636,7 @@ func FuzzFastPaths(f *testing.F) {
 				t.Fatalf("%v = %s: fromUnstructured differs from the library (%v, %v)", m.path, value, gotErr, expErr)
 			}
 		}
-		agree(t, crd.schema, want, fmt.Sprintf("%v = %s", m.path, value))
+		agree(t, mustLib(t, crd).schema, want, fmt.Sprintf("%v = %s", m.path, value))
 	})
 }
 
@@ -667,4 +682,14 @@ func TestSchemaCheckBoundsMatchKubeOpenAPI(t *testing.T) {
 	if certain == 0 {
 		t.Fatal("the check is never certain")
 	}
+}
+
+// mustLib is a CRD version's library side.
+func mustLib(t testing.TB, c *crdValidator) *crdLibrary {
+	t.Helper()
+	lib, err := c.lib()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
 }

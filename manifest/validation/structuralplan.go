@@ -2,6 +2,7 @@ package validation
 
 import (
 	"reflect"
+	"slices"
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +35,8 @@ type structuralPlan struct {
 
 	listType    string
 	listMapKeys []string
+	// celRules: the node has x-kubernetes-validations.
+	celRules bool
 }
 
 func compileStructuralPlan(s *structuralschema.Structural) *structuralPlan {
@@ -46,6 +49,7 @@ func compileStructuralPlan(s *structuralschema.Structural) *structuralPlan {
 		nullable:              s.Nullable,
 		defaultValue:          s.Default.Object,
 		listMapKeys:           s.XListMapKeys,
+		celRules:              len(s.XValidations) > 0,
 	}
 	if s.XListType != nil {
 		p.listType = *s.XListType
@@ -59,6 +63,7 @@ func compileStructuralPlan(s *structuralschema.Structural) *structuralPlan {
 			}
 		}
 	}
+	slices.Sort(p.defaulted)
 	if s.AdditionalProperties != nil {
 		p.additional = true
 		p.additionalSchema = compileStructuralPlan(s.AdditionalProperties.Structural)
@@ -323,6 +328,35 @@ func comparableScalar(v any) bool {
 	switch v.(type) {
 	case string, int64, float64, bool:
 		return true
+	}
+	return false
+}
+
+// reachesCELRule reports whether validating x reaches a node with
+// x-kubernetes-validations: the CEL validator evaluates a node's rules
+// only on a value that is there and not null, and walks only the values
+// there. When none is reached it can find nothing, so its rules need not
+// be compiled.
+func (p *structuralPlan) reachesCELRule(x any) bool {
+	if p == nil || x == nil {
+		return false
+	}
+	if p.celRules {
+		return true
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for k, v := range x {
+			if p.properties[k].reachesCELRule(v) || p.additionalSchema.reachesCELRule(v) {
+				return true
+			}
+		}
+	case []any:
+		for _, v := range x {
+			if p.items.reachesCELRule(v) {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -54,27 +54,32 @@ import (
 // template, the checks no schema makes (names, labels, duplicate env
 // names, GPUs only in requests, requests above limits).
 //
-// A Validator compiles each CRD's schema and CEL rules once, on first use,
-// and is safe for concurrent use.
+// A Validator loads each embedded CRD once, on first use, and is safe for
+// concurrent use. A valid object needs only the CRD's precompiled fast
+// paths (precompiled.go); the library's schemas and CEL rules are compiled
+// from the verbatim CRD only when an object needs them: when the fast
+// paths are not certain it is valid, when something is pruned, or when it
+// reaches a CEL rule.
 type Validator struct {
 	mu    sync.Mutex
 	files map[string]*crdFile // by CRD file, loaded on first use
 }
 
-// crdFile is one embedded CRD, compiled once.
+// crdFile is one embedded CRD, loaded once.
 type crdFile struct {
 	once     sync.Once
 	err      error
 	versions map[schema.GroupVersionKind]*crdValidator
 }
 
+// crdValidator is one served version of an embedded CRD: its fast paths,
+// and the library's side, compiled on first need.
 type crdValidator struct {
-	gvk        schema.GroupVersionKind
-	structural *structuralschema.Structural
+	gvk schema.GroupVersionKind
 	// plan walks the structural schema fast; root is it as a resource root.
 	plan, root *structuralPlan
-	schema     createValidator
-	cel        *cel.Validator
+	// check confirms, fast, that an object satisfies the OpenAPI schema.
+	check      *schemaCheck
 	namespaced bool
 	// statusSubresource: the version serves /status, so a create's status
 	// is dropped.
@@ -82,15 +87,54 @@ type crdValidator struct {
 	// embedded: the schema has x-kubernetes-embedded-resource somewhere,
 	// so embedded objects' metadata must be validated.
 	embedded bool
+	// hasCELRules: some node of the schema has x-kubernetes-validations.
+	hasCELRules bool
+	file        *crdLibraryFile
 }
 
-// NewValidator returns a Validator; each CRD's schema is compiled the first
-// time an object of its kind is validated, so only the kinds in use stay
-// in memory.
+// crdLibrary is a version's schema as apiextensions-apiserver builds it.
+type crdLibrary struct {
+	structural *structuralschema.Structural
+	schema     createValidator
+	cel        *cel.Validator // nil: no CEL rules
+}
+
+// crdLibraryFile is the library side of a CRD file's versions, compiled
+// from the verbatim CRD once.
+type crdLibraryFile struct {
+	name     string
+	once     sync.Once
+	err      error
+	versions map[schema.GroupVersionKind]*crdLibrary
+}
+
+// lib returns the version's library side, compiling the CRD file's on
+// first need.
+func (c *crdValidator) lib() (*crdLibrary, error) {
+	c.file.once.Do(func() {
+		var versions map[schema.GroupVersionKind]*crdValidator
+		versions, c.file.err = compileCRD(c.file.name)
+		c.file.versions = map[schema.GroupVersionKind]*crdLibrary{}
+		for gvk, v := range versions {
+			c.file.versions[gvk] = v.file.versions[gvk]
+		}
+	})
+	if c.file.err != nil {
+		return nil, c.file.err
+	}
+	if l := c.file.versions[c.gvk]; l != nil {
+		return l, nil
+	}
+	return nil, fmt.Errorf("%s: no version %s", c.file.name, c.gvk.Version)
+}
+
+// NewValidator returns a Validator; each CRD is loaded the first time an
+// object of its kind is validated, so only the kinds in use stay in
+// memory.
 func NewValidator() *Validator { return &Validator{files: map[string]*crdFile{}} }
 
-// crdFor returns the compiled schema of an embedded CRD's kind and
-// version (nil when it serves no such version).
+// crdFor returns an embedded CRD's kind and version (nil when it serves no
+// such version): its precompiled fast paths.
 func (v *Validator) crdFor(gvk schema.GroupVersionKind) (*crdValidator, error) {
 	name := crdFileName(gvk.Group, gvk.Kind)
 	v.mu.Lock()
@@ -100,13 +144,22 @@ func (v *Validator) crdFor(gvk schema.GroupVersionKind) (*crdValidator, error) {
 		v.files[name] = f
 	}
 	v.mu.Unlock()
-	f.once.Do(func() { f.versions, f.err = compileCRD(name) })
+	f.once.Do(func() {
+		data, err := precompiledFS.ReadFile(precompiledName(name))
+		if err != nil {
+			return // no such kind: the caller reports it
+		}
+		f.versions, f.err = decodePrecompiled(data, name)
+	})
 	if f.err != nil {
 		return nil, f.err
 	}
 	return f.versions[gvk], nil
 }
 
+// compileCRD compiles a verbatim embedded CRD, fast paths and library side:
+// what the precompiled files hold, and what a Validator compiles when an
+// object needs the library.
 func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) {
 	data, err := embeddedCRDs.ReadFile(name)
 	if err != nil {
@@ -117,6 +170,8 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	out := map[schema.GroupVersionKind]*crdValidator{}
+	file := &crdLibraryFile{name: name, versions: map[schema.GroupVersionKind]*crdLibrary{}}
+	file.once.Do(func() {}) // compiled here
 	for _, ver := range crd.Spec.Versions {
 		if ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil || !ver.Served {
 			continue
@@ -135,19 +190,21 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 		}
 		// Objects are validated as creates, with one schema validator built
 		// once (the ratcheting validator builds one per call to that end).
-		validator := createValidator{
-			check: compileSchemaCheck(openapiSchema, strfmt.Default),
-			full:  validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default),
-		}
+		check := compileSchemaCheck(openapiSchema, strfmt.Default)
 		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
 		plan := compileStructuralPlan(structural)
-		namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+		celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+		file.versions[gvk] = &crdLibrary{
+			structural: structural, cel: celValidator,
+			schema: createValidator{check: check, full: validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)},
+		}
 		out[gvk] = &crdValidator{
-			gvk: gvk, structural: structural, schema: validator, namespaced: namespaced,
+			gvk: gvk, check: check, namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 			statusSubresource: ver.Subresources != nil && ver.Subresources.Status != nil,
 			plan:              plan, root: plan.rootPlan(),
-			cel:      cel.NewValidator(structural, true, celconfig.PerCallLimit),
-			embedded: hasEmbeddedResource(structural),
+			embedded:    hasEmbeddedResource(structural),
+			hasCELRules: celValidator != nil,
+			file:        file,
 		}
 	}
 	return out, nil
@@ -159,7 +216,8 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 // exported) — except the embedded-resource metadata walk, skipped when the
 // schema has no x-kubernetes-embedded-resource: it could find nothing and
 // costs a walk of the whole object. TestValidateCreateMatchesStrategy holds
-// this to the strategy's output.
+// this to the strategy's output. The library's side is used only where
+// the fast paths are not certain.
 func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
 	var errs field.ErrorList
 	if u.GetKind() != c.gvk.Kind {
@@ -168,26 +226,49 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if u.GetAPIVersion() != c.gvk.Group+"/"+c.gvk.Version {
 		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), u.GetAPIVersion(), fmt.Sprintf("must be %v", c.gvk.Group+"/"+c.gvk.Version)))
 	}
+	var lib *crdLibrary
+	library := func() bool {
+		if lib == nil {
+			var err error
+			if lib, err = c.lib(); err != nil {
+				errs = append(errs, field.InternalError(nil, fmt.Errorf("loading the embedded CRD: %w", err)))
+				return false
+			}
+		}
+		return true
+	}
 	if len(errs) == 0 {
 		errs = append(errs, apivalidation.ValidateObjectMetaAccessor(u, c.namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
-		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), c.schema)...)
+		if !c.check.certainlyValid(u.Object, strfmt.Default) {
+			if !library() {
+				return errs
+			}
+			errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), lib.schema)...)
+		}
 	}
 	if c.embedded {
-		errs = append(errs, structuralobjectmeta.Validate(nil, u.Object, c.structural, false)...)
+		if !library() {
+			return errs
+		}
+		errs = append(errs, structuralobjectmeta.Validate(nil, u.Object, lib.structural, false)...)
 	}
 	if !c.plan.listTypesCertainlyValid(u.Object) {
-		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, c.structural, u.Object)...)
+		if !library() {
+			return errs
+		}
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, lib.structural, u.Object)...)
 	}
-	if c.cel == nil {
+	if !c.hasCELRules {
 		return errs // no CEL rules: nothing to be blocked
 	}
 	if blocked := blockingError(errs); blocked != nil {
-		errs = append(errs, blocked)
-	} else {
-		celErrs, _ := c.cel.Validate(ctx, nil, c.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
+		return append(errs, blocked)
 	}
-	return errs
+	if !c.plan.reachesCELRule(u.Object) || !library() {
+		return errs // no rule reached: the CEL validator would find nothing
+	}
+	celErrs, _ := lib.cel.Validate(ctx, nil, lib.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
+	return append(errs, celErrs...)
 }
 
 // blockingError is the strategy's: errors of these types stop CEL rules.
@@ -375,12 +456,16 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 	var out []Finding
 	var obj *unstructured.Unstructured
 	if crd.root.prunes(u.Object) {
+		lib, err := crd.lib()
+		if err != nil {
+			return []Finding{errorAt("internal", "", "loading the embedded CRDs: "+err.Error(), "")}, u
+		}
 		obj = u.DeepCopy()
-		for _, p := range pruning.PruneWithOptions(obj.Object, crd.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
+		for _, p := range pruning.PruneWithOptions(obj.Object, lib.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
 			out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
 		}
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, crd.structural)
-		structuraldefaulting.Default(obj.Object, crd.structural)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, lib.structural)
+		structuraldefaulting.Default(obj.Object, lib.structural)
 	} else {
 		// Nothing to prune (the usual case): drop the nulls and default
 		// without copying what that leaves alone. obj shares those parts
