@@ -14,7 +14,6 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"gridweave.dev/manifest"
 	"gridweave.dev/manifest/validation"
@@ -230,17 +229,23 @@ func summary(fs []validation.Finding) string {
 	return fmt.Sprintf("%d errors, %d warnings", errs, warns)
 }
 
-// raySpec returns the cluster spec inside a RayCluster or RayJob.
+// raySpec returns the cluster spec inside a RayCluster or RayJob (decoded
+// through JSON: the unstructured converter's field cache is slow to fill
+// in a short-lived process).
 func raySpec(o *unstructured.Unstructured) (string, *rayv1.RayClusterSpec) {
+	data, err := json.Marshal(o.Object)
+	if err != nil {
+		return "", nil
+	}
 	switch o.GetKind() {
 	case "RayCluster":
 		rc := &rayv1.RayCluster{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, rc) == nil {
+		if json.Unmarshal(data, rc) == nil {
 			return rc.Name, &rc.Spec
 		}
 	case "RayJob":
 		j := &rayv1.RayJob{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, j) == nil {
+		if json.Unmarshal(data, j) == nil && j.Spec.RayClusterSpec != nil {
 			return j.Name, j.Spec.RayClusterSpec
 		}
 	}

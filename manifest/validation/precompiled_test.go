@@ -81,3 +81,24 @@ func TestPrecompiledMatchesCRDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPrecompiledDecodeRefusesDamage: a truncated or altered precompiled
+// file is an error (or, for a change that keeps it well formed, other
+// values), never a panic.
+func TestPrecompiledDecodeRefusesDamage(t *testing.T) {
+	const name = "crds/ray.io_rayclusters.yaml"
+	data, err := precompiledFS.ReadFile(precompiledName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < len(data); n += 1 + n/50 {
+		if _, err := decodePrecompiled(data[:n], name); err == nil {
+			t.Fatalf("truncated to %d of %d bytes: no error", n, len(data))
+		}
+	}
+	for i := len(precompiledMagic); i < len(data); i += 7 {
+		altered := bytes.Clone(data)
+		altered[i] ^= 0xff
+		decodePrecompiled(altered, name) // must not panic
+	}
+}
