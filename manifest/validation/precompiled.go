@@ -22,7 +22,7 @@ import (
 // fails when they differ.
 //
 //go:generate go test -run TestPrecompiledMatchesCRDs -update .
-//go:embed precompiled/*.bin
+//go:embed precompiled/*.bin precompiled/*.json
 var precompiledFS embed.FS
 
 // precompiledName is the file of a CRD file's precompiled fast paths.
@@ -314,11 +314,10 @@ func decodePrecompiled(data []byte, crdFile string) (map[schema.GroupVersionKind
 		p.listMapKeys = r.strings()
 		plans[i] = p
 	}
-	lib := &crdLibraryFile{name: crdFile}
 	out := map[schema.GroupVersionKind]*crdValidator{}
 	for range r.count() {
 		gvk := schema.GroupVersionKind{Group: r.string(), Version: r.string(), Kind: r.string()}
-		c := &crdValidator{gvk: gvk, file: lib}
+		c := &crdValidator{gvk: gvk}
 		c.namespaced = r.bool()
 		c.statusSubresource = r.bool()
 		c.embedded = r.bool()
@@ -326,6 +325,7 @@ func decodePrecompiled(data []byte, crdFile string) (map[schema.GroupVersionKind
 		c.plan = ref(&r, plans)
 		c.check = ref(&r, checks)
 		c.root = c.plan.rootPlan()
+		c.lib = &crdLibrary{load: loadPrecompiledSchema(crdFile, gvk.Version), check: c.check}
 		out[gvk] = c
 	}
 	if r.err == nil && len(r.buf) > 0 {

@@ -2,6 +2,7 @@ package validation
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,12 +10,16 @@ import (
 	"testing"
 
 	"gotest.tools/v3/golden"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	k8sjson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // TestPrecompiledMatchesCRDs keeps precompiled/ what the verbatim CRDs in
 // crds/ compile to (regenerate with go generate ./manifest/validation/, which
-// runs this test with -update): the bytes are the same, and decoding them
-// gives fast paths deeply equal to those compiled from the CRDs.
+// runs this test with -update): the fast paths' bytes are the same, and
+// decoding them gives fast paths deeply equal to those compiled from the
+// CRDs; each version's schema (the library's side) loads deeply equal to
+// the CRD's, descriptions dropped.
 func TestPrecompiledMatchesCRDs(t *testing.T) {
 	files, err := fs.Glob(embeddedCRDs, "crds/*.yaml")
 	if err != nil || len(files) < 10 {
@@ -39,6 +44,34 @@ func TestPrecompiledMatchesCRDs(t *testing.T) {
 			if err := os.WriteFile(path, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
+		}
+		for gvk, c := range compiled {
+			props, err := c.lib.schemaProps()
+			if err != nil {
+				t.Fatal(err)
+			}
+			withoutDescriptions(props) // this compile's own copy
+			schemaJSON, err := compactSchemaJSON(props)
+			if err != nil {
+				t.Fatal(err)
+			}
+			schemaPath := precompiledSchemaName(name, gvk.Version)
+			want[schemaPath] = true
+			if golden.FlagUpdate() {
+				if err := os.WriteFile(schemaPath, schemaJSON, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			loaded, err := loadPrecompiledSchema(name, gvk.Version)()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(loaded, props) {
+				t.Errorf("%s: the precompiled schema of %s differs from the CRD's without descriptions; run go generate ./manifest/validation/", schemaPath, gvk)
+			}
+		}
+		if golden.FlagUpdate() {
 			continue
 		}
 		embedded, err := precompiledFS.ReadFile(path)
@@ -101,4 +134,48 @@ func TestPrecompiledDecodeRefusesDamage(t *testing.T) {
 		altered[i] ^= 0xff
 		decodePrecompiled(altered, name) // must not panic
 	}
+}
+
+// compactSchemaJSON is a schema in apiextensions' internal form as JSON,
+// without the fields that hold their zero value (the internal type has no
+// omitempty tags): nulls, and false or "" in the fields of type bool or
+// string, which decode back to the same zero. Values (default, enum,
+// example) are kept as they are.
+func compactSchemaJSON(props *apiextensions.JSONSchemaProps) ([]byte, error) {
+	plain := map[string]bool{}
+	for _, t := range []reflect.Type{reflect.TypeFor[apiextensions.JSONSchemaProps](), reflect.TypeFor[apiextensions.ValidationRule]()} {
+		for i := range t.NumField() {
+			if k := t.Field(i).Type.Kind(); k == reflect.Bool || k == reflect.String {
+				plain[t.Field(i).Name] = true
+			}
+		}
+	}
+	values := map[string]bool{"Default": true, "Enum": true, "Example": true}
+	data, err := json.Marshal(props)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := k8sjson.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	var compact func(v any)
+	compact = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				if child == nil || plain[k] && (child == false || child == "") {
+					delete(v, k)
+				} else if !values[k] {
+					compact(child)
+				}
+			}
+		case []any:
+			for _, child := range v {
+				compact(child)
+			}
+		}
+	}
+	compact(v)
+	return json.Marshal(v)
 }

@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -684,12 +685,23 @@ func TestSchemaCheckBoundsMatchKubeOpenAPI(t *testing.T) {
 	}
 }
 
+// libraryParts are a CRD version's library side, every part compiled.
+type libraryParts struct {
+	structural *structuralschema.Structural
+	schema     createValidator
+	cel        *cel.Validator
+}
+
 // mustLib is a CRD version's library side.
-func mustLib(t testing.TB, c *crdValidator) *crdLibrary {
+func mustLib(t testing.TB, c *crdValidator) libraryParts {
 	t.Helper()
-	lib, err := c.lib()
+	schemaValidator, err := c.lib.schemaValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lib
+	celValidator, structural, err := c.lib.celValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return libraryParts{structural: structural, schema: schemaValidator, cel: celValidator}
 }

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -89,43 +88,8 @@ type crdValidator struct {
 	embedded bool
 	// hasCELRules: some node of the schema has x-kubernetes-validations.
 	hasCELRules bool
-	file        *crdLibraryFile
-}
-
-// crdLibrary is a version's schema as apiextensions-apiserver builds it.
-type crdLibrary struct {
-	structural *structuralschema.Structural
-	schema     createValidator
-	cel        *cel.Validator // nil: no CEL rules
-}
-
-// crdLibraryFile is the library side of a CRD file's versions, compiled
-// from the verbatim CRD once.
-type crdLibraryFile struct {
-	name     string
-	once     sync.Once
-	err      error
-	versions map[schema.GroupVersionKind]*crdLibrary
-}
-
-// lib returns the version's library side, compiling the CRD file's on
-// first need.
-func (c *crdValidator) lib() (*crdLibrary, error) {
-	c.file.once.Do(func() {
-		var versions map[schema.GroupVersionKind]*crdValidator
-		versions, c.file.err = compileCRD(c.file.name)
-		c.file.versions = map[schema.GroupVersionKind]*crdLibrary{}
-		for gvk, v := range versions {
-			c.file.versions[gvk] = v.file.versions[gvk]
-		}
-	})
-	if c.file.err != nil {
-		return nil, c.file.err
-	}
-	if l := c.file.versions[c.gvk]; l != nil {
-		return l, nil
-	}
-	return nil, fmt.Errorf("%s: no version %s", c.file.name, c.gvk.Version)
+	// lib is the library's side of the version, compiled on first need.
+	lib *crdLibrary
 }
 
 // NewValidator returns a Validator; each CRD is loaded the first time an
@@ -134,7 +98,7 @@ func (c *crdValidator) lib() (*crdLibrary, error) {
 func NewValidator() *Validator { return &Validator{files: map[string]*crdFile{}} }
 
 // crdFor returns an embedded CRD's kind and version (nil when it serves no
-// such version): its precompiled fast paths.
+// such version), from its precompiled form.
 func (v *Validator) crdFor(gvk schema.GroupVersionKind) (*crdValidator, error) {
 	name := crdFileName(gvk.Group, gvk.Kind)
 	v.mu.Lock()
@@ -170,8 +134,6 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	out := map[schema.GroupVersionKind]*crdValidator{}
-	file := &crdLibraryFile{name: name, versions: map[schema.GroupVersionKind]*crdLibrary{}}
-	file.once.Do(func() {}) // compiled here
 	for _, ver := range crd.Spec.Versions {
 		if ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil || !ver.Served {
 			continue
@@ -188,26 +150,42 @@ func compileCRD(name string) (map[schema.GroupVersionKind]*crdValidator, error) 
 		if err != nil {
 			return nil, err
 		}
-		// Objects are validated as creates, with one schema validator built
-		// once (the ratcheting validator builds one per call to that end).
 		check := compileSchemaCheck(openapiSchema, strfmt.Default)
 		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
 		plan := compileStructuralPlan(structural)
-		celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
-		file.versions[gvk] = &crdLibrary{
-			structural: structural, cel: celValidator,
-			schema: createValidator{check: check, full: validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)},
-		}
 		out[gvk] = &crdValidator{
 			gvk: gvk, check: check, namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 			statusSubresource: ver.Subresources != nil && ver.Subresources.Status != nil,
 			plan:              plan, root: plan.rootPlan(),
 			embedded:    hasEmbeddedResource(structural),
-			hasCELRules: celValidator != nil,
-			file:        file,
+			hasCELRules: hasCELRules(structural),
+			lib: &crdLibrary{
+				load:  func() (*apiextensions.JSONSchemaProps, error) { return internal, nil },
+				check: check,
+			},
 		}
 	}
 	return out, nil
+}
+
+// hasCELRules reports whether s or any schema below it has
+// x-kubernetes-validations.
+func hasCELRules(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if len(s.XValidations) > 0 {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasCELRules(&p) {
+			return true
+		}
+	}
+	if s.AdditionalProperties != nil && hasCELRules(s.AdditionalProperties.Structural) {
+		return true
+	}
+	return hasCELRules(s.Items)
 }
 
 // validateCreate is what the API server runs on the create of a custom
@@ -226,37 +204,32 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if u.GetAPIVersion() != c.gvk.Group+"/"+c.gvk.Version {
 		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), u.GetAPIVersion(), fmt.Sprintf("must be %v", c.gvk.Group+"/"+c.gvk.Version)))
 	}
-	var lib *crdLibrary
-	library := func() bool {
-		if lib == nil {
-			var err error
-			if lib, err = c.lib(); err != nil {
-				errs = append(errs, field.InternalError(nil, fmt.Errorf("loading the embedded CRD: %w", err)))
-				return false
-			}
-		}
-		return true
+	libraryFailed := func(err error) field.ErrorList {
+		return append(errs, field.InternalError(nil, fmt.Errorf("loading the embedded CRD: %w", err)))
 	}
 	if len(errs) == 0 {
 		errs = append(errs, apivalidation.ValidateObjectMetaAccessor(u, c.namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
 		if !c.check.certainlyValid(u.Object, strfmt.Default) {
-			if !library() {
-				return errs
+			validator, err := c.lib.schemaValidator()
+			if err != nil {
+				return libraryFailed(err)
 			}
-			errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), lib.schema)...)
+			errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), validator)...)
 		}
 	}
 	if c.embedded {
-		if !library() {
-			return errs
+		structural, err := c.lib.structuralSchema()
+		if err != nil {
+			return libraryFailed(err)
 		}
-		errs = append(errs, structuralobjectmeta.Validate(nil, u.Object, lib.structural, false)...)
+		errs = append(errs, structuralobjectmeta.Validate(nil, u.Object, structural, false)...)
 	}
 	if !c.plan.listTypesCertainlyValid(u.Object) {
-		if !library() {
-			return errs
+		structural, err := c.lib.structuralSchema()
+		if err != nil {
+			return libraryFailed(err)
 		}
-		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, lib.structural, u.Object)...)
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, structural, u.Object)...)
 	}
 	if !c.hasCELRules {
 		return errs // no CEL rules: nothing to be blocked
@@ -264,10 +237,14 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if blocked := blockingError(errs); blocked != nil {
 		return append(errs, blocked)
 	}
-	if !c.plan.reachesCELRule(u.Object) || !library() {
+	if !c.plan.reachesCELRule(u.Object) {
 		return errs // no rule reached: the CEL validator would find nothing
 	}
-	celErrs, _ := lib.cel.Validate(ctx, nil, lib.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
+	celValidator, structural, err := c.lib.celValidator()
+	if err != nil {
+		return libraryFailed(err)
+	}
+	celErrs, _ := celValidator.Validate(ctx, nil, structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
 	return append(errs, celErrs...)
 }
 
@@ -456,16 +433,16 @@ func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, 
 	var out []Finding
 	var obj *unstructured.Unstructured
 	if crd.root.prunes(u.Object) {
-		lib, err := crd.lib()
+		structural, err := crd.lib.structuralSchema()
 		if err != nil {
 			return []Finding{errorAt("internal", "", "loading the embedded CRDs: "+err.Error(), "")}, u
 		}
 		obj = u.DeepCopy()
-		for _, p := range pruning.PruneWithOptions(obj.Object, lib.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
+		for _, p := range pruning.PruneWithOptions(obj.Object, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
 			out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
 		}
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, lib.structural)
-		structuraldefaulting.Default(obj.Object, lib.structural)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, structural)
+		structuraldefaulting.Default(obj.Object, structural)
 	} else {
 		// Nothing to prune (the usual case): drop the nulls and default
 		// without copying what that leaves alone. obj shares those parts
