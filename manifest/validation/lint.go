@@ -7,7 +7,10 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
@@ -198,26 +201,50 @@ func duplicateKey(n *yaml.Node, path string) string {
 }
 
 // Lint validates objects (Validator) and adds the Ray-aware rules: it
-// works on any objects a user hands in, not only on rendered ones.
+// works on any objects a user hands in, not only on rendered ones. The
+// documents are checked in parallel, one worker per CPU; the findings are
+// sorted, so the result does not depend on the order they were found in.
 func Lint(v *Validator, docs []Document) []Finding {
-	var out []Finding
-	for _, d := range docs {
-		if d.Err != nil {
-			out = append(out, Finding{ID: "parse", Severity: SeverityError, Source: d.Source, Object: "(document)", Message: d.Err.Error()})
-			continue
-		}
-		fs := v.Validate(d.Object)
-		fs = append(fs, rayRules(d.Object)...)
-		for i := range fs {
-			fs[i].Source = d.Source
-			if d.Lines != nil {
-				fs[i].Line = lineOf(d.Lines, fs[i].Path)
+	perDoc := make([][]Finding, len(docs))
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(docs) {
+				return
 			}
+			perDoc[i] = lintDocument(v, docs[i])
 		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(docs))
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	var out []Finding
+	for _, fs := range perDoc {
 		out = append(out, fs...)
 	}
 	SortFindings(out)
 	return out
+}
+
+// lintDocument is what Lint finds in one document.
+func lintDocument(v *Validator, d Document) []Finding {
+	if d.Err != nil {
+		return []Finding{{ID: "parse", Severity: SeverityError, Source: d.Source, Object: "(document)", Message: d.Err.Error()}}
+	}
+	fs := v.Validate(d.Object)
+	fs = append(fs, rayRules(d.Object)...)
+	for i := range fs {
+		fs[i].Source = d.Source
+		if d.Lines != nil {
+			fs[i].Line = lineOf(d.Lines, fs[i].Path)
+		}
+	}
+	return fs
 }
 
 var imageRayVersion = regexp.MustCompile(`(?:^|/)ray(?:-ml|-llm)?:(\d+\.\d+\.\d+)`)
