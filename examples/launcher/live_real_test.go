@@ -41,7 +41,7 @@ var launcherBinary struct {
 	err  error
 }
 
-func builtLauncher(t *testing.T) string {
+func builtLauncher(t testing.TB) string {
 	t.Helper()
 	launcherBinary.once.Do(func() {
 		dir, err := os.MkdirTemp("", "launcher-bin-")

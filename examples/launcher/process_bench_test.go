@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"gridweave.dev/manifest/validation"
+)
+
+// smallRayCluster is the file `lint` of one RayCluster is measured on.
+const smallRayCluster = `apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: small
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.46.0
+          resources:
+            limits: {cpu: "1", memory: 2Gi}
+            requests: {cpu: "1", memory: 2Gi}
+  workerGroupSpecs:
+  - groupName: cpu
+    replicas: 1
+    minReplicas: 1
+    maxReplicas: 2
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.46.0
+          resources:
+            limits: {cpu: "1", memory: 2Gi}
+            requests: {cpu: "1", memory: 2Gi}
+`
+
+// BenchmarkProcess measures the offline commands as users run them, from
+// an editor, a pre-commit hook or CI: a fresh process each time. ns/op is
+// the wall time of one run, peak-MB the largest resident set of the runs.
+// kubeconform-RayCluster runs kubeconform v0.8.0 (installed from the module
+// proxy) in strict mode with KubeRay's CRD schemas as JSON, on the same
+// file as lint-RayCluster: the figure lint's is compared with.
+//
+//	go test -run '^$' -bench BenchmarkProcess ./examples/launcher/
+func BenchmarkProcess(b *testing.B) {
+	bin := builtLauncher(b)
+	dir := b.TempDir()
+	rayCluster := filepath.Join(dir, "raycluster.yaml")
+	if err := os.WriteFile(rayCluster, []byte(smallRayCluster), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	recipe, infra := filepath.Join("specs", "grpo_swe.recipe.yaml"), filepath.Join("specs", "grpo_swe.infra.yaml")
+	cases := []struct {
+		name string
+		argv []string
+	}{
+		{"help", []string{bin, "--help"}},
+		{"lint-RayCluster", []string{bin, "lint", rayCluster}},
+		{"check-grpo_swe", []string{bin, "check", recipe, infra}},
+		{"render-grpo_swe", []string{bin, "render", recipe, infra}},
+		{"lint-users-corpus", []string{bin, "lint", filepath.Join("..", "..", "manifest", "validation", "testdata", "users")}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) { measureProcess(b, c.argv) })
+	}
+	b.Run("kubeconform-RayCluster", func(b *testing.B) {
+		kubeconform, schemas := installKubeconform(b, dir)
+		measureProcess(b, []string{kubeconform, "-strict", "-schema-location", filepath.Join(schemas, "{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"), rayCluster})
+	})
+}
+
+// measureProcess runs argv once per iteration; exit status 1 (findings)
+// is a result, anything else a failure. The peak resident set is read
+// from one more run under GNU time (a child forked from this process
+// would count this process's pages until it execs).
+func measureProcess(b *testing.B, argv []string) {
+	run := func(argv []string) {
+		err := exec.Command(argv[0], argv[1:]...).Run()
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+			b.Fatalf("%v: %v", argv, err)
+		}
+	}
+	for b.Loop() {
+		run(argv)
+	}
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		return // no GNU time (Debian package time): no peak figure
+	}
+	report := filepath.Join(b.TempDir(), "rss")
+	run(append([]string{"/usr/bin/time", "-f", "%M", "-o", report}, argv...))
+	data, err := os.ReadFile(report)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n") // a failed command's status comes first
+	kb, err := strconv.Atoi(lines[len(lines)-1])
+	if err != nil {
+		b.Fatalf("GNU time's report %q: %v", data, err)
+	}
+	b.ReportMetric(float64(kb)/1024, "peak-MB")
+}
+
+// installKubeconform installs kubeconform v0.8.0 into dir and writes
+// KubeRay's RayCluster schemas there as kubeconform reads them
+// (kind_version.json).
+func installKubeconform(b *testing.B, dir string) (binary, schemas string) {
+	install := exec.Command("go", "install", "github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0")
+	install.Env = append(os.Environ(), "GOBIN="+dir)
+	if out, err := install.CombinedOutput(); err != nil {
+		b.Skipf("kubeconform could not be installed from the module proxy: %v\n%s", err, out)
+	}
+	crd, err := validation.EmbeddedCRD("rayclusters.ray.io")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var parsed struct {
+		Spec struct {
+			Versions []struct {
+				Name   string
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				}
+			}
+		}
+	}
+	if err := sigsyaml.Unmarshal(crd, &parsed); err != nil {
+		b.Fatal(err)
+	}
+	schemas = filepath.Join(dir, "schemas")
+	if err := os.MkdirAll(schemas, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range parsed.Spec.Versions {
+		data, err := json.Marshal(v.Schema.OpenAPIV3Schema)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(schemas, "raycluster_"+v.Name+".json"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "kubeconform"), schemas
+}
