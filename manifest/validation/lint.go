@@ -83,18 +83,19 @@ func ReadDocuments(name string, r io.Reader) ([]Document, error) {
 			continue
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		lines := map[string]int{}
-		nodeLines(node.Content[0], "", lines)
 		if u.IsList() {
 			list, err := u.ToList()
-			if err == nil {
+			if items := mappingValue(node.Content[0], "items"); err == nil && items != nil && len(items.Content) == len(list.Items) {
 				for j := range list.Items {
-					out = append(out, Document{Source: fmt.Sprintf("%s.items[%d]", src, j), Object: &list.Items[j],
-						Lines: subtreeLines(lines, fmt.Sprintf("items[%d]", j))})
+					lines := map[string]int{}
+					nodeLines(items.Content[j], "", lines)
+					out = append(out, Document{Source: fmt.Sprintf("%s.items[%d]", src, j), Object: &list.Items[j], Lines: lines})
 				}
 				continue
 			}
 		}
+		lines := map[string]int{}
+		nodeLines(node.Content[0], "", lines)
 		out = append(out, Document{Source: src, Object: u, Lines: lines})
 	}
 }
@@ -127,18 +128,22 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// subtreeLines re-roots the lines of the fields under prefix.
-func subtreeLines(lines map[string]int, prefix string) map[string]int {
-	out := map[string]int{}
-	for p, line := range lines {
-		switch {
-		case p == prefix:
-			out[""] = line
-		case strings.HasPrefix(p, prefix+"."):
-			out[p[len(prefix)+1:]] = line
+// mappingValue is the value node of key in mapping n (nil: none), aliases
+// resolved.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			if v.Kind == yaml.AliasNode {
+				v = v.Alias
+			}
+			return v
 		}
 	}
-	return out
+	return nil
 }
 
 // lineOf is the line of path, or of its nearest ancestor that has one

@@ -317,3 +317,47 @@ func TestLintKeysWithoutValues(t *testing.T) {
 		})
 	}
 }
+
+// TestLintListItemsKeepTheirLines: the findings of a List's items point
+// at the item's own lines.
+func TestLintListItemsKeepTheirLines(t *testing.T) {
+	const list = `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: first
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: Second_Bad
+`
+	fs := lintString(t, list)
+	if len(fs) != 1 || fs[0].Source != "case.yaml#1.items[1]" || fs[0].Path != "metadata.name" || fs[0].Line != 11 {
+		t.Fatalf("want one finding at case.yaml#1.items[1] line 11 metadata.name, got %v", fs)
+	}
+}
+
+// BenchmarkReadList reads one List of n ConfigMaps: ns/object must stay
+// flat as n grows (it grew with n when every item re-scanned the whole
+// List's lines).
+func BenchmarkReadList(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		var doc strings.Builder
+		doc.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+		for i := range n {
+			fmt.Fprintf(&doc, "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm-%d\n  data:\n    key: value\n", i)
+		}
+		data := doc.String()
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				docs, err := validation.ReadDocuments("list.yaml", strings.NewReader(data))
+				if err != nil || len(docs) != n {
+					b.Fatalf("%d documents, %v", len(docs), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
+		})
+	}
+}
