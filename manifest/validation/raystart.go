@@ -45,6 +45,10 @@ type StartResources struct {
 // are an error naming the group.
 func ComputeStartResources(name string, spec *rayv1.RayClusterSpec) ([]StartResources, error) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	// The pods are built for a cluster of a short stand-in name: names do
+	// not change the resources, and KubeRay's builders print to stdout
+	// when they shorten a long one (utils.CheckName, CheckLabel).
+	name = "cluster"
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *spec.DeepCopy()}
 	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, nil); err != nil {
 		return nil, fmt.Errorf("KubeRay rejects this cluster spec: %w", err)

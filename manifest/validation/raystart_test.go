@@ -1,6 +1,8 @@
 package validation_test
 
 import (
+	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -103,6 +105,34 @@ func TestRenderedFleetsAnnounceTheirTags(t *testing.T) {
 			if *g.GPU != 0 {
 				t.Errorf("head %s", g)
 			}
+		}
+	}
+}
+
+// TestLintWritesNothingToStdout: linting RayClusters whose names KubeRay's
+// pod builders shorten (they print when they do: a label value above 63
+// characters, an autoscaler service account name above 50) leaves the
+// process's stdout alone — `launcher lint -o json` must stay JSON.
+func TestLintWritesNothingToStdout(t *testing.T) {
+	tooLong := strings.Replace(rayClusterDoc("x"), "name: x", "name: a-ray-cluster-name-that-is-long-enough-for-kuberay-to-shorten-it", 1)
+	autoscaled := strings.Replace(rayClusterDoc("x"), "name: x", "name: a-cluster-name-of-52-characters-kuberay-shortens-abc", 1)
+	autoscaled = strings.Replace(autoscaled, "spec:\n", "spec:\n  enableInTreeAutoscaling: true\n", 1)
+	for _, doc := range []string{tooLong, autoscaled} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout := os.Stdout
+		os.Stdout = w
+		fs := lintString(t, doc)
+		os.Stdout = stdout
+		w.Close()
+		printed, _ := io.ReadAll(r)
+		if len(printed) > 0 {
+			t.Errorf("lint printed to stdout: %q", printed)
+		}
+		if len(fs) == 0 && doc == tooLong {
+			t.Error("a 64-character RayCluster name passed")
 		}
 	}
 }
