@@ -29,11 +29,11 @@
 // and the Ray dashboard client for Serve and Jobs.
 //
 // manifest is pure: it renders launcher recipes and infra specs, and the
-// RayService chart, into hardened Kubernetes objects in apply order,
-// validates any objects in process with the API server's own semantics
-// (KubeRay CRD schemas, CEL rules, built-in types), lints them for Ray
-// mistakes, and computes the resources `ray start` will see. It never talks
-// to a cluster.
+// RayService chart, into hardened Kubernetes objects in apply order.
+// manifest/validation, pure as well, validates any objects in process with
+// the API server's own semantics (KubeRay CRD schemas, CEL rules, built-in
+// types), lints them for Ray mistakes, and computes the resources
+// `ray start` will see. Neither talks to a cluster.
 //
 // The gridweave/ directory holds the control-plane HTTP service that ties
 // the others together: the join flow (join keys, validate, register,

@@ -67,32 +67,39 @@ func BenchmarkProcess(b *testing.B) {
 	cases := []struct {
 		name string
 		argv []string
+		exit int // the corpus has mistakes: 1
 	}{
-		{"help", []string{bin, "--help"}},
-		{"lint-RayCluster", []string{bin, "lint", rayCluster}},
-		{"check-grpo_swe", []string{bin, "check", recipe, infra}},
-		{"render-grpo_swe", []string{bin, "render", recipe, infra}},
-		{"lint-users-corpus", []string{bin, "lint", filepath.Join("..", "..", "manifest", "validation", "testdata", "users")}},
+		{"help", []string{bin, "--help"}, 0},
+		{"lint-RayCluster", []string{bin, "lint", rayCluster}, 0},
+		{"check-grpo_swe", []string{bin, "check", recipe, infra}, 0},
+		{"render-grpo_swe", []string{bin, "render", recipe, infra}, 0},
+		{"lint-users-corpus", []string{bin, "lint", filepath.Join("..", "..", "manifest", "validation", "testdata", "users")}, 1},
 	}
 	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) { measureProcess(b, c.argv) })
+		b.Run(c.name, func(b *testing.B) { measureProcess(b, c.argv, c.exit) })
 	}
 	b.Run("kubeconform-RayCluster", func(b *testing.B) {
 		kubeconform, schemas := installKubeconform(b, dir)
-		measureProcess(b, []string{kubeconform, "-strict", "-schema-location", filepath.Join(schemas, "{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"), rayCluster})
+		measureProcess(b, []string{kubeconform, "-strict", "-schema-location", filepath.Join(schemas, "{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"), rayCluster}, 0)
 	})
 }
 
-// measureProcess runs argv once per iteration; exit status 1 (findings)
-// is a result, anything else a failure. The peak resident set is read
+// measureProcess runs argv once per iteration; any exit status but the
+// expected one fails the benchmark. The peak resident set is read
 // from one more run under GNU time (a child forked from this process
 // would count this process's pages until it execs).
-func measureProcess(b *testing.B, argv []string) {
+func measureProcess(b *testing.B, argv []string, wantExit int) {
 	run := func(argv []string) {
 		err := exec.Command(argv[0], argv[1:]...).Run()
+		code := 0
 		var exit *exec.ExitError
-		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
 			b.Fatalf("%v: %v", argv, err)
+		}
+		if code != wantExit {
+			b.Fatalf("%v: exit status %d, want %d", argv, code, wantExit)
 		}
 	}
 	for b.Loop() {

@@ -236,12 +236,20 @@ func Lint(v *Validator, docs []Document) []Finding {
 	return out
 }
 
-// lintDocument is what Lint finds in one document.
-func lintDocument(v *Validator, d Document) []Finding {
+// lintDocument is what Lint finds in one document. A panic in the
+// libraries it calls becomes an internal finding on that document (Lint's
+// workers are goroutines a caller could not recover in).
+func lintDocument(v *Validator, d Document) (fs []Finding) {
+	defer func() {
+		if r := recover(); r != nil {
+			fs = []Finding{{ID: "internal", Severity: SeverityError, Source: d.Source, Object: "(document)",
+				Message: fmt.Sprintf("checking this document failed: %v", r)}}
+		}
+	}()
 	if d.Err != nil {
 		return []Finding{{ID: "parse", Severity: SeverityError, Source: d.Source, Object: "(document)", Message: d.Err.Error()}}
 	}
-	fs := v.Validate(d.Object)
+	fs = v.Validate(d.Object)
 	fs = append(fs, rayRules(d.Object)...)
 	for i := range fs {
 		fs[i].Source = d.Source

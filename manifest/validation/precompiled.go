@@ -229,8 +229,8 @@ func (e *precompiler) check(c *schemaCheck) (uint64, error) {
 }
 
 // decodePrecompiled rebuilds the fast paths of a CRD file's versions;
-// each one's library side is compiled from the verbatim CRD (crdFile) on
-// first need.
+// each one's library side is built from its precompiled schema on first
+// need.
 func decodePrecompiled(data []byte, crdFile string) (map[schema.GroupVersionKind]*crdValidator, error) {
 	if !bytes.HasPrefix(data, []byte(precompiledMagic)) {
 		return nil, fmt.Errorf("%s: not a precompiled CRD", crdFile)
@@ -324,6 +324,9 @@ func decodePrecompiled(data []byte, crdFile string) (map[schema.GroupVersionKind
 		c.hasCELRules = r.bool()
 		c.plan = ref(&r, plans)
 		c.check = ref(&r, checks)
+		if c.plan == nil || c.check == nil {
+			r.fail("a version without its plan or check")
+		}
 		c.root = c.plan.rootPlan()
 		c.lib = &crdLibrary{load: loadPrecompiledSchema(crdFile, gvk.Version), check: c.check}
 		out[gvk] = c

@@ -122,7 +122,16 @@ func (r *recordReader) count() uint64 {
 	return n
 }
 
-func (r *recordReader) bool() bool { return r.uint() == 1 }
+func (r *recordReader) bool() bool {
+	switch r.uint() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	r.fail("a flag that is neither 0 nor 1")
+	return false
+}
 
 func (r *recordReader) bytes(n uint64) []byte {
 	if n > uint64(len(r.buf)) {

@@ -42,14 +42,17 @@ type StartResources struct {
 // limits, CPU falling back to requests, GPUs and accelerators from limits
 // only) and the rounding are the operator's, not an imitation. Groups that
 // KubeRay would reject (resources in both the group and rayStartParams)
-// are an error naming the group.
+// are an error naming the group. The resources do not depend on the
+// cluster's name: name is accepted for callers' symmetry and not used.
 func ComputeStartResources(name string, spec *rayv1.RayClusterSpec) ([]StartResources, error) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	// The pods are built for a cluster of a short stand-in name: names do
 	// not change the resources, and KubeRay's builders print to stdout
 	// when they shorten a long one (utils.CheckName, CheckLabel).
+	// The head's service account name goes through CheckName as well.
 	name = "cluster"
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *spec.DeepCopy()}
+	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = ""
 	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, nil); err != nil {
 		return nil, fmt.Errorf("KubeRay rejects this cluster spec: %w", err)
 	}

@@ -117,7 +117,8 @@ func TestLintWritesNothingToStdout(t *testing.T) {
 	tooLong := strings.Replace(rayClusterDoc("x"), "name: x", "name: a-ray-cluster-name-that-is-long-enough-for-kuberay-to-shorten-it", 1)
 	autoscaled := strings.Replace(rayClusterDoc("x"), "name: x", "name: a-cluster-name-of-52-characters-kuberay-shortens-abc", 1)
 	autoscaled = strings.Replace(autoscaled, "spec:\n", "spec:\n  enableInTreeAutoscaling: true\n", 1)
-	for _, doc := range []string{tooLong, autoscaled} {
+	longAccount := strings.Replace(autoscaled, "containers:", "serviceAccountName: a-service-account-name-of-more-than-fifty-characters-x\n        containers:", 1)
+	for _, doc := range []string{tooLong, autoscaled, longAccount} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)

@@ -49,7 +49,7 @@ func compileStructuralPlan(s *structuralschema.Structural) *structuralPlan {
 		nullable:              s.Nullable,
 		defaultValue:          s.Default.Object,
 		listMapKeys:           s.XListMapKeys,
-		celRules:              len(s.XValidations) > 0,
+		celRules:              len(s.XValidations) > 0 || allOfHasRules(s.ValueValidation),
 	}
 	if s.XListType != nil {
 		p.listType = *s.XListType
@@ -356,6 +356,36 @@ func (p *structuralPlan) reachesCELRule(x any) bool {
 			if p.items.reachesCELRule(v) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// allOfHasRules reports whether an allOf entry of v carries
+// x-kubernetes-validations (the CEL validator evaluates those at the node
+// too).
+func allOfHasRules(v *structuralschema.ValueValidation) bool {
+	if v == nil {
+		return false
+	}
+	for i := range v.AllOf {
+		if nestedHasRules(&v.AllOf[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func nestedHasRules(v *structuralschema.NestedValueValidation) bool {
+	if v == nil {
+		return false
+	}
+	if len(v.XValidations) > 0 || allOfHasRules(&v.ValueValidation) || nestedHasRules(v.Items) || nestedHasRules(v.AdditionalProperties) {
+		return true
+	}
+	for _, p := range v.Properties {
+		if nestedHasRules(&p) {
+			return true
 		}
 	}
 	return false

@@ -55,10 +55,10 @@ import (
 //
 // A Validator loads each embedded CRD once, on first use, and is safe for
 // concurrent use. A valid object needs only the CRD's precompiled fast
-// paths (precompiled.go); the library's schemas and CEL rules are compiled
-// from the verbatim CRD only when an object needs them: when the fast
-// paths are not certain it is valid, when something is pruned, or when it
-// reaches a CEL rule.
+// paths (precompiled.go); the library's schemas and CEL rules are built
+// from the precompiled schema (library.go) only when an object needs them:
+// when the fast paths are not certain it is valid, when something is
+// pruned, or when it reaches a CEL rule.
 type Validator struct {
 	mu    sync.Mutex
 	files map[string]*crdFile // by CRD file, loaded on first use
