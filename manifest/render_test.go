@@ -10,7 +10,6 @@ import (
 
 	"gotest.tools/v3/golden"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"gridweave.dev/manifest"
@@ -191,10 +190,6 @@ func FuzzParseRecipe(f *testing.F) {
 		_, err := manifest.ParseRecipe("fuzz.yaml", data)
 		checkSpecError(t, err)
 	})
-}
-
-func fromUnstructured(u *unstructured.Unstructured, out any) error {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)
 }
 
 func TestSandboxPiecesCanBeTurnedOff(t *testing.T) {

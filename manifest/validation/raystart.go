@@ -44,13 +44,13 @@ type StartResources struct {
 // KubeRay would reject (resources in both the group and rayStartParams)
 // are an error naming the group. The resources do not depend on the
 // cluster's name: name is accepted for callers' symmetry and not used.
-func ComputeStartResources(name string, spec *rayv1.RayClusterSpec) ([]StartResources, error) {
+func ComputeStartResources(_ string, spec *rayv1.RayClusterSpec) ([]StartResources, error) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	// The pods are built for a cluster of a short stand-in name: names do
 	// not change the resources, and KubeRay's builders print to stdout
 	// when they shorten a long one (utils.CheckName, CheckLabel).
 	// The head's service account name goes through CheckName as well.
-	name = "cluster"
+	const name = "cluster"
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *spec.DeepCopy()}
 	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = ""
 	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, nil); err != nil {
