@@ -52,7 +52,14 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	var namespace string
 	root.PersistentFlags().StringVarP(&namespace, "namespace", "n", "", "override the infra spec's namespace")
-	v := validation.NewValidator()
+	kubernetesVersion := validation.DefaultKubernetesVersion.String()
+	validator := func() (*validation.Validator, error) {
+		target, err := validation.ParseKubernetesVersion(kubernetesVersion)
+		if err != nil {
+			return nil, fmt.Errorf("--kubernetes-version: %w", err)
+		}
+		return validation.NewValidator(validation.TargetKubernetes(target)), nil
+	}
 
 	load := func(recipePath, infraPath string) (*manifest.Recipe, *manifest.Infra, []*unstructured.Unstructured, error) {
 		r, err := manifest.LoadRecipe(recipePath)
@@ -75,6 +82,10 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Validate and lint a recipe and infra spec; show what Ray will see per group",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := validator()
+			if err != nil {
+				return err
+			}
 			_, _, objs, err := load(args[0], args[1])
 			if err != nil {
 				fmt.Fprintln(stderr, err)
@@ -157,6 +168,10 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if format != "text" && format != "json" {
 				return fmt.Errorf("-o %q: want text or json", format)
 			}
+			v, err := validator()
+			if err != nil {
+				return err
+			}
 			docs, err := readPaths(args, stdin)
 			if err != nil {
 				return err
@@ -184,6 +199,10 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	lint.Flags().StringVarP(&format, "output", "o", "text", "text or json")
+	for _, c := range []*cobra.Command{check, lint} {
+		c.Flags().StringVar(&kubernetesVersion, "kubernetes-version", kubernetesVersion,
+			"the Kubernetes release to judge API versions by: removed ones are errors, deprecated ones warnings")
+	}
 
 	chart := &cobra.Command{Use: "chart", Short: "The RayService chart"}
 	chartRender := &cobra.Command{

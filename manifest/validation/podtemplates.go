@@ -2,11 +2,10 @@ package validation
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -84,7 +83,7 @@ func podTemplates(u *unstructured.Unstructured) []podTemplate {
 func restartPolicyFinding(kind string, policy corev1.RestartPolicy, p *field.Path) *field.Error {
 	all := []corev1.RestartPolicy{corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever}
 	switch kind {
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "ReplicationController":
 		if policy != "" && policy != corev1.RestartPolicyAlways { // defaults to Always
 			return field.NotSupported(p, policy, []corev1.RestartPolicy{corev1.RestartPolicyAlways})
 		}
@@ -103,27 +102,33 @@ func restartPolicyFinding(kind string, policy corev1.RestartPolicy, p *field.Pat
 	return nil
 }
 
-// typedPodTemplates are the pod templates of a decoded built-in object.
+// typedPodTemplates are the pod templates of a decoded built-in object:
+// a Pod's spec, and every PodTemplateSpec field of any other kind
+// (podTemplateFieldsOf).
 func typedPodTemplates(obj any) []podTemplate {
-	var t *corev1.PodTemplateSpec
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return []podTemplate{{path: "spec", spec: &o.Spec, labels: o.Labels}}
-	case *appsv1.Deployment:
-		t = &o.Spec.Template
-	case *appsv1.StatefulSet:
-		t = &o.Spec.Template
-	case *appsv1.DaemonSet:
-		t = &o.Spec.Template
-	case *batchv1.Job:
-		t = &o.Spec.Template
-	case *batchv1.CronJob:
-		t := &o.Spec.JobTemplate.Spec.Template
-		return []podTemplate{{path: "spec.jobTemplate.spec.template", spec: &t.Spec, labels: t.Labels}}
-	default:
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return []podTemplate{{path: "spec", spec: &pod.Spec, labels: pod.Labels}}
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil
 	}
-	return []podTemplate{{path: "spec.template", spec: &t.Spec, labels: t.Labels}}
+	v = v.Elem()
+	var out []podTemplate
+	for _, f := range podTemplateFieldsOf(v.Type()) {
+		fv := v.FieldByIndex(f.index)
+		var t *corev1.PodTemplateSpec
+		if f.pointer {
+			if fv.IsNil() {
+				continue
+			}
+			t = fv.Interface().(*corev1.PodTemplateSpec)
+		} else {
+			t = fv.Addr().Interface().(*corev1.PodTemplateSpec)
+		}
+		out = append(out, podTemplate{path: f.path, spec: &t.Spec, labels: t.Labels})
+	}
+	return out
 }
 
 // podTemplateFindings are the checks no schema makes inside a pod

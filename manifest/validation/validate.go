@@ -12,14 +12,6 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
 	"gridweave.dev/manifest/internal/strictyaml"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -60,8 +52,9 @@ import (
 // when the fast paths are not certain it is valid, when something is
 // pruned, or when it reaches a CEL rule.
 type Validator struct {
-	mu    sync.Mutex
-	files map[string]*crdFile // by CRD file, loaded on first use
+	mu     sync.Mutex
+	files  map[string]*crdFile // by CRD file, loaded on first use
+	target KubernetesVersion   // the release whose API versions count
 }
 
 // crdFile is one embedded CRD, loaded once.
@@ -95,7 +88,13 @@ type crdValidator struct {
 // NewValidator returns a Validator; each CRD is loaded the first time an
 // object of its kind is validated, so only the kinds in use stay in
 // memory.
-func NewValidator() *Validator { return &Validator{files: map[string]*crdFile{}} }
+func NewValidator(opts ...Option) *Validator {
+	v := &Validator{files: map[string]*crdFile{}, target: DefaultKubernetesVersion}
+	for _, opt := range opts {
+		opt(v)
+	}
+	return v
+}
 
 // crdFor returns an embedded CRD's kind and version (nil when it serves no
 // such version), from its precompiled form.
@@ -299,37 +298,6 @@ func (c createValidator) ValidateUpdate(obj, _ any, _ ...apiservervalidation.Val
 	return c.Validate(obj)
 }
 
-// builtinTypes are the built-in kinds decoded strictly into Go types.
-var builtinTypes = map[schema.GroupVersionKind]reflect.Type{
-	{Version: "v1", Kind: "Namespace"}:                                               reflect.TypeFor[corev1.Namespace](),
-	{Version: "v1", Kind: "ConfigMap"}:                                               reflect.TypeFor[corev1.ConfigMap](),
-	{Version: "v1", Kind: "Secret"}:                                                  reflect.TypeFor[corev1.Secret](),
-	{Version: "v1", Kind: "Service"}:                                                 reflect.TypeFor[corev1.Service](),
-	{Version: "v1", Kind: "ServiceAccount"}:                                          reflect.TypeFor[corev1.ServiceAccount](),
-	{Version: "v1", Kind: "Pod"}:                                                     reflect.TypeFor[corev1.Pod](),
-	{Version: "v1", Kind: "ResourceQuota"}:                                           reflect.TypeFor[corev1.ResourceQuota](),
-	{Version: "v1", Kind: "LimitRange"}:                                              reflect.TypeFor[corev1.LimitRange](),
-	{Version: "v1", Kind: "PersistentVolumeClaim"}:                                   reflect.TypeFor[corev1.PersistentVolumeClaim](),
-	{Group: "apps", Version: "v1", Kind: "Deployment"}:                               reflect.TypeFor[appsv1.Deployment](),
-	{Group: "apps", Version: "v1", Kind: "StatefulSet"}:                              reflect.TypeFor[appsv1.StatefulSet](),
-	{Group: "apps", Version: "v1", Kind: "DaemonSet"}:                                reflect.TypeFor[appsv1.DaemonSet](),
-	{Group: "batch", Version: "v1", Kind: "Job"}:                                     reflect.TypeFor[batchv1.Job](),
-	{Group: "batch", Version: "v1", Kind: "CronJob"}:                                 reflect.TypeFor[batchv1.CronJob](),
-	{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"}:           reflect.TypeFor[autoscalingv2.HorizontalPodAutoscaler](),
-	{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}:               reflect.TypeFor[networkingv1.NetworkPolicy](),
-	{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}:                     reflect.TypeFor[networkingv1.Ingress](),
-	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}:                    reflect.TypeFor[policyv1.PodDisruptionBudget](),
-	{Group: "scheduling.k8s.io", Version: "v1", Kind: "PriorityClass"}:               reflect.TypeFor[schedulingv1.PriorityClass](),
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}:                reflect.TypeFor[rbacv1.Role](),
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}:         reflect.TypeFor[rbacv1.RoleBinding](),
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}: reflect.TypeFor[apiextensionsv1.CustomResourceDefinition](),
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}:         reflect.TypeFor[rbacv1.ClusterRole](),
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}:  reflect.TypeFor[rbacv1.ClusterRoleBinding](),
-}
-
-// clusterScoped kinds have no namespace.
-var clusterScoped = map[string]bool{"Namespace": true, "PriorityClass": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true}
-
 // Validate returns the problems the API server, or the KubeRay operator,
 // would reject (errors), for one object.
 func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
@@ -346,7 +314,13 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 		u = u.DeepCopy()
 		u.SetName(generatedName(u.GetGenerateName()))
 	}
-	var out []Finding
+	versionFindings, removed := v.apiVersionFindings(gvk, func(id string, severity Severity, path, msg, fix string) Finding {
+		return Finding{ID: id, Severity: severity, Object: obj, Path: path, Message: msg, Fix: fix}
+	})
+	if removed {
+		return versionFindings // the API server refuses it before anything else
+	}
+	out := versionFindings
 	if u.GetName() == "" && u.GetGenerateName() == "" {
 		out = append(out, errorAt("metadata", "metadata.name", "is required", ""))
 	}
@@ -379,16 +353,13 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 			out = append(out, podTemplateFindings(obj, gvk.Kind, tmpl.path, tmpl.spec, tmpl.labels)...)
 		}
 		return out
-	} else if t, known := builtinTypes[gvk]; known {
-		var typed any
-		var found []Finding
-		if t != nil {
-			found, typed = strictBuiltin(u, t, errorAt)
-		}
+	} else if t := builtinType(gvk); t != nil {
+		namespaced := !clusterScoped[gvk.GroupKind()]
+		found, typed := strictBuiltin(u, t, errorAt)
 		if accessor, err := meta.Accessor(typed); typed != nil && err == nil {
-			out = append(out, objectMetaFindings(accessor, !clusterScoped[gvk.Kind], nameRule(gvk.Kind), errorAt)...)
+			out = append(out, objectMetaFindings(accessor, namespaced, nameRule(gvk.Kind), errorAt)...)
 		} else {
-			out = append(out, metadataFindings(u, !clusterScoped[gvk.Kind], nameRule(gvk.Kind), errorAt)...)
+			out = append(out, metadataFindings(u, namespaced, nameRule(gvk.Kind), errorAt)...)
 		}
 		out = append(out, found...)
 		if typed != nil {
