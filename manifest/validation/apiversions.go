@@ -95,6 +95,13 @@ var removedTypes = map[schema.GroupVersionKind]apiLifecycle{
 	{Group: "apiextensions.k8s.io", Version: "v1beta1", Kind: "CustomResourceDefinition"}: {
 		deprecated: [2]int{1, 16}, removed: [2]int{1, 22}, replacement: crdKind,
 	},
+	{Group: "policy", Version: "v1beta1", Kind: "PodSecurityPolicy"}: {
+		deprecated: [2]int{1, 21}, removed: [2]int{1, 25}, // replaced by Pod Security admission, not by a kind
+	},
+	{Group: "extensions", Version: "v1beta1", Kind: "PodSecurityPolicy"}: {
+		deprecated: [2]int{1, 11}, removed: [2]int{1, 16},
+		replacement: schema.GroupVersionKind{Group: "policy", Version: "v1beta1", Kind: "PodSecurityPolicy"},
+	},
 	{Group: "apiregistration.k8s.io", Version: "v1beta1", Kind: "APIService"}: {
 		deprecated: [2]int{1, 19}, removed: [2]int{1, 22},
 		replacement: schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},

@@ -369,6 +369,12 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 			return out
 		}
 	} else {
+		if !strings.Contains(gvk.Group, ".") {
+			// A custom resource's group has a dot: this one is Kubernetes' own,
+			// and it serves no such kind.
+			return append(out, errorAt("type", "kind",
+				fmt.Sprintf("Kubernetes serves no kind %s in %s", gvk.Kind, gvk.GroupVersion()), "check the kind and apiVersion"))
+		}
 		out = append(out, Finding{ID: "unknown-kind", Severity: SeverityWarning, Object: obj, Path: "kind",
 			Message: fmt.Sprintf("%s %s has no embedded schema; only its metadata was checked", gvk.GroupVersion(), gvk.Kind)})
 		out = append(out, metadataFindings(u, true, apivalidation.NameIsDNSSubdomain, errorAt)...)
