@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,6 +68,19 @@ func lifecycleOf(gvk schema.GroupVersionKind) (apiLifecycle, bool) {
 	if l, ok := removedTypes[gvk]; ok {
 		return l, true
 	}
+	if known, ok := lifecycles.Load(gvk); ok {
+		l := known.(apiLifecycle)
+		return l, l != apiLifecycle{}
+	}
+	l, ok := typeLifecycle(gvk)
+	lifecycles.Store(gvk, l)
+	return l, ok
+}
+
+// lifecycles caches typeLifecycle by kind (apiLifecycle{}: none).
+var lifecycles sync.Map
+
+func typeLifecycle(gvk schema.GroupVersionKind) (apiLifecycle, bool) {
 	obj, err := clientgoscheme.Scheme.New(gvk)
 	if err != nil {
 		return apiLifecycle{}, false

@@ -56,48 +56,62 @@ func ReadDocuments(name string, r io.Reader) ([]Document, error) {
 		if len(node.Content) == 0 || (node.Content[0].Kind == yaml.ScalarNode && node.Content[0].Tag == "!!null") {
 			continue
 		}
-		d := strictyaml.Decoder{}
-		v, err := d.Convert(node.Content[0], anyType)
-		m, ok := v.(map[string]any)
-		if err != nil {
-			out = append(out, Document{Source: src, Err: err})
-			continue
-		}
-		if !ok {
-			out = append(out, Document{Source: src, Err: fmt.Errorf("line %d: not a mapping", node.Content[0].Line)})
-			continue
-		}
-		if dup := duplicateKey(node.Content[0], ""); dup != "" {
-			out = append(out, Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)})
-			continue
-		}
-		// Unstructured objects hold JSON values: int64 and float64.
-		js, err := json.Marshal(m)
-		if err != nil {
-			out = append(out, Document{Source: src, Err: err})
-			continue
-		}
-		obj := map[string]any{}
-		if err := k8sjson.Unmarshal(js, &obj); err != nil {
-			out = append(out, Document{Source: src, Err: err})
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		if u.IsList() {
-			list, err := u.ToList()
-			if items := mappingValue(node.Content[0], "items"); err == nil && items != nil && len(items.Content) == len(list.Items) {
-				for j := range list.Items {
-					lines := map[string]int{}
-					nodeLines(items.Content[j], "", lines)
-					out = append(out, Document{Source: fmt.Sprintf("%s.items[%d]", src, j), Object: &list.Items[j], Lines: lines})
-				}
-				continue
+		root := node.Content[0]
+		if items := mappingValue(root, "items"); items != nil && items.Kind == yaml.SequenceNode && allMappings(items.Content) {
+			// A List: its items one by one, each converted on its own (the
+			// List is never held as one object).
+			for j, item := range items.Content {
+				out = append(out, readObject(item, fmt.Sprintf("%s.items[%d]", src, j)))
 			}
+			continue
 		}
-		lines := map[string]int{}
-		nodeLines(node.Content[0], "", lines)
-		out = append(out, Document{Source: src, Object: u, Lines: lines})
+		out = append(out, readObject(root, src))
 	}
+}
+
+// allMappings reports whether every node is a mapping (aliases resolved).
+func allMappings(nodes []*yaml.Node) bool {
+	for _, n := range nodes {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		if n.Kind != yaml.MappingNode {
+			return false
+		}
+	}
+	return true
+}
+
+// readObject turns one YAML node into a Document: a mapping without
+// duplicate keys, its values as an unstructured object holds them (JSON
+// values: int64 and float64), with the line of every field.
+func readObject(n *yaml.Node, src string) Document {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	d := strictyaml.Decoder{}
+	v, err := d.Convert(n, anyType)
+	if err != nil {
+		return Document{Source: src, Err: err}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Document{Source: src, Err: fmt.Errorf("line %d: not a mapping", n.Line)}
+	}
+	if dup := duplicateKey(n, ""); dup != "" {
+		return Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)}
+	}
+	js, err := json.Marshal(m)
+	if err != nil {
+		return Document{Source: src, Err: err}
+	}
+	obj := map[string]any{}
+	if err := k8sjson.Unmarshal(js, &obj); err != nil {
+		return Document{Source: src, Err: err}
+	}
+	lines := map[string]int{}
+	nodeLines(n, "", lines)
+	return Document{Source: src, Object: &unstructured.Unstructured{Object: obj}, Lines: lines}
 }
 
 // nodeLines records the line of every field and list item under n, by
