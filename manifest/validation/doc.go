@@ -16,12 +16,19 @@
 //     PrepareForCreate (the status dropped, generation 1) and validation —
 //     the CRD schema, embedded metadata, list types, CEL rules. Then KubeRay's
 //     own validation functions run on the object as the operator would read
-//     it (as stored). Built-ins are decoded strictly into their Go types —
-//     where a null leaves the field's zero value, as in the API server —
-//     and checked as the API server checks them (builtinchecks.go).
+//     it (as stored). Built-ins — every object kind of client-go's scheme,
+//     with the API server's scope (builtinkinds.go) — are decoded strictly
+//     into their Go types — where a null leaves the field's zero value, as
+//     in the API server — and checked as the API server checks them
+//     (builtinchecks.go).
+//   - apiversions.go: API versions judged for a target Kubernetes release
+//     (TargetKubernetes): removed ones are errors naming the release and
+//     the replacement, deprecated ones warnings, from the types' own
+//     lifecycle records.
 //   - podtemplates.go: the pod-spec checks the API server makes when a pod
-//     is created, run on every pod template (for ray.io kinds they would
-//     otherwise only surface when the operator creates the pods).
+//     is created, run on every pod template of any kind (for ray.io kinds
+//     they would otherwise only surface when the operator creates the
+//     pods).
 //   - lint.go, findings.go, kuberayrules.go, raystart.go: reading users'
 //     YAML, findings, the Ray-aware rules, and the resources `ray start`
 //     will see.
@@ -65,4 +72,7 @@
 // exactly when one of them refuses, naming the fields the server names.
 // TestLintAgreesOnKubeRaySamples does the same with every sample YAML of
 // the pinned KubeRay release, the YAML users copy first.
+// TestBuiltinKindsMatchTheAPIServer holds the built-in kinds and their
+// scope to a real API server's discovery, and TestKubeconformFixtures runs
+// a public validator's acceptance fixtures.
 package validation
