@@ -24,16 +24,20 @@ func (k KubernetesVersion) atLeast(major, minor int) bool {
 // otherwise: the one whose API types (k8s.io/api) this module pins.
 var DefaultKubernetesVersion = KubernetesVersion{1, 35}
 
-// ParseKubernetesVersion reads "1.35", "v1.35" or "1.35.2".
+// ParseKubernetesVersion reads "1.35", "v1.35", "1.35.2", and what
+// `kubectl version` prints for managed clusters ("v1.30.4-gke.1348000",
+// "v1.29.2+k3s1").
 func ParseKubernetesVersion(s string) (KubernetesVersion, error) {
-	parts := strings.Split(strings.TrimPrefix(strings.TrimSpace(s), "v"), ".")
+	core, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(s), "v"), "+") // 1.29.2+k3s1
+	core, _, _ = strings.Cut(core, "-")                                           // 1.30.4-gke.1348000
+	parts := strings.Split(core, ".")
 	if len(parts) < 2 || len(parts) > 3 {
 		return KubernetesVersion{}, fmt.Errorf("kubernetes version %q: want MAJOR.MINOR, e.g. 1.35", s)
 	}
 	var nums [3]int
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
+		if err != nil || p == "" || strings.Trim(p, "0123456789") != "" {
 			return KubernetesVersion{}, fmt.Errorf("kubernetes version %q: %q is not a number", s, p)
 		}
 		nums[i] = n
@@ -135,7 +139,7 @@ func (v *Validator) apiVersionFindings(gvk schema.GroupVersionKind, at func(id s
 	}
 	l, ok := lifecycleOf(gvk)
 	if !ok {
-		return nil, false
+		return prereleaseFinding(gvk, v.target, at), false
 	}
 	fix := ""
 	switch {
@@ -157,5 +161,19 @@ func (v *Validator) apiVersionFindings(gvk schema.GroupVersionKind, at func(id s
 		}
 		return []Finding{at("deprecated-api", SeverityWarning, "apiVersion", msg, fix)}, false
 	}
-	return nil, false
+	return prereleaseFinding(gvk, v.target, at), false
+}
+
+// prereleaseFinding warns of a built-in alpha or beta API version: a
+// cluster serves it only if its API server enables it.
+func prereleaseFinding(gvk schema.GroupVersionKind, target KubernetesVersion, at func(id string, severity Severity, path, msg, fix string) Finding) []Finding {
+	if !prerelease(gvk.Version) || builtinType(gvk) == nil {
+		return nil
+	}
+	if strings.Contains(gvk.Version, "beta") && !target.atLeast(1, 24) {
+		return nil // before 1.24 beta versions were served by default
+	}
+	return []Finding{at("prerelease-api", SeverityWarning, "apiVersion",
+		fmt.Sprintf("%s is a pre-release API version: an API server serves it only when it is enabled (--runtime-config)", gvk.GroupVersion()),
+		"check that the cluster serves it (kubectl api-versions), or use the GA version")}
 }

@@ -23,7 +23,7 @@ func builtinType(gvk schema.GroupVersionKind) reflect.Type {
 		return reflect.TypeFor[apiextensionsv1.CustomResourceDefinition]()
 	}
 	t, ok := clientgoscheme.Scheme.AllKnownTypes()[gvk]
-	if !ok || strings.HasSuffix(gvk.Kind, "List") {
+	if !ok || strings.HasSuffix(gvk.Kind, "List") || notTopLevel[gvk.Kind] {
 		return nil
 	}
 	if f, ok := t.FieldByName("ObjectMeta"); !ok || f.Type != reflect.TypeFor[metav1.ObjectMeta]() {
@@ -33,6 +33,17 @@ func builtinType(gvk schema.GroupVersionKind) reflect.Type {
 }
 
 var crdKind = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+
+// notTopLevel are kinds with metadata that the API server takes only as a
+// subresource's body or keeps to itself, never as an object of their own.
+var notTopLevel = map[string]bool{"Scale": true, "Eviction": true, "TokenRequest": true, "PodStatusResult": true, "RangeAllocation": true}
+
+// prerelease reports whether an API version is an alpha or beta one:
+// since Kubernetes 1.24 those are served only when the API server enables
+// them.
+func prerelease(version string) bool {
+	return strings.Contains(version, "alpha") || strings.Contains(version, "beta")
+}
 
 // clusterScoped are the built-in kinds that have no namespace, by group
 // and kind (the version does not change it). TestBuiltinKindsMatchTheAPIServer
@@ -87,8 +98,8 @@ var templateFields sync.Map // reflect.Type → []templateField
 var podTemplateSpecType = reflect.TypeFor[corev1.PodTemplateSpec]()
 
 // podTemplateFieldsOf finds, once per type, every PodTemplateSpec field
-// of a built-in type, through structs and pointers to structs (as in a
-// CronJob's spec.jobTemplate.spec.template).
+// of a built-in type, through value structs (as in a CronJob's
+// spec.jobTemplate.spec.template); the template itself may be a pointer.
 func podTemplateFieldsOf(t reflect.Type) []templateField {
 	if fs, ok := templateFields.Load(t); ok {
 		return fs.([]templateField)

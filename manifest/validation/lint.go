@@ -58,6 +58,10 @@ func ReadDocuments(name string, r io.Reader) ([]Document, error) {
 		}
 		root := node.Content[0]
 		if items := mappingValue(root, "items"); items != nil && items.Kind == yaml.SequenceNode && allMappings(items.Content) {
+			if dup := duplicateKey(root, ""); dup != "" {
+				out = append(out, Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)})
+				continue
+			}
 			// A List: its items one by one, each converted on its own (the
 			// List is never held as one object).
 			for j, item := range items.Content {

@@ -322,7 +322,9 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 	}
 	out := versionFindings
 	if u.GetName() == "" && u.GetGenerateName() == "" {
-		out = append(out, errorAt("metadata", "metadata.name", "is required", ""))
+		if !reviewKinds[gvk.Kind] { // reviews are created without a name
+			out = append(out, errorAt("metadata", "metadata.name", "is required", ""))
+		}
 	}
 
 	if crdGroups[gvk.Group] {
@@ -369,7 +371,7 @@ func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
 			return out
 		}
 	} else {
-		if !strings.Contains(gvk.Group, ".") {
+		if _, historical := lifecycleOf(gvk); !strings.Contains(gvk.Group, ".") && !historical {
 			// A custom resource's group has a dot: this one is Kubernetes' own,
 			// and it serves no such kind.
 			return append(out, errorAt("type", "kind",
