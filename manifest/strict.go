@@ -55,7 +55,7 @@ func (e *SpecError) Is(target error) bool { return target == ErrSpec }
 func decodeStrict(file string, data []byte, out any, shapes map[string]reflect.Type) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line := yamlErrorLine(err)
+		line := strictyaml.ErrorLine(err)
 		if line == 0 {
 			// yaml.v3 gives no line for errors found at the end of the
 			// stream (an unclosed quote or bracket): point there.
@@ -93,12 +93,4 @@ func decodeStrict(file string, data []byte, out any, shapes map[string]reflect.T
 		return &SpecError{File: file, Problem: err.Error()}
 	}
 	return nil
-}
-
-func yamlErrorLine(err error) int {
-	var line int
-	if _, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); scanErr == nil {
-		return line
-	}
-	return 0
 }

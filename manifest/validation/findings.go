@@ -33,6 +33,9 @@ type Finding struct {
 	Path    string `json:"path,omitempty"`
 	Message string `json:"message"`
 	Fix     string `json:"fix,omitempty"`
+	// embeddedLine is, for a finding inside YAML embedded in a string
+	// field (a RayService's serveConfigV2), its line there.
+	embeddedLine int
 }
 
 func (f Finding) String() string {

@@ -273,6 +273,11 @@ func lintDocument(v *Validator, d Document) (fs []Finding) {
 		fs[i].Source = d.Source
 		if d.Lines != nil {
 			fs[i].Line = lineOf(d.Lines, fs[i].Path)
+			if fs[i].Line > 0 && fs[i].embeddedLine > 0 {
+				// A line of YAML embedded in a block scalar: the scalar's
+				// first line is the one after its key.
+				fs[i].Line += fs[i].embeddedLine
+			}
 		}
 	}
 	return fs
@@ -404,6 +409,14 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		s := &rayv1.RayService{}
 		if fromUnstructured(u.Object, s) == nil {
 			clusterRules("spec.rayClusterConfig.", s.Name, &s.Spec.RayClusterSpec)
+			for _, p := range checkServeConfig(s.Spec.ServeConfigV2) {
+				f := Finding{ID: "serve-config", Severity: SeverityWarning, Object: obj,
+					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix, embeddedLine: p.line}
+				if p.refused {
+					f.Severity = SeverityError
+				}
+				out = append(out, f)
+			}
 		}
 	case "RayCronJob":
 		warn("raycronjob-feature-gate", "kind", "the RayCronJob controller is behind a feature gate that is off by default: the CRD accepts the object and nothing runs", "enable the RayCronJob feature gate on the operator")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -130,7 +131,7 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 			return generic()
 		}
 		if n.Kind != yaml.SequenceNode {
-			return nil, errorf(n, path, "want a list, got %s", nodeKind(n))
+			return nil, errorf(n, path, "want a list, got %s", NodeKind(n))
 		}
 		out := make([]any, 0, len(n.Content))
 		for i, item := range n.Content {
@@ -143,7 +144,7 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 		return out, nil
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			return nil, errorf(n, path, "want a mapping, got %s", nodeKind(n))
+			return nil, errorf(n, path, "want a mapping, got %s", NodeKind(n))
 		}
 		out := map[string]any{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -161,7 +162,7 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 		return out, nil
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			return nil, errorf(n, path, "want a mapping, got %s", nodeKind(n))
+			return nil, errorf(n, path, "want a mapping, got %s", NodeKind(n))
 		}
 		fields := jsonFields(t)
 		out := map[string]any{}
@@ -185,7 +186,7 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 		return out, nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return nil, errorf(n, path, "want %s, got %s", DescribeType(t), nodeKind(n))
+		return nil, errorf(n, path, "want %s, got %s", DescribeType(t), NodeKind(n))
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -232,7 +233,8 @@ func normalize(v any) any {
 	return v
 }
 
-func nodeKind(n *yaml.Node) string {
+// NodeKind names what a node is, in a message's words.
+func NodeKind(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
@@ -278,21 +280,37 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 
 // suggest names the known field closest to key, if one is close.
 func suggest(key string, fields map[string]reflect.Type) string {
-	best, bestDist := "", 3
 	names := make([]string, 0, len(fields))
 	for name := range fields {
 		names = append(names, name)
 	}
+	if best := Nearest(key, names); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return ""
+}
+
+// Nearest is the name closest to key (case aside) within two edits, or ""
+// when none is that close; of equally close names, the first in order.
+func Nearest(key string, names []string) string {
+	names = slices.Clone(names)
 	sort.Strings(names)
+	best, bestDist := "", 3
 	for _, name := range names {
 		if d := editDistance(strings.ToLower(key), strings.ToLower(name)); d < bestDist {
 			best, bestDist = name, d
 		}
 	}
-	if best == "" {
-		return ""
+	return best
+}
+
+// ErrorLine is the line a yaml.v3 error names (0: none).
+func ErrorLine(err error) int {
+	var line int
+	if _, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); scanErr == nil {
+		return line
 	}
-	return fmt.Sprintf("; did you mean %q?", best)
+	return 0
 }
 
 func editDistance(a, b string) int {
