@@ -63,6 +63,38 @@
 // needs them. A first RayCluster is validated in under a millisecond
 // (BenchmarkValidateCold); parsing the verbatim CRD took a hundred.
 //
+// # What KubeRay admits and then mishandles
+//
+// Some mistakes pass the API server and KubeRay's own validation, and the
+// operator then mishandles the object with at most a line in its log.
+// operatorrules.go and serveconfig.go find them, from a reading of
+// KubeRay v1.6.0's controllers (every spec value that becomes a label, a
+// name or an env var of the pods it builds; every string it parses; every
+// name it looks objects up by) and of Ray Serve's config schema:
+//
+//	rule                  what goes wrong on a real cluster                            where the operator shows it
+//	group-name-label      every worker pod refused (group name is a label value):    common/pod.go labelPod (ray.io/group);
+//	  (error)             the cluster runs with its head only                          the API server's label validation
+//	duplicate-group-name  two groups count the same pods (found by label): fewer      common/association.go
+//	  (error)             workers than asked, scale-down deletes either group's pods   RayClusterGroupPodsAssociationOptions;
+//	                                                                                   raycluster_controller.go reconcilePods
+//	ray-container-first   `ray start` goes into containers[0], here not the Ray      utils/constant.go RayContainerIndex = 0;
+//	  (warning)           image: the node starts in the wrong image                    common/pod.go BuildPod
+//	serve-config (error)  serveConfigV2 not YAML, or refused by Ray Serve's schema:   rayservice_controller.go
+//	                      the RayService never serves; retried at every reconcile      updateServeDeployment (yaml.Unmarshal),
+//	                                                                                   then the dashboard's PUT
+//	serve-config          a key Ray Serve does not know: ignored, the setting has     Ray Serve's schema.py (pydantic ignores
+//	  (warning)           no effect                                                    unknown keys but in logging_config)
+//
+// The error rules are held to the real operator by TestOperatorMishandles
+// (a document of the users' corpus per rule, created on the test control
+// plane: no worker pod ever exists; fewer workers than asked); the Serve
+// rules, which need a running Ray to show, to Ray Serve's schema by
+// TestServeConfigHeldToRayServeSchema, and every serveConfigV2 of KubeRay's
+// samples passes them. Warnings that KubeRay copes with stay warnings
+// (a RayJob without cleanup, replicas outside [min, max], rayVersion and
+// the image's Ray, ...).
+//
 // # Held to the real systems
 //
 // testdata/users holds YAML written the way people write it, one mistake

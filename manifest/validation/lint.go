@@ -329,6 +329,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		if t := spec.HeadGroupSpec.ServiceType; t == corev1.ServiceTypeLoadBalancer || t == corev1.ServiceTypeNodePort {
 			warn("exposed-dashboard", prefix+"headGroupSpec.serviceType", fmt.Sprintf("a %s head Service exposes the dashboard and job API (8265) and Ray client (10001) outside the cluster: anyone who reaches them can run code", t), "use ClusterIP and an authenticated gateway")
 		}
+		operatorRules(prefix, spec, fail, warn)
 		for i, g := range spec.WorkerGroupSpecs {
 			p := fmt.Sprintf("%sworkerGroupSpecs[%d]", prefix, i)
 			groups = append(groups, group{path: p, params: g.RayStartParams, resources: g.Resources, tmpl: g.Template})

@@ -1,0 +1,88 @@
+package validation
+
+import (
+	"fmt"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Operator rules: mistakes both the API server and KubeRay v1.6.0's own
+// validation admit, and the operator then mishandles — no pods for a
+// group, a group's pods counted twice, a RayService that never serves —
+// with at most a line in its log. Each is an error when the operator is
+// certain to mishandle the object, a warning when that depends on the
+// cluster or the images. The rule table is in the package doc;
+// TestOperatorMishandles holds each error rule to the real operator.
+
+// operatorRules checks a cluster spec (at prefix) for them.
+func operatorRules(prefix string, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
+	seen := map[string]int{}
+	for i, g := range spec.WorkerGroupSpecs {
+		p := fmt.Sprintf("%sworkerGroupSpecs[%d].groupName", prefix, i)
+		if problem := groupNameProblem(g.GroupName); problem != "" {
+			fail("group-name-label", p, fmt.Sprintf(
+				"%q %s: the operator names each worker pod <cluster>-%s-worker-<random> and labels it ray.io/group=%s, so the API server refuses every worker pod and the cluster runs with its head only",
+				g.GroupName, problem, g.GroupName, g.GroupName),
+				"use lowercase letters, digits and '-' (at most 63), beginning and ending with a letter or digit")
+		}
+		if first, dup := seen[g.GroupName]; dup {
+			fail("duplicate-group-name", p, fmt.Sprintf(
+				"%q also names workerGroupSpecs[%d]: the operator finds a group's pods by the ray.io/group label, so both groups count the same pods — one group's replicas stand in for the other's, and the cluster gets fewer workers than the groups ask for",
+				g.GroupName, first), "give each worker group its own name")
+		} else {
+			seen[g.GroupName] = i
+		}
+	}
+	type podGroup struct {
+		path       string
+		containers []corev1.Container
+	}
+	groups := []podGroup{{prefix + "headGroupSpec", spec.HeadGroupSpec.Template.Spec.Containers}}
+	for i := range spec.WorkerGroupSpecs {
+		groups = append(groups, podGroup{fmt.Sprintf("%sworkerGroupSpecs[%d]", prefix, i), spec.WorkerGroupSpecs[i].Template.Spec.Containers})
+	}
+	for _, g := range groups {
+		if len(g.containers) < 2 || rayImage(g.containers[0].Image) {
+			continue
+		}
+		for _, c := range g.containers[1:] {
+			if rayImage(c.Image) {
+				warn("ray-container-first", g.path+".template.spec.containers[0]", fmt.Sprintf(
+					"the operator runs `ray start` in the first container (%s, image %s), not in %s (image %s), which looks like the Ray one: the Ray node would start in the wrong image",
+					g.containers[0].Name, g.containers[0].Image, c.Name, c.Image), "put the Ray container first; sidecars after it")
+				break
+			}
+		}
+	}
+}
+
+// groupNameProblem says why a worker group's name cannot be part of its
+// pods' names (a DNS-1123 subdomain: lowercase letters, digits, '-' and
+// '.') and their ray.io/group label value, or "".
+func groupNameProblem(name string) string {
+	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
+		return "is not a valid label value"
+	}
+	if name == "" {
+		return ""
+	}
+	if errs := validation.IsDNS1123Subdomain("c-" + name + "-worker-x"); len(errs) > 0 {
+		return "cannot be part of a pod name (lowercase letters, digits, '-' and '.' only)"
+	}
+	return ""
+}
+
+// rayImage reports whether an image looks like one of Ray's (rayproject/ray,
+// anyscale/ray, rayproject/ray-ml, ...): its repository's last part starts
+// with "ray".
+func rayImage(image string) bool {
+	repo, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	last := repo[strings.LastIndexByte(repo, '/')+1:]
+	return last == "ray" || strings.HasPrefix(last, "ray-")
+}
