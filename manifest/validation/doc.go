@@ -80,6 +80,9 @@
 //	                                                                                   raycluster_controller.go reconcilePods
 //	ray-container-first   `ray start` goes into containers[0], here not the Ray      utils/constant.go RayContainerIndex = 0;
 //	  (warning)           image: the node starts in the wrong image                    common/pod.go BuildPod
+//	ray-start-param       a rayStartParams value ray start refuses (a word for a     common/pod.go convertParamMap (the value
+//	  (error)             number, resources that are not JSON after the shell):       goes verbatim into the shell command);
+//	                      the group's pods restart without end                        ray start's option types
 //	serve-config (error)  serveConfigV2 not YAML, or refused by Ray Serve's schema:   rayservice_controller.go
 //	                      the RayService never serves; retried at every reconcile      updateServeDeployment (yaml.Unmarshal),
 //	                                                                                   then the dashboard's PUT
@@ -88,10 +91,12 @@
 //
 // The error rules are held to the real operator by TestOperatorMishandles
 // (a document of the users' corpus per rule, created on the test control
-// plane: no worker pod ever exists; fewer workers than asked); the Serve
-// rules, which need a running Ray to show, to Ray Serve's schema by
-// TestServeConfigHeldToRayServeSchema, and every serveConfigV2 of KubeRay's
-// samples passes them. Warnings that KubeRay copes with stay warnings
+// plane: no worker pod ever exists; fewer workers than asked); the rules
+// that need a running Ray to show (kwok's pods run no containers) to their
+// source: ray-start-param to the operator's own command construction
+// (TestRayStartParamsReachRayStartVerbatim) and ray start's option types,
+// the Serve rules to Ray Serve's schema (TestServeConfigHeldToRayServeSchema);
+// every KubeRay sample passes them all. Warnings that KubeRay copes with stay warnings
 // (a RayJob without cleanup, replicas outside [min, max], rayVersion and
 // the image's Ray, ...).
 //

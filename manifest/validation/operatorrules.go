@@ -1,7 +1,11 @@
 package validation
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -36,6 +40,23 @@ func operatorRules(prefix string, spec *rayv1.RayClusterSpec, fail, warn func(id
 			seen[g.GroupName] = i
 		}
 	}
+	params := []struct {
+		path   string
+		values map[string]string
+	}{{prefix + "headGroupSpec.rayStartParams", spec.HeadGroupSpec.RayStartParams}}
+	for i, g := range spec.WorkerGroupSpecs {
+		params = append(params, struct {
+			path   string
+			values map[string]string
+		}{fmt.Sprintf("%sworkerGroupSpecs[%d].rayStartParams", prefix, i), g.RayStartParams})
+	}
+	for _, p := range params {
+		for _, key := range slices.Sorted(maps.Keys(p.values)) {
+			if problem := rayStartParamProblem(key, p.values[key]); problem != "" {
+				fail("ray-start-param", p.path+"."+key, problem+": the operator passes it to `ray start` as it is, ray start exits with a usage error, and the group's pods restart without end", "")
+			}
+		}
+	}
 	type podGroup struct {
 		path       string
 		containers []corev1.Container
@@ -57,6 +78,77 @@ func operatorRules(prefix string, spec *rayv1.RayClusterSpec, fail, warn func(id
 			}
 		}
 	}
+}
+
+// integerStartParams are `ray start` options of type int (click): a
+// value that is not a whole number is a usage error.
+var integerStartParams = map[string]bool{
+	"num-cpus": true, "num-gpus": true, "memory": true, "object-store-memory": true,
+	"port": true, "dashboard-port": true, "metrics-export-port": true, "node-manager-port": true,
+	"object-manager-port": true, "min-worker-port": true, "max-worker-port": true, "ray-client-server-port": true,
+}
+
+// rayStartParamProblem says why `ray start` refuses a rayStartParams
+// value, or "". The operator writes the value into a shell command
+// (common/pod.go convertParamMap: --key=value), so the shell's quoting
+// applies first: resources must reach ray start as JSON, so its quotes
+// must be quoted ('"{\"TPU\": 4}"' in YAML, as KubeRay's samples do).
+func rayStartParamProblem(key, value string) string {
+	if !integerStartParams[key] && key != "resources" {
+		return ""
+	}
+	word, ok := shellWord(value)
+	if !ok {
+		return fmt.Sprintf("%q is split into several words by the shell the operator runs ray start in", value)
+	}
+	if integerStartParams[key] {
+		if _, err := strconv.ParseInt(word, 10, 64); err != nil {
+			return fmt.Sprintf("%q is not a whole number, and ray start's --%s takes only one", value, key)
+		}
+		return ""
+	}
+	custom := map[string]float64{}
+	if err := json.Unmarshal([]byte(word), &custom); err != nil {
+		return fmt.Sprintf("%q reaches ray start as %s, not a JSON object of numbers (--resources reads one; quote the JSON for the shell)", value, word)
+	}
+	return ""
+}
+
+// shellWord is what a POSIX shell makes of s as one word (quotes removed,
+// escapes applied); ok is false when s would be several words or has an
+// unclosed quote.
+func shellWord(s string) (word string, ok bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case c == '\'':
+			end := strings.IndexByte(s[i+1:], '\'')
+			if end < 0 {
+				return "", false
+			}
+			b.WriteString(s[i+1 : i+1+end])
+			i += end + 1
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte(`"\\$`+"`", s[i+1]) >= 0 {
+					i++
+				}
+				b.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return "", false
+			}
+		case c == ' ' || c == '\t' || c == '\n':
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
 }
 
 // groupNameProblem says why a worker group's name cannot be part of its

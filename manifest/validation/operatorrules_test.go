@@ -170,11 +170,15 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"spaces and a bang", group(`"GPU Workers!"`), "group-name-label", "spec.workerGroupSpecs[0].groupName"},
 		{"64 characters", group(strings.Repeat("g", 64)), "group-name-label", "spec.workerGroupSpecs[0].groupName"},
 		{"a sidecar before Ray", sidecarFirst, "ray-container-first", "spec.workerGroupSpecs[0].template.spec.containers[0]"},
+		{"CPUs in words", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {num-cpus: "two"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.num-cpus"},
+		{"a port in words", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {dashboard-port: "http"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.dashboard-port"},
+		{"resources not JSON", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {resources: "{TPU: 4}"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.resources"},
+		{"resources as JSON", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {resources: '"{\"TPU\": 4}"'}`, 1), "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got []validation.Finding
 			for _, f := range lintString(t, c.doc) {
-				if f.ID == "group-name-label" || f.ID == "duplicate-group-name" || f.ID == "ray-container-first" {
+				if f.ID == "group-name-label" || f.ID == "duplicate-group-name" || f.ID == "ray-container-first" || f.ID == "ray-start-param" {
 					got = append(got, f)
 				}
 			}
@@ -188,5 +192,24 @@ func TestOperatorRulesFindings(t *testing.T) {
 				t.Fatalf("want %s at %s, got %v", c.id, c.path, got)
 			}
 		})
+	}
+}
+
+// TestRayStartParamsReachRayStartVerbatim: the operator does not check
+// rayStartParams values — its own pod construction (KubeRay v1.6.0's
+// BuildPod, through ComputeStartResources' command) puts them into the ray
+// start command as they are — so a value ray start refuses is only found
+// when the pod starts.
+func TestRayStartParamsReachRayStartVerbatim(t *testing.T) {
+	spec := &rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{
+		RayStartParams: map[string]string{"dashboard-port": "http"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.52.0"}}}},
+	}}
+	rs, err := validation.ComputeStartResources("c", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rs[0].Command, "--dashboard-port=http") {
+		t.Fatalf("the operator's ray start command: %s", rs[0].Command)
 	}
 }
