@@ -203,7 +203,7 @@ func TestOperatorRulesFindings(t *testing.T) {
 func TestRayStartParamsReachRayStartVerbatim(t *testing.T) {
 	spec := &rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{
 		RayStartParams: map[string]string{"dashboard-port": "http"},
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.52.0"}}}},
+		Template:       corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.52.0"}}}},
 	}}
 	rs, err := validation.ComputeStartResources("c", spec)
 	if err != nil {
