@@ -33,8 +33,10 @@ type Finding struct {
 	Path    string `json:"path,omitempty"`
 	Message string `json:"message"`
 	Fix     string `json:"fix,omitempty"`
-	// embeddedLine is, for a finding inside YAML embedded in a string
-	// field (a RayService's serveConfigV2), its line there.
+	// embeddedIn and embeddedLine are, for a finding inside YAML embedded
+	// in a string field (a RayService's serveConfigV2), that field's path
+	// and the finding's line in it.
+	embeddedIn   string
 	embeddedLine int
 }
 

@@ -125,6 +125,11 @@ func nodeLines(n *yaml.Node, path string, lines map[string]int) {
 		lines[path] = n.Line
 	}
 	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Style&yaml.LiteralStyle != 0 {
+			// A literal block (|): its text's line k is line n.Line+k.
+			lines[path+literalBlock] = n.Line
+		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			p := joinPath(path, n.Content[i].Value)
@@ -137,6 +142,10 @@ func nodeLines(n *yaml.Node, path string, lines map[string]int) {
 		}
 	}
 }
+
+// literalBlock suffixes the path of a string written as a literal block
+// scalar in Document.Lines: the line of its | indicator.
+const literalBlock = "|"
 
 // joinPath is path.key, or key at the root.
 func joinPath(path, key string) string {
@@ -273,10 +282,11 @@ func lintDocument(v *Validator, d Document) (fs []Finding) {
 		fs[i].Source = d.Source
 		if d.Lines != nil {
 			fs[i].Line = lineOf(d.Lines, fs[i].Path)
-			if fs[i].Line > 0 && fs[i].embeddedLine > 0 {
-				// A line of YAML embedded in a block scalar: the scalar's
-				// first line is the one after its key.
-				fs[i].Line += fs[i].embeddedLine
+			if block, ok := d.Lines[fs[i].embeddedIn+literalBlock]; ok && fs[i].embeddedLine > 0 {
+				// A line of YAML embedded in a literal block: the block's
+				// line k is k lines below its indicator. (Elsewhere — a
+				// quoted or folded string — the key's line stands.)
+				fs[i].Line = block + fs[i].embeddedLine
 			}
 		}
 	}
@@ -329,7 +339,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		if t := spec.HeadGroupSpec.ServiceType; t == corev1.ServiceTypeLoadBalancer || t == corev1.ServiceTypeNodePort {
 			warn("exposed-dashboard", prefix+"headGroupSpec.serviceType", fmt.Sprintf("a %s head Service exposes the dashboard and job API (8265) and Ray client (10001) outside the cluster: anyone who reaches them can run code", t), "use ClusterIP and an authenticated gateway")
 		}
-		operatorRules(prefix, spec, fail, warn)
+		operatorRules(prefix, name, spec, fail, warn)
 		for i, g := range spec.WorkerGroupSpecs {
 			p := fmt.Sprintf("%sworkerGroupSpecs[%d]", prefix, i)
 			groups = append(groups, group{path: p, params: g.RayStartParams, resources: g.Resources, tmpl: g.Template})
@@ -412,7 +422,8 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 			clusterRules("spec.rayClusterConfig.", s.Name, &s.Spec.RayClusterSpec)
 			for _, p := range checkServeConfig(s.Spec.ServeConfigV2) {
 				f := Finding{ID: "serve-config", Severity: SeverityWarning, Object: obj,
-					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix, embeddedLine: p.line}
+					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix,
+					embeddedIn: "spec.serveConfigV2", embeddedLine: p.line}
 				if p.refused {
 					f.Severity = SeverityError
 				}

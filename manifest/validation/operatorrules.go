@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -22,15 +24,15 @@ import (
 // TestOperatorMishandles holds each error rule to the real operator.
 
 // operatorRules checks a cluster spec (at prefix) for them.
-func operatorRules(prefix string, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
+func operatorRules(prefix, cluster string, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
 	seen := map[string]int{}
 	for i, g := range spec.WorkerGroupSpecs {
 		p := fmt.Sprintf("%sworkerGroupSpecs[%d].groupName", prefix, i)
-		if problem := groupNameProblem(g.GroupName); problem != "" {
+		if problem := groupNameProblem(cluster, g.GroupName); problem != "" {
 			fail("group-name-label", p, fmt.Sprintf(
-				"%q %s: the operator names each worker pod <cluster>-%s-worker-<random> and labels it ray.io/group=%s, so the API server refuses every worker pod and the cluster runs with its head only",
-				g.GroupName, problem, g.GroupName, g.GroupName),
-				"use lowercase letters, digits and '-' (at most 63), beginning and ending with a letter or digit")
+				"%q %s: the operator names each worker pod after it (%s<random>) and labels it ray.io/group=%s, so the API server refuses every worker pod and the cluster runs with its head only",
+				g.GroupName, problem, rayutils.PodName(cluster+"-"+g.GroupName, rayv1.WorkerNode, true), g.GroupName),
+				"use letters, digits, '-' and '.' (at most 63), beginning and ending with a letter or digit")
 		}
 		if first, dup := seen[g.GroupName]; dup {
 			fail("duplicate-group-name", p, fmt.Sprintf(
@@ -97,6 +99,12 @@ func rayStartParamProblem(key, value string) string {
 	if !integerStartParams[key] && key != "resources" {
 		return ""
 	}
+	if v := strings.ToLower(value); v == "true" || v == "false" {
+		return "" // the operator turns these into a switch, or drops the option
+	}
+	if strings.ContainsAny(value, "$`") {
+		return "" // expanded by the shell: known only in the pod
+	}
 	word, ok := shellWord(value)
 	if !ok {
 		return fmt.Sprintf("%q is split into several words by the shell the operator runs ray start in", value)
@@ -151,18 +159,18 @@ func shellWord(s string) (word string, ok bool) {
 	return b.String(), true
 }
 
-// groupNameProblem says why a worker group's name cannot be part of its
-// pods' names (a DNS-1123 subdomain: lowercase letters, digits, '-' and
-// '.') and their ray.io/group label value, or "".
-func groupNameProblem(name string) string {
-	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
+// groupNameProblem says why a worker group's name cannot be its pods'
+// ray.io/group label value or part of their names, or "". The operator
+// names them utils.PodName(cluster-group, worker): the pair cut to 50
+// characters and lowercased, then "-worker-" and five random ones, which
+// must make a DNS-1123 subdomain.
+func groupNameProblem(cluster, group string) string {
+	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
 		return "is not a valid label value"
 	}
-	if name == "" {
-		return ""
-	}
-	if errs := validation.IsDNS1123Subdomain("c-" + name + "-worker-x"); len(errs) > 0 {
-		return "cannot be part of a pod name (lowercase letters, digits, '-' and '.' only)"
+	generateName := rayutils.PodName(cluster+"-"+group, rayv1.WorkerNode, true)
+	if errs := apivalidation.NameIsDNSSubdomain(generateName, true); len(errs) > 0 {
+		return "cannot be part of a pod name (letters, digits, '-' and '.' only)"
 	}
 	return ""
 }

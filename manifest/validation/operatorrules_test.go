@@ -165,7 +165,7 @@ func TestOperatorRulesFindings(t *testing.T) {
 		name, doc, id, path string
 	}{
 		{"a pod-name-safe group name", group("gpu-a100.x1"), "", ""},
-		{"capitals", group("GPU"), "group-name-label", "spec.workerGroupSpecs[0].groupName"},
+		{"capitals (the pod name is lowercased)", group("GPU-A100"), "", ""},
 		{"an underscore", group("gpu_a100"), "group-name-label", "spec.workerGroupSpecs[0].groupName"},
 		{"spaces and a bang", group(`"GPU Workers!"`), "group-name-label", "spec.workerGroupSpecs[0].groupName"},
 		{"64 characters", group(strings.Repeat("g", 64)), "group-name-label", "spec.workerGroupSpecs[0].groupName"},
@@ -173,6 +173,7 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"CPUs in words", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {num-cpus: "two"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.num-cpus"},
 		{"a port in words", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {dashboard-port: "http"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.dashboard-port"},
 		{"resources not JSON", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {resources: "{TPU: 4}"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.resources"},
+		{"a number from the environment", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {num-cpus: "$NUM_CPUS"}`, 1), "", ""},
 		{"resources as JSON", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {resources: '"{\"TPU\": 4}"'}`, 1), "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -136,6 +136,11 @@ func checkServeConfig(config string) []serveProblem {
 	if err := yaml.Unmarshal([]byte(config), &doc); err != nil || len(doc.Content) == 0 {
 		return nil // read by the operator's parser, not by this one: nothing more to say
 	}
+	if asOperator == nil || hasMergeKey(&doc) {
+		// Empty or null (the operator's business, said nowhere here), or
+		// merge keys the node walk below does not expand.
+		return nil
+	}
 	var out []serveProblem
 	walkServeConfig(doc.Content[0], serveConfigSchema, "", &out)
 	checkApplications(doc.Content[0], &out)
@@ -206,7 +211,7 @@ func walkServeConfig(n *yaml.Node, s *serveNode, path string, out *[]serveProble
 		}
 	case "string", "int", "number", "bool":
 		if n.Kind != yaml.ScalarNode {
-			refuse(n, path, fmt.Sprintf("must be a single value (%s), not a %s; Ray Serve refuses the config", describeServeKind(s.kind), strictyaml.NodeKind(n)), "")
+			refuse(n, path, fmt.Sprintf("must be a single value (%s), not %s; Ray Serve refuses the config", describeServeKind(s.kind), strictyaml.NodeKind(n)), "")
 			return
 		}
 		if problem := scalarProblem(n, s.kind); problem != "" {
@@ -231,17 +236,15 @@ func describeServeKind(kind string) string {
 // coerces numbers written as text and integral numbers, so those pass.
 func scalarProblem(n *yaml.Node, kind string) string {
 	switch kind {
-	case "int":
-		if _, ok := intValue(n); !ok {
-			return fmt.Sprintf("must be an integer, got %q; Ray Serve refuses the config", n.Value)
-		}
-	case "number":
+	case "int", "number":
+		// pydantic v1 takes a float for an int (truncating it), numbers
+		// written as text, and true and false as 1 and 0.
 		if _, ok := numberValue(n); !ok {
 			return fmt.Sprintf("must be a number, got %q; Ray Serve refuses the config", n.Value)
 		}
 	case "bool":
 		switch strings.ToLower(n.Value) {
-		case "true", "false", "yes", "no", "on", "off", "1", "0":
+		case "true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "1", "0":
 		default:
 			return fmt.Sprintf("must be true or false, got %q; Ray Serve refuses the config", n.Value)
 		}
@@ -249,17 +252,28 @@ func scalarProblem(n *yaml.Node, kind string) string {
 	return ""
 }
 
+// numberValue reads a number as the operator's YAML parser and pydantic
+// would: decimal, hex or octal, a float, or a bool.
 func numberValue(n *yaml.Node) (float64, bool) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64)
-	return f, err == nil && !math.IsNaN(f)
+	v := strings.TrimSpace(n.Value)
+	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) {
+		return f, true
+	}
+	if i, err := strconv.ParseInt(v, 0, 64); err == nil {
+		return float64(i), true
+	}
+	switch strings.ToLower(v) {
+	case "true":
+		return 1, true
+	case "false":
+		return 0, true
+	}
+	return 0, false
 }
 
 func intValue(n *yaml.Node) (int64, bool) {
 	f, ok := numberValue(n)
-	if !ok || f != math.Trunc(f) {
-		return 0, false
-	}
-	return int64(f), true
+	return int64(f), ok // pydantic v1 truncates
 }
 
 func atLeast(min float64, strict bool) func(*yaml.Node) string {
@@ -401,6 +415,26 @@ func remoteURIs(n *yaml.Node) string {
 	return ""
 }
 
+// hasMergeKey reports whether a YAML tree uses a merge key (<<).
+func hasMergeKey(n *yaml.Node) bool {
+	if n == nil {
+		return false
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "<<" {
+				return true
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if hasMergeKey(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkDeploymentOptions are DeploymentSchema's cross-field rules.
 func checkDeploymentOptions(n *yaml.Node, path string, out *[]serveProblem) {
 	value := func(key string) *yaml.Node {
@@ -429,6 +463,9 @@ func checkApplications(root *yaml.Node, out *[]serveProblem) {
 	}
 	names, routes := map[string]bool{}, map[string]bool{}
 	for i, app := range apps.Content {
+		if app.Kind == yaml.AliasNode {
+			app = app.Alias
+		}
 		if app.Kind != yaml.MappingNode {
 			continue
 		}

@@ -47,11 +47,14 @@ func TestServeConfigHeldToRayServeSchema(t *testing.T) {
 		{"replicas and autoscaling", app + "    deployments:\n      - name: D\n        num_replicas: 2\n        autoscaling_config: {min_replicas: 1}\n", "error", "spec.serveConfigV2.applications[0].deployments[0].num_replicas", "together with autoscaling_config", 12},
 		{"zero replicas", app + "    deployments:\n      - name: D\n        num_replicas: 0\n", "error", "spec.serveConfigV2.applications[0].deployments[0].num_replicas", "positive integer", 12},
 		{"deployment without name", app + "    deployments:\n      - num_replicas: 1\n", "error", "spec.serveConfigV2.applications[0].deployments[0].name", "is required", 11},
-		{"text for a number", app + "    deployments:\n      - name: D\n        max_ongoing_requests: many\n", "error", "spec.serveConfigV2.applications[0].deployments[0].max_ongoing_requests", "must be an integer", 12},
+		{"text for a number", app + "    deployments:\n      - name: D\n        max_ongoing_requests: many\n", "error", "spec.serveConfigV2.applications[0].deployments[0].max_ongoing_requests", "must be a number", 12},
 		{"two apps one name", app + "    route_prefix: /a\n  - name: app\n    import_path: module.b\n    route_prefix: /b\n", "error", "spec.serveConfigV2.applications[1].name", "names two applications", 11},
 		{"two apps one route", app + "  - name: b\n    import_path: module.b\n", "error", "spec.serveConfigV2.applications[1].route_prefix", "the route of two applications", 10},
 		{"port per application", app + "    port: 8001\n", "error", "spec.serveConfigV2.applications[0].port", "per application", 10},
 		{"target capacity", "target_capacity: 150\n" + app, "error", "spec.serveConfigV2.target_capacity", "between 0 and 100", 7},
+		{"a float where an int goes (pydantic truncates)", app + "    deployments:\n      - name: D\n        max_ongoing_requests: 2.5\n", "", "", "", 0},
+		{"merge keys", "defaults: &d {import_path: module.app}\napplications:\n  - <<: *d\n    name: app\n", "", "", "", 0},
+		{"empty", "", "", "", "", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got []validation.Finding
@@ -109,4 +112,36 @@ func TestServeConfigsOfKubeRaySamples(t *testing.T) {
 		t.Fatalf("only %d RayService samples", checked)
 	}
 	t.Logf("%d RayService samples, every serveConfigV2 passes", checked)
+}
+
+// TestServeConfigLines: a finding inside serveConfigV2 points at its line
+// in the file when the config is a literal block (|, |-, |2); otherwise,
+// where lines of the string and of the file do not match one to one, at
+// the key's line.
+func TestServeConfigLines(t *testing.T) {
+	head := "apiVersion: ray.io/v1\nkind: RayService\nmetadata:\n  name: serve\nspec:\n"
+	cluster := "  rayClusterConfig:\n    headGroupSpec:\n      rayStartParams: {}\n      template:\n        spec:\n          containers: [{name: ray-head, image: rayproject/ray:2.52.0}]\n"
+	config := "    applications:\n      - name: app\n        import_path: module.app\n        route_prefix: api\n"
+	for _, c := range []struct {
+		name, serve string
+		line        int
+	}{
+		{"|", "  serveConfigV2: |\n" + config, 10},
+		{"|-", "  serveConfigV2: |-\n" + config, 10},
+		{"| on the next line", "  serveConfigV2:\n    |\n  " + strings.ReplaceAll(config, "\n    ", "\n      ")[2:], 11},
+		{">", "  serveConfigV2: >\n" + config, 6},
+		{"a quoted string", "  serveConfigV2: \"applications: [{name: app, import_path: module.app, route_prefix: api}]\"\n", 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []validation.Finding
+			for _, f := range lintString(t, head+c.serve+cluster) {
+				if f.ID == "serve-config" {
+					got = append(got, f)
+				}
+			}
+			if len(got) != 1 || got[0].Path != "spec.serveConfigV2.applications[0].route_prefix" || got[0].Line != c.line {
+				t.Fatalf("want the route_prefix at line %d, got %v", c.line, got)
+			}
+		})
+	}
 }
