@@ -168,6 +168,9 @@ func groupNameProblem(cluster, group string) string {
 	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
 		return "is not a valid label value"
 	}
+	if cluster == "" {
+		cluster = "cluster" // a generateName object: its name is not known yet
+	}
 	generateName := rayutils.PodName(cluster+"-"+group, rayv1.WorkerNode, true)
 	if errs := apivalidation.NameIsDNSSubdomain(generateName, true); len(errs) > 0 {
 		return "cannot be part of a pod name (letters, digits, '-' and '.' only)"
