@@ -64,13 +64,40 @@ func ReadDocuments(name string, r io.Reader) ([]Document, error) {
 			}
 			// A List: its items one by one, each converted on its own (the
 			// List is never held as one object).
-			for j, item := range items.Content {
-				out = append(out, readObject(item, fmt.Sprintf("%s.items[%d]", src, j)))
-			}
+			out = append(out, readItems(items, src)...)
 			continue
 		}
 		out = append(out, readObject(root, src))
 	}
+}
+
+// readItems reads a List's items, on one worker per CPU when there are
+// many, in their order; each item's YAML nodes are let go once read, so a
+// huge List's tree is freed as it is converted.
+func readItems(items *yaml.Node, src string) []Document {
+	out := make([]Document, len(items.Content))
+	var next atomic.Int64
+	work := func() {
+		for {
+			j := int(next.Add(1) - 1)
+			if j >= len(out) {
+				return
+			}
+			out[j] = readObject(items.Content[j], fmt.Sprintf("%s.items[%d]", src, j))
+			items.Content[j] = nil
+		}
+	}
+	workers := 1
+	if len(out) >= 1000 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return out
 }
 
 // allMappings reports whether every node is a mapping (aliases resolved).
