@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"gotest.tools/v3/golden"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"gridweave.dev/manifest"
+	"gridweave.dev/manifest/validation"
 )
 
 const specs = "../examples/launcher/specs"
@@ -276,6 +279,48 @@ func TestRayDisruptionBudgetIsAnIntegerMinAvailable(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%s: no Ray budget rendered", c.pdb)
+		}
+	}
+}
+
+// TestRenderedLaunchesLint: what `launcher check` does — render, then
+// lint — finds no error in the example launches.
+func TestRenderedLaunchesLint(t *testing.T) {
+	for _, c := range [][2]string{{"grpo_swe.recipe.yaml", "grpo_swe.infra.yaml"}, {"grpo_swe.recipe.yaml", "grpo_swe_sglang.infra.yaml"}} {
+		objs := render(t, c[0], c[1])
+		var docs []validation.Document
+		for i, o := range objs {
+			docs = append(docs, validation.Document{Source: fmt.Sprintf("render#%d", i+1), Object: o})
+		}
+		for _, f := range validation.Lint(validator, docs) {
+			if f.Severity == validation.SeverityError {
+				t.Errorf("%s: rendered output has an error: %s", c[1], f)
+			}
+		}
+	}
+}
+
+func TestRenderedFleetsAnnounceTheirTags(t *testing.T) {
+	objs := render(t, "grpo_swe.recipe.yaml", "grpo_swe.infra.yaml")
+	job := objs[len(objs)-1]
+	var rj rayv1.RayJob
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(job.Object, &rj); err != nil {
+		t.Fatal(err)
+	}
+	got, err := validation.ComputeStartResources(rj.Name, rj.Spec.RayClusterSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got {
+		switch g.Group {
+		case "trainer", "inference":
+			if *g.GPU != 8 || *g.CPU != 32 || g.Custom["dockyard_fleet_"+g.Group] != 8 {
+				t.Errorf("%s", g)
+			}
+		case "head":
+			if *g.GPU != 0 {
+				t.Errorf("head %s", g)
+			}
 		}
 	}
 }

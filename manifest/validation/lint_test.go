@@ -10,34 +10,13 @@ import (
 	"gotest.tools/v3/golden"
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"gridweave.dev/manifest"
 	"gridweave.dev/manifest/validation"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 var validator = validation.NewValidator()
 
 // specs are the launcher's example specs.
 const specs = "../../examples/launcher/specs"
-
-// render renders an example recipe and infra spec, as `launcher check` does
-// before it validates.
-func render(t testing.TB, recipe, infra string) []*unstructured.Unstructured {
-	t.Helper()
-	r, err := manifest.LoadRecipe(filepath.Join(specs, recipe))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := manifest.LoadInfra(filepath.Join(specs, infra))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := manifest.Render(r, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
-}
 
 func lintString(t testing.TB, doc string) []validation.Finding {
 	t.Helper()
@@ -57,18 +36,6 @@ func TestLintAcceptsTheExamples(t *testing.T) {
 	docs, _ := validation.ReadDocuments("ray-cpu-demo.yaml", f)
 	if fs := validation.Lint(validator, docs); len(fs) != 0 {
 		t.Errorf("seed 003's minimal CPU cluster: %v", fs)
-	}
-	for _, c := range [][2]string{{"grpo_swe.recipe.yaml", "grpo_swe.infra.yaml"}, {"grpo_swe.recipe.yaml", "grpo_swe_sglang.infra.yaml"}} {
-		objs := render(t, c[0], c[1])
-		var docs []validation.Document
-		for i, o := range objs {
-			docs = append(docs, validation.Document{Source: fmt.Sprintf("render#%d", i+1), Object: o})
-		}
-		for _, f := range validation.Lint(validator, docs) {
-			if f.Severity == validation.SeverityError {
-				t.Errorf("%s: rendered output has an error: %s", c[1], f)
-			}
-		}
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 // decoded in well under a millisecond, instead of parsing up to 1.35 MB of
 // YAML and building the library's schemas. They are written by
 // `go generate` (TestPrecompiledMatchesCRDs with -update), which compiles
-// the verbatim CRDs in crds/ the way the library path does; the same test
-// fails when they differ.
+// the verbatim CRDs in crds/ as apiextensions-apiserver reads them
+// (compileCRD, in the tests); the same test fails when they differ.
 //
 //go:generate go test -run TestPrecompiledMatchesCRDs -update .
 //go:embed precompiled/*.bin precompiled/*.json

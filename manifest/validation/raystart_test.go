@@ -9,7 +9,6 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"gridweave.dev/manifest/validation"
 )
@@ -81,31 +80,6 @@ func TestStartResourcesFollowKubeRay(t *testing.T) {
 	spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, group("both", map[string]string{"num-cpus": "1"}, map[string]string{"cpu": "2"}, nil, nil))
 	if _, err := validation.ComputeStartResources("demo", spec); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Errorf("resources in both places: %v", err)
-	}
-}
-
-func TestRenderedFleetsAnnounceTheirTags(t *testing.T) {
-	objs := render(t, "grpo_swe.recipe.yaml", "grpo_swe.infra.yaml")
-	job := objs[len(objs)-1]
-	var rj rayv1.RayJob
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(job.Object, &rj); err != nil {
-		t.Fatal(err)
-	}
-	got, err := validation.ComputeStartResources(rj.Name, rj.Spec.RayClusterSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range got {
-		switch g.Group {
-		case "trainer", "inference":
-			if *g.GPU != 8 || *g.CPU != 32 || g.Custom["dockyard_fleet_"+g.Group] != 8 {
-				t.Errorf("%s", g)
-			}
-		case "head":
-			if *g.GPU != 0 {
-				t.Errorf("head %s", g)
-			}
-		}
 	}
 }
 
