@@ -172,25 +172,28 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			docs, err := readPaths(args, stdin)
+			files, err := listPaths(args)
 			if err != nil {
 				return err
 			}
-			findings := validation.Lint(v, docs)
+			findings, objects, err := validation.LintReader(v, &pathDocuments{paths: files, stdin: stdin})
+			if err != nil {
+				return err
+			}
 			if format == "json" {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
 				if findings == nil {
 					findings = []validation.Finding{}
 				}
-				if err := enc.Encode(map[string]any{"objects": len(docs), "findings": findings}); err != nil {
+				if err := enc.Encode(map[string]any{"objects": objects, "findings": findings}); err != nil {
 					return err
 				}
 			} else {
 				for _, f := range findings {
 					fmt.Fprintln(stdout, f)
 				}
-				fmt.Fprintf(stdout, "%d objects, %s\n", len(docs), summary(findings))
+				fmt.Fprintf(stdout, "%d objects, %s\n", objects, summary(findings))
 			}
 			if validation.HasErrors(findings) {
 				return exitError{1}
@@ -271,49 +274,78 @@ func raySpec(o *unstructured.Unstructured) (string, *rayv1.RayClusterSpec) {
 	return "", nil
 }
 
-// readPaths reads every YAML or JSON document under the given paths
-// (directories recursively; - is stdin), in a stable order.
-func readPaths(paths []string, stdin io.Reader) ([]validation.Document, error) {
-	var docs []validation.Document
+// listPaths lists the YAML and JSON files under the given paths
+// (directories recursively, in a stable order; - is stdin).
+func listPaths(paths []string) ([]string, error) {
+	var files []string
 	for _, p := range paths {
 		if p == "-" {
-			d, err := validation.ReadDocuments("stdin", stdin)
-			if err != nil {
-				return nil, err
-			}
-			docs = append(docs, d...)
+			files = append(files, p)
 			continue
 		}
 		info, err := os.Stat(p)
 		if err != nil {
 			return nil, err
 		}
-		var files []string
-		if info.IsDir() {
-			err := filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				ext := strings.ToLower(filepath.Ext(path))
-				if !d.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
-					files = append(files, path)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			sort.Strings(files)
-		} else {
-			files = []string{p}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
 		}
-		for _, f := range files {
-			d, err := validation.LoadDocuments(f)
+		var found []string
+		err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
 			if err != nil {
-				return nil, err
+				return err
 			}
-			docs = append(docs, d...)
+			ext := strings.ToLower(filepath.Ext(path))
+			if !d.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+				found = append(found, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
+		sort.Strings(found)
+		files = append(files, found...)
 	}
-	return docs, nil
+	return files, nil
+}
+
+// pathDocuments reads the documents of files one after another, each
+// file opened when its turn comes (- is stdin).
+type pathDocuments struct {
+	paths  []string
+	stdin  io.Reader
+	file   *os.File
+	reader *validation.DocumentReader
+}
+
+func (p *pathDocuments) Next() (validation.Document, error) {
+	for {
+		if p.reader != nil {
+			d, err := p.reader.Next()
+			if err != io.EOF {
+				return d, err
+			}
+			p.reader = nil
+			if p.file != nil {
+				p.file.Close()
+				p.file = nil
+			}
+		}
+		if len(p.paths) == 0 {
+			return validation.Document{}, io.EOF
+		}
+		path := p.paths[0]
+		p.paths = p.paths[1:]
+		if path == "-" {
+			p.reader = validation.NewDocumentReader("stdin", p.stdin)
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return validation.Document{}, err
+		}
+		p.file, p.reader = f, validation.NewDocumentReader(path, f)
+	}
 }

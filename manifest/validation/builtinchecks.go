@@ -169,8 +169,21 @@ func serviceErrors(o *corev1.Service) field.ErrorList {
 		}
 	}
 	names := map[string]bool{}
+	type portKey struct {
+		port     int32
+		protocol corev1.Protocol
+	}
+	ports := map[portKey]bool{}
 	for i, p := range o.Spec.Ports {
 		pp := spec.Child("ports").Index(i)
+		key := portKey{p.Port, p.Protocol}
+		if key.protocol == "" {
+			key.protocol = corev1.ProtocolTCP // the API server's default, filled in before it validates
+		}
+		if ports[key] {
+			errs = append(errs, field.Duplicate(pp, fmt.Sprintf("%d/%s", key.port, key.protocol)))
+		}
+		ports[key] = true
 		if len(o.Spec.Ports) > 1 && p.Name == "" {
 			errs = append(errs, field.Required(pp.Child("name"), ""))
 		} else if p.Name != "" {

@@ -29,9 +29,11 @@
 //     is created, run on every pod template of any kind (for ray.io kinds
 //     they would otherwise only surface when the operator creates the
 //     pods).
-//   - lint.go, findings.go, kuberayrules.go, raystart.go: reading users'
-//     YAML, findings, the Ray-aware rules, and the resources `ray start`
-//     will see.
+//   - read.go: reading users' YAML and JSON as a stream, one document (or
+//     one item of a List) at a time.
+//   - lint.go, findings.go, kuberayrules.go, raystart.go: linting,
+//     findings, the Ray-aware rules, and the resources `ray start` will
+//     see.
 //
 // # Fast paths
 //
@@ -67,38 +69,79 @@
 //
 // Some mistakes pass the API server and KubeRay's own validation, and the
 // operator then mishandles the object with at most a line in its log.
-// operatorrules.go and serveconfig.go find them, from a reading of
-// KubeRay v1.6.0's controllers (every spec value that becomes a label, a
-// name or an env var of the pods it builds; every string it parses; every
-// name it looks objects up by) and of Ray Serve's config schema:
+// operatorrules.go, operatorbuilds.go and serveconfig.go find them, from a
+// line-by-line reading of KubeRay v1.6.0's controllers (every switch and
+// comparison over a spec value; every spec value that becomes a label, a
+// name, a port or an env var of what it builds; every string it parses;
+// every name it looks objects up by) and of Ray Serve's config schema.
+// Where the operator builds an object from the spec (the head Service,
+// the serve Service, each group's pod), lint runs KubeRay's own builders
+// (from its module) and checks what they build as the API server will:
 //
-//	rule                  what goes wrong on a real cluster                            where the operator shows it
-//	group-name-label      every worker pod refused (group name is a label value):    common/pod.go labelPod (ray.io/group);
-//	  (error)             the cluster runs with its head only                          the API server's label validation
-//	duplicate-group-name  two groups count the same pods (found by label): fewer      common/association.go
-//	  (error)             workers than asked, scale-down deletes either group's pods   RayClusterGroupPodsAssociationOptions;
-//	                                                                                   raycluster_controller.go reconcilePods
-//	ray-container-first   `ray start` goes into containers[0], here not the Ray      utils/constant.go RayContainerIndex = 0;
-//	  (warning)           image: the node starts in the wrong image                    common/pod.go BuildPod
-//	ray-start-param       a rayStartParams value ray start refuses (a word for a     common/pod.go convertParamMap (the value
-//	  (error)             number, resources that are not JSON after the shell):       goes verbatim into the shell command);
-//	                      the group's pods restart without end                        ray start's option types
-//	serve-config (error)  serveConfigV2 not YAML, or refused by Ray Serve's schema:   rayservice_controller.go
-//	                      the RayService never serves; retried at every reconcile      updateServeDeployment (yaml.Unmarshal),
-//	                                                                                   then the dashboard's PUT
-//	serve-config          a key Ray Serve does not know: ignored, the setting has     Ray Serve's schema.py (pydantic ignores
-//	  (warning)           no effect                                                    unknown keys but in logging_config)
+//	rule                     what goes wrong on a real cluster                   where the operator shows it
+//	group-name-label         every worker pod refused (the group name is a       common/pod.go labelPod (ray.io/group);
+//	  (error)                label value): the cluster runs with its head only    the API server's label validation
+//	duplicate-group-name     two groups count the same pods (found by label):     common/association.go
+//	  (error)                fewer workers than asked                              RayClusterGroupPodsAssociationOptions
+//	head-service-refused     the head Service built from the spec is refused      common/service.go BuildServiceForHeadPod;
+//	  (error)                (serviceType "Nodeport", a port on 8080 beside the   raycluster_controller.go reconcileHeadService,
+//	                         metrics port, a bad headService name): no pod at all  before reconcilePods
+//	serve-port-missing       a serve Service asked for (annotation, RayService)    common/service.go BuildServeService
+//	  (error)                and head ports without serve: no pod / never serves
+//	operator-container-name  a container named as one the operator adds           common/pod.go DefaultWorkerPodTemplate
+//	  (error)                (wait-gcs-ready, autoscaler): every pod refused        (wait-gcs-ready), BuildPod (autoscaler)
+//	num-of-hosts (error)     numOfHosts 0: the group gets no pods                  utils GetWorkerGroupDesiredReplicas
+//	workers-to-delete-name   a name the API path refuses ("ns/name", ""): the      raycluster_controller.go reconcilePods
+//	  (error)                delete fails at every reconcile, no workers           (FailedToDeleteWorkerPod, then return)
+//	workers-to-delete-       not this group's pod: whatever pod has the name is    raycluster_controller.go reconcilePods
+//	  foreign (warning)      deleted, at every reconcile
+//	auth-mode-unset (error)  authOptions without mode: auth off, no token given    utils IsAuthEnabled (mode == token);
+//	                                                                               reconcileAuthSecret (mode != disabled)
+//	group-resource-quantity  a group resource that is no quantity is skipped:     common/pod.go updateRayStartParamsResources
+//	  (error)                ray start never gets it
+//	nested-upgrade-strategy  a RayJob's / RayService's cluster with                utils ValidateRayClusterUpgradeOptions
+//	  (error)                upgradeStrategy.type: InvalidRayClusterSpec, no pod    (ray.io/originated-from-crd)
+//	nested-cluster-suspended the owner's cluster suspended: never ready, the       rayjob_controller.go (waits for Ready)
+//	  (error)                RayJob waits without end
+//	submission-mode (error)  an unknown submissionMode: Running, never submitted   rayjob_controller.go Initializing branch
+//	ray-start-param (error)  a rayStartParams value ray start refuses: the         common/pod.go convertParamMap
+//	                         group's pods restart without end
+//	serve-config (error)     serveConfigV2 not YAML, or refused by Ray Serve's     rayservice_controller.go
+//	                         schema: the RayService never serves                   updateServeDeployment, the dashboard's PUT
+//	serve-config (warning)   a key Ray Serve does not know: ignored                Ray Serve's schema.py
+//	ray-container-first      `ray start` goes into containers[0], here not the     utils/constant.go RayContainerIndex = 0
+//	  (warning)              Ray image
+//	operator-env-overrides   an env var the operator sets after the user's         common/pod.go setContainerEnvVars
+//	  (warning)              (RAY_CLUSTER_NAME, RAY_IP, ...): the user's replaced
+//	annotation-bool          ray.io/ft-enabled, enable-serve-service, ... read     utils IsGCSFaultToleranceEnabled,
+//	  (warning)              as false unless "true"                                 raycluster_controller.go, common/pod.go
+//	autoscaler-options-      autoscalerOptions without enableInTreeAutoscaling:    common/pod.go (only when autoscaling)
+//	  ignored (warning)      ignored
+//	rayjob-field-ignored     rayClusterSpec beside clusterSelector, submitter      rayjob_controller.go
+//	  (warning)              fields outside K8sJobMode: ignored
 //
-// The error rules are held to the real operator by TestOperatorMishandles
-// (a document of the users' corpus per rule, created on the test control
-// plane: no worker pod ever exists; fewer workers than asked); the rules
-// that need a running Ray to show (kwok's pods run no containers) to their
-// source: ray-start-param to the operator's own command construction
+// The error rules are held to the real operator by TestOperatorMishandles:
+// a document of the users' corpus per rule, created on the test control
+// plane as kubectl would, and what the operator then does (no pod, no
+// worker, the event it records, the env it gives the head, no submitter
+// where K8sJobMode gets one). The rules that need a running Ray to show
+// (kwok's pods run no containers) are held to their source: ray-start-param
+// to the operator's own command construction
 // (TestRayStartParamsReachRayStartVerbatim) and ray start's option types,
 // the Serve rules to Ray Serve's schema (TestServeConfigHeldToRayServeSchema);
-// every KubeRay sample passes them all. Warnings that KubeRay copes with stay warnings
-// (a RayJob without cleanup, replicas outside [min, max], rayVersion and
-// the image's Ray, ...).
+// every KubeRay sample passes them all. Warnings that KubeRay copes with stay
+// warnings (a RayJob without cleanup, replicas outside [min, max], rayVersion
+// and the image's Ray, ...).
+//
+// Switches over spec values that are not rules, because the CRD's enum,
+// its CEL rules or KubeRay's validation refuse the values they do not
+// handle: upgradeStrategy.type (RayCluster, RayService), authOptions.mode,
+// autoscalerOptions.version and upscalingMode, deletionStrategy policies
+// and deletionRules, managedBy, submissionMode against clusterSelector and
+// the submitter fields, restartPolicy with autoscaler v2 and SidecarMode,
+// the GCS fault tolerance options against their env vars and annotations,
+// the RayService initializing-timeout annotation. No spec value becomes an
+// env var name: the operator's env var names are all its own constants.
 //
 // # Held to the real systems
 //

@@ -119,12 +119,29 @@ func sourceLess(a, b string) bool {
 	if af != bf {
 		return af < bf
 	}
-	ai, aerr := strconv.Atoi(leadingDigits(an))
-	bi, berr := strconv.Atoi(leadingDigits(bn))
-	if aerr == nil && berr == nil && ai != bi {
-		return ai < bi
+	return naturalLess(an, bn)
+}
+
+// naturalLess orders strings with their runs of digits read as numbers:
+// "1.items[9]" before "1.items[10]", "2" before "10".
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		ad, bd := leadingDigits(a), leadingDigits(b)
+		if ad != "" && bd != "" {
+			ai, _ := strconv.Atoi(ad)
+			bi, _ := strconv.Atoi(bd)
+			if ai != bi {
+				return ai < bi
+			}
+			a, b = a[len(ad):], b[len(bd):]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
 	}
-	return an < bn
+	return len(a) < len(b)
 }
 
 func leadingDigits(s string) string {

@@ -1,11 +1,8 @@
 package validation
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"reflect"
 	"regexp"
 	"runtime"
 	"strings"
@@ -13,251 +10,13 @@ import (
 	"sync/atomic"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	"go.yaml.in/yaml/v3"
-	"gridweave.dev/manifest/internal/strictyaml"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 )
-
-// Document is one object read from a stream, with where it came from.
-type Document struct {
-	Source string // "file.yaml#2" (1-based document index)
-	Object *unstructured.Unstructured
-	// Err is set when the document is not a Kubernetes object.
-	Err error
-	// Lines maps each field path of the object ("spec.ports[0].port") to
-	// its line in the source, when the document was read from YAML; Lint
-	// uses it to give each finding a line.
-	Lines map[string]int
-}
-
-// ReadDocuments splits a multi-document YAML (or JSON) stream into
-// objects. Empty documents are skipped; a document that is not a mapping
-// with apiVersion and kind is returned with Err set. A List's items are
-// returned one by one.
-func ReadDocuments(name string, r io.Reader) ([]Document, error) {
-	dec := yaml.NewDecoder(r)
-	var out []Document
-	for i := 1; ; i++ {
-		var node yaml.Node
-		err := dec.Decode(&node)
-		if err == io.EOF {
-			return out, nil
-		}
-		src := fmt.Sprintf("%s#%d", name, i)
-		if err != nil {
-			return append(out, Document{Source: src, Err: fmt.Errorf("not YAML: %v", err)}), nil
-		}
-		if len(node.Content) == 0 || (node.Content[0].Kind == yaml.ScalarNode && node.Content[0].Tag == "!!null") {
-			continue
-		}
-		root := node.Content[0]
-		if items := mappingValue(root, "items"); items != nil && items.Kind == yaml.SequenceNode && allMappings(items.Content) {
-			if dup := duplicateKey(root, ""); dup != "" {
-				out = append(out, Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)})
-				continue
-			}
-			// A List: its items one by one, each converted on its own (the
-			// List is never held as one object).
-			out = append(out, readItems(items, src)...)
-			continue
-		}
-		out = append(out, readObject(root, src))
-	}
-}
-
-// readItems reads a List's items, on one worker per CPU when there are
-// many, in their order; each item's YAML nodes are let go once read, so a
-// huge List's tree is freed as it is converted.
-func readItems(items *yaml.Node, src string) []Document {
-	out := make([]Document, len(items.Content))
-	var next atomic.Int64
-	work := func() {
-		for {
-			j := int(next.Add(1) - 1)
-			if j >= len(out) {
-				return
-			}
-			out[j] = readObject(items.Content[j], fmt.Sprintf("%s.items[%d]", src, j))
-			items.Content[j] = nil
-		}
-	}
-	workers := 1
-	if len(out) >= 1000 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	return out
-}
-
-// allMappings reports whether every node is a mapping (aliases resolved).
-func allMappings(nodes []*yaml.Node) bool {
-	for _, n := range nodes {
-		if n.Kind == yaml.AliasNode {
-			n = n.Alias
-		}
-		if n.Kind != yaml.MappingNode {
-			return false
-		}
-	}
-	return true
-}
-
-// readObject turns one YAML node into a Document: a mapping without
-// duplicate keys, its values as an unstructured object holds them (JSON
-// values: int64 and float64), with the line of every field.
-func readObject(n *yaml.Node, src string) Document {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	d := strictyaml.Decoder{}
-	v, err := d.Convert(n, anyType)
-	if err != nil {
-		return Document{Source: src, Err: err}
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return Document{Source: src, Err: fmt.Errorf("line %d: not a mapping", n.Line)}
-	}
-	if dup := duplicateKey(n, ""); dup != "" {
-		return Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)}
-	}
-	js, err := json.Marshal(m)
-	if err != nil {
-		return Document{Source: src, Err: err}
-	}
-	obj := map[string]any{}
-	if err := k8sjson.Unmarshal(js, &obj); err != nil {
-		return Document{Source: src, Err: err}
-	}
-	lines := map[string]int{}
-	nodeLines(n, "", lines)
-	return Document{Source: src, Object: &unstructured.Unstructured{Object: obj}, Lines: lines}
-}
-
-// nodeLines records the line of every field and list item under n, by
-// path; a field's line is its key's.
-func nodeLines(n *yaml.Node, path string, lines map[string]int) {
-	if _, seen := lines[path]; !seen {
-		lines[path] = n.Line
-	}
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Style&yaml.LiteralStyle != 0 {
-			// A literal block (|): its text's line k is line n.Line+k.
-			lines[path+literalBlock] = n.Line
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := joinPath(path, n.Content[i].Value)
-			lines[p] = n.Content[i].Line
-			nodeLines(n.Content[i+1], p, lines)
-		}
-	case yaml.SequenceNode:
-		for i, item := range n.Content {
-			nodeLines(item, fmt.Sprintf("%s[%d]", path, i), lines)
-		}
-	}
-}
-
-// literalBlock suffixes the path of a string written as a literal block
-// scalar in Document.Lines: the line of its | indicator.
-const literalBlock = "|"
-
-// joinPath is path.key, or key at the root.
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// mappingValue is the value node of key in mapping n (nil: none), aliases
-// resolved.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			v := n.Content[i+1]
-			if v.Kind == yaml.AliasNode {
-				v = v.Alias
-			}
-			return v
-		}
-	}
-	return nil
-}
-
-// lineOf is the line of path, or of its nearest ancestor that has one
-// (a finding may name a field the document leaves out).
-func lineOf(lines map[string]int, path string) int {
-	for {
-		if line, ok := lines[path]; ok {
-			return line
-		}
-		if path == "" {
-			return 0
-		}
-		cut := max(strings.LastIndexByte(path, '.'), strings.LastIndexByte(path, '['))
-		if cut < 0 {
-			path = ""
-		} else {
-			path = path[:cut]
-		}
-	}
-}
-
-// LoadDocuments reads the YAML (or JSON) documents of a file; the sources
-// of its documents are "path#N".
-func LoadDocuments(path string) ([]Document, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return ReadDocuments(path, f)
-}
-
-var anyType = reflect.TypeFor[map[string]any]()
-
-// duplicateKey returns the path of the first key that appears twice in a
-// mapping (the API server rejects such documents), or "".
-func duplicateKey(n *yaml.Node, path string) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			p := joinPath(path, k)
-			if seen[k] {
-				return fmt.Sprintf("%s (line %d)", p, n.Content[i].Line)
-			}
-			seen[k] = true
-			if d := duplicateKey(n.Content[i+1], p); d != "" {
-				return d
-			}
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			if d := duplicateKey(c, fmt.Sprintf("%s[%d]", path, i)); d != "" {
-				return d
-			}
-		}
-	}
-	return ""
-}
 
 // Lint validates objects (Validator) and adds the Ray-aware rules: it
 // works on any objects a user hands in, not only on rendered ones. The
@@ -288,6 +47,53 @@ func Lint(v *Validator, docs []Document) []Finding {
 	}
 	SortFindings(out)
 	return out
+}
+
+// Documents hands out documents one at a time, io.EOF after the last
+// (DocumentReader does).
+type Documents interface {
+	Next() (Document, error)
+}
+
+// LintReader lints documents as they are read, one worker per CPU,
+// holding only the documents in flight: a stream of any size is linted in
+// the memory of its largest document. It returns the findings, sorted as
+// Lint sorts them, and how many documents were read; an error reading
+// ends it.
+func LintReader(v *Validator, r Documents) ([]Finding, int, error) {
+	workers := runtime.GOMAXPROCS(0)
+	docs := make(chan Document, 4*workers)
+	var mu sync.Mutex
+	var out []Finding
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for d := range docs {
+				if fs := lintDocument(v, d); len(fs) > 0 {
+					mu.Lock()
+					out = append(out, fs...)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	n, err := func() (n int, err error) {
+		defer close(docs) // the workers end, even if reading panics
+		for {
+			d, err := r.Next()
+			if err == io.EOF {
+				return n, nil
+			}
+			if err != nil {
+				return n, err
+			}
+			n++
+			docs <- d
+		}
+	}()
+	wg.Wait()
+	SortFindings(out)
+	return out, n, err
 }
 
 // lintDocument is what Lint finds in one document. A panic in the
@@ -349,10 +155,21 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 	fail := func(id, path, msg, fix string) {
 		out = append(out, Finding{ID: id, Severity: SeverityError, Object: obj, Path: path, Message: msg, Fix: fix})
 	}
-	clusterRules := func(prefix, name string, spec *rayv1.RayClusterSpec) {
+	rawSpec := func(path ...string) map[string]any {
+		m, _, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+		raw, _ := m.(map[string]any)
+		return raw
+	}
+	clusterRules := func(c clusterContext, spec *rayv1.RayClusterSpec) {
 		if spec == nil {
 			return
 		}
+		prefix, name := c.prefix, c.name
+		c.annotations = u.GetAnnotations()
+		headServiceRules(c, spec, fail)
+		serveServiceRules(c, spec, fail)
+		podRules(c, spec, fail, warn)
+		groupRules(c, spec, fail, warn)
 		if ptr.Deref(spec.EnableInTreeAutoscaling, false) && (spec.AutoscalerOptions == nil || spec.AutoscalerOptions.Version == nil) {
 			warn("autoscaler-version", prefix+"autoscalerOptions.version", "autoscaling without an explicit autoscaler version follows a version-dependent default", "set autoscalerOptions.version: v2")
 		}
@@ -422,11 +239,14 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 			}
 		}
 	}
+	if strings.HasPrefix(u.GetAPIVersion(), "ray.io/") {
+		annotationRules(u.GetAnnotations(), warn)
+	}
 	switch u.GetKind() {
 	case "RayCluster":
 		rc := &rayv1.RayCluster{}
 		if fromUnstructured(u.Object, rc) == nil {
-			clusterRules("spec.", rc.Name, &rc.Spec)
+			clusterRules(clusterContext{prefix: "spec.", name: rc.Name, kind: "RayCluster", raw: rawSpec("spec")}, &rc.Spec)
 		}
 	case "RayJob":
 		j := &rayv1.RayJob{}
@@ -442,11 +262,16 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		if ds := j.Spec.DeletionStrategy; ds != nil && (ds.OnSuccess != nil || ds.OnFailure != nil) && len(ds.DeletionRules) > 0 {
 			fail("rayjob-mixed-deletion-policies", "spec.deletionStrategy", "legacy onSuccess/onFailure and deletionRules cannot be mixed", "keep deletionRules")
 		}
-		clusterRules("spec.rayClusterSpec.", j.Name, j.Spec.RayClusterSpec)
+		rayJobRules(j, rawSpec("spec"), fail, warn)
+		if len(j.Spec.ClusterSelector) == 0 { // else rayClusterSpec is ignored (rayjob-field-ignored)
+			clusterRules(clusterContext{prefix: "spec.rayClusterSpec.", name: j.Name, kind: "RayJob", raw: rawSpec("spec", "rayClusterSpec")}, j.Spec.RayClusterSpec)
+		}
 	case "RayService":
 		s := &rayv1.RayService{}
 		if fromUnstructured(u.Object, s) == nil {
-			clusterRules("spec.rayClusterConfig.", s.Name, &s.Spec.RayClusterSpec)
+			nestedClusterRules("spec.rayClusterConfig.", "RayService", &s.Spec.RayClusterSpec, fail)
+			clusterRules(clusterContext{prefix: "spec.rayClusterConfig.", name: s.Name, kind: "RayService", raw: rawSpec("spec", "rayClusterConfig"),
+				serveService: s.Spec.ServeService != nil}, &s.Spec.RayClusterSpec)
 			for _, p := range checkServeConfig(s.Spec.ServeConfigV2) {
 				f := Finding{ID: "serve-config", Severity: SeverityWarning, Object: obj,
 					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix,
@@ -493,4 +318,23 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		fail("name-too-long", "metadata.name", fmt.Sprintf("%d characters; KubeRay derives pod and Service names from it and allows 53", len(u.GetName())), "shorten the name")
 	}
 	return out
+}
+
+// lineOf is the line of path, or of its nearest ancestor that has one
+// (a finding may name a field the document leaves out).
+func lineOf(lines map[string]int, path string) int {
+	for {
+		if line, ok := lines[path]; ok {
+			return line
+		}
+		if path == "" {
+			return 0
+		}
+		cut := max(strings.LastIndexByte(path, '.'), strings.LastIndexByte(path, '['))
+		if cut < 0 {
+			path = ""
+		} else {
+			path = path[:cut]
+		}
+	}
 }

@@ -306,25 +306,46 @@ items:
 	}
 }
 
-// BenchmarkReadList reads one List of n ConfigMaps: ns/object must stay
-// flat as n grows (it grew with n when every item re-scanned the whole
-// List's lines).
-func BenchmarkReadList(b *testing.B) {
-	for _, n := range []int{1000, 10000, 100000} {
-		var doc strings.Builder
-		doc.WriteString("apiVersion: v1\nkind: List\nitems:\n")
-		for i := range n {
-			fmt.Fprintf(&doc, "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm-%d\n  data:\n    key: value\n", i)
-		}
-		data := doc.String()
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			for b.Loop() {
-				docs, err := validation.ReadDocuments("list.yaml", strings.NewReader(data))
-				if err != nil || len(docs) != n {
-					b.Fatalf("%d documents, %v", len(docs), err)
+// BenchmarkLintStream lints n ConfigMaps as users hand them in — one
+// block List, one JSON List, n documents — read and linted as a stream
+// (LintReader): ns/object must stay flat as n grows (it grew with n when
+// every List item re-scanned the whole List's lines). The memory a whole
+// process holds is measured in the README's way (valid_large.yaml).
+func BenchmarkLintStream(b *testing.B) {
+	v := validation.NewValidator()
+	for _, shape := range []string{"list", "json", "documents"} {
+		for _, n := range []int{1000, 10000, 100000} {
+			var doc strings.Builder
+			switch shape {
+			case "list":
+				doc.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+				for i := range n {
+					fmt.Fprintf(&doc, "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm-%d\n  data:\n    key: value\n", i)
+				}
+			case "json":
+				doc.WriteString(`{"apiVersion": "v1", "kind": "List", "items": [`)
+				for i := range n {
+					if i > 0 {
+						doc.WriteString(",\n")
+					}
+					fmt.Fprintf(&doc, `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-%d"}, "data": {"key": "value"}}`, i)
+				}
+				doc.WriteString("]}\n")
+			case "documents":
+				for i := range n {
+					fmt.Fprintf(&doc, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%d\ndata:\n  key: value\n", i)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
-		})
+			data := doc.String()
+			b.Run(fmt.Sprintf("%s/%d", shape, n), func(b *testing.B) {
+				for b.Loop() {
+					fs, objects, err := validation.LintReader(v, validation.NewDocumentReader("in.yaml", strings.NewReader(data)))
+					if err != nil || objects != n || len(fs) != 0 {
+						b.Fatalf("%d objects, %d findings, %v", objects, len(fs), err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
+			})
+		}
 	}
 }

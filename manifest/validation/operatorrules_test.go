@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -20,30 +21,56 @@ import (
 )
 
 // mishandledRules are the rules for objects the API server and KubeRay's
-// validation admit and the operator then mishandles without refusing them:
-// no event says so, so TestOperatorMishandles holds each to what the
-// operator visibly does, not TestLintAgreesWithTheRealSystems.
-var mishandledRules = map[string]bool{"group-name-label": true, "duplicate-group-name": true}
+// validation admit and the operator then mishandles without refusing them
+// at admission: TestOperatorMishandles holds each to what the operator
+// visibly does.
+var mishandledRules = map[string]bool{
+	"group-name-label": true, "duplicate-group-name": true, "head-service-refused": true,
+	"serve-port-missing": true, "num-of-hosts": true, "workers-to-delete-name": true,
+	"operator-container-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
+	"nested-upgrade-strategy": true, "nested-cluster-suspended": true, "submission-mode": true,
+}
 
-// silentRules are those of mishandledRules the operator says nothing
-// about (no event): TestLintAgreesWithTheRealSystems leaves them to
-// TestOperatorMishandles. (For group-name-label the operator records the
-// API server's refusal of each pod, which that test sees too.)
-var silentRules = map[string]bool{"duplicate-group-name": true}
+// silentRules are those of mishandledRules the operator records no
+// refusal for (no Invalid*Spec event, no pod or Service the API server
+// refuses): TestLintAgreesWithTheRealSystems leaves them to
+// TestOperatorMishandles.
+var silentRules = map[string]bool{
+	"duplicate-group-name": true, "serve-port-missing": true, "num-of-hosts": true,
+	"workers-to-delete-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
+	"nested-cluster-suspended": true, "submission-mode": true,
+}
 
 // TestOperatorMishandles creates, on the real operator, every RayCluster
-// of the users' corpus for which lint reports one of mishandledRules, and
-// shows what the operator does with it: with a group name that is not a
-// label value, no worker pod ever exists (the API server refuses each);
-// with two groups of one name, the cluster gets fewer workers than the
-// groups ask for. A rule that stops matching the operator fails here.
+// and RayJob of the users' corpus for which lint reports one of
+// mishandledRules, and shows what the operator does with it — what each
+// rule's message says will happen:
+//   - group-name-label: no worker pod ever exists (the API server refuses
+//     each: FailedToCreateWorkerPod);
+//   - duplicate-group-name: fewer workers than the groups ask for;
+//   - head-service-refused: FailedToCreateService, and no pod at all;
+//   - serve-port-missing: the head Service, then no pod at all;
+//   - num-of-hosts: the head, no worker;
+//   - workers-to-delete-name: FailedToDeleteWorkerPod, no worker;
+//   - operator-container-name: FailedToCreateWorkerPod, no worker;
+//   - auth-mode-unset: the operator makes the token Secret, and gives the
+//     head no RAY_AUTH_MODE;
+//   - group-resource-quantity: the worker's ray start command lacks the
+//     resource;
+//   - nested-upgrade-strategy: the RayJob's RayCluster gets
+//     InvalidRayClusterSpec, and no pod;
+//   - nested-cluster-suspended: the RayJob's RayCluster gets no pod;
+//   - submission-mode: the RayJob is Running on a ready cluster with no
+//     submitter Job, where the same RayJob in K8sJobMode gets one.
+//
+// A rule that stops matching the operator fails here.
 func TestOperatorMishandles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the test control plane")
 	}
 	tc := testcluster.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel) // after the parallel subtests
 	big := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti"),
 		corev1.ResourcePods: resource.MustParse("1000"),
@@ -53,12 +80,13 @@ func TestOperatorMishandles(t *testing.T) {
 	}
 	files, _ := filepath.Glob("testdata/users/*.yaml")
 	seen := map[string]int{}
+	n := 0
 	for _, file := range files {
 		docs, err := validation.LoadDocuments(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, d := range docs {
+		for _, d := range docs {
 			rule := ""
 			for _, f := range validation.Lint(validator, []validation.Document{d}) {
 				if mishandledRules[f.ID] {
@@ -71,34 +99,15 @@ func TestOperatorMishandles(t *testing.T) {
 			if rule == "" {
 				continue
 			}
-			rc := &rayv1.RayCluster{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, rc); err != nil {
-				t.Fatalf("%s: %v", d.Source, err)
-			}
-			ns := fmt.Sprintf("mishandled-%d-%d", seen[rule]+len(seen)*10, i)
+			n++
+			ns := fmt.Sprintf("mishandled-%d", n)
 			if err := tc.CreateNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}
-			rc.Namespace = ns
-			if _, err := tc.Ray.RayV1().RayClusters(ns).Create(ctx, rc, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("%s: the API server refuses it, lint only warns of the operator: %v", d.Source, err)
-			}
-			want := int32(0)
-			for _, g := range rc.Spec.WorkerGroupSpecs {
-				want += ptr.Deref(g.Replicas, 0)
-			}
-			workers, events := settledWorkers(ctx, t, tc, ns)
-			switch rule {
-			case "group-name-label":
-				if workers != 0 || !strings.Contains(events, "FailedToCreateWorkerPod") {
-					t.Errorf("%s: %d worker pods, warning events %.300s; lint says the API server refuses every worker pod", d.Source, workers, events)
-				}
-			case "duplicate-group-name":
-				if workers >= want {
-					t.Errorf("%s: %d worker pods for %d replicas; lint says the groups share their pods", d.Source, workers, want)
-				}
-			}
-			t.Logf("%s: %s: %d worker pods for %d replicas asked", d.Source, rule, workers, want)
+			t.Run(fmt.Sprintf("%s %s", rule, d.Object.GetName()), func(t *testing.T) {
+				t.Parallel()
+				showMishandling(ctx, t, tc, ns, rule, d)
+			})
 			seen[rule]++
 		}
 	}
@@ -107,6 +116,180 @@ func TestOperatorMishandles(t *testing.T) {
 			t.Errorf("no document of the users' corpus shows %s", rule)
 		}
 	}
+}
+
+// showMishandling creates d in ns and shows the operator doing what rule
+// says it will.
+func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns, rule string, d validation.Document) {
+	name := d.Object.GetName()
+	var want int32
+	if d.Object.GetKind() == "RayCluster" {
+		rc := &rayv1.RayCluster{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, rc); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range rc.Spec.WorkerGroupSpecs {
+			want += ptr.Deref(g.Replicas, 0)
+		}
+	}
+	if err := createAsWritten(ctx, tc, ns, d, ""); err != nil {
+		t.Fatalf("the API server refuses it, lint only warns of the operator: %v", err)
+	}
+	switch rule {
+	case "group-name-label", "operator-container-name":
+		workers, events := settledWorkers(ctx, t, tc, ns)
+		if workers != 0 || !strings.Contains(events, "FailedToCreateWorkerPod") {
+			t.Errorf("%d worker pods, warning events %.300s; lint says the API server refuses every worker pod", workers, events)
+		}
+	case "duplicate-group-name":
+		if workers, _ := settledWorkers(ctx, t, tc, ns); workers >= want {
+			t.Errorf("%d worker pods for %d replicas; lint says the groups share their pods", workers, want)
+		}
+	case "num-of-hosts":
+		if workers, _ := settledWorkers(ctx, t, tc, ns); workers != 0 || want == 0 {
+			t.Errorf("%d worker pods for %d replicas; lint says the group gets none", workers, want)
+		}
+	case "workers-to-delete-name":
+		workers, events := settledWorkers(ctx, t, tc, ns)
+		if workers != 0 || !strings.Contains(events, "FailedToDeleteWorkerPod") {
+			t.Errorf("%d worker pods, warning events %.300s; lint says the delete fails at every reconcile and no worker is created", workers, events)
+		}
+	case "head-service-refused", "nested-upgrade-strategy":
+		reason := map[string]string{"head-service-refused": "FailedToCreateService", "nested-upgrade-strategy": "InvalidRayClusterSpec"}[rule]
+		events := waitForEvent(ctx, t, tc, ns, reason)
+		time.Sleep(5 * time.Second)
+		if pods := podsIn(ctx, t, tc, ns); pods != 0 {
+			t.Errorf("%d pods after %s; lint says the operator creates none", pods, events)
+		}
+	case "serve-port-missing":
+		waitFor(ctx, t, "the head Service", func() bool {
+			_, err := tc.Kube.CoreV1().Services(ns).Get(ctx, name+"-head-svc", metav1.GetOptions{})
+			return err == nil
+		})
+		time.Sleep(10 * time.Second)
+		if pods := podsIn(ctx, t, tc, ns); pods != 0 {
+			t.Errorf("%d pods; lint says the operator stops at the serve Service, before any pod", pods)
+		}
+	case "nested-cluster-suspended":
+		waitFor(ctx, t, "the RayJob's RayCluster", func() bool {
+			list, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(list.Items) > 0
+		})
+		time.Sleep(10 * time.Second)
+		job, err := tc.Ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if pods := podsIn(ctx, t, tc, ns); err != nil || pods != 0 || job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning {
+			t.Errorf("%d pods, job %v (%v); lint says the cluster gets none and the job waits", pods, job.Status.JobDeploymentStatus, err)
+		}
+	case "auth-mode-unset":
+		settledWorkers(ctx, t, tc, ns)
+		head := headPod(ctx, t, tc, ns)
+		if env := envOf(head); env["RAY_AUTH_MODE"] != "" || env["RAY_AUTH_TOKEN"] != "" {
+			t.Errorf("the head has RAY_AUTH_MODE=%q; lint says auth is off", env["RAY_AUTH_MODE"])
+		}
+		if _, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("no token Secret (%v): the operator did not read authOptions as asking for auth", err)
+		}
+	case "group-resource-quantity":
+		settledWorkers(ctx, t, tc, ns)
+		pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/node-type=worker"})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("no worker pod: %v", err)
+		}
+		cmd := envOf(&pods.Items[0])["KUBERAY_GEN_RAY_START_CMD"]
+		if cmd == "" || strings.Contains(cmd, "accelerator") {
+			t.Errorf("the worker's ray start command %q; lint says the resource is dropped", cmd)
+		}
+	case "submission-mode":
+		// The same RayJob in the default mode, for contrast: it gets its
+		// submitter once its cluster is ready.
+		baseline := ns + "-k8sjob"
+		if err := tc.CreateNamespace(ctx, baseline); err != nil {
+			t.Fatal(err)
+		}
+		if err := createAsWritten(ctx, tc, baseline, d, rayv1.K8sJobMode); err != nil {
+			t.Fatal(err)
+		}
+		for _, where := range []string{ns, baseline} {
+			waitFor(ctx, t, where+"'s RayJob to be Running", func() bool {
+				job, err := tc.Ray.RayV1().RayJobs(where).Get(ctx, name, metav1.GetOptions{})
+				return err == nil && job.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning
+			})
+		}
+		time.Sleep(5 * time.Second)
+		if jobs, err := tc.Kube.BatchV1().Jobs(baseline).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) == 0 {
+			t.Fatalf("in K8sJobMode the RayJob has no submitter Job either (%v): the contrast shows nothing", err)
+		}
+		if jobs, err := tc.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
+			t.Errorf("%d submitter Jobs (%v); lint says nothing submits the job", len(jobs.Items), err)
+		}
+	default:
+		t.Fatalf("no way to show %s", rule)
+	}
+}
+
+// createAsWritten creates d's object in ns as kubectl would, its fields as
+// written (a typed client would leave out a zero numOfHosts, and the API
+// server would default it); a RayJob in submission mode mode when that is
+// not "".
+func createAsWritten(ctx context.Context, tc *testcluster.Cluster, ns string, d validation.Document, mode rayv1.JobSubmissionMode) error {
+	obj := d.Object.DeepCopy()
+	obj.SetNamespace(ns)
+	if mode != "" {
+		if err := unstructured.SetNestedField(obj.Object, string(mode), "spec", "submissionMode"); err != nil {
+			return err
+		}
+	}
+	gvr := rayv1.GroupVersion.WithResource(strings.ToLower(obj.GetKind()) + "s")
+	_, err := tc.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+	return err
+}
+
+// waitFor polls until done, failing the test when ctx ends first.
+func waitFor(ctx context.Context, t *testing.T, what string, done func() bool) {
+	t.Helper()
+	for !done() {
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitForEvent waits for a warning event of reason in ns; it returns the
+// warning events.
+func waitForEvent(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns, reason string) string {
+	t.Helper()
+	var summary string
+	waitFor(ctx, t, "a "+reason+" event", func() bool {
+		summary = warningEvents(ctx, t, tc, ns)
+		return strings.Contains(summary, "["+reason+":")
+	})
+	return summary
+}
+
+func podsIn(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) int {
+	pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(pods.Items)
+}
+
+func headPod(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) *corev1.Pod {
+	pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/node-type=head"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the head pod: %v", err)
+	}
+	return &pods.Items[0]
+}
+
+// envOf is the env of a pod's first container, by name.
+func envOf(p *corev1.Pod) map[string]string {
+	env := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	return env
 }
 
 // settledWorkers waits until the operator has acted on a namespace's
@@ -140,6 +323,11 @@ func settledWorkers(ctx context.Context, t *testing.T, tc *testcluster.Cluster, 
 		}
 		time.Sleep(time.Second)
 	}
+	return last, warningEvents(ctx, t, tc, ns)
+}
+
+// warningEvents lists a namespace's warning events as [reason: message].
+func warningEvents(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) string {
 	events, err := tc.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -150,10 +338,20 @@ func settledWorkers(ctx context.Context, t *testing.T, tc *testcluster.Cluster, 
 			fmt.Fprintf(&b, "[%s: %s] ", e.Reason, e.Message)
 		}
 	}
-	return last, b.String()
+	return b.String()
 }
 
-// TestOperatorRulesFindings: which cluster specs each operator rule finds.
+var operatorRuleIDs = map[string]bool{
+	"group-name-label": true, "duplicate-group-name": true, "ray-container-first": true, "ray-start-param": true,
+	"head-service-refused": true, "serve-port-missing": true, "num-of-hosts": true, "operator-container-name": true,
+	"workers-to-delete-name": true, "workers-to-delete-foreign": true, "auth-mode-unset": true,
+	"group-resource-quantity": true, "operator-env-overrides": true, "annotation-bool": true,
+	"autoscaler-options-ignored": true, "nested-upgrade-strategy": true, "nested-cluster-suspended": true,
+	"submission-mode": true, "rayjob-field-ignored": true,
+}
+
+// TestOperatorRulesFindings: which cluster specs each operator rule finds
+// (and that the same spec written right finds nothing).
 func TestOperatorRulesFindings(t *testing.T) {
 	base := rayClusterDoc("rules")
 	group := func(name string) string {
@@ -175,11 +373,34 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"resources not JSON", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {resources: "{TPU: 4}"}`, 1), "ray-start-param", "spec.headGroupSpec.rayStartParams.resources"},
 		{"a number from the environment", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {num-cpus: "$NUM_CPUS"}`, 1), "", ""},
 		{"resources as JSON", strings.Replace(base, "rayStartParams: {}", `rayStartParams: {resources: '"{\"TPU\": 4}"'}`, 1), "", ""},
+		{"a head Service type in lower case", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    serviceType: clusterip\n", 1), "head-service-refused", "spec.headGroupSpec.serviceType"},
+		{"NodePort", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    serviceType: NodePort\n", 1), "", ""},
+		{"a head port on 8080", strings.Replace(base, "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n          ports: [{name: web, containerPort: 8080}]\n", 1), "head-service-refused", "spec.headGroupSpec.template.spec.containers[0].ports"},
+		{"metrics on 8080", strings.Replace(base, "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n          ports: [{name: metrics, containerPort: 8080}]\n", 1), "", ""},
+		{"a headService name with capitals", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {name: Head}}\n", 1), "head-service-refused", "spec.headGroupSpec.headService.metadata"},
+		{"a headService name", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {name: head}}\n", 1), "", ""},
+		{"a serve Service without a serve port", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/enable-serve-service: \"true\"}\n", 1), "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n          ports: [{name: gcs, containerPort: 6379}]\n", 1), "serve-port-missing", "spec.headGroupSpec.template.spec.containers[0].ports"},
+		{"a serve Service on the default ports", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/enable-serve-service: \"true\"}\n", 1), "", ""},
+		{"zero hosts", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    numOfHosts: 0\n", 1), "num-of-hosts", "spec.workerGroupSpecs[0].numOfHosts"},
+		{"four hosts", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    numOfHosts: 4\n", 1), "", ""},
+		{"an own autoscaler container", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n        - name: autoscaler\n          image: rayproject/ray:2.54.0\n", 1), "operator-container-name", "spec.headGroupSpec.template.spec.containers[1].name"},
+		{"a pod to delete by namespace/name", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    scaleStrategy: {workersToDelete: [default/rules-gpu-worker-abcde]}\n", 1), "workers-to-delete-name", "spec.workerGroupSpecs[0].scaleStrategy.workersToDelete[0]"},
+		{"a pod of the group to delete", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    scaleStrategy: {workersToDelete: [rules-gpu-worker-abcde]}\n", 1), "", ""},
+		{"the head pod to delete", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    scaleStrategy: {workersToDelete: [rules-head-abcde]}\n", 1), "workers-to-delete-foreign", "spec.workerGroupSpecs[0].scaleStrategy.workersToDelete[0]"},
+		{"auth without a mode", strings.Replace(base, "  headGroupSpec:\n", "  authOptions: {}\n  headGroupSpec:\n", 1), "auth-mode-unset", "spec.authOptions.mode"},
+		{"token auth", strings.Replace(base, "  headGroupSpec:\n", "  authOptions: {mode: token}\n  headGroupSpec:\n", 1), "", ""},
+		{"a resource in words", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    resources: {GPU: one}\n", 1), "group-resource-quantity", "spec.workerGroupSpecs[0].resources.GPU"},
+		{"a resource as a quantity", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    resources: {TPU: \"4\"}\n", 1), "", ""},
+		{"the operator's env set too", strings.Replace(base, "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_CLUSTER_NAME, value: mine}]\n  workerGroupSpecs", 1), "operator-env-overrides", "spec.headGroupSpec.template.spec.containers[0].env"},
+		{"an env the operator leaves alone", strings.Replace(base, "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_ADDRESS, value: auto}]\n  workerGroupSpecs", 1), "", ""},
+		{"the serve Service asked for in capitals", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/enable-serve-service: \"True\"}\n", 1), "annotation-bool", "metadata.annotations.ray.io/enable-serve-service"},
+		{"only the autoscaler's version without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "", ""},
+		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got []validation.Finding
 			for _, f := range lintString(t, c.doc) {
-				if f.ID == "group-name-label" || f.ID == "duplicate-group-name" || f.ID == "ray-container-first" || f.ID == "ray-start-param" {
+				if operatorRuleIDs[f.ID] {
 					got = append(got, f)
 				}
 			}
@@ -193,6 +414,100 @@ func TestOperatorRulesFindings(t *testing.T) {
 				t.Fatalf("want %s at %s, got %v", c.id, c.path, got)
 			}
 		})
+	}
+}
+
+// TestRayJobRulesFindings: which RayJobs the operator rules on RayJobs
+// find.
+func TestRayJobRulesFindings(t *testing.T) {
+	const job = `apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: job}
+spec:
+  entrypoint: python x.py
+  shutdownAfterJobFinishes: true
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]
+`
+	cluster := func(field string) string {
+		return strings.Replace(job, "    headGroupSpec:\n", "    "+field+"\n    headGroupSpec:\n", 1)
+	}
+	spec := func(field string) string {
+		return strings.Replace(job, "  entrypoint: python x.py\n", "  entrypoint: python x.py\n  "+field+"\n", 1)
+	}
+	for _, c := range []struct {
+		name, doc, id, path string
+	}{
+		{"as written", job, "", ""},
+		{"an upgrade strategy for its cluster", cluster("upgradeStrategy: {type: Recreate}"), "nested-upgrade-strategy", "spec.rayClusterSpec.upgradeStrategy.type"},
+		{"its cluster suspended", cluster("suspend: true"), "nested-cluster-suspended", "spec.rayClusterSpec.suspend"},
+		{"the job suspended", spec("suspend: true"), "", ""},
+		{"an unknown submission mode", spec("submissionMode: K8sJob"), "submission-mode", "spec.submissionMode"},
+		{"SidecarMode", spec("submissionMode: SidecarMode"), "", ""},
+		{"zero hosts (a typed client leaves it out: the default applies)", cluster("workerGroupSpecs: [{groupName: g, replicas: 1, numOfHosts: 0, rayStartParams: {}, template: {spec: {containers: [{name: w, image: rayproject/ray:2.54.0}]}}}]"), "", ""},
+		{"negative hosts", cluster("workerGroupSpecs: [{groupName: g, replicas: 1, numOfHosts: -1, rayStartParams: {}, template: {spec: {containers: [{name: w, image: rayproject/ray:2.54.0}]}}}]"), "num-of-hosts", "spec.rayClusterSpec.workerGroupSpecs[0].numOfHosts"},
+		{"a pod of its cluster to delete", cluster("workerGroupSpecs: [{groupName: g, replicas: 1, scaleStrategy: {workersToDelete: [job-x7k2p-g-worker-abcde]}, rayStartParams: {}, template: {spec: {containers: [{name: w, image: rayproject/ray:2.54.0}]}}}]"), "", ""},
+		{"a cluster selector beside a suspended cluster", strings.Replace(job, "  rayClusterSpec:\n", "  clusterSelector: {ray.io/cluster: c}\n  rayClusterSpec:\n    suspend: true\n", 1), "rayjob-field-ignored", "spec.rayClusterSpec"},
+		{"a submitter template in HTTPMode", spec("submissionMode: HTTPMode\n  submitterConfig: {backoffLimit: 2}"), "rayjob-field-ignored", "spec.submitterConfig"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []validation.Finding
+			for _, f := range lintString(t, c.doc) {
+				if operatorRuleIDs[f.ID] {
+					got = append(got, f)
+				}
+			}
+			if c.id == "" {
+				if len(got) > 0 {
+					t.Fatalf("want nothing, got %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].ID != c.id || got[0].Path != c.path {
+				t.Fatalf("want %s at %s, got %v", c.id, c.path, got)
+			}
+		})
+	}
+}
+
+// TestServePortRule: a serve Service without a serve port, for a
+// RayService that gives none of its own, and not for one that does
+// (KubeRay's BuildServeService uses it as it is).
+func TestServePortRule(t *testing.T) {
+	const service = `apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: svc}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: app
+      import_path: app:deployment
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.54.0
+            ports: [{name: gcs, containerPort: 6379}, {name: dashboard, containerPort: 8265}]
+`
+	own := strings.Replace(service, "  rayClusterConfig:\n", "  serveService:\n    spec:\n      ports: [{name: serve, port: 8000}]\n  rayClusterConfig:\n", 1)
+	for _, c := range []struct {
+		name, doc string
+		want      bool
+	}{{"no serve port", service, true}, {"its own serve Service", own, false}} {
+		found := false
+		for _, f := range lintString(t, c.doc) {
+			found = found || f.ID == "serve-port-missing"
+		}
+		if found != c.want {
+			t.Errorf("%s: serve-port-missing %v, want %v", c.name, found, c.want)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -45,13 +46,38 @@ type StartResources struct {
 // are an error naming the group. The resources do not depend on the
 // cluster's name: name is accepted for callers' symmetry and not used.
 func ComputeStartResources(_ string, spec *rayv1.RayClusterSpec) ([]StartResources, error) {
+	pods, err := operatorPods(spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []StartResources
+	for _, p := range pods {
+		sr, err := readStartCommand(p.group, p.pod.Spec.Containers[0].Env)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sr)
+	}
+	return out, nil
+}
+
+// builtPod is a pod as the operator builds it for a group ("head", or the
+// worker group's name).
+type builtPod struct {
+	group string
+	pod   corev1.Pod
+}
+
+// operatorPods runs KubeRay v1.6.0's pod construction on a copy of spec:
+// the head's pod, then each worker group's. The pods are built for a
+// cluster of a short stand-in name: names do not change what is checked
+// of them, and KubeRay's builders print to stdout when they shorten a
+// long one (utils.CheckName, CheckLabel) — the head's service account
+// name goes through CheckName as well, so it is left out.
+func operatorPods(spec *rayv1.RayClusterSpec) ([]builtPod, error) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
-	// The pods are built for a cluster of a short stand-in name: names do
-	// not change the resources, and KubeRay's builders print to stdout
-	// when they shorten a long one (utils.CheckName, CheckLabel).
-	// The head's service account name goes through CheckName as well.
 	const name = "cluster"
-	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *spec.DeepCopy()}
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *asStored(spec)}
 	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = ""
 	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, nil); err != nil {
 		return nil, fmt.Errorf("KubeRay rejects this cluster spec: %w", err)
@@ -60,31 +86,37 @@ func ComputeStartResources(_ string, spec *rayv1.RayClusterSpec) ([]StartResourc
 	headPort := common.GetHeadPort(rc.Spec.HeadGroupSpec.RayStartParams)
 	fqdn := name + "-head-svc.default.svc.cluster.local"
 
-	var out []StartResources
 	head := rc.Spec.HeadGroupSpec
 	if head.RayStartParams == nil {
 		head.RayStartParams = map[string]string{}
 	}
 	tmpl := common.DefaultHeadPodTemplate(ctx, rc, head, name+"-head", headPort)
-	pod := common.BuildPod(ctx, tmpl, rayv1.HeadNode, head.RayStartParams, headPort, autoscaling, rayutils.RayClusterCRD, fqdn, nil, rc.Spec.RayVersion)
-	sr, err := readStartCommand("head", pod.Spec.Containers[0].Env)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, sr)
+	out := []builtPod{{"head", common.BuildPod(ctx, tmpl, rayv1.HeadNode, head.RayStartParams, headPort, autoscaling, rayutils.RayClusterCRD, fqdn, nil, rc.Spec.RayVersion)}}
 	for _, g := range rc.Spec.WorkerGroupSpecs {
 		if g.RayStartParams == nil {
 			g.RayStartParams = map[string]string{}
 		}
 		tmpl := common.DefaultWorkerPodTemplate(ctx, rc, g, name+"-"+g.GroupName+"-worker", fqdn, headPort, "", 0, 0)
-		pod := common.BuildPod(ctx, tmpl, rayv1.WorkerNode, g.RayStartParams, headPort, autoscaling, rayutils.RayClusterCRD, fqdn, nil, rc.Spec.RayVersion)
-		sr, err := readStartCommand(g.GroupName, pod.Spec.Containers[0].Env)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sr)
+		out = append(out, builtPod{g.GroupName, common.BuildPod(ctx, tmpl, rayv1.WorkerNode, g.RayStartParams, headPort, autoscaling, rayutils.RayClusterCRD, fqdn, nil, rc.Spec.RayVersion)})
 	}
 	return out, nil
+}
+
+// asStored is a copy of a cluster spec with the CRD's defaults the
+// operator's builders and validation rely on (a spec as written leaves
+// them out; the API server fills them in before the operator reads it).
+func asStored(spec *rayv1.RayClusterSpec) *rayv1.RayClusterSpec {
+	s := spec.DeepCopy()
+	for i := range s.WorkerGroupSpecs {
+		g := &s.WorkerGroupSpecs[i]
+		if g.MinReplicas == nil {
+			g.MinReplicas = ptr.To[int32](0)
+		}
+		if g.MaxReplicas == nil {
+			g.MaxReplicas = ptr.To[int32](math.MaxInt32)
+		}
+	}
+	return s
 }
 
 var startFlag = regexp.MustCompile(`--([a-z0-9-]+)(?:=('[^']*'|"[^"]*"|\S+))?`)

@@ -1,0 +1,352 @@
+package validation
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	pathvalidation "k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// What the operator builds from a cluster spec — the head Service, the
+// serve Service, each group's pod — checked the way the API server will
+// check it when the operator creates it. KubeRay's own builders (called
+// from its module) build them, so what is checked is what the operator
+// sends, not an imitation.
+
+// clusterContext is what the operator rules need to know of the object a
+// cluster spec sits in.
+type clusterContext struct {
+	prefix      string // the spec's path: "spec." or "spec.rayClusterSpec."
+	name        string // the RayCluster's (or owner's) name; "" for generateName
+	kind        string // RayCluster, RayJob or RayService
+	annotations map[string]string
+	raw         map[string]any // the spec as written (what was left out)
+	// serveService: a RayService that gives its own serve Service.
+	serveService bool
+}
+
+// standInName is the name the operator's builders are given: the
+// object's when it is a RayCluster name KubeRay allows (a longer one is
+// refused by KubeRay's validation, and its builders print to stdout when
+// they shorten it), "cluster" otherwise.
+func (c clusterContext) standInName() string {
+	if c.name != "" && len(c.name) <= 53 && len(apivalidation.NameIsDNS1035Label(c.name, false)) == 0 {
+		return c.name
+	}
+	return "cluster"
+}
+
+// headServiceRules builds the head Service as the RayCluster controller
+// does (common.BuildServiceForHeadPod) and checks it as the API server
+// will: a Service it refuses stops the operator's reconcile before any
+// pod is created (raycluster_controller.go reconcileHeadService).
+func headServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default"}, Spec: *asStored(spec)}
+	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil {
+		return // KubeRay refuses it: reported by its own rule
+	}
+	svc, err := common.BuildServiceForHeadPod(ctx, rc, nil, nil)
+	if err != nil {
+		return
+	}
+	errs := serviceErrors(svc)
+	for _, msg := range apivalidation.NameIsDNS1035Label(svc.Name, false) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), svc.Name, msg))
+	}
+	for _, e := range errs {
+		if strings.HasPrefix(e.Field, "spec.ports[") && e.Type == field.ErrorTypeInvalid {
+			continue // a port number or name the pod's checks already refuse in the container
+		}
+		path := c.prefix + "headGroupSpec"
+		switch {
+		case strings.HasPrefix(e.Field, "spec.type"):
+			path += ".serviceType"
+		case strings.HasPrefix(e.Field, "metadata"):
+			path += ".headService.metadata"
+		case strings.HasPrefix(e.Field, "spec.ports"):
+			path += ".template.spec.containers[0].ports"
+			if spec.HeadGroupSpec.HeadService != nil && len(spec.HeadGroupSpec.HeadService.Spec.Ports) > 0 {
+				path = c.prefix + "headGroupSpec.headService.spec.ports"
+			}
+		}
+		fail("head-service-refused", path, fmt.Sprintf(
+			"the operator builds the head Service %s from this spec and the API server refuses it (%s): the operator retries at every reconcile and creates no pod, not even the head",
+			svc.Name, e.Error()), headServiceFix(e.Field))
+	}
+}
+
+func headServiceFix(field string) string {
+	switch {
+	case strings.HasPrefix(field, "spec.type"):
+		return "use ClusterIP, NodePort or LoadBalancer (exactly so written)"
+	case strings.HasPrefix(field, "spec.ports"):
+		return "the operator adds the head container's ports (and metrics: 8080) to the Service: give each port its own name and number"
+	}
+	return ""
+}
+
+// serveServiceRules: a RayCluster asking for a serve Service, or a
+// RayService without serveService, whose head container declares ports
+// but none named serve (or serve-*): the operator's
+// common.BuildServeService refuses to build it.
+func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
+	wanted := c.kind == "RayService" && !c.serveService || (c.kind == "RayCluster" && c.annotations[rayutils.EnableServeServiceKey] == rayutils.EnableServeServiceTrue)
+	if !wanted {
+		return // a RayService's own serveService is used as it is
+	}
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default"}, Spec: *asStored(spec)}
+	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil {
+		return
+	}
+	if _, err := common.BuildServeService(ctx, rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc, c.kind == "RayService"); err == nil {
+		return
+	}
+	what := "the operator cannot build the serve Service the ray.io/enable-serve-service annotation asks for, and stops its reconcile before any pod is created"
+	if c.kind == "RayService" {
+		what = "the operator cannot build the RayService's serve Service, so the RayService never serves"
+	}
+	fail("serve-port-missing", c.prefix+"headGroupSpec.template.spec.containers[0].ports",
+		"the head container declares ports but none named serve (or serve-…): "+what,
+		"add a port named serve (containerPort 8000), as the operator's default ports have")
+}
+
+// podRules builds each group's pod as the operator does and reports what
+// the operator adds that clashes with the template: a container of the
+// name of one it adds (the API server refuses every such pod), an env var
+// it sets after the user's (the user's value is silently replaced).
+func podRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
+	pods, err := operatorPods(spec)
+	if err != nil {
+		return
+	}
+	for i, p := range pods {
+		path, tmpl := c.prefix+"headGroupSpec.template.spec", spec.HeadGroupSpec.Template.Spec
+		if i > 0 {
+			path, tmpl = fmt.Sprintf("%sworkerGroupSpecs[%d].template.spec", c.prefix, i-1), spec.WorkerGroupSpecs[i-1].Template.Spec
+		}
+		written := map[string]string{} // container name -> its path in the template
+		for j, ctr := range tmpl.InitContainers {
+			written[ctr.Name] = fmt.Sprintf("%s.initContainers[%d].name", path, j)
+		}
+		for j, ctr := range tmpl.Containers {
+			written[ctr.Name] = fmt.Sprintf("%s.containers[%d].name", path, j)
+		}
+		count := map[string]int{}
+		for _, ctr := range slices.Concat(p.pod.Spec.InitContainers, p.pod.Spec.Containers) {
+			count[ctr.Name]++
+		}
+		for _, name := range slices.Sorted(maps.Keys(count)) {
+			if count[name] > 1 && written[name] != "" && templateCount(tmpl, name) == 1 {
+				fix := "rename the container"
+				if name == "wait-gcs-ready" {
+					fix = "drop it: the operator adds its own (unless it runs with ENABLE_INIT_CONTAINER_INJECTION=false)"
+				}
+				fail("operator-container-name", written[name], fmt.Sprintf(
+					"the operator adds a container named %q to this group's pods: two containers of one name, so the API server refuses every pod of the group",
+					name), fix)
+			}
+		}
+		if len(tmpl.Containers) == 0 {
+			continue
+		}
+		user := map[string]int{}
+		for _, e := range tmpl.Containers[0].Env {
+			user[e.Name]++
+		}
+		built := map[string]int{}
+		for _, e := range p.pod.Spec.Containers[0].Env {
+			built[e.Name]++
+		}
+		for _, name := range slices.Sorted(maps.Keys(built)) {
+			if user[name] > 0 && built[name] > user[name] {
+				warn("operator-env-overrides", path+".containers[0].env", fmt.Sprintf(
+					"the operator sets %s in the Ray container after yours: the later entry wins, so your value is replaced", name),
+					"drop it; the operator sets it")
+			}
+		}
+	}
+}
+
+func templateCount(tmpl corev1.PodSpec, name string) int {
+	n := 0
+	for _, ctr := range slices.Concat(tmpl.InitContainers, tmpl.Containers) {
+		if ctr.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// groupRules are the rules on single fields of a cluster spec that the
+// operator reads without checking.
+func groupRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
+	cluster := c.name
+	if cluster == "" {
+		cluster = "cluster"
+	}
+	rawGroups, _ := c.raw["workerGroupSpecs"].([]any)
+	for i, g := range spec.WorkerGroupSpecs {
+		p := fmt.Sprintf("%sworkerGroupSpecs[%d]", c.prefix, i)
+		var raw map[string]any
+		if i < len(rawGroups) {
+			raw, _ = rawGroups[i].(map[string]any)
+		}
+		// A RayJob's or RayService's cluster is created with a typed client,
+		// which leaves a zero numOfHosts out (the CRD's default, 1, then
+		// applies); a negative one stays.
+		if _, written := raw["numOfHosts"]; written && (g.NumOfHosts < 0 || g.NumOfHosts == 0 && c.kind == "RayCluster") {
+			fail("num-of-hosts", p+".numOfHosts", fmt.Sprintf(
+				"%d hosts per replica: the operator asks for replicas × numOfHosts pods, so this group gets none (a negative number makes the operator fail at every reconcile)",
+				g.NumOfHosts), "use 1 (the default) or more")
+		}
+		resourceRules(p+".resources", g.Resources, fail)
+		if g.Suspend != nil && *g.Suspend || g.ScaleStrategy.WorkersToDelete == nil {
+			continue
+		}
+		prefix := rayutils.PodName(cluster+"-"+g.GroupName, rayv1.WorkerNode, true)
+		for j, name := range g.ScaleStrategy.WorkersToDelete {
+			wp := fmt.Sprintf("%s.scaleStrategy.workersToDelete[%d]", p, j)
+			if g.NumOfHosts > 1 {
+				continue // matched against the group's own pods (RayMultiHostIndexing)
+			}
+			if msgs := pathvalidation.IsValidPathSegmentName(name); name == "" || len(msgs) > 0 {
+				problem := "is empty"
+				if name != "" {
+					problem = msgs[0]
+				}
+				fail("workers-to-delete-name", wp, fmt.Sprintf(
+					"%q %s: the operator's delete of it is refused before it is sent, so at every reconcile it records FailedToDeleteWorkerPod and stops: this group and the groups after it never get their pods",
+					name, problem), "name pods of this group, as `kubectl get pods -l ray.io/group="+g.GroupName+"` lists them")
+				continue
+			}
+			// (A RayJob's or RayService's cluster is named after it with a
+			// random suffix: its pods' names are not known here.)
+			if c.name != "" && c.kind == "RayCluster" && !strings.HasPrefix(name, prefix) {
+				warn("workers-to-delete-foreign", wp, fmt.Sprintf(
+					"%q is not a pod of this group (they are named %s<random>): the operator deletes whatever pod has this name in the namespace, at every reconcile while it is listed",
+					name, prefix), "list only this group's worker pods")
+			}
+		}
+	}
+	resourceRules(c.prefix+"headGroupSpec.resources", spec.HeadGroupSpec.Resources, fail)
+	if o := spec.AutoscalerOptions; o != nil && !ptr.Deref(spec.EnableInTreeAutoscaling, false) {
+		// version alone is read without the autoscaler too (KubeRay's
+		// validation of idleTimeoutSeconds wants v2).
+		if rest := *o; true {
+			rest.Version = nil
+			if !reflect.ValueOf(rest).IsZero() {
+				warn("autoscaler-options-ignored", c.prefix+"autoscalerOptions",
+					"enableInTreeAutoscaling is not true: the operator adds no autoscaler, and these options (but version) are ignored",
+					"set enableInTreeAutoscaling: true, or drop the options")
+			}
+		}
+	}
+	if a := spec.AuthOptions; a != nil && a.Mode == "" {
+		fail("auth-mode-unset", c.prefix+"authOptions.mode",
+			"authOptions without a mode: the operator reads auth as on only for mode token, so Ray runs without authentication (no token is given to the pods)",
+			"set mode: token (Ray 2.52 or later, with rayVersion set), or mode: disabled")
+	}
+}
+
+// resourceRules: a group's resources are quantities; the operator skips
+// any it cannot parse (common/pod.go updateRayStartParamsResources, with
+// a line in its log), so Ray never gets that resource.
+func resourceRules(path string, resources map[string]string, fail func(id, path, msg, fix string)) {
+	for _, k := range slices.Sorted(maps.Keys(resources)) {
+		if _, err := resource.ParseQuantity(resources[k]); err != nil {
+			fail("group-resource-quantity", path+"."+k, fmt.Sprintf(
+				"%q is not a quantity: the operator skips it (only its log says so), so `ray start` is never given %s", resources[k], k),
+				"write a number, such as \"4\" or \"500m\"")
+		}
+	}
+}
+
+// annotationRules: the ray.io annotations the operator compares with one
+// value: anything else reads as false.
+func annotationRules(annotations map[string]string, warn func(id, path, msg, fix string)) {
+	for _, a := range []struct {
+		key        string
+		ignoreCase bool
+	}{
+		{rayutils.RayFTEnabledAnnotationKey, true},
+		{rayutils.RayOverwriteContainerCmdAnnotationKey, true},
+		{rayutils.EnableServeServiceKey, false},
+		{rayutils.DisableProvisionedHeadRestartAnnotationKey, false},
+	} {
+		v, ok := annotations[a.key]
+		if !ok || v == "true" || v == "false" || a.ignoreCase && (strings.EqualFold(v, "true") || strings.EqualFold(v, "false")) {
+			continue
+		}
+		warn("annotation-bool", "metadata.annotations."+a.key, fmt.Sprintf(
+			"%q: the operator compares this annotation with \"true\" and reads anything else as false", v), `write "true" or "false"`)
+	}
+}
+
+// nestedClusterRules: a cluster spec inside a RayJob or RayService
+// becomes a RayCluster labelled as theirs, which the RayCluster
+// controller then judges by rules the owner's validation does not run.
+func nestedClusterRules(prefix, owner string, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
+	if spec == nil {
+		return
+	}
+	if u := spec.UpgradeStrategy; u != nil && u.Type != nil {
+		fail("nested-upgrade-strategy", prefix+"upgradeStrategy.type", fmt.Sprintf(
+			"the %s's RayCluster carries ray.io/originated-from-crd: %s, and the RayCluster controller refuses an upgradeStrategy on such a cluster (InvalidRayClusterSpec): it creates no pod, so the %s never runs",
+			owner, owner, owner), "drop upgradeStrategy here (a RayService has its own spec.upgradeStrategy)")
+	}
+	if spec.Suspend != nil && *spec.Suspend {
+		fail("nested-cluster-suspended", prefix+"suspend", fmt.Sprintf(
+			"the %s's RayCluster is created suspended: it gets no pods and never becomes ready, and the %s waits for it without end",
+			owner, owner), fmt.Sprintf("drop it (to hold a %s, use its own spec.suspend)", owner))
+	}
+}
+
+// rayJobRules: a RayJob's fields the operator switches on or ignores
+// without a word.
+func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, msg, fix string)) {
+	if len(j.Spec.ClusterSelector) == 0 {
+		nestedClusterRules("spec.rayClusterSpec.", "RayJob", j.Spec.RayClusterSpec, fail)
+	}
+	mode := j.Spec.SubmissionMode
+	switch mode {
+	case "", rayv1.K8sJobMode, rayv1.HTTPMode, rayv1.InteractiveMode, rayv1.SidecarMode:
+	default:
+		fail("submission-mode", "spec.submissionMode", fmt.Sprintf(
+			"%q is none of K8sJobMode, HTTPMode, InteractiveMode, SidecarMode: the operator creates the RayCluster and marks the job Running, but no branch submits it — no submitter, no job, until activeDeadlineSeconds",
+			mode), "use K8sJobMode (the default)")
+	}
+	if len(j.Spec.ClusterSelector) > 0 {
+		if j.Spec.RayClusterSpec != nil {
+			warn("rayjob-field-ignored", "spec.rayClusterSpec", "with clusterSelector the job runs on an existing RayCluster: rayClusterSpec is ignored", "drop one of them")
+		}
+		for _, k := range slices.Sorted(maps.Keys(j.Spec.ClusterSelector)) {
+			if k != rayutils.RayJobClusterSelectorKey {
+				warn("rayjob-field-ignored", "spec.clusterSelector."+k, fmt.Sprintf("the operator reads only %s from clusterSelector: %s is ignored", rayutils.RayJobClusterSelectorKey, k), "")
+			}
+		}
+	}
+	if mode == rayv1.HTTPMode || mode == rayv1.InteractiveMode {
+		for _, f := range []string{"submitterPodTemplate", "submitterConfig"} {
+			if raw[f] != nil {
+				warn("rayjob-field-ignored", "spec."+f, fmt.Sprintf("%s is read only in K8sJobMode: in %s it is ignored", f, mode), "")
+			}
+		}
+	}
+}
