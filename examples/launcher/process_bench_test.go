@@ -78,6 +78,15 @@ func BenchmarkProcess(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) { measureProcess(b, c.argv, c.exit) })
 	}
+	// Input of any size: kubeconform's valid_large.yaml (one block List of
+	// 100,000 ConfigMaps) and the same objects as one JSON List.
+	large := kubeconformFixture(b, "valid_large.yaml")
+	jsonList := filepath.Join(dir, "large.json")
+	if err := writeJSONList(jsonList, 100000); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("lint-valid_large", func(b *testing.B) { measureProcess(b, []string{bin, "lint", large}, 0) })
+	b.Run("lint-json-list-100k", func(b *testing.B) { measureProcess(b, []string{bin, "lint", jsonList}, 0) })
 	b.Run("kubeconform-RayCluster", func(b *testing.B) {
 		kubeconform, schemas := installKubeconform(b, dir)
 		measureProcess(b, []string{kubeconform, "-strict", "-schema-location", filepath.Join(schemas, "{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"), rayCluster}, 0)
@@ -162,4 +171,32 @@ func installKubeconform(b *testing.B, dir string) (binary, schemas string) {
 		}
 	}
 	return filepath.Join(dir, "kubeconform"), schemas
+}
+
+// kubeconformFixture is the path of one of kubeconform v0.8.0's fixtures,
+// downloaded to the module cache.
+func kubeconformFixture(b *testing.B, name string) string {
+	out, err := exec.Command("go", "mod", "download", "-json", "github.com/yannh/kubeconform@v0.8.0").Output()
+	if err != nil {
+		b.Fatalf("go mod download kubeconform: %v", err)
+	}
+	var module struct{ Dir string }
+	if err := json.Unmarshal(out, &module); err != nil || module.Dir == "" {
+		b.Fatalf("go mod download kubeconform: %s", out)
+	}
+	return filepath.Join(module.Dir, "fixtures", name)
+}
+
+// writeJSONList writes one JSON List of n ConfigMaps, on one line.
+func writeJSONList(path string, n int) error {
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "cm-" + strconv.Itoa(i)}, "data": map[string]any{"key": "value"}}
+	}
+	data, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }

@@ -120,11 +120,14 @@
 //	rayjob-field-ignored     rayClusterSpec beside clusterSelector, submitter      rayjob_controller.go
 //	  (warning)              fields outside K8sJobMode: ignored
 //
-// The error rules are held to the real operator by TestOperatorMishandles:
-// a document of the users' corpus per rule, created on the test control
+// The rules are held to the real operator by TestOperatorMishandles: a
+// document of the users' corpus per rule, created on the test control
 // plane as kubectl would, and what the operator then does (no pod, no
 // worker, the event it records, the env it gives the head, no submitter
-// where K8sJobMode gets one). The rules that need a running Ray to show
+// where K8sJobMode gets one; for the warnings, what they say happens on
+// the test's cluster: a sidecar given ray start, the operator's env var
+// last, no serve Service, no autoscaler, another workload's pod deleted,
+// no RayCluster from an ignored rayClusterSpec). The rules that need a running Ray to show
 // (kwok's pods run no containers) are held to their source: ray-start-param
 // to the operator's own command construction
 // (TestRayStartParamsReachRayStartVerbatim) and ray start's option types,

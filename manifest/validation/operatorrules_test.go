@@ -10,6 +10,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +30,10 @@ var mishandledRules = map[string]bool{
 	"serve-port-missing": true, "num-of-hosts": true, "workers-to-delete-name": true,
 	"operator-container-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
 	"nested-upgrade-strategy": true, "nested-cluster-suspended": true, "submission-mode": true,
+	// warnings: what they say happens depends on the cluster, but happens
+	// on the test's
+	"ray-container-first": true, "operator-env-overrides": true, "annotation-bool": true,
+	"autoscaler-options-ignored": true, "workers-to-delete-foreign": true, "rayjob-field-ignored": true,
 }
 
 // silentRules are those of mishandledRules the operator records no
@@ -61,7 +66,18 @@ var silentRules = map[string]bool{
 //     InvalidRayClusterSpec, and no pod;
 //   - nested-cluster-suspended: the RayJob's RayCluster gets no pod;
 //   - submission-mode: the RayJob is Running on a ready cluster with no
-//     submitter Job, where the same RayJob in K8sJobMode gets one.
+//     submitter Job, where the same RayJob in K8sJobMode gets one;
+//
+// and the warnings:
+//   - ray-container-first: the head's first container, a sidecar, is
+//     given the ray start command;
+//   - operator-env-overrides: the operator's value comes last;
+//   - annotation-bool: no serve Service for "True";
+//   - autoscaler-options-ignored: no autoscaler container;
+//   - workers-to-delete-foreign: the pod of that name, not Ray's, is
+//     deleted;
+//   - rayjob-field-ignored: no RayCluster from the rayClusterSpec beside a
+//     clusterSelector.
 //
 // A rule that stops matching the operator fails here.
 func TestOperatorMishandles(t *testing.T) {
@@ -130,6 +146,14 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 		}
 		for _, g := range rc.Spec.WorkerGroupSpecs {
 			want += ptr.Deref(g.Replicas, 0)
+		}
+	}
+	if rule == "workers-to-delete-foreign" {
+		// Another workload's pod, of the name the RayCluster lists.
+		foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}}
+		if _, err := tc.Kube.CoreV1().Pods(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := createAsWritten(ctx, tc, ns, d, ""); err != nil {
@@ -221,6 +245,50 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 		}
 		if jobs, err := tc.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
 			t.Errorf("%d submitter Jobs (%v); lint says nothing submits the job", len(jobs.Items), err)
+		}
+	case "ray-container-first":
+		settledWorkers(ctx, t, tc, ns)
+		head := headPod(ctx, t, tc, ns)
+		if first := head.Spec.Containers[0]; first.Image == "" || strings.HasPrefix(first.Image, "rayproject/ray") || envOf(head)["KUBERAY_GEN_RAY_START_CMD"] == "" {
+			t.Errorf("the head's first container %s (%s) is not given ray start; lint says the sidecar is", first.Name, first.Image)
+		}
+	case "operator-env-overrides":
+		settledWorkers(ctx, t, tc, ns)
+		var entries []corev1.EnvVar
+		for _, e := range headPod(ctx, t, tc, ns).Spec.Containers[0].Env {
+			if e.Name == "RAY_CLUSTER_NAME" {
+				entries = append(entries, e)
+			}
+		}
+		// The operator's reads the pod's ray.io/cluster label.
+		if n := len(entries); n < 2 || entries[n-1].ValueFrom == nil || entries[n-1].ValueFrom.FieldRef == nil {
+			t.Errorf("RAY_CLUSTER_NAME %v; lint says the operator's comes after the user's", entries)
+		}
+	case "annotation-bool":
+		settledWorkers(ctx, t, tc, ns)
+		if _, err := tc.Kube.CoreV1().Services(ns).Get(ctx, name+"-serve-svc", metav1.GetOptions{}); err == nil {
+			t.Errorf("a serve Service exists; lint says the annotation reads as false")
+		}
+	case "autoscaler-options-ignored":
+		settledWorkers(ctx, t, tc, ns)
+		for _, c := range headPod(ctx, t, tc, ns).Spec.Containers {
+			if c.Name == "autoscaler" {
+				t.Errorf("the head has an autoscaler container; lint says the options are ignored")
+			}
+		}
+	case "workers-to-delete-foreign":
+		waitFor(ctx, t, "the operator to delete pod web-0", func() bool {
+			_, err := tc.Kube.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	case "rayjob-field-ignored":
+		waitFor(ctx, t, "the operator to act on the RayJob", func() bool {
+			job, err := tc.Ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && job.Status.JobDeploymentStatus != ""
+		})
+		time.Sleep(10 * time.Second)
+		if list, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+			t.Errorf("RayClusters %v (%v); lint says rayClusterSpec is ignored", list, err)
 		}
 	default:
 		t.Fatalf("no way to show %s", rule)

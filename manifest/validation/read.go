@@ -2,8 +2,8 @@ package validation
 
 import (
 	"bufio"
-	"cmp"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,9 +89,9 @@ type DocumentReader struct {
 	// started: a document was read (yaml then wants each next one to
 	// start with a --- line).
 	started bool
-	ready []Document
-	list  *blockList // the List whose items are being read, if any
-	err   error      // what ended the stream (io.EOF at its end)
+	ready   []Document
+	list    *blockList // the List whose items are being read, if any
+	err     error      // what ended the stream (io.EOF at its end)
 }
 
 // NewDocumentReader reads the documents of r; their sources are "name#N".
@@ -158,7 +158,7 @@ func (d *DocumentReader) readDocuments() {
 			continue
 		}
 		d.started = true
-		if list := cutBlockList(p.text, p.first, d.name, &d.index); list != nil {
+		if list := cmp.Or(cutBlockList(p.text, p.first, d.name, &d.index), cutJSONList(p.text, p.first, d.name, &d.index)); list != nil {
 			d.list = list
 			break
 		}
@@ -480,8 +480,11 @@ type blockList struct {
 	starts []int
 	lines  []int
 	end    int
-	indent int // the column of the items' dashes
-	next   int // the next item to read
+	indent int // the column of the items' dashes (-1: a JSON List)
+	// ends[i] is where item i ends, in a JSON List (between its items
+	// are commas).
+	ends []int
+	next int // the next item to read
 }
 
 // listWindow is how many items a List reads at a time (on every CPU).
@@ -723,11 +726,15 @@ func (l *blockList) nextWindow() []Document {
 			}
 		}()
 		end := l.end
-		if i+1 < len(l.starts) {
+		if l.ends != nil {
+			end = l.ends[i]
+		} else if i+1 < len(l.starts) {
 			end = l.starts[i+1]
 		}
 		item := bytes.Clone(l.text[l.starts[i]:end])
-		item[l.indent] = ' ' // the dash: the item's mapping stays in its columns
+		if l.indent >= 0 {
+			item[l.indent] = ' ' // the dash: the item's mapping stays in its columns
+		}
 		node, ok := readItem(item)
 		if !ok || len(node.Content) != 1 || node.Content[0].Kind != yaml.MappingNode {
 			cut[j] = true

@@ -64,6 +64,15 @@ var streamCases = map[string]string{
 	"an end first":                           "...\napiVersion: v1\n",
 	"a kind with items that are not objects": "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nitems:\n- a\n- b\n",
 	"a kind with object items":               "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n",
+	"json list pretty":                       "{\n  \"kind\": \"ConfigMapList\",\n  \"apiVersion\": \"v1\",\n  \"items\": [\n    {\n      \"apiVersion\": \"v1\",\n      \"kind\": \"ConfigMap\",\n      \"metadata\": {\"name\": \"a\"}\n    },\n    {\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\",\n     \"metadata\": {\"name\": \"b\", \"name\": \"c\"}}\n  ],\n  \"metadata\": {\"resourceVersion\": \"\"}\n}\n",
+	"json list kind last":                    "{\"items\": [{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"a\"}}], \"kind\": \"List\", \"apiVersion\": \"v1\"}",
+	"json list items twice":                  "{\"kind\": \"List\", \"items\": [{\"kind\": \"ConfigMap\"}], \"items\": []}\n",
+	"json list duplicate header key":         "{\"kind\": \"List\", \"metadata\": {\"a\": 1, \"a\": 2}, \"items\": [{\"kind\": \"ConfigMap\"}]}\n",
+	"json list with a scalar item":           "{\"kind\": \"List\", \"items\": [{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"a\"}}, 3]}\n",
+	"json object with items":                 "{\"apiVersion\": \"example.com/v1\", \"kind\": \"Widget\", \"metadata\": {\"name\": \"w\"}, \"items\": [1, 2]}\n",
+	"json list empty":                        "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}\n",
+	"json list then a document":              "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"a\"}}]}\n---\n{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"b\"}}\n",
+	"json almost":                            "{\"kind\": \"List\", \"items\": [{\"apiVersion\": \"v1\", kind: ConfigMap}]}\n",
 	"flow items":                             "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, kind: ConfigMap,\n   metadata: {name: b}}\n",
 	"a scalar item":                          "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n- just a string\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n",
 	"an empty item":                          "apiVersion: v1\nkind: List\nitems:\n-\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n",
@@ -222,6 +231,26 @@ func TestDocumentReaderCutsBlockLists(t *testing.T) {
 		index := 1
 		list := cutBlockList([]byte(streamCases[name]), 1, "in.yaml", &index)
 		if (list != nil) != cut {
+			t.Errorf("%s: cut %v, want %v", name, list != nil, cut)
+		}
+	}
+	for name, cut := range map[string]bool{
+		"json list":                      true,
+		"json list pretty":               true,
+		"json list kind last":            true,
+		"json list then a document":      true,
+		"json list items twice":          false,
+		"json list duplicate header key": false,
+		"json list with a scalar item":   false,
+		"json object with items":         false,
+		"json almost":                    false,
+	} {
+		index := 1
+		text := streamCases[name]
+		if name == "json list then a document" {
+			text, _, _ = strings.Cut(text, "---")
+		}
+		if list := cutJSONList([]byte(text), 1, "in.yaml", &index); (list != nil) != cut {
 			t.Errorf("%s: cut %v, want %v", name, list != nil, cut)
 		}
 	}
