@@ -168,7 +168,10 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		c.annotations = u.GetAnnotations()
 		headServiceRules(c, spec, fail)
 		serveServiceRules(c, spec, fail)
-		podRules(c, spec, fail, warn)
+		pods, podsErr := operatorPods(spec) // built once, for the rules below
+		if podsErr == nil {
+			podRules(c, spec, pods, fail, warn)
+		}
 		groupRules(c, spec, fail, warn)
 		if ptr.Deref(spec.EnableInTreeAutoscaling, false) && (spec.AutoscalerOptions == nil || spec.AutoscalerOptions.Version == nil) {
 			warn("autoscaler-version", prefix+"autoscalerOptions.version", "autoscaling without an explicit autoscaler version follows a version-dependent default", "set autoscalerOptions.version: v2")
@@ -219,8 +222,8 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 				}
 			}
 		}
-		if name != "" {
-			if rs, err := ComputeStartResources(name, spec); err == nil {
+		if name != "" && podsErr == nil {
+			if rs, err := startResourcesOf(pods); err == nil {
 				for i, r := range rs {
 					if r.GPU == nil {
 						continue

@@ -131,11 +131,7 @@ func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 // the operator adds that clashes with the template: a container of the
 // name of one it adds (the API server refuses every such pod), an env var
 // it sets after the user's (the user's value is silently replaced).
-func podRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
-	pods, err := operatorPods(spec)
-	if err != nil {
-		return
-	}
+func podRules(c clusterContext, spec *rayv1.RayClusterSpec, pods []builtPod, fail, warn func(id, path, msg, fix string)) {
 	for i, p := range pods {
 		path, tmpl := c.prefix+"headGroupSpec.template.spec", spec.HeadGroupSpec.Template.Spec
 		if i > 0 {

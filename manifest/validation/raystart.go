@@ -50,6 +50,12 @@ func ComputeStartResources(_ string, spec *rayv1.RayClusterSpec) ([]StartResourc
 	if err != nil {
 		return nil, err
 	}
+	return startResourcesOf(pods)
+}
+
+// startResourcesOf reads the `ray start` command of each pod the operator
+// builds.
+func startResourcesOf(pods []builtPod) ([]StartResources, error) {
 	var out []StartResources
 	for _, p := range pods {
 		sr, err := readStartCommand(p.group, p.pod.Spec.Containers[0].Env)
