@@ -85,11 +85,19 @@
 //	  (error)                fewer workers than asked                              RayClusterGroupPodsAssociationOptions
 //	head-service-refused     the head Service built from the spec is refused      common/service.go BuildServiceForHeadPod;
 //	  (error)                (serviceType "Nodeport", a port on 8080 beside the   raycluster_controller.go reconcileHeadService,
-//	                         metrics port, a bad headService name): no pod at all  before reconcilePods
+//	                         metrics port, a bad headService name or label):       before reconcilePods
+//	                         no pod at all
 //	serve-port-missing       a serve Service asked for (annotation, RayService)    common/service.go BuildServeService
 //	  (error)                and head ports without serve: no pod / never serves
 //	operator-container-name  a container named as one the operator adds           common/pod.go DefaultWorkerPodTemplate
-//	  (error)                (wait-gcs-ready, autoscaler): every pod refused        (wait-gcs-ready), BuildPod (autoscaler)
+//	  (error)                (wait-gcs-ready, autoscaler, SidecarMode's             (wait-gcs-ready), BuildPod (autoscaler);
+//	                         ray-job-submitter): every pod (the RayCluster)         rayjob_controller.go (SidecarMode)
+//	                         refused
+//	redis-credential (error) redisPassword/redisUsername with value and            common/pod.go DefaultHeadPodTemplate
+//	                         valueFrom: the head pod refused, no cluster            (copied into one env var)
+//	dashboard-port-missing   a RayJob's / RayService's head ports without          service.go getServicePorts;
+//	  (error)                dashboard: the operator never reaches Ray, the job     utils FetchHeadServiceURL (rayjob_controller.go
+//	                         never starts                                           Initializing, rayservice_controller.go)
 //	num-of-hosts (error)     numOfHosts 0: the group gets no pods                  utils GetWorkerGroupDesiredReplicas
 //	workers-to-delete-name   a name the API path refuses ("ns/name", ""): the      raycluster_controller.go reconcilePods
 //	  (error)                delete fails at every reconcile, no workers           (FailedToDeleteWorkerPod, then return)

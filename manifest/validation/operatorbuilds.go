@@ -17,6 +17,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	pathvalidation "k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,6 +67,8 @@ func headServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id
 		return
 	}
 	errs := serviceErrors(svc)
+	errs = append(errs, metav1validation.ValidateLabels(svc.Labels, field.NewPath("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(svc.Annotations, field.NewPath("metadata", "annotations"))...)
 	for _, msg := range apivalidation.NameIsDNS1035Label(svc.Name, false) {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), svc.Name, msg))
 	}
@@ -242,6 +245,35 @@ func groupRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id
 		}
 	}
 	resourceRules(c.prefix+"headGroupSpec.resources", spec.HeadGroupSpec.Resources, fail)
+	if ft := spec.GcsFaultToleranceOptions; ft != nil {
+		for _, cred := range []struct {
+			field, env string
+			value      *rayv1.RedisCredential
+		}{{"redisPassword", "REDIS_PASSWORD", ft.RedisPassword}, {"redisUsername", "REDIS_USERNAME", ft.RedisUsername}} {
+			if cred.value == nil || cred.value.ValueFrom == nil {
+				continue
+			}
+			problem := ""
+			if cred.value.Value != "" {
+				problem = "both value and valueFrom"
+			} else if n := envSources(cred.value.ValueFrom); n != 1 {
+				problem = fmt.Sprintf("valueFrom with %d sources", n)
+			}
+			if problem != "" {
+				fail("redis-credential", c.prefix+"gcsFaultToleranceOptions."+cred.field, fmt.Sprintf(
+					"%s: the operator copies it into the head's %s env var as it is, and the API server refuses such a pod: no head, the cluster never starts",
+					problem, cred.env), "give value, or valueFrom with one source (a secretKeyRef)")
+			}
+		}
+	}
+	if c.kind == "RayJob" || c.kind == "RayService" {
+		head := spec.HeadGroupSpec.Template.Spec
+		if len(head.Containers) > 0 && len(head.Containers[0].Ports) > 0 && !slices.ContainsFunc(head.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == rayutils.DashboardPortName }) {
+			fail("dashboard-port-missing", c.prefix+"headGroupSpec.template.spec.containers[0].ports", fmt.Sprintf(
+				"the head container declares ports but none named %s: the head Service then has no dashboard port, and the operator, which talks to Ray through it, waits for it without end (the cluster runs, the %s never starts)",
+				rayutils.DashboardPortName, c.kind), "add a port named dashboard (containerPort 8265), as the operator's default ports have")
+		}
+	}
 	if o := spec.AutoscalerOptions; o != nil && !ptr.Deref(spec.EnableInTreeAutoscaling, false) {
 		// version alone is read without the autoscaler too (KubeRay's
 		// validation of idleTimeoutSeconds wants v2).
@@ -259,6 +291,17 @@ func groupRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id
 			"authOptions without a mode: the operator reads auth as on only for mode token, so Ray runs without authentication (no token is given to the pods)",
 			"set mode: token (Ray 2.52 or later, with rayVersion set), or mode: disabled")
 	}
+}
+
+// envSources counts the sources an env var's valueFrom names.
+func envSources(v *corev1.EnvVarSource) int {
+	n := 0
+	for _, set := range []bool{v.FieldRef != nil, v.ResourceFieldRef != nil, v.ConfigMapKeyRef != nil, v.SecretKeyRef != nil, v.FileKeyRef != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 // resourceRules: a group's resources are quantities; the operator skips
@@ -321,6 +364,21 @@ func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, 
 		nestedClusterRules("spec.rayClusterSpec.", "RayJob", j.Spec.RayClusterSpec, fail)
 	}
 	mode := j.Spec.SubmissionMode
+	if mode == rayv1.SidecarMode && j.Spec.RayClusterSpec != nil {
+		head := j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec
+		for k, ctr := range slices.Concat(head.InitContainers, head.Containers) {
+			if ctr.Name != rayutils.SubmitterContainerName {
+				continue
+			}
+			path := fmt.Sprintf("spec.rayClusterSpec.headGroupSpec.template.spec.initContainers[%d].name", k)
+			if k >= len(head.InitContainers) {
+				path = fmt.Sprintf("spec.rayClusterSpec.headGroupSpec.template.spec.containers[%d].name", k-len(head.InitContainers))
+			}
+			fail("operator-container-name", path, fmt.Sprintf(
+				"in SidecarMode the operator adds a container named %q to the head of the RayCluster it creates for the job: two containers of one name, so the API server refuses the RayCluster and the job never runs",
+				ctr.Name), "rename the container")
+		}
+	}
 	switch mode {
 	case "", rayv1.K8sJobMode, rayv1.HTTPMode, rayv1.InteractiveMode, rayv1.SidecarMode:
 	default:

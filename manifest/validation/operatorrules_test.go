@@ -30,6 +30,7 @@ var mishandledRules = map[string]bool{
 	"serve-port-missing": true, "num-of-hosts": true, "workers-to-delete-name": true,
 	"operator-container-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
 	"nested-upgrade-strategy": true, "nested-cluster-suspended": true, "submission-mode": true,
+	"redis-credential": true, "dashboard-port-missing": true,
 	// warnings: what they say happens depends on the cluster, but happens
 	// on the test's
 	"ray-container-first": true, "operator-env-overrides": true, "annotation-bool": true,
@@ -43,7 +44,7 @@ var mishandledRules = map[string]bool{
 var silentRules = map[string]bool{
 	"duplicate-group-name": true, "serve-port-missing": true, "num-of-hosts": true,
 	"workers-to-delete-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
-	"nested-cluster-suspended": true, "submission-mode": true,
+	"nested-cluster-suspended": true, "submission-mode": true, "dashboard-port-missing": true,
 }
 
 // TestOperatorMishandles creates, on the real operator, every RayCluster
@@ -67,6 +68,11 @@ var silentRules = map[string]bool{
 //   - nested-cluster-suspended: the RayJob's RayCluster gets no pod;
 //   - submission-mode: the RayJob is Running on a ready cluster with no
 //     submitter Job, where the same RayJob in K8sJobMode gets one;
+//   - redis-credential: FailedToCreateHeadPod, and no pod;
+//   - dashboard-port-missing: the RayJob's cluster is ready, the RayJob
+//     never leaves Initializing;
+//   - operator-container-name in a SidecarMode RayJob:
+//     FailedToCreateRayCluster, and no pod;
 //
 // and the warnings:
 //   - ray-container-first: the head's first container, a sidecar, is
@@ -159,7 +165,27 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 	if err := createAsWritten(ctx, tc, ns, d, ""); err != nil {
 		t.Fatalf("the API server refuses it, lint only warns of the operator: %v", err)
 	}
+	if rule == "operator-container-name" && d.Object.GetKind() == "RayJob" {
+		rule = "cluster-refused" // SidecarMode's submitter beside the user's
+	}
 	switch rule {
+	case "cluster-refused", "redis-credential":
+		reason := map[string]string{"cluster-refused": "FailedToCreateRayCluster", "redis-credential": "FailedToCreateHeadPod"}[rule]
+		events := waitForEvent(ctx, t, tc, ns, reason)
+		time.Sleep(5 * time.Second)
+		if pods := podsIn(ctx, t, tc, ns); pods != 0 {
+			t.Errorf("%d pods after %s; lint says the API server refuses what the operator builds", pods, events)
+		}
+	case "dashboard-port-missing":
+		waitFor(ctx, t, "the RayJob's cluster to be ready", func() bool {
+			list, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(list.Items) == 1 && list.Items[0].Status.State == rayv1.Ready
+		})
+		time.Sleep(10 * time.Second)
+		job, err := tc.Ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || job.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing || job.Status.DashboardURL != "" {
+			t.Errorf("job %s, dashboard %q (%v); lint says the operator waits for a dashboard port without end", job.Status.JobDeploymentStatus, job.Status.DashboardURL, err)
+		}
 	case "group-name-label", "operator-container-name":
 		workers, events := settledWorkers(ctx, t, tc, ns)
 		if workers != 0 || !strings.Contains(events, "FailedToCreateWorkerPod") {
@@ -415,7 +441,7 @@ var operatorRuleIDs = map[string]bool{
 	"workers-to-delete-name": true, "workers-to-delete-foreign": true, "auth-mode-unset": true,
 	"group-resource-quantity": true, "operator-env-overrides": true, "annotation-bool": true,
 	"autoscaler-options-ignored": true, "nested-upgrade-strategy": true, "nested-cluster-suspended": true,
-	"submission-mode": true, "rayjob-field-ignored": true,
+	"submission-mode": true, "rayjob-field-ignored": true, "redis-credential": true, "dashboard-port-missing": true,
 }
 
 // TestOperatorRulesFindings: which cluster specs each operator rule finds
@@ -461,6 +487,10 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"a resource as a quantity", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    resources: {TPU: \"4\"}\n", 1), "", ""},
 		{"the operator's env set too", strings.Replace(base, "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_CLUSTER_NAME, value: mine}]\n  workerGroupSpecs", 1), "operator-env-overrides", "spec.headGroupSpec.template.spec.containers[0].env"},
 		{"an env the operator leaves alone", strings.Replace(base, "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_ADDRESS, value: auto}]\n  workerGroupSpecs", 1), "", ""},
+		{"a Redis password given twice", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions:\n    redisAddress: redis:6379\n    redisPassword: {value: x, valueFrom: {secretKeyRef: {name: redis, key: password}}}\n  headGroupSpec:\n", 1), "redis-credential", "spec.gcsFaultToleranceOptions.redisPassword"},
+		{"a Redis password from a Secret", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions:\n    redisAddress: redis:6379\n    redisPassword: {valueFrom: {secretKeyRef: {name: redis, key: password}}}\n  headGroupSpec:\n", 1), "", ""},
+		{"a head Service label value with a space", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {labels: {team: ML Platform}}}\n", 1), "head-service-refused", "spec.headGroupSpec.headService.metadata"},
+		{"a RayCluster's head ports without the dashboard", strings.Replace(base, "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n          ports: [{name: gcs, containerPort: 6379}]\n", 1), "", ""},
 		{"the serve Service asked for in capitals", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/enable-serve-service: \"True\"}\n", 1), "annotation-bool", "metadata.annotations.ray.io/enable-serve-service"},
 		{"only the autoscaler's version without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "", ""},
 		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
@@ -520,6 +550,10 @@ spec:
 		{"negative hosts", cluster("workerGroupSpecs: [{groupName: g, replicas: 1, numOfHosts: -1, rayStartParams: {}, template: {spec: {containers: [{name: w, image: rayproject/ray:2.54.0}]}}}]"), "num-of-hosts", "spec.rayClusterSpec.workerGroupSpecs[0].numOfHosts"},
 		{"a pod of its cluster to delete", cluster("workerGroupSpecs: [{groupName: g, replicas: 1, scaleStrategy: {workersToDelete: [job-x7k2p-g-worker-abcde]}, rayStartParams: {}, template: {spec: {containers: [{name: w, image: rayproject/ray:2.54.0}]}}}]"), "", ""},
 		{"a cluster selector beside a suspended cluster", strings.Replace(job, "  rayClusterSpec:\n", "  clusterSelector: {ray.io/cluster: c}\n  rayClusterSpec:\n    suspend: true\n", 1), "rayjob-field-ignored", "spec.rayClusterSpec"},
+		{"head ports without the dashboard", strings.Replace(job, "          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]", "          containers: [{name: ray-head, image: rayproject/ray:2.54.0, ports: [{name: gcs, containerPort: 6379}]}]", 1), "dashboard-port-missing", "spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].ports"},
+		{"head ports with the dashboard", strings.Replace(job, "          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]", "          containers: [{name: ray-head, image: rayproject/ray:2.54.0, ports: [{name: dashboard, containerPort: 8265}]}]", 1), "", ""},
+		{"an own submitter in SidecarMode", strings.Replace(spec("submissionMode: SidecarMode"), "[{name: ray-head, image: rayproject/ray:2.54.0}]", "[{name: ray-head, image: rayproject/ray:2.54.0}, {name: ray-job-submitter, image: rayproject/ray:2.54.0}]", 1), "operator-container-name", "spec.rayClusterSpec.headGroupSpec.template.spec.containers[1].name"},
+		{"an own submitter in K8sJobMode", strings.Replace(job, "[{name: ray-head, image: rayproject/ray:2.54.0}]", "[{name: ray-head, image: rayproject/ray:2.54.0}, {name: ray-job-submitter, image: rayproject/ray:2.54.0}]", 1), "", ""},
 		{"a submitter template in HTTPMode", spec("submissionMode: HTTPMode\n  submitterConfig: {backoffLimit: 2}"), "rayjob-field-ignored", "spec.submitterConfig"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
