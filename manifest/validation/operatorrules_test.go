@@ -179,6 +179,7 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 	case "dashboard-port-missing":
 		waitFor(ctx, t, "the RayJob's cluster to be ready", func() bool {
 			list, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{})
+			//lint:ignore SA1019 status.state is what the RayJob controller waits for
 			return err == nil && len(list.Items) == 1 && list.Items[0].Status.State == rayv1.Ready
 		})
 		time.Sleep(10 * time.Second)
