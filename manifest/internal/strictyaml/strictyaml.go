@@ -100,6 +100,9 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 		return nil, nil
 	}
 	generic := func() (any, error) {
+		if v, ok := w.decodeLarge(n, path); ok {
+			return v, nil
+		}
 		var v any
 		if err := n.Decode(&v); err != nil {
 			return nil, errorf(n, path, "%v", err)
@@ -212,6 +215,81 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 
 // normalize turns YAML's map[any]any (never produced by yaml.v3 for
 // string keys, but possible for others) into JSON-ready maps.
+// largeMapping is the number of keys from which a mapping is decoded here
+// rather than by yaml: yaml's decoding compares every key with every other
+// (to refuse duplicates), which made a ConfigMap of 100,000 keys take 30
+// seconds.
+const largeMapping = 64
+
+// decodeLarge decodes a node holding a mapping of largeMapping keys or
+// more the way yaml decodes it into an `any` (and normalize), one value
+// at a time, so the time stays linear; ok is false — yaml decodes it —
+// for any other node, and where this reading could differ from yaml's: a
+// key that is not a plain string, a merge key, an alias anywhere (yaml
+// bounds how far aliases expand), a key written twice (yaml's message
+// says so).
+func (w *Decoder) decodeLarge(n *yaml.Node, path string) (any, bool) {
+	large, alias := largeWithoutAlias(n)
+	if !large || alias {
+		return nil, false
+	}
+	return w.decodeLinear(n, path)
+}
+
+func largeWithoutAlias(n *yaml.Node) (large, alias bool) {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return false, true
+	case yaml.MappingNode:
+		large = len(n.Content) >= 2*largeMapping
+	}
+	for _, c := range n.Content {
+		l, a := largeWithoutAlias(c)
+		if a {
+			return false, true
+		}
+		large = large || l
+	}
+	return large, false
+}
+
+func (w *Decoder) decodeLinear(n *yaml.Node, path string) (any, bool) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i]
+			if key.Kind != yaml.ScalarNode || key.ShortTag() != "!!str" {
+				return nil, false
+			}
+			if _, dup := out[key.Value]; dup {
+				return nil, false
+			}
+			v, ok := w.decodeLinear(n.Content[i+1], join(path, key.Value))
+			if !ok {
+				return nil, false
+			}
+			out[key.Value] = v
+		}
+		return out, true
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for i, c := range n.Content {
+			v, ok := w.decodeLinear(c, fmt.Sprintf("%s[%d]", path, i))
+			if !ok {
+				return nil, false
+			}
+			out = append(out, v)
+		}
+		return out, true
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, false
+	}
+	return normalize(v), true
+}
+
 func normalize(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
