@@ -496,23 +496,7 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"only the autoscaler's version without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "", ""},
 		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var got []validation.Finding
-			for _, f := range lintString(t, c.doc) {
-				if operatorRuleIDs[f.ID] {
-					got = append(got, f)
-				}
-			}
-			if c.id == "" {
-				if len(got) > 0 {
-					t.Fatalf("want nothing, got %v", got)
-				}
-				return
-			}
-			if len(got) != 1 || got[0].ID != c.id || got[0].Path != c.path {
-				t.Fatalf("want %s at %s, got %v", c.id, c.path, got)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { wantOperatorFinding(t, c.doc, c.id, c.path) })
 	}
 }
 
@@ -557,23 +541,28 @@ spec:
 		{"an own submitter in K8sJobMode", strings.Replace(job, "[{name: ray-head, image: rayproject/ray:2.54.0}]", "[{name: ray-head, image: rayproject/ray:2.54.0}, {name: ray-job-submitter, image: rayproject/ray:2.54.0}]", 1), "", ""},
 		{"a submitter template in HTTPMode", spec("submissionMode: HTTPMode\n  submitterConfig: {backoffLimit: 2}"), "rayjob-field-ignored", "spec.submitterConfig"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var got []validation.Finding
-			for _, f := range lintString(t, c.doc) {
-				if operatorRuleIDs[f.ID] {
-					got = append(got, f)
-				}
-			}
-			if c.id == "" {
-				if len(got) > 0 {
-					t.Fatalf("want nothing, got %v", got)
-				}
-				return
-			}
-			if len(got) != 1 || got[0].ID != c.id || got[0].Path != c.path {
-				t.Fatalf("want %s at %s, got %v", c.id, c.path, got)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { wantOperatorFinding(t, c.doc, c.id, c.path) })
+	}
+}
+
+// wantOperatorFinding lints doc and wants, of the operator rules' findings,
+// exactly one: id at path (id "": none).
+func wantOperatorFinding(t *testing.T, doc, id, path string) {
+	t.Helper()
+	var got []validation.Finding
+	for _, f := range lintString(t, doc) {
+		if operatorRuleIDs[f.ID] {
+			got = append(got, f)
+		}
+	}
+	if id == "" {
+		if len(got) > 0 {
+			t.Fatalf("want nothing, got %v", got)
+		}
+		return
+	}
+	if len(got) != 1 || got[0].ID != id || got[0].Path != path {
+		t.Fatalf("want %s at %s, got %v", id, path, got)
 	}
 }
 
