@@ -29,8 +29,8 @@
 //     is created, run on every pod template of any kind (for ray.io kinds
 //     they would otherwise only surface when the operator creates the
 //     pods).
-//   - read.go: reading users' YAML and JSON as a stream, one document (or
-//     one item of a List) at a time.
+//   - read.go, jsonlist.go: reading users' YAML and JSON as a stream, one
+//     document (or one item of a List, in block style or JSON) at a time.
 //   - lint.go, findings.go, kuberayrules.go, raystart.go: linting,
 //     findings, the Ray-aware rules, and the resources `ray start` will
 //     see.
