@@ -371,6 +371,11 @@ func ingressErrors(o *networkingv1.Ingress) field.ErrorList {
 		}
 	}
 	spec := field.NewPath("spec")
+	if c := o.Spec.IngressClassName; c != nil {
+		for _, msg := range apivalidation.NameIsDNSSubdomain(*c, false) {
+			errs = append(errs, field.Invalid(spec.Child("ingressClassName"), *c, msg))
+		}
+	}
 	backend(spec.Child("defaultBackend"), o.Spec.DefaultBackend)
 	for i, r := range o.Spec.Rules {
 		if r.HTTP == nil {
@@ -384,6 +389,16 @@ func ingressErrors(o *networkingv1.Ingress) field.ErrorList {
 			case *path.PathType == networkingv1.PathTypeExact || *path.PathType == networkingv1.PathTypePrefix:
 				if !strings.HasPrefix(path.Path, "/") {
 					errs = append(errs, field.Invalid(pp.Child("path"), path.Path, "must be an absolute path"))
+				}
+				for _, seq := range []string{"//", "/./", "/../", "%2f", "%2F"} {
+					if strings.Contains(path.Path, seq) {
+						errs = append(errs, field.Invalid(pp.Child("path"), path.Path, fmt.Sprintf("must not contain '%s'", seq)))
+					}
+				}
+				for _, suffix := range []string{"/..", "/."} {
+					if strings.HasSuffix(path.Path, suffix) {
+						errs = append(errs, field.Invalid(pp.Child("path"), path.Path, fmt.Sprintf("cannot end with '%s'", suffix)))
+					}
 				}
 			case *path.PathType == networkingv1.PathTypeImplementationSpecific:
 			default:

@@ -112,6 +112,28 @@
 //	nested-cluster-suspended the owner's cluster suspended: never ready, the       rayjob_controller.go (waits for Ready)
 //	  (error)                RayJob waits without end
 //	submission-mode (error)  an unknown submissionMode: Running, never submitted   rayjob_controller.go Initializing branch
+//	head-service-selects-    a head template label the operator also sets          common/pod.go labelPod (the template's wins);
+//	  nothing (error)        (app.kubernetes.io/created-by, ray.io/identifier):    service.go BuildServiceForHeadPod (the
+//	                         the head Service selects no pod, workers never        operator's); raycluster_controller.go
+//	                         reach the head                                         reconcileHeadService
+//	ingress-refused (error)  enableIngress with an Ingress the API server          common/ingress.go BuildIngressForHeadService;
+//	                         refuses (an ingress.class that is no name):           raycluster_controller.go reconcileIngress,
+//	                         FailedToCreateIngress, no pod at all                   before the head Service
+//	autoscaler-service-      with autoscaling, a head serviceAccountName the       common/pod.go DefaultHeadPodTemplate
+//	  account (error)        operator rewrites (over 50 characters, a leading      (utils.CheckName)
+//	                         digit): the head pod names another account, and is
+//	                         refused
+//	submitter-refused        K8sJobMode's submitter Job refused (its pods          rayjob_controller.go createNewK8sJob
+//	  (error)                restarting Always, the default; a negative            (FailedToCreateRayJobSubmitter)
+//	                         backoffLimit): the job is never submitted
+//	submit-command (error)   metadata without a rayVersion of 2.6.0 or later:      common/job.go BuildJobSubmitCommand,
+//	                         the submitter cannot be built, the RayJob stays        GetMetadataJson
+//	                         Initializing (SidecarMode: no RayCluster)
+//	entrypoint-resources     entrypointResources that are not a JSON object of     common/job.go BuildJobSubmitCommand (as
+//	  (error)                quantities: ray job submit refuses them, the job       written); dashboardclient ConvertRayJobToReq
+//	                         never runs                                             (HTTPMode)
+//	entrypoint-missing       no entrypoint outside InteractiveMode: `ray job       common/job.go BuildJobSubmitCommand
+//	  (error)                submit --` with nothing after it, refused
 //	ray-start-param (error)  a rayStartParams value ray start refuses: the         common/pod.go convertParamMap
 //	                         group's pods restart without end
 //	serve-config (error)     serveConfigV2 not YAML, or refused by Ray Serve's     rayservice_controller.go
@@ -127,18 +149,41 @@
 //	  ignored (warning)      ignored
 //	rayjob-field-ignored     rayClusterSpec beside clusterSelector, submitter      rayjob_controller.go
 //	  (warning)              fields outside K8sJobMode: ignored
+//	redis-address-missing    gcsFaultToleranceOptions with an empty redisAddress:  common/pod.go configureGCSFaultTolerance
+//	  (error)                the head gets an empty RAY_REDIS_ADDRESS, the GCS
+//	                         state is kept in memory
+//	service-field-ignored    a headService's or serveService's selector or         common/service.go BuildServiceForHeadPod,
+//	  (warning)              namespace: replaced by the operator's                  BuildServeService
+//	upgrade-strategy-gate    a RayService's NewClusterWithIncrementalUpgrade       rayservice_controller.go
+//	  (warning)              without the operator's feature gate (off by           isZeroDowntimeUpgradeEnabled
+//	                         default): no upgrade is ever rolled out
+//	gang-scheduling-label    ray.io/gang-scheduling-enabled: "false": read by      batchscheduler/yunikorn, scheduler-plugins
+//	  (warning)              presence, gang scheduling on                           isGangSchedulingEnabled
+//	fault-tolerance-ignored  ray.io/external-storage-namespace without fault       utils IsGCSFaultToleranceEnabled;
+//	  (warning)              tolerance: ignored; ray.io/ft-enabled with no Redis    common/pod.go configureGCSFaultTolerance
+//	                         address: set up, and the GCS state kept in memory
 //
 // The rules are held to the real operator by TestOperatorMishandles: a
 // document of the users' corpus per rule, created on the test control
 // plane as kubectl would, and what the operator then does (no pod, no
 // worker, the event it records, the env it gives the head, no submitter
-// where K8sJobMode gets one; for the warnings, what they say happens on
+// where K8sJobMode gets one, a head Service that selects no pod; for the warnings, what they say happens on
 // the test's cluster: a sidecar given ray start, the operator's env var
 // last, no serve Service, no autoscaler, another workload's pod deleted,
 // no RayCluster from an ignored rayClusterSpec). The rules that need a running Ray to show
 // (kwok's pods run no containers) are held to their source: ray-start-param
 // to the operator's own command construction
 // (TestRayStartParamsReachRayStartVerbatim) and ray start's option types,
+// entrypoint-resources and entrypoint-missing to the submitter Job the
+// operator makes (shown on it) and its command
+// (TestRayJobSubmitCommandVerbatim), which Ray's CLI refuses,
+// upgrade-strategy-gate to KubeRay's feature gates
+// (TestIncrementalUpgradeGateOffByDefault),
+// gang-scheduling-label to KubeRay's YuniKorn scheduler code
+// (TestGangSchedulingLabelByPresence: no batch scheduler runs in the test
+// control plane), service-field-ignored for the serve Service to
+// BuildServeService (TestServiceFieldsTheOperatorReplaces: the RayService
+// controller builds it only once Ray serves),
 // the Serve rules to Ray Serve's schema (TestServeConfigHeldToRayServeSchema);
 // every KubeRay sample passes them all. Warnings that KubeRay copes with stay
 // warnings (a RayJob without cleanup, replicas outside [min, max], rayVersion

@@ -171,7 +171,12 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		pods, podsErr := operatorPods(spec) // built once, for the rules below
 		if podsErr == nil {
 			podRules(c, spec, pods, fail, warn)
+			headSelectorRules(c, spec, pods[0].pod, fail)
 		}
+		ingressRules(c, spec, fail)
+		autoscalerServiceAccountRules(c, spec, fail)
+		faultToleranceRules(c, spec, fail, warn)
+		serviceFieldRules(prefix+"headGroupSpec.headService", spec.HeadGroupSpec.HeadService, warn)
 		groupRules(c, spec, fail, warn)
 		if ptr.Deref(spec.EnableInTreeAutoscaling, false) && (spec.AutoscalerOptions == nil || spec.AutoscalerOptions.Version == nil) {
 			warn("autoscaler-version", prefix+"autoscalerOptions.version", "autoscaling without an explicit autoscaler version follows a version-dependent default", "set autoscalerOptions.version: v2")
@@ -244,6 +249,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 	}
 	if strings.HasPrefix(u.GetAPIVersion(), "ray.io/") {
 		annotationRules(u.GetAnnotations(), warn)
+		labelRules(u.GetLabels(), warn)
 	}
 	switch u.GetKind() {
 	case "RayCluster":
@@ -273,8 +279,16 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		s := &rayv1.RayService{}
 		if fromUnstructured(u.Object, s) == nil {
 			nestedClusterRules("spec.rayClusterConfig.", "RayService", &s.Spec.RayClusterSpec, fail)
+			if u := s.Spec.UpgradeStrategy; u != nil && u.Type != nil && *u.Type == rayv1.RayServiceNewClusterWithIncrementalUpgrade {
+				// rayservice_controller.go isZeroDowntimeUpgradeEnabled,
+				// with the gate off (the default)
+				warn("upgrade-strategy-gate", "spec.upgradeStrategy.type",
+					"NewClusterWithIncrementalUpgrade is read only when the operator runs with its RayServiceIncrementalUpgrade feature gate, which is off by default: without it this type turns zero-downtime upgrades off, and a change to rayClusterConfig is never rolled out",
+					"use NewCluster, or turn the feature gate on in the operator")
+			}
 			clusterRules(clusterContext{prefix: "spec.rayClusterConfig.", name: s.Name, kind: "RayService", raw: rawSpec("spec", "rayClusterConfig"),
 				serveService: s.Spec.ServeService != nil}, &s.Spec.RayClusterSpec)
+			serviceFieldRules("spec.serveService", s.Spec.ServeService, warn)
 			for _, p := range checkServeConfig(s.Spec.ServeConfigV2) {
 				f := Finding{ID: "serve-config", Severity: SeverityWarning, Object: obj,
 					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix,

@@ -7,11 +7,14 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/dashboardclient"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -128,6 +131,85 @@ func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 	fail("serve-port-missing", c.prefix+"headGroupSpec.template.spec.containers[0].ports",
 		"the head container declares ports but none named serve (or serve-…): "+what,
 		"add a port named serve (containerPort 8000), as the operator's default ports have")
+}
+
+// headSelectorRules: the head Service finds the head pod by labels the
+// operator puts on both, but the pod takes the template's value for one
+// of them (common/pod.go labelPod lets the template win) where the
+// Service keeps the operator's (raycluster_controller.go
+// reconcileHeadService carries over only app.kubernetes.io/name). Both
+// are built with KubeRay's own functions and compared.
+func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, head corev1.Pod, fail func(id, path, msg, fix string)) {
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: operatorPodsCluster, Namespace: "default"}, Spec: *asStored(spec)}
+	carried := map[string]string{}
+	if v, ok := spec.HeadGroupSpec.Template.Labels[rayutils.KubernetesApplicationNameLabelKey]; ok {
+		carried[rayutils.KubernetesApplicationNameLabelKey] = v
+	}
+	svc, err := common.BuildServiceForHeadPod(ctx, rc, carried, nil)
+	if err != nil || svc == nil {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(svc.Spec.Selector)) {
+		if want, got := svc.Spec.Selector[k], head.Labels[k]; got != want {
+			fail("head-service-selects-nothing", c.prefix+"headGroupSpec.template.metadata.labels."+k, fmt.Sprintf(
+				"the head pod is labelled %s=%q from the template, while the head Service the operator builds selects %s=%q: the Service selects no pod, so the workers cannot reach the head (they wait in wait-gcs-ready) and nothing reaches the dashboard",
+				k, got, k, want), "drop this label: the operator sets it")
+		}
+	}
+}
+
+// ingressRules: a RayCluster with enableIngress gets an Ingress the
+// operator builds (common/ingress.go BuildIngressForHeadService) from
+// its name and annotations; the API server refusing it stops the
+// reconcile (raycluster_controller.go reconcileIngress, before the head
+// Service): FailedToCreateIngress, and no pod.
+func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
+	if c.kind != "RayCluster" || !ptr.Deref(spec.HeadGroupSpec.EnableIngress, false) {
+		return
+	}
+	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default", Annotations: c.annotations}, Spec: *asStored(spec)}
+	ing, err := common.BuildIngressForHeadService(ctx, rc)
+	if err != nil {
+		return
+	}
+	errs := ingressErrors(ing)
+	errs = append(errs, metav1validation.ValidateLabels(ing.Labels, field.NewPath("metadata", "labels"))...)
+	for _, e := range errs {
+		path := c.prefix + "headGroupSpec.enableIngress"
+		if strings.HasPrefix(e.Field, "spec.ingressClassName") {
+			path = "metadata.annotations." + common.IngressClassAnnotationKey
+		}
+		fail("ingress-refused", path, fmt.Sprintf(
+			"with enableIngress the operator builds the Ingress %s, and the API server refuses it (%s): the operator records FailedToCreateIngress at every reconcile and stops before the head Service: no pod at all",
+			ing.Name, e.Error()), "write the class as the IngressClass is named: lowercase letters, digits, '-' and '.'")
+	}
+}
+
+// autoscalerServiceAccountRules: with autoscaling, the operator gives the
+// head pod utils.CheckName of its service account name (common/pod.go
+// DefaultHeadPodTemplate): past 50 characters the name is cut from the
+// front, and a first character that is a digit becomes "r". The pod then
+// names an account that is not the one written.
+func autoscalerServiceAccountRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
+	sa := spec.HeadGroupSpec.Template.Spec.ServiceAccountName
+	if sa == "" || !ptr.Deref(spec.EnableInTreeAutoscaling, false) {
+		return
+	}
+	checked := sa
+	if len(checked) > 50 {
+		checked = checked[len(checked)-50:]
+	}
+	if r := rune(checked[0]); unicode.IsDigit(r) || unicode.IsPunct(r) {
+		checked = "r" + checked[1:]
+	}
+	if checked == sa {
+		return
+	}
+	fail("autoscaler-service-account", c.prefix+"headGroupSpec.template.spec.serviceAccountName", fmt.Sprintf(
+		"with autoscaling the operator gives the head pod serviceAccountName %q, not %q (it cuts names to their last 50 characters and replaces a leading digit): the API server refuses the head pod unless an account of that name exists, so the cluster never starts",
+		checked, sa), "use a name of at most 50 characters that begins with a letter")
 }
 
 // podRules builds each group's pod as the operator does and reports what
@@ -338,6 +420,18 @@ func annotationRules(annotations map[string]string, warn func(id, path, msg, fix
 	}
 }
 
+// labelRules: the ray.io labels the operator reads by their presence
+// alone: the batch schedulers (batchscheduler/yunikorn and
+// scheduler-plugins isGangSchedulingEnabled) turn gang scheduling on for
+// ray.io/gang-scheduling-enabled of any value.
+func labelRules(labels map[string]string, warn func(id, path, msg, fix string)) {
+	if v, ok := labels[rayutils.RayGangSchedulingEnabled]; ok && v != "true" {
+		warn("gang-scheduling-label", "metadata.labels."+rayutils.RayGangSchedulingEnabled, fmt.Sprintf(
+			"%q: the operator's batch schedulers (YuniKorn, scheduler-plugins) read only whether this label is there, so it turns gang scheduling on", v),
+			"drop the label to turn gang scheduling off")
+	}
+}
+
 // nestedClusterRules: a cluster spec inside a RayJob or RayService
 // becomes a RayCluster labelled as theirs, which the RayCluster
 // controller then judges by rules the owner's validation does not run.
@@ -396,11 +490,154 @@ func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, 
 			}
 		}
 	}
+	submitterRules(j, fail)
+	entrypointRules(j, fail)
 	if mode == rayv1.HTTPMode || mode == rayv1.InteractiveMode {
 		for _, f := range []string{"submitterPodTemplate", "submitterConfig"} {
 			if raw[f] != nil {
 				warn("rayjob-field-ignored", "spec."+f, fmt.Sprintf("%s is read only in K8sJobMode: in %s it is ignored", f, mode), "")
 			}
 		}
+	}
+}
+
+// submitterRules build what the operator builds to submit a RayJob —
+// the `ray job submit` command (common/job.go BuildJobSubmitCommand) and,
+// in K8sJobMode, the submitter Job around it (rayjob_controller.go
+// createNewK8sJob) — and check them as the operator and the API server
+// will. In K8sJobMode both are built once the RayJob's cluster is ready;
+// in SidecarMode the command is built before the RayCluster is created.
+func submitterRules(j *rayv1.RayJob, fail func(id, path, msg, fix string)) {
+	mode := j.Spec.SubmissionMode
+	if mode == "" {
+		mode = rayv1.K8sJobMode // the CRD's default
+	}
+	if mode != rayv1.K8sJobMode && mode != rayv1.SidecarMode {
+		return
+	}
+	if cluster := j.Spec.RayClusterSpec; len(j.Spec.Metadata) > 0 && cluster != nil {
+		if _, err := common.GetMetadataJson(j.Spec.Metadata, cluster.RayVersion); err != nil {
+			what := "building the submitter fails at every reconcile: the RayJob stays Initializing on a ready cluster and the job is never submitted"
+			if mode == rayv1.SidecarMode {
+				what = "building the submitter sidecar fails at every reconcile: the operator never creates the RayCluster and the job never runs"
+			}
+			fail("submit-command", "spec.metadata", fmt.Sprintf(
+				"the operator passes metadata to `ray job submit --metadata-json` only for rayVersion 2.6.0 or later, read as a version (here %q: %v): %s",
+				cluster.RayVersion, err, what), "set spec.rayClusterSpec.rayVersion to the image's Ray version (2.6.0 or later)")
+		}
+	}
+	if mode != rayv1.K8sJobMode || j.Spec.SubmitterPodTemplate == nil && j.Spec.SubmitterConfig == nil {
+		return // the operator's own submitter template is valid
+	}
+	tmpl := corev1.PodTemplateSpec{}
+	if t := j.Spec.SubmitterPodTemplate; t != nil {
+		tmpl = *t.DeepCopy()
+	} else if c := j.Spec.RayClusterSpec; c != nil {
+		tmpl = common.GetSubmitterTemplate(&j.Spec, c)
+	}
+	job := &batchv1.Job{Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](2), Template: tmpl}}
+	if c := j.Spec.SubmitterConfig; c != nil && c.BackoffLimit != nil {
+		job.Spec.BackoffLimit = c.BackoffLimit
+	}
+	errs := field.ErrorList{}
+	if len(tmpl.Spec.Containers) > 0 { // none: pod-containers says so
+		policy := tmpl.Spec.RestartPolicy
+		if policy == "" {
+			policy = corev1.RestartPolicyAlways // the API server's default for a pod
+		}
+		if e := restartPolicyFinding("Job", policy, field.NewPath("spec", "template", "spec", "restartPolicy")); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	errs = append(errs, nonNegative(field.NewPath("spec", "backoffLimit"), job.Spec.BackoffLimit)...)
+	for _, e := range errs {
+		path, fix := "spec.submitterPodTemplate.spec.restartPolicy", "set restartPolicy: Never, as the operator's own submitter has"
+		if strings.HasPrefix(e.Field, "spec.backoffLimit") {
+			path, fix = "spec.submitterConfig.backoffLimit", "use 0 or more (the operator's default is 2)"
+		}
+		fail("submitter-refused", path, fmt.Sprintf(
+			"the operator wraps the submitter in a Job, and the API server refuses it (%s): once the cluster is ready the operator records FailedToCreateRayJobSubmitter at every reconcile, and the job is never submitted",
+			e.Error()), fix)
+	}
+}
+
+// entrypointRules: the entrypoint and its resources go, as written, to
+// `ray job submit` (K8sJobMode and SidecarMode: common/job.go
+// BuildJobSubmitCommand; Ray's CLI requires an entrypoint after "--" and
+// reads --entrypoint-resources as a JSON object of quantities) or to the
+// dashboard (HTTPMode: the operator's own
+// dashboardclient.ConvertRayJobToReq reads the resources into numbers).
+// InteractiveMode's entrypoint comes later.
+func entrypointRules(j *rayv1.RayJob, fail func(id, path, msg, fix string)) {
+	mode := j.Spec.SubmissionMode
+	if mode == "" {
+		mode = rayv1.K8sJobMode
+	}
+	if mode == rayv1.InteractiveMode {
+		return
+	}
+	if r := j.Spec.EntrypointResources; r != "" {
+		if _, err := dashboardclient.ConvertRayJobToReq(&rayv1.RayJob{Spec: rayv1.RayJobSpec{EntrypointResources: r}}); err != nil {
+			fail("entrypoint-resources", "spec.entrypointResources", fmt.Sprintf(
+				"%q is not a JSON object of resource quantities (%v): the submission is refused (ray job submit exits with an error; in HTTPMode the operator cannot build its request), so the job never runs",
+				r, err), `write a JSON object of numbers, such as '{"TPU": 4}'`)
+		}
+	}
+	ownCommand := j.Spec.SubmitterPodTemplate != nil && len(j.Spec.SubmitterPodTemplate.Spec.Containers) > 0 &&
+		len(j.Spec.SubmitterPodTemplate.Spec.Containers[0].Command) > 0
+	if strings.TrimSpace(j.Spec.Entrypoint) == "" && (mode == rayv1.SidecarMode || mode == rayv1.K8sJobMode && !ownCommand) {
+		fail("entrypoint-missing", "spec.entrypoint", fmt.Sprintf(
+			"no entrypoint: in %s the operator runs `ray job submit ... --` with nothing after it, which ray job submit refuses (it requires the command to run): the submitter fails and the job never runs", mode),
+			"give the command to run, such as python train.py (InteractiveMode takes it later)")
+	}
+}
+
+// faultToleranceRules: what the operator reads of GCS fault tolerance,
+// and ignores, by utils.IsGCSFaultToleranceEnabled and common/pod.go
+// configureGCSFaultTolerance.
+func faultToleranceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
+	if o := spec.GcsFaultToleranceOptions; o != nil && strings.TrimSpace(o.RedisAddress) == "" {
+		fail("redis-address-missing", c.prefix+"gcsFaultToleranceOptions.redisAddress", fmt.Sprintf(
+			"gcsFaultToleranceOptions with an empty redisAddress: the operator sets fault tolerance up all the same and gives the head an empty %s, so the GCS keeps its state in memory and a head restart loses it",
+			rayutils.RAY_REDIS_ADDRESS), "give the Redis address, such as redis:6379")
+	}
+	if c.kind != "RayCluster" {
+		return // an owner's annotations are not all its cluster's
+	}
+	enabled := rayutils.IsGCSFaultToleranceEnabled(spec, c.annotations)
+	if _, ok := c.annotations[rayutils.RayExternalStorageNSAnnotationKey]; ok && !enabled {
+		warn("fault-tolerance-ignored", "metadata.annotations."+rayutils.RayExternalStorageNSAnnotationKey,
+			"GCS fault tolerance is off (no gcsFaultToleranceOptions, no ray.io/ft-enabled: \"true\"): the operator reads the storage namespace only with it on, so it is ignored",
+			"turn fault tolerance on with gcsFaultToleranceOptions (and its externalStorageNamespace), or drop the annotation")
+	}
+	if !enabled || spec.GcsFaultToleranceOptions != nil || len(spec.HeadGroupSpec.Template.Spec.Containers) == 0 {
+		return
+	}
+	head := spec.HeadGroupSpec.Template.Spec.Containers[0]
+	if rayutils.EnvVarExists(rayutils.RAY_REDIS_ADDRESS, head.Env) || len(head.EnvFrom) > 0 {
+		return // given by hand (or maybe from a ConfigMap or Secret)
+	}
+	warn("fault-tolerance-ignored", "metadata.annotations."+rayutils.RayFTEnabledAnnotationKey, fmt.Sprintf(
+		"GCS fault tolerance is on, with no Redis to keep the GCS state in (neither gcsFaultToleranceOptions.redisAddress nor %s on the head): the operator sets it up all the same — a storage namespace, the Redis cleanup finalizer — while the GCS keeps its state in memory, so a head restart loses it",
+		rayutils.RAY_REDIS_ADDRESS), "use gcsFaultToleranceOptions with redisAddress (and drop the annotation)")
+}
+
+// serviceFieldRules: what the operator replaces in a Service given in
+// full (headGroupSpec.headService, a RayService's serveService), by
+// common/service.go BuildServiceForHeadPod and BuildServeService: the
+// selector is always its own, and the namespace the owner's.
+func serviceFieldRules(path string, svc *corev1.Service, warn func(id, path, msg, fix string)) {
+	if svc == nil {
+		return
+	}
+	if len(svc.Spec.Selector) > 0 {
+		warn("service-field-ignored", path+".spec.selector",
+			"the operator replaces this Service's selector with its own (the cluster's head pod, or its serving pods): yours is ignored",
+			"drop the selector")
+	}
+	if svc.Namespace != "" {
+		warn("service-field-ignored", path+".metadata.namespace",
+			"the operator creates this Service in the namespace of the object it belongs to: a namespace written here is ignored",
+			"drop the namespace")
 	}
 }

@@ -4,16 +4,22 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/batchscheduler/yunikorn"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
+	"github.com/ray-project/kuberay/ray-operator/pkg/features"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -30,11 +36,14 @@ var mishandledRules = map[string]bool{
 	"serve-port-missing": true, "num-of-hosts": true, "workers-to-delete-name": true,
 	"operator-container-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
 	"nested-upgrade-strategy": true, "nested-cluster-suspended": true, "submission-mode": true,
-	"redis-credential": true, "dashboard-port-missing": true,
+	"redis-credential": true, "dashboard-port-missing": true, "head-service-selects-nothing": true,
+	"ingress-refused": true, "autoscaler-service-account": true, "submitter-refused": true, "submit-command": true,
+	"entrypoint-resources": true, "entrypoint-missing": true, "redis-address-missing": true,
 	// warnings: what they say happens depends on the cluster, but happens
 	// on the test's
 	"ray-container-first": true, "operator-env-overrides": true, "annotation-bool": true,
 	"autoscaler-options-ignored": true, "workers-to-delete-foreign": true, "rayjob-field-ignored": true,
+	"fault-tolerance-ignored": true, "service-field-ignored": true,
 }
 
 // silentRules are those of mishandledRules the operator records no
@@ -45,6 +54,13 @@ var silentRules = map[string]bool{
 	"duplicate-group-name": true, "serve-port-missing": true, "num-of-hosts": true,
 	"workers-to-delete-name": true, "auth-mode-unset": true, "group-resource-quantity": true,
 	"nested-cluster-suspended": true, "submission-mode": true, "dashboard-port-missing": true,
+	"head-service-selects-nothing": true, "submit-command": true,
+	// the API server forbids the head pod (no such service account), and
+	// refuses nothing as invalid
+	"autoscaler-service-account": true,
+	// the submitter Job is made; what it runs fails in Ray's CLI
+	"entrypoint-resources": true, "entrypoint-missing": true,
+	"redis-address-missing": true,
 }
 
 // TestOperatorMishandles creates, on the real operator, every RayCluster
@@ -73,6 +89,18 @@ var silentRules = map[string]bool{
 //     never leaves Initializing;
 //   - operator-container-name in a SidecarMode RayJob:
 //     FailedToCreateRayCluster, and no pod;
+//   - head-service-selects-nothing: the head pod runs, and the head
+//     Service's selector selects no pod;
+//   - ingress-refused: FailedToCreateIngress, and no pod;
+//   - autoscaler-service-account: with the account of the name written
+//     made, FailedToCreateHeadPod, and no pod;
+//   - submitter-refused: FailedToCreateRayJobSubmitter, and no Job;
+//   - submit-command: the RayJob's cluster is ready, the RayJob never
+//     leaves Initializing and no submitter Job is made;
+//   - entrypoint-resources, entrypoint-missing: the submitter Job runs
+//     `ray job submit` with the resources as written, or with nothing
+//     after "--" (what Ray's CLI then refuses needs a running Ray:
+//     TestRayJobSubmitCommandVerbatim holds it to the operator's command);
 //
 // and the warnings:
 //   - ray-container-first: the head's first container, a sidecar, is
@@ -83,7 +111,15 @@ var silentRules = map[string]bool{
 //   - workers-to-delete-foreign: the pod of that name, not Ray's, is
 //     deleted;
 //   - rayjob-field-ignored: no RayCluster from the rayClusterSpec beside a
-//     clusterSelector.
+//     clusterSelector;
+//   - fault-tolerance-ignored: a head without the storage namespace
+//     written; or, with ray.io/ft-enabled and no Redis, a head with a
+//     storage namespace and no Redis address, and the Redis cleanup
+//     finalizer on the RayCluster;
+//   - service-field-ignored: the head Service's selector is the
+//     operator's, in the RayCluster's namespace.
+//
+// and redis-address-missing: a head given an empty RAY_REDIS_ADDRESS.
 //
 // A rule that stops matching the operator fails here.
 func TestOperatorMishandles(t *testing.T) {
@@ -162,6 +198,13 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 			t.Fatal(err)
 		}
 	}
+	if rule == "autoscaler-service-account" {
+		// The account the head template names, made as its docs ask.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: headTemplateServiceAccount(t, d)}}
+		if _, err := tc.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := createAsWritten(ctx, tc, ns, d, ""); err != nil {
 		t.Fatalf("the API server refuses it, lint only warns of the operator: %v", err)
 	}
@@ -169,16 +212,83 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 		rule = "cluster-refused" // SidecarMode's submitter beside the user's
 	}
 	switch rule {
-	case "cluster-refused", "redis-credential", "head-service-refused", "nested-upgrade-strategy":
+	case "cluster-refused", "redis-credential", "head-service-refused", "nested-upgrade-strategy", "ingress-refused", "autoscaler-service-account":
 		// The event the refusal leaves, and no pod after it.
 		reason := map[string]string{"cluster-refused": "FailedToCreateRayCluster", "redis-credential": "FailedToCreateHeadPod",
-			"head-service-refused": "FailedToCreateService", "nested-upgrade-strategy": "InvalidRayClusterSpec"}[rule]
+			"head-service-refused": "FailedToCreateService", "nested-upgrade-strategy": "InvalidRayClusterSpec",
+			"ingress-refused": "FailedToCreateIngress", "autoscaler-service-account": "FailedToCreateHeadPod"}[rule]
 		events := waitForEvent(ctx, t, tc, ns, reason)
 		time.Sleep(5 * time.Second)
 		if pods := podsIn(ctx, t, tc, ns); pods != 0 {
 			t.Errorf("%d pods after %s; lint says the operator creates none", pods, events)
 		}
-	case "dashboard-port-missing":
+	case "submitter-refused":
+		events := waitForEvent(ctx, t, tc, ns, "FailedToCreateRayJobSubmitter")
+		if jobs, err := tc.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
+			t.Errorf("%d submitter Jobs (%v) after %s; lint says the API server refuses it", len(jobs.Items), err, events)
+		}
+	case "entrypoint-resources", "entrypoint-missing":
+		var args string
+		waitFor(ctx, t, "the submitter Job", func() bool {
+			job, err := tc.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				c := job.Spec.Template.Spec.Containers[0]
+				args = strings.Join(strings.Fields(strings.Join(slices.Concat(c.Command, c.Args), " ")), " ") // the shell's words
+			}
+			return err == nil
+		})
+		want := "-- ;"
+		if rule == "entrypoint-resources" {
+			r, _, _ := unstructured.NestedString(d.Object.Object, "spec", "entrypointResources")
+			want = "--entrypoint-resources " + strconv.Quote(r) + " "
+		}
+		if !strings.Contains(args, want) {
+			t.Errorf("the submitter runs %s; lint says it runs %q", args, want)
+		}
+	case "redis-address-missing":
+		settledWorkers(ctx, t, tc, ns)
+		if addr, ok := envOf(headPod(ctx, t, tc, ns))["RAY_REDIS_ADDRESS"]; !ok || addr != "" {
+			t.Errorf("the head has RAY_REDIS_ADDRESS %q (set: %v); lint says it is given an empty one", addr, ok)
+		}
+	case "service-field-ignored":
+		var svc *corev1.Service
+		waitFor(ctx, t, "the head Service", func() bool {
+			list, err := tc.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/node-type=head"})
+			if err == nil && len(list.Items) == 1 {
+				svc = &list.Items[0]
+			}
+			return svc != nil
+		})
+		if svc.Spec.Selector["app"] != "" || svc.Spec.Selector["ray.io/cluster"] != name {
+			t.Errorf("the head Service selects %v; lint says the operator's selector replaces the one written", svc.Spec.Selector)
+		}
+	case "fault-tolerance-ignored":
+		settledWorkers(ctx, t, tc, ns)
+		env := envOf(headPod(ctx, t, tc, ns))
+		_, storage := env["RAY_external_storage_namespace"]
+		_, redis := env["RAY_REDIS_ADDRESS"]
+		if d.Object.GetAnnotations()["ray.io/ft-enabled"] == "" {
+			if storage {
+				t.Errorf("the head has RAY_external_storage_namespace; lint says the annotation is ignored")
+			}
+			break
+		}
+		rc, err := tc.Ray.RayV1().RayClusters(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || !storage || redis || !slices.Contains(rc.Finalizers, "ray.io/gcs-ft-redis-cleanup-finalizer") {
+			t.Errorf("storage namespace %v, Redis address %v, finalizers %v (%v); lint says fault tolerance is set up with no Redis", storage, redis, rc.Finalizers, err)
+		}
+	case "head-service-selects-nothing":
+		settledWorkers(ctx, t, tc, ns)
+		head := headPod(ctx, t, tc, ns)
+		svc, err := tc.Kube.CoreV1().Services(ns).Get(ctx, name+"-head-svc", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		selected, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+		if err != nil || len(selected.Items) != 0 {
+			t.Errorf("the head Service selects %d pods (%v); lint says none, though the head pod %s runs", len(selected.Items), err, head.Name)
+		}
+	case "dashboard-port-missing", "submit-command":
 		waitFor(ctx, t, "the RayJob's cluster to be ready", func() bool {
 			list, err := tc.Ray.RayV1().RayClusters(ns).List(ctx, metav1.ListOptions{})
 			//lint:ignore SA1019 status.state is what the RayJob controller waits for
@@ -186,6 +296,13 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 		})
 		time.Sleep(10 * time.Second)
 		job, err := tc.Ray.RayV1().RayJobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if rule == "submit-command" {
+			jobs, listErr := tc.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || listErr != nil || job.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing || len(jobs.Items) != 0 {
+				t.Errorf("job %s, %d submitter Jobs (%v, %v); lint says the operator cannot build the submitter", job.Status.JobDeploymentStatus, len(jobs.Items), err, listErr)
+			}
+			break
+		}
 		if err != nil || job.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusInitializing || job.Status.DashboardURL != "" {
 			t.Errorf("job %s, dashboard %q (%v); lint says the operator waits for a dashboard port without end", job.Status.JobDeploymentStatus, job.Status.DashboardURL, err)
 		}
@@ -317,6 +434,16 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 	}
 }
 
+// headTemplateServiceAccount is the serviceAccountName of a RayCluster's
+// head template.
+func headTemplateServiceAccount(t *testing.T, d validation.Document) string {
+	sa, _, err := unstructured.NestedString(d.Object.Object, "spec", "headGroupSpec", "template", "spec", "serviceAccountName")
+	if err != nil || sa == "" {
+		t.Fatalf("no serviceAccountName in the head template: %v", err)
+	}
+	return sa
+}
+
 // createAsWritten creates d's object in ns as kubectl would, its fields as
 // written (a typed client would leave out a zero numOfHosts, and the API
 // server would default it); a RayJob in submission mode mode when that is
@@ -438,6 +565,10 @@ var operatorRuleIDs = map[string]bool{
 	"group-resource-quantity": true, "operator-env-overrides": true, "annotation-bool": true,
 	"autoscaler-options-ignored": true, "nested-upgrade-strategy": true, "nested-cluster-suspended": true,
 	"submission-mode": true, "rayjob-field-ignored": true, "redis-credential": true, "dashboard-port-missing": true,
+	"head-service-selects-nothing": true, "ingress-refused": true, "autoscaler-service-account": true,
+	"submitter-refused": true, "submit-command": true, "entrypoint-resources": true, "entrypoint-missing": true,
+	"fault-tolerance-ignored": true, "redis-address-missing": true, "service-field-ignored": true,
+	"gang-scheduling-label": true,
 }
 
 // TestOperatorRulesFindings: which cluster specs each operator rule finds
@@ -489,6 +620,26 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"a RayCluster's head ports without the dashboard", strings.Replace(base, "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n          ports: [{name: gcs, containerPort: 6379}]\n", 1), "", ""},
 		{"the serve Service asked for in capitals", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/enable-serve-service: \"True\"}\n", 1), "annotation-bool", "metadata.annotations.ray.io/enable-serve-service"},
 		{"only the autoscaler's version without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "", ""},
+		{"the operator's created-by label on the head", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {app.kubernetes.io/created-by: me}}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.template.metadata.labels.app.kubernetes.io/created-by"},
+		{"the operator's identifier label on the head", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {ray.io/identifier: head}}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.template.metadata.labels.ray.io/identifier"},
+		{"the app's name label on the head (carried to the Service)", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {app.kubernetes.io/name: trainer, ray.io/cluster: other}}\n", 1), "", ""},
+		{"the operator's created-by label on a worker", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    template:\n      metadata: {labels: {app.kubernetes.io/created-by: me}}\n", 1), "", ""},
+		{"an ingress class with an underscore", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {kubernetes.io/ingress.class: nginx_internal}\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    enableIngress: true\n", 1), "ingress-refused", "metadata.annotations.kubernetes.io/ingress.class"},
+		{"an ingress class", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {kubernetes.io/ingress.class: nginx-internal}\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    enableIngress: true\n", 1), "", ""},
+		{"an ingress class with an underscore, no ingress", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {kubernetes.io/ingress.class: nginx_internal}\n", 1), "", ""},
+		{"a long service account with autoscaling", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+strings.Repeat("a", 51)+"\n        containers:\n        - name: ray-head\n", 1), "autoscaler-service-account", "spec.headGroupSpec.template.spec.serviceAccountName"},
+		{"a service account beginning with a digit, with autoscaling", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: 1-ray\n        containers:\n        - name: ray-head\n", 1), "autoscaler-service-account", "spec.headGroupSpec.template.spec.serviceAccountName"},
+		{"a service account of 50 characters, with autoscaling", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+strings.Repeat("a", 50)+"\n        containers:\n        - name: ray-head\n", 1), "", ""},
+		{"a long service account without autoscaling", strings.Replace(base, "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+strings.Repeat("a", 51)+"\n        containers:\n        - name: ray-head\n", 1), "", ""},
+		{"ft-enabled without Redis", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "fault-tolerance-ignored", "metadata.annotations.ray.io/ft-enabled"},
+		{"ft-enabled with RAY_REDIS_ADDRESS", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_REDIS_ADDRESS, value: redis:6379}]\n  workerGroupSpecs", 1), "", ""},
+		{"gcsFaultToleranceOptions", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions: {redisAddress: redis:6379}\n  headGroupSpec:\n", 1), "", ""},
+		{"a storage namespace without fault tolerance", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/external-storage-namespace: ns}\n", 1), "fault-tolerance-ignored", "metadata.annotations.ray.io/external-storage-namespace"},
+		{"a storage namespace with ft-enabled", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\", ray.io/external-storage-namespace: ns}\n", 1), "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_REDIS_ADDRESS, value: redis:6379}]\n  workerGroupSpecs", 1), "", ""},
+		{"fault tolerance without a Redis address", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions: {redisAddress: \"\"}\n  headGroupSpec:\n", 1), "redis-address-missing", "spec.gcsFaultToleranceOptions.redisAddress"},
+		{"a head Service selector", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {spec: {selector: {app: x}}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.spec.selector"},
+		{"a head Service namespace", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: other}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.metadata.namespace"},
+		{"a head Service annotation", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {annotations: {a: b}}}\n", 1), "", ""},
 		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
 	} {
 		t.Run(c.name, func(t *testing.T) { wantOperatorFinding(t, c.doc, c.id, c.path) })
@@ -534,6 +685,24 @@ spec:
 		{"head ports with the dashboard", strings.Replace(job, "          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]", "          containers: [{name: ray-head, image: rayproject/ray:2.54.0, ports: [{name: dashboard, containerPort: 8265}]}]", 1), "", ""},
 		{"an own submitter in SidecarMode", strings.Replace(spec("submissionMode: SidecarMode"), "[{name: ray-head, image: rayproject/ray:2.54.0}]", "[{name: ray-head, image: rayproject/ray:2.54.0}, {name: ray-job-submitter, image: rayproject/ray:2.54.0}]", 1), "operator-container-name", "spec.rayClusterSpec.headGroupSpec.template.spec.containers[1].name"},
 		{"an own submitter in K8sJobMode", strings.Replace(job, "[{name: ray-head, image: rayproject/ray:2.54.0}]", "[{name: ray-head, image: rayproject/ray:2.54.0}, {name: ray-job-submitter, image: rayproject/ray:2.54.0}]", 1), "", ""},
+		{"metadata without rayVersion", spec("metadata: {owner: alice}"), "submit-command", "spec.metadata"},
+		{"metadata for Ray 2.5", strings.Replace(spec("metadata: {owner: alice}"), "    headGroupSpec:\n", "    rayVersion: 2.5.0\n    headGroupSpec:\n", 1), "submit-command", "spec.metadata"},
+		{"metadata in SidecarMode without rayVersion", spec("metadata: {owner: alice}\n  submissionMode: SidecarMode"), "submit-command", "spec.metadata"},
+		{"metadata for Ray 2.54", strings.Replace(spec("metadata: {owner: alice}"), "    headGroupSpec:\n", "    rayVersion: 2.54.0\n    headGroupSpec:\n", 1), "", ""},
+		{"metadata in HTTPMode without rayVersion", spec("metadata: {owner: alice}\n  submissionMode: HTTPMode"), "", ""},
+		{"a submitter template without restartPolicy", spec("submitterPodTemplate: {spec: {containers: [{name: s, image: rayproject/ray:2.54.0}]}}"), "submitter-refused", "spec.submitterPodTemplate.spec.restartPolicy"},
+		{"a submitter template restarting Always", spec("submitterPodTemplate: {spec: {restartPolicy: Always, containers: [{name: s, image: rayproject/ray:2.54.0}]}}"), "submitter-refused", "spec.submitterPodTemplate.spec.restartPolicy"},
+		{"a submitter template restarting Never", spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0}]}}"), "", ""},
+		{"a negative submitter backoffLimit", spec("submitterConfig: {backoffLimit: -1}"), "submitter-refused", "spec.submitterConfig.backoffLimit"},
+		{"a submitter backoffLimit of 0", spec("submitterConfig: {backoffLimit: 0}"), "", ""},
+		{"entrypoint resources not JSON", spec(`entrypointResources: "{TPU: 4}"`), "entrypoint-resources", "spec.entrypointResources"},
+		{"entrypoint resources as strings", spec(`entrypointResources: '{"TPU": "4"}'`), "entrypoint-resources", "spec.entrypointResources"},
+		{"entrypoint resources in HTTPMode", spec("entrypointResources: \"TPU=4\"\n  submissionMode: HTTPMode"), "entrypoint-resources", "spec.entrypointResources"},
+		{"entrypoint resources as JSON", spec(`entrypointResources: '{"TPU": 4}'`), "", ""},
+		{"no entrypoint", strings.Replace(job, "  entrypoint: python x.py\n", "", 1), "entrypoint-missing", "spec.entrypoint"},
+		{"a blank entrypoint in SidecarMode", strings.Replace(job, "  entrypoint: python x.py\n", "  entrypoint: \" \"\n  submissionMode: SidecarMode\n", 1), "entrypoint-missing", "spec.entrypoint"},
+		{"no entrypoint in InteractiveMode", strings.Replace(job, "  entrypoint: python x.py\n", "  submissionMode: InteractiveMode\n", 1), "", ""},
+		{"no entrypoint beside a submitter's own command", strings.Replace(job, "  entrypoint: python x.py\n", "  submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, command: [ray, job, submit, --, python, x.py]}]}}\n", 1), "", ""},
 		{"a submitter template in HTTPMode", spec("submissionMode: HTTPMode\n  submitterConfig: {backoffLimit: 2}"), "rayjob-field-ignored", "spec.submitterConfig"},
 	} {
 		t.Run(c.name, func(t *testing.T) { wantOperatorFinding(t, c.doc, c.id, c.path) })
@@ -598,6 +767,29 @@ spec:
 	}
 }
 
+// TestRayJobSubmitCommandVerbatim: the operator does not check the
+// entrypoint or its resources — its own command construction (KubeRay
+// v1.6.0's BuildJobSubmitCommand) gives them to `ray job submit` as they
+// are, so what Ray's CLI refuses (an entrypoint is required after "--";
+// --entrypoint-resources is read as a JSON object of quantities) is only
+// found when the submitter runs.
+func TestRayJobSubmitCommandVerbatim(t *testing.T) {
+	job := &rayv1.RayJob{
+		Spec:   rayv1.RayJobSpec{EntrypointResources: "{TPU: 4}", RayClusterSpec: &rayv1.RayClusterSpec{}},
+		Status: rayv1.RayJobStatus{DashboardURL: "head:8265", JobId: "id"},
+	}
+	cmd, err := common.BuildJobSubmitCommand(job, rayv1.K8sJobMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell := strings.Join(strings.Fields(strings.Join(cmd, " ")), " ") // the shell's words
+	for _, want := range []string{`--entrypoint-resources "{TPU: 4}" -- ;`} {
+		if !strings.Contains(shell, want) {
+			t.Errorf("the operator's submit command %s lacks %s", shell, want)
+		}
+	}
+}
+
 // TestRayStartParamsReachRayStartVerbatim: the operator does not check
 // rayStartParams values — its own pod construction (KubeRay v1.6.0's
 // BuildPod, through ComputeStartResources' command) puts them into the ray
@@ -614,5 +806,115 @@ func TestRayStartParamsReachRayStartVerbatim(t *testing.T) {
 	}
 	if !strings.Contains(rs[0].Command, "--dashboard-port=http") {
 		t.Fatalf("the operator's ray start command: %s", rs[0].Command)
+	}
+}
+
+// TestGangSchedulingLabelByPresence: gang-scheduling-label held to
+// KubeRay v1.6.0's own batch scheduler code (a batch scheduler is not part
+// of the test control plane): YuniKorn's gives a RayCluster's pods its
+// task groups — gang scheduling — for the label of value "false" as for
+// "true", and lint warns of exactly the first.
+func TestGangSchedulingLabelByPresence(t *testing.T) {
+	for _, value := range []string{"false", "true"} {
+		doc := strings.Replace(rayClusterDoc("gang"), "  name: gang\n", "  name: gang\n  labels: {ray.io/gang-scheduling-enabled: \""+value+"\"}\n", 1)
+		warned := slices.ContainsFunc(lintString(t, doc), func(f validation.Finding) bool { return f.ID == "gang-scheduling-label" })
+		u := lintDocs(t, doc)[0].Object
+		rc := &rayv1.RayCluster{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rc); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{}
+		(&yunikorn.YuniKornScheduler{}).AddMetadataToChildResource(context.Background(), rc, pod, "gpu")
+		gang := pod.Annotations[yunikorn.YuniKornTaskGroupsAnnotationName] != ""
+		if !gang {
+			t.Fatalf("%q: YuniKorn gives the pod no task groups: the operator does not read the label as lint says", value)
+		}
+		if warned != (value != "true") {
+			t.Errorf("%q: gang-scheduling-label %v", value, warned)
+		}
+	}
+}
+
+// TestIncrementalUpgradeGateOffByDefault: upgrade-strategy-gate held to
+// KubeRay v1.6.0's feature gates (a RayService upgrade needs a serving
+// Ray to show): the gate its RayService controller reads the type under
+// is off by default, and lint warns of the type.
+func TestIncrementalUpgradeGateOffByDefault(t *testing.T) {
+	if features.Enabled(features.RayServiceIncrementalUpgrade) {
+		t.Fatal("KubeRay's RayServiceIncrementalUpgrade gate is on by default: upgrade-strategy-gate is wrong")
+	}
+	doc := `apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: svc}
+spec:
+  upgradeStrategy: {type: NewClusterWithIncrementalUpgrade}
+  serveConfigV2: |
+    applications:
+    - name: app
+      import_path: app:deployment
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]
+`
+	for _, c := range []struct {
+		typ  string
+		want bool
+	}{{"NewClusterWithIncrementalUpgrade", true}, {"NewCluster", false}} {
+		fs := lintString(t, strings.Replace(doc, "NewClusterWithIncrementalUpgrade", c.typ, 1))
+		if got := slices.ContainsFunc(fs, func(f validation.Finding) bool { return f.ID == "upgrade-strategy-gate" }); got != c.want {
+			t.Errorf("%s: upgrade-strategy-gate %v, want %v", c.typ, got, c.want)
+		}
+	}
+}
+
+// TestServiceFieldsTheOperatorReplaces: service-field-ignored held to
+// KubeRay v1.6.0's own builders, for the serve Service a RayService gives
+// in full (which the operator builds only once Ray serves; the head
+// Service is shown on the operator by TestOperatorMishandles).
+func TestServiceFieldsTheOperatorReplaces(t *testing.T) {
+	ctx := context.Background()
+	given := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "other"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "serve"}, Ports: []corev1.ServicePort{{Name: "serve", Port: 8000}}}}
+	rs := rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "default"}, Spec: rayv1.RayServiceSpec{ServeService: given}}
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "svc-abcde", Namespace: "default"}, Spec: rayv1.RayClusterSpec{
+		HeadGroupSpec: rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-head"}}}}}}}
+	built, err := common.BuildServeServiceForRayService(ctx, rs, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if built.Spec.Selector["app"] != "" || built.Namespace != "default" {
+		t.Fatalf("the operator's serve Service selects %v in %s: it keeps what lint says it replaces", built.Spec.Selector, built.Namespace)
+	}
+	doc := `apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: svc}
+spec:
+  serveService:
+    metadata: {namespace: other}
+    spec:
+      selector: {app: serve}
+      ports: [{name: serve, port: 8000}]
+  serveConfigV2: |
+    applications:
+    - name: app
+      import_path: app:deployment
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]
+`
+	var paths []string
+	for _, f := range lintString(t, doc) {
+		if f.ID == "service-field-ignored" {
+			paths = append(paths, f.Path)
+		}
+	}
+	if want := []string{"spec.serveService.metadata.namespace", "spec.serveService.spec.selector"}; !slices.Equal(paths, want) {
+		t.Fatalf("service-field-ignored at %v, want %v", paths, want)
 	}
 }

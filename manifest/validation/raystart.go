@@ -74,6 +74,10 @@ type builtPod struct {
 	pod   corev1.Pod
 }
 
+// operatorPodsCluster is the name of the cluster operatorPods builds the
+// pods of.
+const operatorPodsCluster = "cluster"
+
 // operatorPods runs KubeRay v1.6.0's pod construction on a copy of spec:
 // the head's pod, then each worker group's. The pods are built for a
 // cluster of a short stand-in name: names do not change what is checked
@@ -82,7 +86,7 @@ type builtPod struct {
 // name goes through CheckName as well, so it is left out.
 func operatorPods(spec *rayv1.RayClusterSpec) ([]builtPod, error) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
-	const name = "cluster"
+	const name = operatorPodsCluster
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *asStored(spec)}
 	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = ""
 	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, nil); err != nil {
