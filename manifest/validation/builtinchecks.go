@@ -401,6 +401,9 @@ func ingressErrors(o *networkingv1.Ingress) field.ErrorList {
 					}
 				}
 			case *path.PathType == networkingv1.PathTypeImplementationSpecific:
+				if path.Path != "" && !strings.HasPrefix(path.Path, "/") {
+					errs = append(errs, field.Invalid(pp.Child("path"), path.Path, "must be an absolute path"))
+				}
 			default:
 				errs = append(errs, field.NotSupported(pp.Child("pathType"), *path.PathType, []networkingv1.PathType{networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific, networkingv1.PathTypePrefix}))
 			}

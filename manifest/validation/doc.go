@@ -112,10 +112,11 @@
 //	nested-cluster-suspended the owner's cluster suspended: never ready, the       rayjob_controller.go (waits for Ready)
 //	  (error)                RayJob waits without end
 //	submission-mode (error)  an unknown submissionMode: Running, never submitted   rayjob_controller.go Initializing branch
-//	head-service-selects-    a head template label the operator also sets          common/pod.go labelPod (the template's wins);
-//	  nothing (error)        (app.kubernetes.io/created-by, ray.io/identifier):    service.go BuildServiceForHeadPod (the
-//	                         the head Service selects no pod, workers never        operator's); raycluster_controller.go
-//	                         reach the head                                         reconcileHeadService
+//	head-service-selects-    a head label the operator also sets, of another       common/pod.go DefaultHeadPodTemplate, labelPod
+//	  nothing (error)        value (app.kubernetes.io/created-by,                  (the user's wins); service.go
+//	                         ray.io/identifier; app.kubernetes.io/name but in      BuildServiceForHeadPod (the operator's),
+//	                         the template, or for a RayJob's or RayService's       BuildHeadServiceFor{RayJob,RayService};
+//	                         own head Service): the Service selects no pod          reconcileHeadService
 //	ingress-refused (error)  enableIngress with an Ingress the API server          common/ingress.go BuildIngressForHeadService;
 //	                         refuses (an ingress.class that is no name):           raycluster_controller.go reconcileIngress,
 //	                         FailedToCreateIngress, no pod at all                   before the head Service
@@ -132,8 +133,9 @@
 //	entrypoint-resources     entrypointResources that are not a JSON object of     common/job.go BuildJobSubmitCommand (as
 //	  (error)                quantities: ray job submit refuses them, the job       written); dashboardclient ConvertRayJobToReq
 //	                         never runs                                             (HTTPMode)
-//	entrypoint-missing       no entrypoint outside InteractiveMode: `ray job       common/job.go BuildJobSubmitCommand
-//	  (error)                submit --` with nothing after it, refused
+//	entrypoint-missing       no entrypoint in K8sJobMode (the operator's command)  common/job.go BuildJobSubmitCommand
+//	  (error)                or SidecarMode: `ray job submit --` with nothing
+//	                         after it, refused
 //	ray-start-param (error)  a rayStartParams value ray start refuses: the         common/pod.go convertParamMap
 //	                         group's pods restart without end
 //	serve-config (error)     serveConfigV2 not YAML, or refused by Ray Serve's     rayservice_controller.go
@@ -149,16 +151,18 @@
 //	  ignored (warning)      ignored
 //	rayjob-field-ignored     rayClusterSpec beside clusterSelector, submitter      rayjob_controller.go
 //	  (warning)              fields outside K8sJobMode: ignored
-//	redis-address-missing    gcsFaultToleranceOptions with an empty redisAddress:  common/pod.go configureGCSFaultTolerance
-//	  (error)                the head gets an empty RAY_REDIS_ADDRESS, the GCS
-//	                         state is kept in memory
-//	service-field-ignored    a headService's or serveService's selector or         common/service.go BuildServiceForHeadPod,
-//	  (warning)              namespace: replaced by the operator's                  BuildServeService
+//	redis-address-missing    gcsFaultToleranceOptions with an empty redisAddress:  common/pod.go configureGCSFaultTolerance;
+//	  (error)                the head gets an empty RAY_REDIS_ADDRESS, which       Ray's node.py (RAY_REDIS_ADDRESS split
+//	                         Ray cannot parse: the head restarts without end        into host and port)
+//	service-field-ignored    a headService's or serveService's selector, or a      common/service.go BuildServiceForHeadPod,
+//	  (warning)              namespace not the object's: replaced                   BuildServeService
 //	upgrade-strategy-gate    a RayService's NewClusterWithIncrementalUpgrade       rayservice_controller.go
-//	  (warning)              without the operator's feature gate (off by           isZeroDowntimeUpgradeEnabled
-//	                         default): no upgrade is ever rolled out
-//	gang-scheduling-label    ray.io/gang-scheduling-enabled: "false": read by      batchscheduler/yunikorn, scheduler-plugins
-//	  (warning)              presence, gang scheduling on                           isGangSchedulingEnabled
+//	  (warning)              without the operator's feature gate (off by           isZeroDowntimeUpgradeEnabled,
+//	                         default): a changed cluster spec gets no new           shouldPrepareNewCluster
+//	                         cluster
+//	gang-scheduling-label    ray.io/gang-scheduling-enabled: "false": YuniKorn     batchscheduler/yunikorn, scheduler-plugins
+//	  (warning)              and scheduler-plugins read it by presence, gang        isGangSchedulingEnabled
+//	                         scheduling on
 //	fault-tolerance-ignored  ray.io/external-storage-namespace without fault       utils IsGCSFaultToleranceEnabled;
 //	  (warning)              tolerance: ignored; ray.io/ft-enabled with no Redis    common/pod.go configureGCSFaultTolerance
 //	                         address: set up, and the GCS state kept in memory
@@ -174,6 +178,8 @@
 // (kwok's pods run no containers) are held to their source: ray-start-param
 // to the operator's own command construction
 // (TestRayStartParamsReachRayStartVerbatim) and ray start's option types,
+// redis-address-missing to the head's env the operator builds (shown on
+// it) and Ray's node.py, which cannot split an empty address,
 // entrypoint-resources and entrypoint-missing to the submitter Job the
 // operator makes (shown on it) and its command
 // (TestRayJobSubmitCommandVerbatim), which Ray's CLI refuses,

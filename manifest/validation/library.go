@@ -2,8 +2,11 @@ package validation
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -39,6 +42,25 @@ type crdLibrary struct {
 
 	celOnce sync.Once
 	cel     *cel.Validator
+
+	// celByRules: CEL validators of the version's rules reached by the
+	// objects seen, by the set of rule nodes reached (celRulesKey).
+	celMu       sync.Mutex
+	celByRules  map[string]*reachedCEL
+	rulesBelowN map[*structuralPlan]bool
+	// ruleNodes counts the version's nodes with rules (0: not yet);
+	// compiledNodes those the validators in celByRules compiled.
+	ruleNodes, compiledNodes int
+	// everySet: compile a validator for every set reached (tests).
+	everySet bool
+}
+
+// reachedCEL is a CEL validator compiled for some of a version's rules,
+// and the schema it walks.
+type reachedCEL struct {
+	once       sync.Once
+	validator  *cel.Validator
+	structural *structuralschema.Structural
 }
 
 func (l *crdLibrary) schemaProps() (*apiextensions.JSONSchemaProps, error) {
@@ -88,6 +110,121 @@ func (l *crdLibrary) celValidator() (*cel.Validator, *structuralschema.Structura
 	}
 	l.celOnce.Do(func() { l.cel = cel.NewValidator(structural, true, celconfig.PerCallLimit) })
 	return l.cel, structural, nil
+}
+
+// celValidatorReaching is a CEL validator that compiles only the rules of
+// the nodes in reached (and, where the plan shares a node among identical
+// subtrees, of the nodes that share it): the CEL validator evaluates a
+// node's rules only on a value that is there, so on an object that reaches
+// no other rule node it finds exactly what the validator of every rule
+// finds (TestStructuralPlanMatchesLibrary holds the two together). A
+// version with many rules — an HTTPRoute has 77 — compiles, for one object,
+// the few it reaches: compiling CEL is most of what a cold process spends
+// on an object that reaches a rule.
+func (l *crdLibrary) celValidatorReaching(plan *structuralPlan, reached []*structuralPlan) (*cel.Validator, *structuralschema.Structural, error) {
+	structural, err := l.structuralSchema()
+	if err != nil {
+		return nil, nil, err
+	}
+	key, n := celRulesKey(reached)
+	l.celMu.Lock()
+	if l.celByRules == nil {
+		l.celByRules, l.rulesBelowN = map[string]*reachedCEL{}, map[*structuralPlan]bool{}
+		l.ruleNodes = countRuleNodes(plan, map[*structuralPlan]bool{})
+	}
+	entry := l.celByRules[key]
+	// Compiling rules costs about the same per node: validators of the
+	// rules reached stop once they would have compiled as many nodes as
+	// the validator of every rule, which then serves every object.
+	if entry == nil && !l.everySet && (n >= l.ruleNodes || l.compiledNodes+n > l.ruleNodes) {
+		l.celMu.Unlock()
+		return l.celValidator()
+	}
+	if entry == nil {
+		l.compiledNodes += n
+		entry = &reachedCEL{}
+		l.celByRules[key] = entry
+		keep := make(map[*structuralPlan]bool, len(reached))
+		for _, p := range reached {
+			keep[p] = true
+		}
+		entry.structural = withRulesOf(structural, plan, keep, l.rulesBelowN)
+	}
+	l.celMu.Unlock()
+	entry.once.Do(func() { entry.validator = cel.NewValidator(entry.structural, true, celconfig.PerCallLimit) })
+	return entry.validator, entry.structural, nil
+}
+
+// celRulesKey names a set of rule nodes; n is how many it has.
+func celRulesKey(reached []*structuralPlan) (key string, n int) {
+	ids := make([]uintptr, len(reached))
+	for i, p := range reached {
+		ids[i] = uintptr(unsafe.Pointer(p))
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(strconv.FormatUint(uint64(id), 36))
+		b.WriteByte(' ')
+	}
+	return b.String(), len(ids)
+}
+
+// countRuleNodes counts the nodes with rules at and under p.
+func countRuleNodes(p *structuralPlan, seen map[*structuralPlan]bool) int {
+	if p == nil || seen[p] {
+		return 0
+	}
+	seen[p] = true
+	n := countRuleNodes(p.items, seen) + countRuleNodes(p.additionalSchema, seen)
+	if p.celRules {
+		n++
+	}
+	for _, child := range p.properties {
+		n += countRuleNodes(child, seen)
+	}
+	return n
+}
+
+// withRulesOf is s (whose plan is p) with the x-kubernetes-validations of
+// the nodes not in keep left out, copying only the nodes on the way to
+// those it changes. below memoizes rulesBelow.
+func withRulesOf(s *structuralschema.Structural, p *structuralPlan, keep, below map[*structuralPlan]bool) *structuralschema.Structural {
+	if s == nil || p == nil || !rulesBelow(p, below) {
+		return s
+	}
+	c := *s
+	if len(c.XValidations) > 0 && !keep[p] {
+		c.XValidations = nil
+	}
+	if len(s.Properties) > 0 {
+		c.Properties = make(map[string]structuralschema.Structural, len(s.Properties))
+		for name, prop := range s.Properties {
+			c.Properties[name] = *withRulesOf(&prop, p.properties[name], keep, below)
+		}
+	}
+	c.Items = withRulesOf(s.Items, p.items, keep, below)
+	if a := s.AdditionalProperties; a != nil && a.Structural != nil {
+		c.AdditionalProperties = &structuralschema.StructuralOrBool{Structural: withRulesOf(a.Structural, p.additionalSchema, keep, below), Bool: a.Bool}
+	}
+	return &c
+}
+
+// rulesBelow reports whether p or a node under it has rules.
+func rulesBelow(p *structuralPlan, memo map[*structuralPlan]bool) bool {
+	if p == nil {
+		return false
+	}
+	if v, ok := memo[p]; ok {
+		return v
+	}
+	has := p.celRules || rulesBelow(p.items, memo) || rulesBelow(p.additionalSchema, memo)
+	for _, child := range p.properties {
+		has = has || rulesBelow(child, memo)
+	}
+	memo[p] = has
+	return has
 }
 
 // precompiledSchemaName is the file of a CRD version's schema in

@@ -171,12 +171,12 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 		pods, podsErr := operatorPods(spec) // built once, for the rules below
 		if podsErr == nil {
 			podRules(c, spec, pods, fail, warn)
-			headSelectorRules(c, spec, pods[0].pod, fail)
 		}
+		headSelectorRules(c, spec, fail)
 		ingressRules(c, spec, fail)
 		autoscalerServiceAccountRules(c, spec, fail)
 		faultToleranceRules(c, spec, fail, warn)
-		serviceFieldRules(prefix+"headGroupSpec.headService", spec.HeadGroupSpec.HeadService, warn)
+		serviceFieldRules(prefix+"headGroupSpec.headService", u.GetNamespace(), spec.HeadGroupSpec.HeadService, warn)
 		groupRules(c, spec, fail, warn)
 		if ptr.Deref(spec.EnableInTreeAutoscaling, false) && (spec.AutoscalerOptions == nil || spec.AutoscalerOptions.Version == nil) {
 			warn("autoscaler-version", prefix+"autoscalerOptions.version", "autoscaling without an explicit autoscaler version follows a version-dependent default", "set autoscalerOptions.version: v2")
@@ -249,7 +249,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 	}
 	if strings.HasPrefix(u.GetAPIVersion(), "ray.io/") {
 		annotationRules(u.GetAnnotations(), warn)
-		labelRules(u.GetLabels(), warn)
+		labelRules(u.GetKind(), u.GetLabels(), warn)
 	}
 	switch u.GetKind() {
 	case "RayCluster":
@@ -283,12 +283,12 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 				// rayservice_controller.go isZeroDowntimeUpgradeEnabled,
 				// with the gate off (the default)
 				warn("upgrade-strategy-gate", "spec.upgradeStrategy.type",
-					"NewClusterWithIncrementalUpgrade is read only when the operator runs with its RayServiceIncrementalUpgrade feature gate, which is off by default: without it this type turns zero-downtime upgrades off, and a change to rayClusterConfig is never rolled out",
+					"NewClusterWithIncrementalUpgrade is read only when the operator runs with its RayServiceIncrementalUpgrade feature gate, which is off by default: without it this type turns zero-downtime upgrades off, so a change to rayClusterConfig gets no new cluster (only replicas and worker groups added at the end are applied in place)",
 					"use NewCluster, or turn the feature gate on in the operator")
 			}
 			clusterRules(clusterContext{prefix: "spec.rayClusterConfig.", name: s.Name, kind: "RayService", raw: rawSpec("spec", "rayClusterConfig"),
 				serveService: s.Spec.ServeService != nil}, &s.Spec.RayClusterSpec)
-			serviceFieldRules("spec.serveService", s.Spec.ServeService, warn)
+			serviceFieldRules("spec.serveService", s.Namespace, s.Spec.ServeService, warn)
 			for _, p := range checkServeConfig(s.Spec.ServeConfigV2) {
 				f := Finding{ID: "serve-config", Severity: SeverityWarning, Object: obj,
 					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix,

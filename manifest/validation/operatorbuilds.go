@@ -133,29 +133,88 @@ func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 		"add a port named serve (containerPort 8000), as the operator's default ports have")
 }
 
-// headSelectorRules: the head Service finds the head pod by labels the
-// operator puts on both, but the pod takes the template's value for one
-// of them (common/pod.go labelPod lets the template win) where the
-// Service keeps the operator's (raycluster_controller.go
-// reconcileHeadService carries over only app.kubernetes.io/name). Both
-// are built with KubeRay's own functions and compared.
-func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, head corev1.Pod, fail func(id, path, msg, fix string)) {
+// headSelectorRules: a head Service finds the head pod by labels the
+// operator puts on both, but the pod takes the user's value for one of
+// them (common/pod.go DefaultHeadPodTemplate: the template's labels and
+// headGroupSpec.labels win in labelPod) where the Service keeps the
+// operator's: the RayCluster's head Service carries over only
+// app.kubernetes.io/name from the template (raycluster_controller.go
+// reconcileHeadService), the head Service a RayJob or RayService makes
+// of its own (BuildHeadServiceForRayJob, BuildHeadServiceForRayService)
+// nothing. The pod and the Services are built with KubeRay's functions
+// and compared.
+func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
-	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: operatorPodsCluster, Namespace: "default"}, Spec: *asStored(spec)}
+	name := c.standInName()
+	if c.kind != "RayCluster" {
+		name += "-x7k2p" // an owner's cluster is named after it with a random suffix
+	}
+	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *asStored(spec)}
+	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = "" // CheckName prints what it cuts
+	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil || len(rc.Spec.HeadGroupSpec.Template.Spec.Containers) == 0 {
+		return
+	}
+	head := rc.Spec.HeadGroupSpec
+	if head.RayStartParams == nil {
+		head.RayStartParams = map[string]string{}
+	}
+	pod := common.DefaultHeadPodTemplate(ctx, rc, head, name+"-head", common.GetHeadPort(head.RayStartParams))
 	carried := map[string]string{}
 	if v, ok := spec.HeadGroupSpec.Template.Labels[rayutils.KubernetesApplicationNameLabelKey]; ok {
 		carried[rayutils.KubernetesApplicationNameLabelKey] = v
 	}
-	svc, err := common.BuildServiceForHeadPod(ctx, rc, carried, nil)
-	if err != nil || svc == nil {
-		return
+	services := []struct {
+		what     string
+		selector func() (*corev1.Service, error)
+	}{{"the head Service the operator builds", func() (*corev1.Service, error) { return common.BuildServiceForHeadPod(ctx, rc, carried, nil) }}}
+	switch c.kind {
+	case "RayJob":
+		services = append(services, struct {
+			what     string
+			selector func() (*corev1.Service, error)
+		}{"the RayJob's own head Service", func() (*corev1.Service, error) {
+			return common.BuildHeadServiceForRayJob(ctx, rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
+		}})
+	case "RayService":
+		services = append(services, struct {
+			what     string
+			selector func() (*corev1.Service, error)
+		}{"the RayService's own head Service (its stable name)", func() (*corev1.Service, error) {
+			return common.BuildHeadServiceForRayService(ctx, rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
+		}})
 	}
-	for _, k := range slices.Sorted(maps.Keys(svc.Spec.Selector)) {
-		if want, got := svc.Spec.Selector[k], head.Labels[k]; got != want {
-			fail("head-service-selects-nothing", c.prefix+"headGroupSpec.template.metadata.labels."+k, fmt.Sprintf(
-				"the head pod is labelled %s=%q from the template, while the head Service the operator builds selects %s=%q: the Service selects no pod, so the workers cannot reach the head (they wait in wait-gcs-ready) and nothing reaches the dashboard",
-				k, got, k, want), "drop this label: the operator sets it")
+	type mismatch struct {
+		want  string
+		whats []string
+	}
+	mismatches := map[string]*mismatch{}
+	for _, s := range services {
+		svc, err := s.selector()
+		if err != nil || svc == nil {
+			continue
 		}
+		for k, want := range svc.Spec.Selector {
+			if pod.Labels[k] == want {
+				continue
+			}
+			if mismatches[k] == nil {
+				mismatches[k] = &mismatch{want: want}
+			}
+			mismatches[k].whats = append(mismatches[k].whats, s.what)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(mismatches)) {
+		m := mismatches[k]
+		path := c.prefix + "headGroupSpec.template.metadata.labels." + k
+		if _, ok := spec.HeadGroupSpec.Labels[k]; ok {
+			path = c.prefix + "headGroupSpec.labels." + k
+		}
+		if k == rayutils.RayIDLabelKey && c.kind != "RayCluster" {
+			m.want = "<its cluster's generated name>-head"
+		}
+		fail("head-service-selects-nothing", path, fmt.Sprintf(
+			"the head pod is labelled %s=%q, while %s select%s %s=%q: no pod is selected, so what reaches the head through it (the workers, the dashboard) reaches nothing",
+			k, pod.Labels[k], strings.Join(m.whats, " and "), map[bool]string{true: "s", false: ""}[len(m.whats) == 1], k, m.want), "drop this label: the operator sets it")
 	}
 }
 
@@ -165,8 +224,8 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, head corev1
 // reconcile (raycluster_controller.go reconcileIngress, before the head
 // Service): FailedToCreateIngress, and no pod.
 func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
-	if c.kind != "RayCluster" || !ptr.Deref(spec.HeadGroupSpec.EnableIngress, false) {
-		return
+	if !ptr.Deref(spec.HeadGroupSpec.EnableIngress, false) {
+		return // (a RayJob or RayService gives its cluster its annotations)
 	}
 	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default", Annotations: c.annotations}, Spec: *asStored(spec)}
@@ -182,7 +241,7 @@ func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, pa
 			path = "metadata.annotations." + common.IngressClassAnnotationKey
 		}
 		fail("ingress-refused", path, fmt.Sprintf(
-			"with enableIngress the operator builds the Ingress %s, and the API server refuses it (%s): the operator records FailedToCreateIngress at every reconcile and stops before the head Service: no pod at all",
+			"with enableIngress the operator builds the Ingress %s, and the API server refuses it (%s): the operator records FailedToCreateIngress at every reconcile and stops before the head Service: no pod at all (on OpenShift it makes a Route instead)",
 			ing.Name, e.Error()), "write the class as the IngressClass is named: lowercase letters, digits, '-' and '.'")
 	}
 }
@@ -424,10 +483,24 @@ func annotationRules(annotations map[string]string, warn func(id, path, msg, fix
 // alone: the batch schedulers (batchscheduler/yunikorn and
 // scheduler-plugins isGangSchedulingEnabled) turn gang scheduling on for
 // ray.io/gang-scheduling-enabled of any value.
-func labelRules(labels map[string]string, warn func(id, path, msg, fix string)) {
+// On a RayCluster, ray.io/originated-from-crd says which object made it
+// (raycluster_controller.go getCreatorCRDType): written by hand — copied
+// from a cluster a RayJob or RayService made — the pods are built as for
+// that owner (common/pod.go BuildPod) and an upgradeStrategy is refused
+// (utils ValidateRayClusterUpgradeOptions).
+func labelRules(kind string, labels map[string]string, warn func(id, path, msg, fix string)) {
+	if owner := labels[rayutils.RayOriginatedFromCRDLabelKey]; kind == "RayCluster" && (owner == string(rayutils.RayServiceCRD) || owner == string(rayutils.RayJobCRD)) {
+		what := "its upgradeStrategy is refused"
+		if owner == string(rayutils.RayServiceCRD) {
+			what = "the head is labelled as not serving, the workers are ready only once Ray Serve's proxy answers, and an upgradeStrategy is refused"
+		}
+		warn("originated-from-crd-label", "metadata.labels."+rayutils.RayOriginatedFromCRDLabelKey, fmt.Sprintf(
+			"the operator reads this label to know which object made the cluster: set by hand, it builds this cluster's pods as for one a %s made — %s", owner, what),
+			"drop the label (the operator sets it on the clusters RayJobs and RayServices make)")
+	}
 	if v, ok := labels[rayutils.RayGangSchedulingEnabled]; ok && v != "true" {
 		warn("gang-scheduling-label", "metadata.labels."+rayutils.RayGangSchedulingEnabled, fmt.Sprintf(
-			"%q: the operator's batch schedulers (YuniKorn, scheduler-plugins) read only whether this label is there, so it turns gang scheduling on", v),
+			"%q: with YuniKorn or scheduler-plugins as the operator's batch scheduler, only whether this label is there is read, so it turns gang scheduling on", v),
 			"drop the label to turn gang scheduling off")
 	}
 }
@@ -576,15 +649,15 @@ func entrypointRules(j *rayv1.RayJob, fail func(id, path, msg, fix string)) {
 	if mode == rayv1.InteractiveMode {
 		return
 	}
-	if r := j.Spec.EntrypointResources; r != "" {
+	ownCommand := j.Spec.SubmitterPodTemplate != nil && len(j.Spec.SubmitterPodTemplate.Spec.Containers) > 0 &&
+		len(j.Spec.SubmitterPodTemplate.Spec.Containers[0].Command) > 0 // the operator leaves it alone
+	if r := j.Spec.EntrypointResources; r != "" && !(mode == rayv1.K8sJobMode && ownCommand) {
 		if _, err := dashboardclient.ConvertRayJobToReq(&rayv1.RayJob{Spec: rayv1.RayJobSpec{EntrypointResources: r}}); err != nil {
 			fail("entrypoint-resources", "spec.entrypointResources", fmt.Sprintf(
 				"%q is not a JSON object of resource quantities (%v): the submission is refused (ray job submit exits with an error; in HTTPMode the operator cannot build its request), so the job never runs",
 				r, err), `write a JSON object of numbers, such as '{"TPU": 4}'`)
 		}
 	}
-	ownCommand := j.Spec.SubmitterPodTemplate != nil && len(j.Spec.SubmitterPodTemplate.Spec.Containers) > 0 &&
-		len(j.Spec.SubmitterPodTemplate.Spec.Containers[0].Command) > 0
 	if strings.TrimSpace(j.Spec.Entrypoint) == "" && (mode == rayv1.SidecarMode || mode == rayv1.K8sJobMode && !ownCommand) {
 		fail("entrypoint-missing", "spec.entrypoint", fmt.Sprintf(
 			"no entrypoint: in %s the operator runs `ray job submit ... --` with nothing after it, which ray job submit refuses (it requires the command to run): the submitter fails and the job never runs", mode),
@@ -596,13 +669,14 @@ func entrypointRules(j *rayv1.RayJob, fail func(id, path, msg, fix string)) {
 // and ignores, by utils.IsGCSFaultToleranceEnabled and common/pod.go
 // configureGCSFaultTolerance.
 func faultToleranceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id, path, msg, fix string)) {
-	if o := spec.GcsFaultToleranceOptions; o != nil && strings.TrimSpace(o.RedisAddress) == "" {
+	// ray start --head --address=<Redis> is Ray's own way to give an
+	// external Redis: it wins over RAY_REDIS_ADDRESS.
+	_, headAddress := spec.HeadGroupSpec.RayStartParams["address"]
+	ft, _ := c.raw["gcsFaultToleranceOptions"].(map[string]any)
+	if _, written := ft["redisAddress"]; written && !headAddress && strings.TrimSpace(spec.GcsFaultToleranceOptions.RedisAddress) == "" {
 		fail("redis-address-missing", c.prefix+"gcsFaultToleranceOptions.redisAddress", fmt.Sprintf(
-			"gcsFaultToleranceOptions with an empty redisAddress: the operator sets fault tolerance up all the same and gives the head an empty %s, so the GCS keeps its state in memory and a head restart loses it",
+			"an empty redisAddress: the operator gives the head %s set to it, which Ray reads as a Redis address and cannot split into host and port, so the head's ray start fails and the head restarts without end",
 			rayutils.RAY_REDIS_ADDRESS), "give the Redis address, such as redis:6379")
-	}
-	if c.kind != "RayCluster" {
-		return // an owner's annotations are not all its cluster's
 	}
 	enabled := rayutils.IsGCSFaultToleranceEnabled(spec, c.annotations)
 	if _, ok := c.annotations[rayutils.RayExternalStorageNSAnnotationKey]; ok && !enabled {
@@ -614,7 +688,7 @@ func faultToleranceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, war
 		return
 	}
 	head := spec.HeadGroupSpec.Template.Spec.Containers[0]
-	if rayutils.EnvVarExists(rayutils.RAY_REDIS_ADDRESS, head.Env) || len(head.EnvFrom) > 0 {
+	if rayutils.EnvVarExists(rayutils.RAY_REDIS_ADDRESS, head.Env) || len(head.EnvFrom) > 0 || headAddress {
 		return // given by hand (or maybe from a ConfigMap or Secret)
 	}
 	warn("fault-tolerance-ignored", "metadata.annotations."+rayutils.RayFTEnabledAnnotationKey, fmt.Sprintf(
@@ -626,7 +700,7 @@ func faultToleranceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, war
 // full (headGroupSpec.headService, a RayService's serveService), by
 // common/service.go BuildServiceForHeadPod and BuildServeService: the
 // selector is always its own, and the namespace the owner's.
-func serviceFieldRules(path string, svc *corev1.Service, warn func(id, path, msg, fix string)) {
+func serviceFieldRules(path, namespace string, svc *corev1.Service, warn func(id, path, msg, fix string)) {
 	if svc == nil {
 		return
 	}
@@ -635,9 +709,9 @@ func serviceFieldRules(path string, svc *corev1.Service, warn func(id, path, msg
 			"the operator replaces this Service's selector with its own (the cluster's head pod, or its serving pods): yours is ignored",
 			"drop the selector")
 	}
-	if svc.Namespace != "" {
+	if svc.Namespace != "" && namespace != "" && svc.Namespace != namespace {
 		warn("service-field-ignored", path+".metadata.namespace",
-			"the operator creates this Service in the namespace of the object it belongs to: a namespace written here is ignored",
+			fmt.Sprintf("the operator creates this Service in the namespace of the object it belongs to (%s): the namespace written here is ignored", namespace),
 			"drop the namespace")
 	}
 }

@@ -119,7 +119,9 @@ var silentRules = map[string]bool{
 //   - service-field-ignored: the head Service's selector is the
 //     operator's, in the RayCluster's namespace.
 //
-// and redis-address-missing: a head given an empty RAY_REDIS_ADDRESS.
+// and redis-address-missing: a head given an empty RAY_REDIS_ADDRESS
+// (which Ray's node.py then fails to split into host and port: kwok's
+// pods run no Ray).
 //
 // A rule that stops matching the operator fails here.
 func TestOperatorMishandles(t *testing.T) {
@@ -638,7 +640,14 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"a storage namespace with ft-enabled", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\", ray.io/external-storage-namespace: ns}\n", 1), "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_REDIS_ADDRESS, value: redis:6379}]\n  workerGroupSpecs", 1), "", ""},
 		{"fault tolerance without a Redis address", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions: {redisAddress: \"\"}\n  headGroupSpec:\n", 1), "redis-address-missing", "spec.gcsFaultToleranceOptions.redisAddress"},
 		{"a head Service selector", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {spec: {selector: {app: x}}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.spec.selector"},
-		{"a head Service namespace", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: other}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.metadata.namespace"},
+		{"a head Service namespace", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  namespace: prod\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: other}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.metadata.namespace"},
+		{"a head Service namespace, the cluster's", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  namespace: prod\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: prod}}\n", 1), "", ""},
+		{"a head Service namespace, the cluster's not written", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: prod}}\n", 1), "", ""},
+		{"the head's identifier label as the operator sets it", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {ray.io/identifier: rules-head}}\n", 1), "", ""},
+		{"the operator's created-by label in the head group's labels", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    labels: {app.kubernetes.io/created-by: me}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.labels.app.kubernetes.io/created-by"},
+		{"the app's name label in the head group's labels (not carried)", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    labels: {app.kubernetes.io/name: trainer}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.labels.app.kubernetes.io/name"},
+		{"ft-enabled with Redis as the head's address", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "  headGroupSpec:\n    rayStartParams: {}\n", "  headGroupSpec:\n    rayStartParams: {address: \"redis:6379\"}\n", 1), "", ""},
+		{"an empty Redis address beside the head's address", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n", "  gcsFaultToleranceOptions: {redisAddress: \"\"}\n  headGroupSpec:\n    rayStartParams: {address: \"redis:6379\"}\n", 1), "", ""},
 		{"a head Service annotation", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {annotations: {a: b}}}\n", 1), "", ""},
 		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
 	} {
@@ -699,6 +708,10 @@ spec:
 		{"entrypoint resources as strings", spec(`entrypointResources: '{"TPU": "4"}'`), "entrypoint-resources", "spec.entrypointResources"},
 		{"entrypoint resources in HTTPMode", spec("entrypointResources: \"TPU=4\"\n  submissionMode: HTTPMode"), "entrypoint-resources", "spec.entrypointResources"},
 		{"entrypoint resources as JSON", spec(`entrypointResources: '{"TPU": 4}'`), "", ""},
+		{"entrypoint resources beside a submitter's own command", spec("entrypointResources: \"{TPU: 4}\"\n  submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, command: [python, submit.py]}]}}"), "", ""},
+		{"the head's identifier label", strings.Replace(job, "      template:\n", "      template:\n        metadata: {labels: {ray.io/identifier: job-head}}\n", 1), "head-service-selects-nothing", "spec.rayClusterSpec.headGroupSpec.template.metadata.labels.ray.io/identifier"},
+		{"the app's name label on the head (not carried to the RayJob's Service)", strings.Replace(job, "      template:\n", "      template:\n        metadata: {labels: {app.kubernetes.io/name: trainer}}\n", 1), "head-service-selects-nothing", "spec.rayClusterSpec.headGroupSpec.template.metadata.labels.app.kubernetes.io/name"},
+		{"an ingress class with an underscore", strings.Replace(strings.Replace(job, "metadata: {name: job}\n", "metadata: {name: job, annotations: {kubernetes.io/ingress.class: nginx_internal}}\n", 1), "    headGroupSpec:\n", "    headGroupSpec:\n      enableIngress: true\n", 1), "ingress-refused", "metadata.annotations.kubernetes.io/ingress.class"},
 		{"no entrypoint", strings.Replace(job, "  entrypoint: python x.py\n", "", 1), "entrypoint-missing", "spec.entrypoint"},
 		{"a blank entrypoint in SidecarMode", strings.Replace(job, "  entrypoint: python x.py\n", "  entrypoint: \" \"\n  submissionMode: SidecarMode\n", 1), "entrypoint-missing", "spec.entrypoint"},
 		{"no entrypoint in InteractiveMode", strings.Replace(job, "  entrypoint: python x.py\n", "  submissionMode: InteractiveMode\n", 1), "", ""},
@@ -890,7 +903,7 @@ func TestServiceFieldsTheOperatorReplaces(t *testing.T) {
 	}
 	doc := `apiVersion: ray.io/v1
 kind: RayService
-metadata: {name: svc}
+metadata: {name: svc, namespace: prod}
 spec:
   serveService:
     metadata: {namespace: other}

@@ -385,7 +385,7 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 	if testing.Short() {
 		step = 13
 	}
-	var pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors, cases int
+	var pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors, celReachedOnly, cases int
 	for _, obj := range objs {
 		u := &unstructured.Unstructured{Object: obj}
 		crd, err := v.crdFor(u.GroupVersionKind())
@@ -441,6 +441,18 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 
 			if celValidator := mustLib(t, crd).cel; celValidator != nil {
 				celErrs, _ := celValidator.Validate(context.Background(), nil, mustLib(t, crd).structural, want, nil, celconfig.RuntimeCELCostBudget)
+				if reached := crd.plan.reachedCELRules(want, nil); len(reached) > 0 {
+					crd.lib.everySet = true
+					reaching, structural, err := crd.lib.celValidatorReaching(crd.plan, reached)
+					if err != nil {
+						t.Fatal(err)
+					}
+					reachingErrs, _ := reaching.Validate(context.Background(), nil, structural, want, nil, celconfig.RuntimeCELCostBudget)
+					if got, want := fmt.Sprint(reachingErrs), fmt.Sprint(celErrs); got != want {
+						t.Fatalf("%s: the rules reached find %s, every rule %s", what, got, want)
+					}
+					celReachedOnly++
+				}
 				if !crd.plan.reachesCELRule(want) {
 					celSkipped++
 					if len(celErrs) > 0 {
@@ -452,9 +464,9 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d objects: %d pruned, %d with nulls pruned, %d with list-type errors, %d confirmed by the plan, %d reach no CEL rule, %d with CEL errors",
-		cases, pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors)
-	if pruned == 0 || nullsPruned == 0 || listErrors == 0 || listCertain == 0 || celSkipped == 0 || celErrors == 0 {
+	t.Logf("%d objects: %d pruned, %d with nulls pruned, %d with list-type errors, %d confirmed by the plan, %d reach no CEL rule, %d with CEL errors, %d validated by the rules they reach",
+		cases, pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors, celReachedOnly)
+	if pruned == 0 || nullsPruned == 0 || listErrors == 0 || listCertain == 0 || celSkipped == 0 || celErrors == 0 || celReachedOnly == 0 {
 		t.Fatal("the mutations exercise only one side")
 	}
 }

@@ -361,6 +361,30 @@ func (p *structuralPlan) reachesCELRule(x any) bool {
 	return false
 }
 
+// reachedCELRules appends to into the nodes with
+// x-kubernetes-validations that validating x reaches (as reachesCELRule
+// walks).
+func (p *structuralPlan) reachedCELRules(x any, into []*structuralPlan) []*structuralPlan {
+	if p == nil || x == nil {
+		return into
+	}
+	if p.celRules {
+		into = append(into, p)
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for k, v := range x {
+			into = p.properties[k].reachedCELRules(v, into)
+			into = p.additionalSchema.reachedCELRules(v, into)
+		}
+	case []any:
+		for _, v := range x {
+			into = p.items.reachedCELRules(v, into)
+		}
+	}
+	return into
+}
+
 // allOfHasRules reports whether an allOf entry of v carries
 // x-kubernetes-validations (the CEL validator evaluates those at the node
 // too).

@@ -166,10 +166,11 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if blocked := blockingError(errs); blocked != nil {
 		return append(errs, blocked)
 	}
-	if !c.plan.reachesCELRule(u.Object) {
+	reached := c.plan.reachedCELRules(u.Object, nil)
+	if len(reached) == 0 {
 		return errs // no rule reached: the CEL validator would find nothing
 	}
-	celValidator, structural, err := c.lib.celValidator()
+	celValidator, structural, err := c.lib.celValidatorReaching(c.plan, reached)
 	if err != nil {
 		return libraryFailed(err)
 	}
