@@ -163,6 +163,9 @@
 //	gang-scheduling-label    ray.io/gang-scheduling-enabled: "false": YuniKorn     batchscheduler/yunikorn, scheduler-plugins
 //	  (warning)              and scheduler-plugins read it by presence, gang        isGangSchedulingEnabled
 //	                         scheduling on
+//	originated-from-crd-     a RayCluster labelled as made by a RayJob or          raycluster_controller.go getCreatorCRDType;
+//	  label (warning)        RayService: its pods built as theirs (a head not      common/pod.go BuildPod (serve labels,
+//	                         serving, workers ready only with Serve)                probes); utils ValidateRayClusterUpgradeOptions
 //	fault-tolerance-ignored  ray.io/external-storage-namespace without fault       utils IsGCSFaultToleranceEnabled;
 //	  (warning)              tolerance: ignored; ray.io/ft-enabled with no Redis    common/pod.go configureGCSFaultTolerance
 //	                         address: set up, and the GCS state kept in memory

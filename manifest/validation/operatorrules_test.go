@@ -43,7 +43,7 @@ var mishandledRules = map[string]bool{
 	// on the test's
 	"ray-container-first": true, "operator-env-overrides": true, "annotation-bool": true,
 	"autoscaler-options-ignored": true, "workers-to-delete-foreign": true, "rayjob-field-ignored": true,
-	"fault-tolerance-ignored": true, "service-field-ignored": true,
+	"fault-tolerance-ignored": true, "service-field-ignored": true, "originated-from-crd-label": true,
 }
 
 // silentRules are those of mishandledRules the operator records no
@@ -117,7 +117,9 @@ var silentRules = map[string]bool{
 //     storage namespace and no Redis address, and the Redis cleanup
 //     finalizer on the RayCluster;
 //   - service-field-ignored: the head Service's selector is the
-//     operator's, in the RayCluster's namespace.
+//     operator's;
+//   - originated-from-crd-label: a head labelled not serving, as for a
+//     RayService's cluster.
 //
 // and redis-address-missing: a head given an empty RAY_REDIS_ADDRESS
 // (which Ray's node.py then fails to split into host and port: kwok's
@@ -129,7 +131,9 @@ func TestOperatorMishandles(t *testing.T) {
 		t.Skip("needs the test control plane")
 	}
 	tc := testcluster.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The subtests mostly wait for the operator, two at a time (-parallel
+	// is the number of CPUs): about 5 s each.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel) // after the parallel subtests
 	big := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti"),
@@ -246,6 +250,11 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 		}
 		if !strings.Contains(args, want) {
 			t.Errorf("the submitter runs %s; lint says it runs %q", args, want)
+		}
+	case "originated-from-crd-label":
+		settledWorkers(ctx, t, tc, ns)
+		if serve, ok := headPod(ctx, t, tc, ns).Labels["ray.io/serve"]; !ok || serve != "false" {
+			t.Errorf("the head's ray.io/serve label %q (set: %v); lint says the head is built as a RayService's", serve, ok)
 		}
 	case "redis-address-missing":
 		settledWorkers(ctx, t, tc, ns)
@@ -570,7 +579,7 @@ var operatorRuleIDs = map[string]bool{
 	"head-service-selects-nothing": true, "ingress-refused": true, "autoscaler-service-account": true,
 	"submitter-refused": true, "submit-command": true, "entrypoint-resources": true, "entrypoint-missing": true,
 	"fault-tolerance-ignored": true, "redis-address-missing": true, "service-field-ignored": true,
-	"gang-scheduling-label": true,
+	"gang-scheduling-label": true, "originated-from-crd-label": true,
 }
 
 // TestOperatorRulesFindings: which cluster specs each operator rule finds
@@ -649,6 +658,9 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"ft-enabled with Redis as the head's address", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "  headGroupSpec:\n    rayStartParams: {}\n", "  headGroupSpec:\n    rayStartParams: {address: \"redis:6379\"}\n", 1), "", ""},
 		{"an empty Redis address beside the head's address", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n", "  gcsFaultToleranceOptions: {redisAddress: \"\"}\n  headGroupSpec:\n    rayStartParams: {address: \"redis:6379\"}\n", 1), "", ""},
 		{"a head Service annotation", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {annotations: {a: b}}}\n", 1), "", ""},
+		{"labelled as a RayService's cluster", strings.Replace(base, "  name: rules\n", "  name: rules\n  labels: {ray.io/originated-from-crd: RayService}\n", 1), "originated-from-crd-label", "metadata.labels.ray.io/originated-from-crd"},
+		{"labelled as a RayJob's cluster", strings.Replace(base, "  name: rules\n", "  name: rules\n  labels: {ray.io/originated-from-crd: RayJob}\n", 1), "originated-from-crd-label", "metadata.labels.ray.io/originated-from-crd"},
+		{"labelled as a RayCluster's own", strings.Replace(base, "  name: rules\n", "  name: rules\n  labels: {ray.io/originated-from-crd: RayCluster}\n", 1), "", ""},
 		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
 	} {
 		t.Run(c.name, func(t *testing.T) { wantOperatorFinding(t, c.doc, c.id, c.path) })
