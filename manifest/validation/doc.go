@@ -143,8 +143,9 @@
 //	serve-config (warning)   a key Ray Serve does not know: ignored                Ray Serve's schema.py
 //	ray-container-first      `ray start` goes into containers[0], here not the     utils/constant.go RayContainerIndex = 0
 //	  (warning)              Ray image
-//	operator-env-overrides   an env var the operator sets after the user's         common/pod.go setContainerEnvVars
-//	  (warning)              (RAY_CLUSTER_NAME, RAY_IP, ...): the user's replaced
+//	operator-env-overrides   an env var the operator sets after the user's         common/pod.go setContainerEnvVars;
+//	  (warning)              (RAY_CLUSTER_NAME, RAY_IP, ...; the submitter's        rayjob_controller.go
+//	                         RAY_DASHBOARD_ADDRESS, ...): the user's replaced       configureSubmitterContainer
 //	annotation-bool          ray.io/ft-enabled, enable-serve-service, ... read     utils IsGCSFaultToleranceEnabled,
 //	  (warning)              as false unless "true"                                 raycluster_controller.go, common/pod.go
 //	autoscaler-options-      autoscalerOptions without enableInTreeAutoscaling:    common/pod.go (only when autoscaling)
@@ -205,8 +206,13 @@
 // and deletionRules, managedBy, submissionMode against clusterSelector and
 // the submitter fields, restartPolicy with autoscaler v2 and SidecarMode,
 // the GCS fault tolerance options against their env vars and annotations,
-// the RayService initializing-timeout annotation. No spec value becomes an
-// env var name: the operator's env var names are all its own constants.
+// the RayService initializing-timeout annotation. Looked at and found
+// handled: autoscalerOptions.env (appended after the operator's, so the
+// user's wins), a head template's metadata.name (the head pod takes it
+// unless the operator names head pods itself),
+// the probes rayVersion picks (ray-version-image warns when rayVersion is
+// not the image's Ray). No spec value becomes an env var name: the
+// operator's env var names are all its own constants.
 //
 // # Held to the real systems
 //

@@ -563,7 +563,7 @@ func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, 
 			}
 		}
 	}
-	submitterRules(j, fail)
+	submitterRules(j, fail, warn)
 	entrypointRules(j, fail)
 	if mode == rayv1.HTTPMode || mode == rayv1.InteractiveMode {
 		for _, f := range []string{"submitterPodTemplate", "submitterConfig"} {
@@ -580,7 +580,7 @@ func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, 
 // createNewK8sJob) — and check them as the operator and the API server
 // will. In K8sJobMode both are built once the RayJob's cluster is ready;
 // in SidecarMode the command is built before the RayCluster is created.
-func submitterRules(j *rayv1.RayJob, fail func(id, path, msg, fix string)) {
+func submitterRules(j *rayv1.RayJob, fail, warn func(id, path, msg, fix string)) {
 	mode := j.Spec.SubmissionMode
 	if mode == "" {
 		mode = rayv1.K8sJobMode // the CRD's default
@@ -601,6 +601,21 @@ func submitterRules(j *rayv1.RayJob, fail func(id, path, msg, fix string)) {
 	}
 	if mode != rayv1.K8sJobMode || j.Spec.SubmitterPodTemplate == nil && j.Spec.SubmitterConfig == nil {
 		return // the operator's own submitter template is valid
+	}
+	if t := j.Spec.SubmitterPodTemplate; t != nil && len(t.Spec.Containers) > 0 {
+		// rayjob_controller.go configureSubmitterContainer appends these
+		// to the first container's env, after the user's.
+		set := corev1.Container{Env: []corev1.EnvVar{{Name: "PYTHONUNBUFFERED"}, {Name: rayutils.RAY_DASHBOARD_ADDRESS}, {Name: rayutils.RAY_JOB_SUBMISSION_ID}}}
+		if c := j.Spec.RayClusterSpec; c != nil && rayutils.IsAuthEnabled(c) {
+			common.SetContainerTokenAuthEnvVars(j.Name, &set, c.AuthOptions)
+		}
+		for _, e := range set.Env {
+			if rayutils.EnvVarExists(e.Name, t.Spec.Containers[0].Env) {
+				warn("operator-env-overrides", "spec.submitterPodTemplate.spec.containers[0].env", fmt.Sprintf(
+					"the operator sets %s in the submitter after yours: the later entry wins, so your value is replaced", e.Name),
+					"drop it; the operator sets it")
+			}
+		}
 	}
 	tmpl := corev1.PodTemplateSpec{}
 	if t := j.Spec.SubmitterPodTemplate; t != nil {

@@ -105,7 +105,8 @@ var silentRules = map[string]bool{
 // and the warnings:
 //   - ray-container-first: the head's first container, a sidecar, is
 //     given the ray start command;
-//   - operator-env-overrides: the operator's value comes last;
+//   - operator-env-overrides: the operator's value comes last, in the
+//     head or in the submitter Job;
 //   - annotation-bool: no serve Service for "True";
 //   - autoscaler-options-ignored: no autoscaler container;
 //   - workers-to-delete-foreign: the pod of that name, not Ray's, is
@@ -403,6 +404,26 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 			t.Errorf("the head's first container %s (%s) is not given ray start; lint says the sidecar is", first.Name, first.Image)
 		}
 	case "operator-env-overrides":
+		if d.Object.GetKind() == "RayJob" {
+			var env []corev1.EnvVar
+			waitFor(ctx, t, "the submitter Job", func() bool {
+				job, err := tc.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+				if err == nil {
+					env = job.Spec.Template.Spec.Containers[0].Env
+				}
+				return err == nil
+			})
+			var values []string
+			for _, e := range env {
+				if e.Name == "RAY_DASHBOARD_ADDRESS" {
+					values = append(values, e.Value)
+				}
+			}
+			if n := len(values); n < 2 || values[n-1] == values[0] {
+				t.Errorf("the submitter's RAY_DASHBOARD_ADDRESS %v; lint says the operator's comes after the user's", values)
+			}
+			break
+		}
 		settledWorkers(ctx, t, tc, ns)
 		var entries []corev1.EnvVar
 		for _, e := range headPod(ctx, t, tc, ns).Spec.Containers[0].Env {
@@ -716,6 +737,8 @@ spec:
 		{"a submitter template restarting Never", spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0}]}}"), "", ""},
 		{"a negative submitter backoffLimit", spec("submitterConfig: {backoffLimit: -1}"), "submitter-refused", "spec.submitterConfig.backoffLimit"},
 		{"a submitter backoffLimit of 0", spec("submitterConfig: {backoffLimit: 0}"), "", ""},
+		{"the submitter's dashboard address set", spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, env: [{name: RAY_DASHBOARD_ADDRESS, value: x}]}]}}"), "operator-env-overrides", "spec.submitterPodTemplate.spec.containers[0].env"},
+		{"the submitter's own env", spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, env: [{name: TEAM, value: x}]}]}}"), "", ""},
 		{"entrypoint resources not JSON", spec(`entrypointResources: "{TPU: 4}"`), "entrypoint-resources", "spec.entrypointResources"},
 		{"entrypoint resources as strings", spec(`entrypointResources: '{"TPU": "4"}'`), "entrypoint-resources", "spec.entrypointResources"},
 		{"entrypoint resources in HTTPMode", spec("entrypointResources: \"TPU=4\"\n  submissionMode: HTTPMode"), "entrypoint-resources", "spec.entrypointResources"},
