@@ -152,6 +152,11 @@ func (l *crdLibrary) celValidatorReaching(plan *structuralPlan, reached []*struc
 	}
 	l.celMu.Unlock()
 	entry.once.Do(func() { entry.validator = cel.NewValidator(entry.structural, true, celconfig.PerCallLimit) })
+	if entry.validator == nil {
+		// The nodes reached have rules only in allOf, which NewValidator
+		// does not look for on its own: the full validator evaluates them.
+		return l.celValidator()
+	}
 	return entry.validator, entry.structural, nil
 }
 

@@ -150,7 +150,7 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 		name += "-x7k2p" // an owner's cluster is named after it with a random suffix
 	}
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *asStored(spec)}
-	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = "" // CheckName prints what it cuts
+	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = "sa" // CheckName prints what it cuts
 	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil || len(rc.Spec.HeadGroupSpec.Template.Spec.Containers) == 0 {
 		return
 	}
@@ -605,14 +605,25 @@ func submitterRules(j *rayv1.RayJob, fail, warn func(id, path, msg, fix string))
 	if t := j.Spec.SubmitterPodTemplate; t != nil && len(t.Spec.Containers) > 0 {
 		// rayjob_controller.go configureSubmitterContainer appends these
 		// to the first container's env, after the user's.
-		set := corev1.Container{Env: []corev1.EnvVar{{Name: "PYTHONUNBUFFERED"}, {Name: rayutils.RAY_DASHBOARD_ADDRESS}, {Name: rayutils.RAY_JOB_SUBMISSION_ID}}}
+		// (SetContainerTokenAuthEnvVars adds only what is not there.)
+		user := t.Spec.Containers[0]
+		built := *user.DeepCopy()
+		built.Env = append(built.Env, corev1.EnvVar{Name: "PYTHONUNBUFFERED"}, corev1.EnvVar{Name: rayutils.RAY_DASHBOARD_ADDRESS}, corev1.EnvVar{Name: rayutils.RAY_JOB_SUBMISSION_ID})
 		if c := j.Spec.RayClusterSpec; c != nil && rayutils.IsAuthEnabled(c) {
-			common.SetContainerTokenAuthEnvVars(j.Name, &set, c.AuthOptions)
+			common.SetContainerTokenAuthEnvVars("cluster", &built, c.AuthOptions) // a stand-in: CheckName prints what it cuts
 		}
-		for _, e := range set.Env {
-			if rayutils.EnvVarExists(e.Name, t.Spec.Containers[0].Env) {
+		count := func(env []corev1.EnvVar) map[string]int {
+			n := map[string]int{}
+			for _, e := range env {
+				n[e.Name]++
+			}
+			return n
+		}
+		written, sent := count(user.Env), count(built.Env)
+		for _, name := range slices.Sorted(maps.Keys(sent)) {
+			if written[name] > 0 && sent[name] > written[name] {
 				warn("operator-env-overrides", "spec.submitterPodTemplate.spec.containers[0].env", fmt.Sprintf(
-					"the operator sets %s in the submitter after yours: the later entry wins, so your value is replaced", e.Name),
+					"the operator sets %s in the submitter after yours: the later entry wins, so your value is replaced", name),
 					"drop it; the operator sets it")
 			}
 		}

@@ -738,6 +738,7 @@ spec:
 		{"a negative submitter backoffLimit", spec("submitterConfig: {backoffLimit: -1}"), "submitter-refused", "spec.submitterConfig.backoffLimit"},
 		{"a submitter backoffLimit of 0", spec("submitterConfig: {backoffLimit: 0}"), "", ""},
 		{"the submitter's dashboard address set", spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, env: [{name: RAY_DASHBOARD_ADDRESS, value: x}]}]}}"), "operator-env-overrides", "spec.submitterPodTemplate.spec.containers[0].env"},
+		{"the submitter's auth mode with token auth (the operator keeps the user's)", strings.Replace(spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, env: [{name: RAY_AUTH_MODE, value: token}]}]}}"), "    headGroupSpec:\n", "    rayVersion: \"2.54.0\"\n    authOptions: {mode: token}\n    headGroupSpec:\n", 1), "", ""},
 		{"the submitter's own env", spec("submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0, env: [{name: TEAM, value: x}]}]}}"), "", ""},
 		{"entrypoint resources not JSON", spec(`entrypointResources: "{TPU: 4}"`), "entrypoint-resources", "spec.entrypointResources"},
 		{"entrypoint resources as strings", spec(`entrypointResources: '{"TPU": "4"}'`), "entrypoint-resources", "spec.entrypointResources"},

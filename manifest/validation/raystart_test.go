@@ -92,7 +92,22 @@ func TestLintWritesNothingToStdout(t *testing.T) {
 	autoscaled := strings.Replace(rayClusterDoc("x"), "name: x", "name: a-cluster-name-of-52-characters-kuberay-shortens-abc", 1)
 	autoscaled = strings.Replace(autoscaled, "spec:\n", "spec:\n  enableInTreeAutoscaling: true\n", 1)
 	longAccount := strings.Replace(autoscaled, "containers:", "serviceAccountName: a-service-account-name-of-more-than-fifty-characters-x\n        containers:", 1)
-	for _, doc := range []string{tooLong, autoscaled, longAccount} {
+	authJob := `apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: a-ray-job-name-of-more-than-fifty-characters-for-checkname}
+spec:
+  entrypoint: python x.py
+  submitterPodTemplate: {spec: {restartPolicy: Never, containers: [{name: s, image: rayproject/ray:2.54.0}]}}
+  rayClusterSpec:
+    rayVersion: "2.54.0"
+    authOptions: {mode: token}
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]
+`
+	for _, doc := range []string{tooLong, autoscaled, longAccount, authJob} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
