@@ -163,23 +163,20 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 	if v, ok := spec.HeadGroupSpec.Template.Labels[rayutils.KubernetesApplicationNameLabelKey]; ok {
 		carried[rayutils.KubernetesApplicationNameLabelKey] = v
 	}
-	services := []struct {
-		what     string
-		selector func() (*corev1.Service, error)
-	}{{"the head Service the operator builds", func() (*corev1.Service, error) { return common.BuildServiceForHeadPod(ctx, rc, carried, nil) }}}
+	type headService struct {
+		what  string
+		build func() (*corev1.Service, error)
+	}
+	services := []headService{{"the head Service the operator builds", func() (*corev1.Service, error) {
+		return common.BuildServiceForHeadPod(ctx, rc, carried, nil)
+	}}}
 	switch c.kind {
 	case "RayJob":
-		services = append(services, struct {
-			what     string
-			selector func() (*corev1.Service, error)
-		}{"the RayJob's own head Service", func() (*corev1.Service, error) {
+		services = append(services, headService{"the RayJob's own head Service", func() (*corev1.Service, error) {
 			return common.BuildHeadServiceForRayJob(ctx, rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
 		}})
 	case "RayService":
-		services = append(services, struct {
-			what     string
-			selector func() (*corev1.Service, error)
-		}{"the RayService's own head Service (its stable name)", func() (*corev1.Service, error) {
+		services = append(services, headService{"the RayService's own head Service (its stable name)", func() (*corev1.Service, error) {
 			return common.BuildHeadServiceForRayService(ctx, rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
 		}})
 	}
@@ -189,7 +186,7 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 	}
 	mismatches := map[string]*mismatch{}
 	for _, s := range services {
-		svc, err := s.selector()
+		svc, err := s.build()
 		if err != nil || svc == nil {
 			continue
 		}

@@ -610,6 +610,29 @@ func TestOperatorRulesFindings(t *testing.T) {
 	group := func(name string) string {
 		return strings.Replace(base, "groupName: gpu", "groupName: "+name, 1)
 	}
+	// annotated, labelled: base with metadata written after its name;
+	// headed: with a field of headGroupSpec; headLabels: with the head
+	// template's labels; clusterField: with a field of the spec;
+	// autoscaled: with autoscaling and the head's service account.
+	annotated := func(yaml string) string {
+		return strings.Replace(base, "  name: rules\n", "  name: rules\n  "+yaml+"\n", 1)
+	}
+	headed := func(doc, yaml string) string {
+		return strings.Replace(doc, "  headGroupSpec:\n", "  headGroupSpec:\n    "+yaml+"\n", 1)
+	}
+	headLabels := func(yaml string) string {
+		return strings.Replace(base, "    template:\n      spec:\n        containers:\n        - name: ray-head\n", "    template:\n      metadata: {labels: "+yaml+"}\n      spec:\n        containers:\n        - name: ray-head\n", 1)
+	}
+	clusterField := func(doc, yaml string) string {
+		return strings.Replace(doc, "  headGroupSpec:\n", "  "+yaml+"\n  headGroupSpec:\n", 1)
+	}
+	withHeadEnv := func(doc, yaml string) string {
+		return strings.Replace(doc, "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: "+yaml+"\n  workerGroupSpecs", 1)
+	}
+	autoscaled := func(account string) string {
+		doc := clusterField(base, "enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}")
+		return strings.Replace(doc, "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+account+"\n        containers:\n        - name: ray-head\n", 1)
+	}
 	sidecarFirst := strings.Replace(base, "        containers:\n        - name: ray-worker",
 		"        containers:\n        - name: log-shipper\n          image: fluent/fluent-bit:3.0\n        - name: ray-worker", 1)
 	for _, c := range []struct {
@@ -652,36 +675,36 @@ func TestOperatorRulesFindings(t *testing.T) {
 		{"a RayCluster's head ports without the dashboard", strings.Replace(base, "        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        - name: ray-head\n          image: rayproject/ray:2.54.0\n          ports: [{name: gcs, containerPort: 6379}]\n", 1), "", ""},
 		{"the serve Service asked for in capitals", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/enable-serve-service: \"True\"}\n", 1), "annotation-bool", "metadata.annotations.ray.io/enable-serve-service"},
 		{"only the autoscaler's version without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "", ""},
-		{"the operator's created-by label on the head", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {app.kubernetes.io/created-by: me}}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.template.metadata.labels.app.kubernetes.io/created-by"},
-		{"the operator's identifier label on the head", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {ray.io/identifier: head}}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.template.metadata.labels.ray.io/identifier"},
-		{"the app's name label on the head (carried to the Service)", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {app.kubernetes.io/name: trainer, ray.io/cluster: other}}\n", 1), "", ""},
+		{"the operator's created-by label on the head", headLabels("{app.kubernetes.io/created-by: me}"), "head-service-selects-nothing", "spec.headGroupSpec.template.metadata.labels.app.kubernetes.io/created-by"},
+		{"the operator's identifier label on the head", headLabels("{ray.io/identifier: head}"), "head-service-selects-nothing", "spec.headGroupSpec.template.metadata.labels.ray.io/identifier"},
+		{"the head's identifier label as the operator sets it", headLabels("{ray.io/identifier: rules-head}"), "", ""},
+		{"the app's name label on the head (carried to the Service)", headLabels("{app.kubernetes.io/name: trainer, ray.io/cluster: other}"), "", ""},
+		{"the operator's created-by label in the head group's labels", headed(base, "labels: {app.kubernetes.io/created-by: me}"), "head-service-selects-nothing", "spec.headGroupSpec.labels.app.kubernetes.io/created-by"},
+		{"the app's name label in the head group's labels (not carried)", headed(base, "labels: {app.kubernetes.io/name: trainer}"), "head-service-selects-nothing", "spec.headGroupSpec.labels.app.kubernetes.io/name"},
 		{"the operator's created-by label on a worker", strings.Replace(base, "    replicas: 1\n", "    replicas: 1\n    template:\n      metadata: {labels: {app.kubernetes.io/created-by: me}}\n", 1), "", ""},
-		{"an ingress class with an underscore", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {kubernetes.io/ingress.class: nginx_internal}\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    enableIngress: true\n", 1), "ingress-refused", "metadata.annotations.kubernetes.io/ingress.class"},
-		{"an ingress class", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {kubernetes.io/ingress.class: nginx-internal}\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    enableIngress: true\n", 1), "", ""},
-		{"an ingress class with an underscore, no ingress", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {kubernetes.io/ingress.class: nginx_internal}\n", 1), "", ""},
-		{"a long service account with autoscaling", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+strings.Repeat("a", 51)+"\n        containers:\n        - name: ray-head\n", 1), "autoscaler-service-account", "spec.headGroupSpec.template.spec.serviceAccountName"},
-		{"a service account beginning with a digit, with autoscaling", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: 1-ray\n        containers:\n        - name: ray-head\n", 1), "autoscaler-service-account", "spec.headGroupSpec.template.spec.serviceAccountName"},
-		{"a service account of 50 characters, with autoscaling", strings.Replace(strings.Replace(base, "  headGroupSpec:\n", "  enableInTreeAutoscaling: true\n  autoscalerOptions: {version: v2}\n  headGroupSpec:\n", 1), "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+strings.Repeat("a", 50)+"\n        containers:\n        - name: ray-head\n", 1), "", ""},
+		{"an ingress class with an underscore", headed(annotated("annotations: {kubernetes.io/ingress.class: nginx_internal}"), "enableIngress: true"), "ingress-refused", "metadata.annotations.kubernetes.io/ingress.class"},
+		{"an ingress class", headed(annotated("annotations: {kubernetes.io/ingress.class: nginx-internal}"), "enableIngress: true"), "", ""},
+		{"an ingress class with an underscore, no ingress", annotated("annotations: {kubernetes.io/ingress.class: nginx_internal}"), "", ""},
+		{"a long service account with autoscaling", autoscaled(strings.Repeat("a", 51)), "autoscaler-service-account", "spec.headGroupSpec.template.spec.serviceAccountName"},
+		{"a service account beginning with a digit, with autoscaling", autoscaled("1-ray"), "autoscaler-service-account", "spec.headGroupSpec.template.spec.serviceAccountName"},
+		{"a service account of 50 characters, with autoscaling", autoscaled(strings.Repeat("a", 50)), "", ""},
 		{"a long service account without autoscaling", strings.Replace(base, "      spec:\n        containers:\n        - name: ray-head\n", "      spec:\n        serviceAccountName: "+strings.Repeat("a", 51)+"\n        containers:\n        - name: ray-head\n", 1), "", ""},
-		{"ft-enabled without Redis", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "fault-tolerance-ignored", "metadata.annotations.ray.io/ft-enabled"},
-		{"ft-enabled with RAY_REDIS_ADDRESS", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_REDIS_ADDRESS, value: redis:6379}]\n  workerGroupSpecs", 1), "", ""},
-		{"gcsFaultToleranceOptions", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions: {redisAddress: redis:6379}\n  headGroupSpec:\n", 1), "", ""},
-		{"a storage namespace without fault tolerance", strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/external-storage-namespace: ns}\n", 1), "fault-tolerance-ignored", "metadata.annotations.ray.io/external-storage-namespace"},
-		{"a storage namespace with ft-enabled", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\", ray.io/external-storage-namespace: ns}\n", 1), "          image: rayproject/ray:2.54.0\n  workerGroupSpecs", "          image: rayproject/ray:2.54.0\n          env: [{name: RAY_REDIS_ADDRESS, value: redis:6379}]\n  workerGroupSpecs", 1), "", ""},
-		{"fault tolerance without a Redis address", strings.Replace(base, "  headGroupSpec:\n", "  gcsFaultToleranceOptions: {redisAddress: \"\"}\n  headGroupSpec:\n", 1), "redis-address-missing", "spec.gcsFaultToleranceOptions.redisAddress"},
-		{"a head Service selector", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {spec: {selector: {app: x}}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.spec.selector"},
-		{"a head Service namespace", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  namespace: prod\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: other}}\n", 1), "service-field-ignored", "spec.headGroupSpec.headService.metadata.namespace"},
-		{"a head Service namespace, the cluster's", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  namespace: prod\n", 1), "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: prod}}\n", 1), "", ""},
-		{"a head Service namespace, the cluster's not written", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {namespace: prod}}\n", 1), "", ""},
-		{"the head's identifier label as the operator sets it", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n    template:\n", "  headGroupSpec:\n    rayStartParams: {}\n    template:\n      metadata: {labels: {ray.io/identifier: rules-head}}\n", 1), "", ""},
-		{"the operator's created-by label in the head group's labels", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    labels: {app.kubernetes.io/created-by: me}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.labels.app.kubernetes.io/created-by"},
-		{"the app's name label in the head group's labels (not carried)", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    labels: {app.kubernetes.io/name: trainer}\n", 1), "head-service-selects-nothing", "spec.headGroupSpec.labels.app.kubernetes.io/name"},
-		{"ft-enabled with Redis as the head's address", strings.Replace(strings.Replace(base, "  name: rules\n", "  name: rules\n  annotations: {ray.io/ft-enabled: \"true\"}\n", 1), "  headGroupSpec:\n    rayStartParams: {}\n", "  headGroupSpec:\n    rayStartParams: {address: \"redis:6379\"}\n", 1), "", ""},
-		{"an empty Redis address beside the head's address", strings.Replace(base, "  headGroupSpec:\n    rayStartParams: {}\n", "  gcsFaultToleranceOptions: {redisAddress: \"\"}\n  headGroupSpec:\n    rayStartParams: {address: \"redis:6379\"}\n", 1), "", ""},
-		{"a head Service annotation", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    headService: {metadata: {annotations: {a: b}}}\n", 1), "", ""},
-		{"labelled as a RayService's cluster", strings.Replace(base, "  name: rules\n", "  name: rules\n  labels: {ray.io/originated-from-crd: RayService}\n", 1), "originated-from-crd-label", "metadata.labels.ray.io/originated-from-crd"},
-		{"labelled as a RayJob's cluster", strings.Replace(base, "  name: rules\n", "  name: rules\n  labels: {ray.io/originated-from-crd: RayJob}\n", 1), "originated-from-crd-label", "metadata.labels.ray.io/originated-from-crd"},
-		{"labelled as a RayCluster's own", strings.Replace(base, "  name: rules\n", "  name: rules\n  labels: {ray.io/originated-from-crd: RayCluster}\n", 1), "", ""},
+		{"ft-enabled without Redis", annotated(`annotations: {ray.io/ft-enabled: "true"}`), "fault-tolerance-ignored", "metadata.annotations.ray.io/ft-enabled"},
+		{"ft-enabled with RAY_REDIS_ADDRESS", withHeadEnv(annotated(`annotations: {ray.io/ft-enabled: "true"}`), "[{name: RAY_REDIS_ADDRESS, value: redis:6379}]"), "", ""},
+		{"ft-enabled with Redis as the head's address", strings.Replace(annotated(`annotations: {ray.io/ft-enabled: "true"}`), "    rayStartParams: {}\n    template:\n      spec:\n        containers:\n        - name: ray-head\n", "    rayStartParams: {address: \"redis:6379\"}\n    template:\n      spec:\n        containers:\n        - name: ray-head\n", 1), "", ""},
+		{"gcsFaultToleranceOptions", clusterField(base, "gcsFaultToleranceOptions: {redisAddress: redis:6379}"), "", ""},
+		{"a storage namespace without fault tolerance", annotated("annotations: {ray.io/external-storage-namespace: ns}"), "fault-tolerance-ignored", "metadata.annotations.ray.io/external-storage-namespace"},
+		{"a storage namespace with ft-enabled", withHeadEnv(annotated(`annotations: {ray.io/ft-enabled: "true", ray.io/external-storage-namespace: ns}`), "[{name: RAY_REDIS_ADDRESS, value: redis:6379}]"), "", ""},
+		{"fault tolerance without a Redis address", clusterField(base, `gcsFaultToleranceOptions: {redisAddress: ""}`), "redis-address-missing", "spec.gcsFaultToleranceOptions.redisAddress"},
+		{"an empty Redis address beside the head's address", strings.Replace(clusterField(base, `gcsFaultToleranceOptions: {redisAddress: ""}`), "    rayStartParams: {}\n    template:\n      spec:\n        containers:\n        - name: ray-head\n", "    rayStartParams: {address: \"redis:6379\"}\n    template:\n      spec:\n        containers:\n        - name: ray-head\n", 1), "", ""},
+		{"a head Service selector", headed(base, "headService: {spec: {selector: {app: x}}}"), "service-field-ignored", "spec.headGroupSpec.headService.spec.selector"},
+		{"a head Service namespace", headed(annotated("namespace: prod"), "headService: {metadata: {namespace: other}}"), "service-field-ignored", "spec.headGroupSpec.headService.metadata.namespace"},
+		{"a head Service namespace, the cluster's", headed(annotated("namespace: prod"), "headService: {metadata: {namespace: prod}}"), "", ""},
+		{"a head Service namespace, the cluster's not written", headed(base, "headService: {metadata: {namespace: prod}}"), "", ""},
+		{"a head Service annotation", headed(base, "headService: {metadata: {annotations: {a: b}}}"), "", ""},
+		{"labelled as a RayService's cluster", annotated("labels: {ray.io/originated-from-crd: RayService}"), "originated-from-crd-label", "metadata.labels.ray.io/originated-from-crd"},
+		{"labelled as a RayJob's cluster", annotated("labels: {ray.io/originated-from-crd: RayJob}"), "originated-from-crd-label", "metadata.labels.ray.io/originated-from-crd"},
+		{"labelled as a RayCluster's own", annotated("labels: {ray.io/originated-from-crd: RayCluster}"), "", ""},
 		{"autoscaler options without autoscaling", strings.Replace(base, "  headGroupSpec:\n", "  autoscalerOptions: {idleTimeoutSeconds: 60}\n  headGroupSpec:\n", 1), "autoscaler-options-ignored", "spec.autoscalerOptions"},
 	} {
 		t.Run(c.name, func(t *testing.T) { wantOperatorFinding(t, c.doc, c.id, c.path) })
