@@ -907,19 +907,11 @@ func TestGangSchedulingLabelByPresence(t *testing.T) {
 	}
 }
 
-// TestIncrementalUpgradeGateOffByDefault: upgrade-strategy-gate held to
-// KubeRay v1.6.0's feature gates (a RayService upgrade needs a serving
-// Ray to show): the gate its RayService controller reads the type under
-// is off by default, and lint warns of the type.
-func TestIncrementalUpgradeGateOffByDefault(t *testing.T) {
-	if features.Enabled(features.RayServiceIncrementalUpgrade) {
-		t.Fatal("KubeRay's RayServiceIncrementalUpgrade gate is on by default: upgrade-strategy-gate is wrong")
-	}
-	doc := `apiVersion: ray.io/v1
+// rayServiceDoc is a RayService the operator rules find nothing in.
+const rayServiceDoc = `apiVersion: ray.io/v1
 kind: RayService
 metadata: {name: svc}
 spec:
-  upgradeStrategy: {type: NewClusterWithIncrementalUpgrade}
   serveConfigV2: |
     applications:
     - name: app
@@ -931,6 +923,16 @@ spec:
         spec:
           containers: [{name: ray-head, image: rayproject/ray:2.54.0}]
 `
+
+// TestIncrementalUpgradeGateOffByDefault: upgrade-strategy-gate held to
+// KubeRay v1.6.0's feature gates (a RayService upgrade needs a serving
+// Ray to show): the gate its RayService controller reads the type under
+// is off by default, and lint warns of the type.
+func TestIncrementalUpgradeGateOffByDefault(t *testing.T) {
+	if features.Enabled(features.RayServiceIncrementalUpgrade) {
+		t.Fatal("KubeRay's RayServiceIncrementalUpgrade gate is on by default: upgrade-strategy-gate is wrong")
+	}
+	doc := strings.Replace(rayServiceDoc, "spec:\n", "spec:\n  upgradeStrategy: {type: NewClusterWithIncrementalUpgrade}\n", 1)
 	for _, c := range []struct {
 		typ  string
 		want bool
@@ -960,26 +962,8 @@ func TestServiceFieldsTheOperatorReplaces(t *testing.T) {
 	if built.Spec.Selector["app"] != "" || built.Namespace != "default" {
 		t.Fatalf("the operator's serve Service selects %v in %s: it keeps what lint says it replaces", built.Spec.Selector, built.Namespace)
 	}
-	doc := `apiVersion: ray.io/v1
-kind: RayService
-metadata: {name: svc, namespace: prod}
-spec:
-  serveService:
-    metadata: {namespace: other}
-    spec:
-      selector: {app: serve}
-      ports: [{name: serve, port: 8000}]
-  serveConfigV2: |
-    applications:
-    - name: app
-      import_path: app:deployment
-  rayClusterConfig:
-    headGroupSpec:
-      rayStartParams: {}
-      template:
-        spec:
-          containers: [{name: ray-head, image: rayproject/ray:2.54.0}]
-`
+	doc := strings.Replace(strings.Replace(rayServiceDoc, "{name: svc}", "{name: svc, namespace: prod}", 1), "spec:\n",
+		"spec:\n  serveService:\n    metadata: {namespace: other}\n    spec:\n      selector: {app: serve}\n      ports: [{name: serve, port: 8000}]\n", 1)
 	var paths []string
 	for _, f := range lintString(t, doc) {
 		if f.ID == "service-field-ignored" {
