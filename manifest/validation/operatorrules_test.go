@@ -806,24 +806,8 @@ func wantOperatorFinding(t *testing.T, doc, id, path string) {
 // RayService that gives none of its own, and not for one that does
 // (KubeRay's BuildServeService uses it as it is).
 func TestServePortRule(t *testing.T) {
-	const service = `apiVersion: ray.io/v1
-kind: RayService
-metadata: {name: svc}
-spec:
-  serveConfigV2: |
-    applications:
-    - name: app
-      import_path: app:deployment
-  rayClusterConfig:
-    headGroupSpec:
-      rayStartParams: {}
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.54.0
-            ports: [{name: gcs, containerPort: 6379}, {name: dashboard, containerPort: 8265}]
-`
+	service := strings.Replace(rayServiceDoc, "[{name: ray-head, image: rayproject/ray:2.54.0}]",
+		"[{name: ray-head, image: rayproject/ray:2.54.0, ports: [{name: gcs, containerPort: 6379}, {name: dashboard, containerPort: 8265}]}]", 1)
 	own := strings.Replace(service, "  rayClusterConfig:\n", "  serveService:\n    spec:\n      ports: [{name: serve, port: 8000}]\n  rayClusterConfig:\n", 1)
 	for _, c := range []struct {
 		name, doc string
