@@ -62,9 +62,9 @@
 // schema in apiextensions' internal form without descriptions
 // (library.go), from which the library's parts — structural schema, schema
 // validator, CEL validator — are built one by one, only when an object
-// needs them; the CEL validator compiles only the rules of the schema nodes
-// an object reaches (library.go celValidatorReaching), until that would
-// have compiled as many as the whole version has. A first RayCluster is
+// needs them; CEL rules are compiled node by node, each schema node's when
+// an object first reaches it, and evaluated at the values there
+// (library.go validateCEL). A first RayCluster is
 // validated in under a millisecond
 // (BenchmarkValidateCold); parsing the verbatim CRD took a hundred.
 //

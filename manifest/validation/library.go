@@ -1,18 +1,18 @@
 package validation
 
 import (
+	"context"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
@@ -43,24 +43,20 @@ type crdLibrary struct {
 	celOnce sync.Once
 	cel     *cel.Validator
 
-	// celByRules: CEL validators of the version's rules reached by the
-	// objects seen, by the set of rule nodes reached (celRulesKey).
-	celMu       sync.Mutex
-	celByRules  map[string]*reachedCEL
-	rulesBelowN map[*structuralPlan]bool
-	// ruleNodes counts the version's nodes with rules (0: not yet);
-	// compiledNodes those the validators in celByRules compiled.
-	ruleNodes, compiledNodes int
-	// everySet: compile a validator for every set reached (tests).
-	everySet bool
+	// celByNode: the CEL validator of each schema node's own rules, by
+	// the node's rules (their first element: a copy of a Structural shares
+	// it, and no two nodes do), compiled when an object first reaches it.
+	celMu     sync.Mutex
+	celByNode map[*apiextensionsv1.ValidationRule]*nodeCEL
+	// rulesBelow: the plan nodes with rules at or under them, complete.
+	rulesBelowOnce sync.Once
+	rulesBelow     map[*structuralPlan]bool
 }
 
-// reachedCEL is a CEL validator compiled for some of a version's rules,
-// and the schema it walks.
-type reachedCEL struct {
-	once       sync.Once
-	validator  *cel.Validator
-	structural *structuralschema.Structural
+// nodeCEL is the CEL validator of one schema node's own rules.
+type nodeCEL struct {
+	once      sync.Once
+	validator *cel.Validator
 }
 
 func (l *crdLibrary) schemaProps() (*apiextensions.JSONSchemaProps, error) {
@@ -112,95 +108,90 @@ func (l *crdLibrary) celValidator() (*cel.Validator, *structuralschema.Structura
 	return l.cel, structural, nil
 }
 
-// celValidatorReaching is a CEL validator that compiles only the rules of
-// the nodes in reached (and, where the plan shares a node among identical
-// subtrees, of the nodes that share it): the CEL validator evaluates a
-// node's rules only on a value that is there, so on an object that reaches
-// no other rule node it finds exactly what the validator of every rule
-// finds (TestStructuralPlanMatchesLibrary holds the two together). A
-// version with many rules — an HTTPRoute has 77 — compiles, for one object,
-// the few it reaches: compiling CEL is most of what a cold process spends
-// on an object that reaches a rule.
-func (l *crdLibrary) celValidatorReaching(plan *structuralPlan, reached []*structuralPlan) (*cel.Validator, *structuralschema.Structural, error) {
+// validateCEL evaluates the CEL rules validating obj reaches, finding
+// what the validator of every rule finds (TestStructuralPlanMatchesLibrary
+// holds the two together): the CEL validator evaluates a node's rules only
+// on a value that is there, so each node with rules that obj reaches is
+// validated on its own, at the value there and with its path, by a
+// validator compiled from that node's rules alone, once per node. A
+// version with many rules — an HTTPRoute has 77 — compiles, for one
+// object, the few it reaches; many objects, the union of what they reach,
+// each node once: compiling CEL is most of what a cold process spends on
+// an object that reaches a rule. The nodes are validated in the order the
+// CEL validator walks them, a node before those under it, sharing one cost
+// budget.
+func (l *crdLibrary) validateCEL(ctx context.Context, plan *structuralPlan, obj map[string]any) (field.ErrorList, error) {
 	structural, err := l.structuralSchema()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	key, n := celRulesKey(reached)
-	l.celMu.Lock()
-	if l.celByRules == nil {
-		l.celByRules, l.rulesBelowN = map[string]*reachedCEL{}, map[*structuralPlan]bool{}
-		l.ruleNodes = countRuleNodes(plan, map[*structuralPlan]bool{})
-	}
-	entry := l.celByRules[key]
-	// Compiling rules costs about the same per node: validators of the
-	// rules reached stop once they would have compiled as many nodes as
-	// the validator of every rule, which then serves every object.
-	if entry == nil && !l.everySet && (n >= l.ruleNodes || l.compiledNodes+n > l.ruleNodes) {
-		l.celMu.Unlock()
-		return l.celValidator()
-	}
-	if entry == nil {
-		l.compiledNodes += n
-		entry = &reachedCEL{}
-		l.celByRules[key] = entry
-		keep := make(map[*structuralPlan]bool, len(reached))
-		for _, p := range reached {
-			keep[p] = true
+	l.rulesBelowOnce.Do(func() {
+		l.rulesBelow = map[*structuralPlan]bool{}
+		markRulesBelow(plan, l.rulesBelow)
+	})
+	sites := plan.ruleSites(structural, obj, nil, l.rulesBelow, nil)
+	validators := make([]*cel.Validator, len(sites))
+	for i, site := range sites {
+		if validators[i] = l.nodeValidator(site, site.plan == plan); validators[i] == nil {
+			// The node's rules are only in allOf, which a node's validator
+			// does not look for on its own: the full validator evaluates
+			// them, and every other rule.
+			full, structural, err := l.celValidator()
+			if err != nil {
+				return nil, err
+			}
+			errs, _ := full.Validate(ctx, nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			return errs, nil
 		}
-		entry.structural = withRulesOf(structural, plan, keep, l.rulesBelowN)
+	}
+	var errs field.ErrorList
+	budget := int64(celconfig.RuntimeCELCostBudget)
+	for i, site := range sites {
+		var siteErrs field.ErrorList
+		siteErrs, budget = validators[i].Validate(ctx, site.path, site.schema, site.value, nil, budget)
+		errs = append(errs, siteErrs...)
+		if budget < 0 {
+			break // out of budget: the CEL validator stops there too
+		}
+	}
+	return errs, nil
+}
+
+// nodeValidator is the CEL validator of site's node's own rules (nil: it
+// has them only in allOf). root: the node is the object's root.
+func (l *crdLibrary) nodeValidator(site ruleSite, root bool) *cel.Validator {
+	if len(site.schema.XValidations) == 0 {
+		return nil
+	}
+	key := &site.schema.XValidations[0]
+	l.celMu.Lock()
+	if l.celByNode == nil {
+		l.celByNode = map[*apiextensionsv1.ValidationRule]*nodeCEL{}
+	}
+	entry := l.celByNode[key]
+	if entry == nil {
+		entry = &nodeCEL{}
+		l.celByNode[key] = entry
 	}
 	l.celMu.Unlock()
-	entry.once.Do(func() { entry.validator = cel.NewValidator(entry.structural, true, celconfig.PerCallLimit) })
-	if entry.validator == nil {
-		// The nodes reached have rules only in allOf, which NewValidator
-		// does not look for on its own: the full validator evaluates them.
-		return l.celValidator()
-	}
-	return entry.validator, entry.structural, nil
-}
-
-// celRulesKey names a set of rule nodes; n is how many it has.
-func celRulesKey(reached []*structuralPlan) (key string, n int) {
-	ids := make([]uintptr, len(reached))
-	for i, p := range reached {
-		ids[i] = uintptr(unsafe.Pointer(p))
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	var b strings.Builder
-	for _, id := range ids {
-		b.WriteString(strconv.FormatUint(uint64(id), 36))
-		b.WriteByte(' ')
-	}
-	return b.String(), len(ids)
-}
-
-// countRuleNodes counts the nodes with rules at and under p.
-func countRuleNodes(p *structuralPlan, seen map[*structuralPlan]bool) int {
-	if p == nil || seen[p] {
-		return 0
-	}
-	seen[p] = true
-	n := countRuleNodes(p.items, seen) + countRuleNodes(p.additionalSchema, seen)
-	if p.celRules {
-		n++
-	}
-	for _, child := range p.properties {
-		n += countRuleNodes(child, seen)
-	}
-	return n
+	entry.once.Do(func() {
+		own := withRulesOf(site.schema, site.plan, site.plan, l.rulesBelow)
+		// As apiextensions' validator does below the root: a node is a
+		// resource's root when it is an embedded resource.
+		entry.validator = cel.NewValidator(own, root || site.schema.XEmbeddedResource, celconfig.PerCallLimit)
+	})
+	return entry.validator
 }
 
 // withRulesOf is s (whose plan is p) with the x-kubernetes-validations of
-// the nodes not in keep left out, copying only the nodes on the way to
-// those it changes. below memoizes rulesBelow.
-func withRulesOf(s *structuralschema.Structural, p *structuralPlan, keep, below map[*structuralPlan]bool) *structuralschema.Structural {
-	if s == nil || p == nil || !rulesBelow(p, below) {
+// every node but keep's left out, copying only the nodes on the way to
+// those it changes. below: the plan nodes with rules at or under them.
+func withRulesOf(s *structuralschema.Structural, p, keep *structuralPlan, below map[*structuralPlan]bool) *structuralschema.Structural {
+	if s == nil || p == nil || !below[p] {
 		return s
 	}
 	c := *s
-	if len(c.XValidations) > 0 && !keep[p] {
+	if len(c.XValidations) > 0 && p != keep {
 		c.XValidations = nil
 	}
 	if len(s.Properties) > 0 {
@@ -216,19 +207,23 @@ func withRulesOf(s *structuralschema.Structural, p *structuralPlan, keep, below 
 	return &c
 }
 
-// rulesBelow reports whether p or a node under it has rules.
-func rulesBelow(p *structuralPlan, memo map[*structuralPlan]bool) bool {
+// markRulesBelow records in below, for p and every node under it, whether
+// it or a node under it has rules; it reports p's.
+func markRulesBelow(p *structuralPlan, below map[*structuralPlan]bool) bool {
 	if p == nil {
 		return false
 	}
-	if v, ok := memo[p]; ok {
-		return v
+	if has, ok := below[p]; ok {
+		return has
 	}
-	has := p.celRules || rulesBelow(p.items, memo) || rulesBelow(p.additionalSchema, memo)
+	has := p.celRules
+	for _, child := range []*structuralPlan{p.items, p.additionalSchema} {
+		has = markRulesBelow(child, below) || has
+	}
 	for _, child := range p.properties {
-		has = has || rulesBelow(child, memo)
+		has = markRulesBelow(child, below) || has
 	}
-	memo[p] = has
+	below[p] = has
 	return has
 }
 

@@ -6,6 +6,7 @@ import (
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // structuralPlan is a structural schema compiled into a tree of pointers
@@ -361,25 +362,49 @@ func (p *structuralPlan) reachesCELRule(x any) bool {
 	return false
 }
 
-// reachedCELRules appends to into the nodes with
-// x-kubernetes-validations that validating x reaches (as reachesCELRule
-// walks).
-func (p *structuralPlan) reachedCELRules(x any, into []*structuralPlan) []*structuralPlan {
-	if p == nil || x == nil {
+// ruleSite is a node with x-kubernetes-validations that validating an
+// object reaches: its plan and schema, the value there and its path.
+type ruleSite struct {
+	plan   *structuralPlan
+	schema *structuralschema.Structural
+	value  any
+	path   *field.Path
+}
+
+// ruleSites appends to into the sites validating x (at path, with schema
+// s) reaches, walking the plan and the schema together as the CEL
+// validator walks them: a node before those under it, properties by name,
+// additionalProperties by key, items by index, null values never. below:
+// the nodes with rules at or under them (markRulesBelow), the only ones
+// walked.
+func (p *structuralPlan) ruleSites(s *structuralschema.Structural, x any, path *field.Path, below map[*structuralPlan]bool, into []ruleSite) []ruleSite {
+	if p == nil || s == nil || x == nil || !below[p] {
 		return into
 	}
 	if p.celRules {
-		into = append(into, p)
+		into = append(into, ruleSite{plan: p, schema: s, value: x, path: path})
 	}
 	switch x := x.(type) {
 	case map[string]any:
+		var additional *structuralschema.Structural
+		if a := s.AdditionalProperties; a != nil && below[p.additionalSchema] {
+			additional = a.Structural
+		}
 		for k, v := range x {
-			into = p.properties[k].reachedCELRules(v, into)
-			into = p.additionalSchema.reachedCELRules(v, into)
+			if child := p.properties[k]; below[child] {
+				if prop, ok := s.Properties[k]; ok {
+					into = child.ruleSites(&prop, v, path.Child(k), below, into)
+				}
+			}
+			if additional != nil {
+				into = p.additionalSchema.ruleSites(additional, v, path.Key(k), below, into)
+			}
 		}
 	case []any:
-		for _, v := range x {
-			into = p.items.reachedCELRules(v, into)
+		if below[p.items] {
+			for i, v := range x {
+				into = p.items.ruleSites(s.Items, v, path.Index(i), below, into)
+			}
 		}
 	}
 	return into

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
@@ -166,15 +165,13 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if blocked := blockingError(errs); blocked != nil {
 		return append(errs, blocked)
 	}
-	reached := c.plan.reachedCELRules(u.Object, nil)
-	if len(reached) == 0 {
+	if !c.plan.reachesCELRule(u.Object) {
 		return errs // no rule reached: the CEL validator would find nothing
 	}
-	celValidator, structural, err := c.lib.celValidatorReaching(c.plan, reached)
+	celErrs, err := c.lib.validateCEL(ctx, c.plan, u.Object)
 	if err != nil {
 		return libraryFailed(err)
 	}
-	celErrs, _ := celValidator.Validate(ctx, nil, structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
 	return append(errs, celErrs...)
 }
 
