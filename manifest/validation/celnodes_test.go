@@ -2,6 +2,8 @@ package validation
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -113,6 +116,86 @@ func TestValidateCELNodeByNode(t *testing.T) {
 		}
 		if len(c.want) == 0 && len(got) > 0 {
 			t.Errorf("%s: %v", c.name, got)
+		}
+	}
+}
+
+// pruneSchema has what pruning treats apart: a nested field named
+// metadata, x-kubernetes-preserve-unknown-fields over a list, an embedded
+// resource, additionalProperties with a schema and without one.
+const pruneSchema = `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      metadata: {type: object, properties: {known: {type: string}}}
+      loose:
+        type: array
+        x-kubernetes-preserve-unknown-fields: true
+        items:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+          properties:
+            fixed: {type: object, properties: {a: {type: string}}}
+      looseList:
+        type: array
+        x-kubernetes-preserve-unknown-fields: true
+        items: {type: object, properties: {fixed: {type: object, properties: {a: {type: string}}}}}
+      template:
+        type: object
+        x-kubernetes-embedded-resource: true
+        properties: {spec: {type: object, properties: {b: {type: string}}}}
+      labels: {type: object, additionalProperties: {type: object, properties: {c: {type: string}}}}
+      anything: {type: object, additionalProperties: true}
+`
+
+// TestPlanPruneMatchesLibrary: the plan drops what PruneWithOptions drops
+// and names the same paths, on the cases the golden objects' mutations do
+// not all reach.
+func TestPlanPruneMatchesLibrary(t *testing.T) {
+	v1 := &apiextensionsv1.JSONSchemaProps{}
+	if err := sigsyaml.Unmarshal([]byte(pruneSchema), v1); err != nil {
+		t.Fatal(err)
+	}
+	internal := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	structural, err := structuralschema.NewStructural(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := compileStructuralPlan(structural).rootPlan()
+	for _, obj := range []string{
+		`{apiVersion: v1, kind: X, metadata: {name: a, odd: 1}, extra: 1}`,
+		`{spec: {metadata: {known: x, unknown: y, kind: z}}}`,
+		`{spec: {loose: [{free: 1, fixed: {a: x, b: y}}, {fixed: {z: 1}}]}}`,
+		`{spec: {looseList: [{free: 1, fixed: {a: x, b: y}}]}}`,
+		`{spec: {template: {apiVersion: v1, kind: Pod, metadata: {name: x, odd: 1}, spec: {b: x, c: y}, status: {}}}}`,
+		`{spec: {labels: {one: {c: x, d: y}}, anything: {k: {deep: [1]}}}}`,
+	} {
+		data, err := sigsyaml.YAMLToJSON([]byte(obj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib, mine := map[string]any{}, map[string]any{}
+		if err := k8sjson.Unmarshal(data, &lib); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8sjson.Unmarshal(data, &mine); err != nil {
+			t.Fatal(err)
+		}
+		want := pruning.PruneWithOptions(lib, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+		if !root.prunes(mine) && len(want) > 0 {
+			t.Errorf("%s: prunes is false; the library drops %q", obj, want)
+		}
+		got := root.prune(mine)
+		if !reflect.DeepEqual(mine, lib) || !slices.Equal(got, want) {
+			t.Errorf("%s: the plan prunes to %v, dropping %q; the library to %v, dropping %q", obj, mine, got, lib, want)
+		}
+		if len(want) == 0 {
+			t.Errorf("%s: nothing unknown: the case tests nothing", obj)
 		}
 	}
 }

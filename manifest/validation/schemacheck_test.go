@@ -411,6 +411,10 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 			if got, want := crd.root.prunes(in), !equality.Semantic.DeepEqual(lib, in); got != want {
 				t.Fatalf("%s: prunes = %v, library changed the object: %v (%v)", what, got, want, dropped)
 			}
+			mine := runtime.DeepCopyJSON(in)
+			if paths := crd.root.prune(mine); !reflect.DeepEqual(mine, lib) || !slices.Equal(paths, dropped) {
+				t.Fatalf("%s: the plan prunes to\n%v, dropping %q;\nthe library to\n%v, dropping %q", what, mine, paths, lib, dropped)
+			}
 			if len(dropped) > 0 {
 				pruned++
 			}

@@ -151,6 +151,98 @@ func (p *structuralPlan) prunesFields(m map[string]any, keepUnknown bool) bool {
 	return false
 }
 
+// prune drops from x what pruning.PruneWithOptions drops (x is changed in
+// place: give it a copy) and returns the paths of the unknown fields
+// dropped, sorted and written as it writes them, without the library's
+// structural schema: an object with a mistyped field needs only the plan.
+// TestStructuralPlanMatchesLibrary holds the two together.
+func (p *structuralPlan) prune(x any) []string {
+	paths := structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}
+	p.pruneAt(x, &paths)
+	slices.Sort(paths.UnknownFieldPaths)
+	return paths.UnknownFieldPaths
+}
+
+func (p *structuralPlan) pruneAt(x any, paths *structuralschema.UnknownFieldPathOptions) {
+	if p != nil && p.preserveUnknownFields {
+		p.skipPruneAt(x, paths)
+		return
+	}
+	parent := len(paths.ParentPath)
+	switch x := x.(type) {
+	case map[string]any:
+		for k, v := range x {
+			if p != nil && p.embeddedResource && metaFields[k] {
+				continue
+			}
+			if prop, ok := p.property(k); ok {
+				paths.AppendKey(k)
+				prop.pruneAt(v, paths)
+				paths.ParentPath = paths.ParentPath[:parent]
+				continue
+			}
+			if !metaFields[k] || parent > 0 || p == nil {
+				paths.RecordUnknownField(k)
+			}
+			delete(x, k)
+		}
+	case []any:
+		var items *structuralPlan
+		if p != nil {
+			items = p.items
+		}
+		for i, v := range x {
+			paths.AppendIndex(i)
+			items.pruneAt(v, paths)
+			paths.ParentPath = paths.ParentPath[:parent]
+		}
+	}
+}
+
+// skipPruneAt mirrors pruning under x-kubernetes-preserve-unknown-fields:
+// unknown keys stay, known ones are pruned below.
+func (p *structuralPlan) skipPruneAt(x any, paths *structuralschema.UnknownFieldPathOptions) {
+	if p == nil {
+		return
+	}
+	parent := len(paths.ParentPath)
+	switch x := x.(type) {
+	case map[string]any:
+		for k, v := range x {
+			if p.embeddedResource && metaFields[k] {
+				continue
+			}
+			if prop, ok := p.property(k); ok {
+				paths.AppendKey(k)
+				prop.pruneAt(v, paths)
+				paths.ParentPath = paths.ParentPath[:parent]
+			}
+		}
+	case []any:
+		for i, v := range x {
+			paths.AppendIndex(i)
+			p.items.skipPruneAt(v, paths)
+			paths.ParentPath = paths.ParentPath[:parent]
+		}
+	}
+}
+
+// property is the plan of an object's field k, a property or an
+// additional property (nil: additionalProperties: true); ok is false for
+// a field the schema does not know. A nil plan knows none.
+func (p *structuralPlan) property(k string) (plan *structuralPlan, ok bool) {
+	if p == nil {
+		return nil, false
+	}
+	if prop, ok := p.properties[k]; ok {
+		return prop, true
+	}
+	if p.additional {
+		return p.additionalSchema, true
+	}
+	return nil, false
+}
+
 // nullsPrunedAndDefaulted returns x as the API server's create path makes
 // it after pruning — defaulting.PruneNonNullableNullsWithoutDefaults (a
 // null where the schema allows none and has no default is dropped: the

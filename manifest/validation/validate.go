@@ -12,16 +12,14 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
 	"gridweave.dev/manifest/internal/strictyaml"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
@@ -319,24 +317,17 @@ func generatedName(prefix string) string {
 func (v *Validator) validateCR(u *unstructured.Unstructured, crd *crdValidator, errorAt func(id, path, msg, fix string) Finding) ([]Finding, *unstructured.Unstructured) {
 	var out []Finding
 	var obj *unstructured.Unstructured
+	pruned := u.Object
 	if crd.root.prunes(u.Object) {
-		structural, err := crd.lib.structuralSchema()
-		if err != nil {
-			return []Finding{errorAt("internal", "", "loading the embedded CRDs: "+err.Error(), "")}, u
-		}
-		obj = u.DeepCopy()
-		for _, p := range pruning.PruneWithOptions(obj.Object, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
+		pruned = runtime.DeepCopyJSON(u.Object)
+		for _, p := range crd.root.prune(pruned) {
 			out = append(out, errorAt("unknown-field", p, "unknown field (the API server drops it, or refuses it with fieldValidation=Strict)", "check the spelling against the CRD"))
 		}
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, structural)
-		structuraldefaulting.Default(obj.Object, structural)
-	} else {
-		// Nothing to prune (the usual case): drop the nulls and default
-		// without copying what that leaves alone. obj shares those parts
-		// with u, so from here on it is only read — but for the root and
-		// metadata maps, copied below.
-		obj = &unstructured.Unstructured{Object: crd.plan.nullsPrunedAndDefaulted(u.Object).(map[string]any)}
 	}
+	// Drop the nulls and default without copying what that leaves alone.
+	// obj shares those parts with u, so from here on it is only read — but
+	// for the root and metadata maps, copied below.
+	obj = &unstructured.Unstructured{Object: crd.plan.nullsPrunedAndDefaulted(pruned).(map[string]any)}
 	// The API server reads metadata the same way; the strategy below
 	// validates its values.
 	if !metadataDecodes(obj.Object) {
