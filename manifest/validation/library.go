@@ -3,8 +3,10 @@ package validation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -57,6 +59,7 @@ type crdLibrary struct {
 type nodeCEL struct {
 	once      sync.Once
 	validator *cel.Validator
+	compiled  atomic.Bool // validator is set
 }
 
 func (l *crdLibrary) schemaProps() (*apiextensions.JSONSchemaProps, error) {
@@ -130,25 +133,31 @@ func (l *crdLibrary) validateCEL(ctx context.Context, plan *structuralPlan, obj 
 		markRulesBelow(plan, l.rulesBelow)
 	})
 	sites := plan.ruleSites(structural, obj, nil, l.rulesBelow, nil)
-	validators := make([]*cel.Validator, len(sites))
+	// The nodes not compiled yet are compiled side by side: a first object
+	// that reaches several waits for the longest, not for their sum.
+	nodes := make([]*nodeCEL, len(sites))
+	var uncompiled []int // of sites, one per node
 	for i, site := range sites {
-		if validators[i] = l.nodeValidator(site, site.plan == plan); validators[i] == nil {
-			// The node's rules are only in allOf, which a node's validator
-			// does not look for on its own: the full validator evaluates
-			// them, and every other rule.
-			full, structural, err := l.celValidator()
-			if err != nil {
-				return nil, err
-			}
-			errs, _ := full.Validate(ctx, nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
-			return errs, nil
+		if nodes[i] = l.nodeCEL(site); nodes[i] == nil {
+			return l.validateEveryRule(ctx, obj)
 		}
+		if !nodes[i].compiled.Load() && !slices.ContainsFunc(uncompiled, func(j int) bool { return nodes[j] == nodes[i] }) {
+			uncompiled = append(uncompiled, i)
+		}
+	}
+	var compiling sync.WaitGroup
+	for _, i := range uncompiled {
+		compiling.Go(func() { nodes[i].compile(sites[i], sites[i].plan == plan, l.rulesBelow) })
+	}
+	compiling.Wait()
+	if slices.ContainsFunc(nodes, func(n *nodeCEL) bool { return n.validator == nil }) {
+		return l.validateEveryRule(ctx, obj) // a node found without rules after all
 	}
 	var errs field.ErrorList
 	budget := int64(celconfig.RuntimeCELCostBudget)
 	for i, site := range sites {
 		var siteErrs field.ErrorList
-		siteErrs, budget = validators[i].Validate(ctx, site.path, site.schema, site.value, nil, budget)
+		siteErrs, budget = nodes[i].validator.Validate(ctx, site.path, site.schema, site.value, nil, budget)
 		errs = append(errs, siteErrs...)
 		if budget < 0 {
 			break // out of budget: the CEL validator stops there too
@@ -157,14 +166,26 @@ func (l *crdLibrary) validateCEL(ctx context.Context, plan *structuralPlan, obj 
 	return errs, nil
 }
 
-// nodeValidator is the CEL validator of site's node's own rules (nil: it
-// has them only in allOf). root: the node is the object's root.
-func (l *crdLibrary) nodeValidator(site ruleSite, root bool) *cel.Validator {
+// validateEveryRule validates obj with the validator of every rule.
+func (l *crdLibrary) validateEveryRule(ctx context.Context, obj map[string]any) (field.ErrorList, error) {
+	full, structural, err := l.celValidator()
+	if err != nil {
+		return nil, err
+	}
+	errs, _ := full.Validate(ctx, nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+	return errs, nil
+}
+
+// nodeCEL is the entry of site's node (nil: the node has rules only in
+// allOf, which a node's validator does not look for on its own; the
+// validator of every rule evaluates them).
+func (l *crdLibrary) nodeCEL(site ruleSite) *nodeCEL {
 	if len(site.schema.XValidations) == 0 {
 		return nil
 	}
 	key := &site.schema.XValidations[0]
 	l.celMu.Lock()
+	defer l.celMu.Unlock()
 	if l.celByNode == nil {
 		l.celByNode = map[*apiextensionsv1.ValidationRule]*nodeCEL{}
 	}
@@ -173,14 +194,19 @@ func (l *crdLibrary) nodeValidator(site ruleSite, root bool) *cel.Validator {
 		entry = &nodeCEL{}
 		l.celByNode[key] = entry
 	}
-	l.celMu.Unlock()
-	entry.once.Do(func() {
-		own := withRulesOf(site.schema, site.plan, site.plan, l.rulesBelow)
+	return entry
+}
+
+// compile compiles the rules of site's node, once. root: the node is the
+// object's root. below: the plan nodes with rules at or under them.
+func (n *nodeCEL) compile(site ruleSite, root bool, below map[*structuralPlan]bool) {
+	n.once.Do(func() {
+		own := withRulesOf(site.schema, site.plan, site.plan, below)
 		// As apiextensions' validator does below the root: a node is a
 		// resource's root when it is an embedded resource.
-		entry.validator = cel.NewValidator(own, root || site.schema.XEmbeddedResource, celconfig.PerCallLimit)
+		n.validator = cel.NewValidator(own, root || site.schema.XEmbeddedResource, celconfig.PerCallLimit)
+		n.compiled.Store(true)
 	})
-	return entry.validator
 }
 
 // withRulesOf is s (whose plan is p) with the x-kubernetes-validations of
