@@ -30,12 +30,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"gridweave.dev/internal/initgc"
 )
 
 func main() {
-	initgc.Resume() // off while the packages initialised
 	// Ctrl-C ends a wait, never what was applied: the launch keeps running.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
