@@ -63,6 +63,21 @@ func BenchmarkProcess(b *testing.B) {
 	if err := os.WriteFile(rayCluster, []byte(smallRayCluster), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	// The mistakes users make most: a mistyped field, a value of the wrong
+	// type. Each costs what finding it loads, beyond the valid file's.
+	mistyped := filepath.Join(dir, "raycluster-mistyped-field.yaml")
+	wrongType := filepath.Join(dir, "raycluster-wrong-type.yaml")
+	for file, mistake := range map[string][2]string{
+		mistyped:  {"rayVersion: \"2.46.0\"", "rayVersion: \"2.46.0\"\n  enableInTreeAutoscalling: true"},
+		wrongType: {"replicas: 1", "replicas: \"1\""},
+	} {
+		if !strings.Contains(smallRayCluster, mistake[0]) {
+			b.Fatalf("%q is not in the RayCluster", mistake[0])
+		}
+		if err := os.WriteFile(file, []byte(strings.Replace(smallRayCluster, mistake[0], mistake[1], 1)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 	recipe, infra := filepath.Join("specs", "grpo_swe.recipe.yaml"), filepath.Join("specs", "grpo_swe.infra.yaml")
 	cases := []struct {
 		name string
@@ -71,6 +86,8 @@ func BenchmarkProcess(b *testing.B) {
 	}{
 		{"help", []string{bin, "--help"}, 0},
 		{"lint-RayCluster", []string{bin, "lint", rayCluster}, 0},
+		{"lint-RayCluster-mistyped-field", []string{bin, "lint", mistyped}, 1},
+		{"lint-RayCluster-wrong-type", []string{bin, "lint", wrongType}, 1},
 		{"check-grpo_swe", []string{bin, "check", recipe, infra}, 0},
 		{"render-grpo_swe", []string{bin, "render", recipe, infra}, 0},
 		{"lint-users-corpus", []string{bin, "lint", filepath.Join("..", "..", "manifest", "validation", "testdata", "users")}, 1},
