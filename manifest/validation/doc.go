@@ -42,9 +42,10 @@
 // structuralplan.go and typeddecode.go walk the object instead: a compiled
 // OpenAPI check that answers only "certainly valid" (comparing integers
 // with bounds the way kube-openapi does, truncated to integers), a
-// structural plan that decides pruning exactly, drops nulls and applies
-// defaults copying only the nodes they change and confirms list-type
-// invariants, and a key-driven typed decode.
+// structural plan that prunes unknown fields exactly (naming them as the
+// library does), drops nulls and applies defaults copying only the nodes
+// they change and confirms list-type invariants, and a key-driven typed
+// decode.
 // Each leaves anything
 // it does not mirror to the library, which decides and words the errors.
 // Differential tests over tens of thousands of mutations of the golden
@@ -58,13 +59,15 @@
 // the steady state. precompiled/ holds, per embedded CRD (written by
 // `go generate`, held to crds/ by TestPrecompiledMatchesCRDs): the fast
 // paths in a compact codec of their own (precompiled.go; identical subtrees
-// stored once), which a valid object needs alone, and each version's
+// stored once), which a valid object, or one with mistyped fields, needs
+// alone, and each version's
 // schema in apiextensions' internal form without descriptions
 // (library.go), from which the library's parts — structural schema, schema
 // validator, CEL validator — are built one by one, only when an object
 // needs them; CEL rules are compiled node by node, each schema node's when
-// an object first reaches it, and evaluated at the values there
-// (library.go validateCEL). A first RayCluster is
+// an object first reaches it (the nodes a first object reaches side by
+// side), and evaluated at the values there (library.go validateCEL). A
+// first RayCluster is
 // validated in under a millisecond
 // (BenchmarkValidateCold); parsing the verbatim CRD took a hundred.
 //
