@@ -78,6 +78,11 @@ func BenchmarkProcess(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	for file, finding := range map[string]string{mistyped: "[unknown-field] spec.enableInTreeAutoscalling", wrongType: "[schema] spec.workerGroupSpecs[0].replicas"} {
+		if out, _ := exec.Command(bin, "lint", file).Output(); !strings.Contains(string(out), finding) {
+			b.Fatalf("lint %s: no %s in\n%s", file, finding, out)
+		}
+	}
 	recipe, infra := filepath.Join("specs", "grpo_swe.recipe.yaml"), filepath.Join("specs", "grpo_swe.infra.yaml")
 	cases := []struct {
 		name string

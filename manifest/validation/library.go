@@ -12,10 +12,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 )
@@ -50,17 +52,39 @@ type crdLibrary struct {
 	// it, and no two nodes do), compiled when an object first reaches it.
 	celMu     sync.Mutex
 	celByNode map[*apiextensionsv1.ValidationRule]*nodeCEL
-	// rulesBelow: the plan nodes with rules at or under them, complete.
-	rulesBelowOnce sync.Once
-	rulesBelow     map[*structuralPlan]bool
+	// celPlanOnce: rulesBelow, the plan nodes with rules at or under them
+	// (complete), and ruleNodes, how the validator of every rule treats
+	// each node with rules (upstreamRuleNodes).
+	celPlanOnce sync.Once
+	rulesBelow  map[*structuralPlan]bool
+	ruleNodes   map[*apiextensionsv1.ValidationRule]ruleNodeTreatment
+	everyRule   bool // rules in allOf: the validator of every rule, always
 }
 
 // nodeCEL is the CEL validator of one schema node's own rules.
 type nodeCEL struct {
 	once      sync.Once
 	validator *cel.Validator
-	compiled  atomic.Bool // validator is set
+	panicked  any         // what compiling panicked with, rethrown to each caller
+	compiled  atomic.Bool // validator or panicked is set
 }
+
+// ruleNodeTreatment is how the validator of every rule treats a schema
+// node with rules.
+type ruleNodeTreatment int
+
+const (
+	// neverEvaluated: the validator leaves the node out (the zero value,
+	// for nodes upstreamRuleNodes does not list): its parent's CEL type
+	// has no such field.
+	neverEvaluated ruleNodeTreatment = iota
+	// ownRules: the node's own validator finds what it finds there.
+	ownRules
+	// everyRuleNeeded: the node's CEL type there is not the one its own
+	// schema gives (apiVersion, kind and metadata of a resource root), or
+	// there is none: only the validator of every rule finds the same.
+	everyRuleNeeded
+)
 
 func (l *crdLibrary) schemaProps() (*apiextensions.JSONSchemaProps, error) {
 	l.propsOnce.Do(func() { l.props, l.propsErr = l.load() })
@@ -113,34 +137,48 @@ func (l *crdLibrary) celValidator() (*cel.Validator, *structuralschema.Structura
 
 // validateCEL evaluates the CEL rules validating obj reaches, finding
 // what the validator of every rule finds (TestStructuralPlanMatchesLibrary
-// holds the two together): the CEL validator evaluates a node's rules only
-// on a value that is there, so each node with rules that obj reaches is
-// validated on its own, at the value there and with its path, by a
-// validator compiled from that node's rules alone, once per node. A
-// version with many rules — an HTTPRoute has 77 — compiles, for one
-// object, the few it reaches; many objects, the union of what they reach,
-// each node once: compiling CEL is most of what a cold process spends on
-// an object that reaches a rule. The nodes are validated in the order the
-// CEL validator walks them, a node before those under it, sharing one cost
-// budget.
+// and TestValidateCELNodeByNode hold the two together): the CEL validator
+// evaluates a node's rules only on a value that is there, so each node
+// with rules that obj reaches is validated on its own, at the value there
+// and with its path, by a validator compiled from that node's rules
+// alone, once per node — but for the nodes the CEL validator leaves out,
+// and those it gives another CEL type (upstreamRuleNodes), for which the
+// validator of every rule is used. A version with many rules — an
+// HTTPRoute has 77 — compiles, for one object, the few it reaches; many
+// objects, the union of what they reach, each node once: compiling CEL is
+// most of what a cold process spends on an object that reaches a rule.
+// The nodes are validated in the order the CEL validator walks them, a
+// node before those under it, sharing one cost budget.
 func (l *crdLibrary) validateCEL(ctx context.Context, plan *structuralPlan, obj map[string]any) (field.ErrorList, error) {
 	structural, err := l.structuralSchema()
 	if err != nil {
 		return nil, err
 	}
-	l.rulesBelowOnce.Do(func() {
+	l.celPlanOnce.Do(func() {
 		l.rulesBelow = map[*structuralPlan]bool{}
 		markRulesBelow(plan, l.rulesBelow)
+		l.ruleNodes, l.everyRule = upstreamRuleNodes(structural)
 	})
-	sites := plan.ruleSites(structural, obj, nil, l.rulesBelow, nil)
+	if l.everyRule {
+		return l.validateEveryRule(ctx, obj)
+	}
+	reached := plan.ruleSites(structural, obj, nil, l.rulesBelow, nil)
+	sites := reached[:0]
+	for _, site := range reached {
+		switch l.ruleNodes[&site.schema.XValidations[0]] {
+		case neverEvaluated:
+			continue
+		case everyRuleNeeded:
+			return l.validateEveryRule(ctx, obj)
+		}
+		sites = append(sites, site)
+	}
 	// The nodes not compiled yet are compiled side by side: a first object
 	// that reaches several waits for the longest, not for their sum.
 	nodes := make([]*nodeCEL, len(sites))
 	var uncompiled []int // of sites, one per node
 	for i, site := range sites {
-		if nodes[i] = l.nodeCEL(site); nodes[i] == nil {
-			return l.validateEveryRule(ctx, obj)
-		}
+		nodes[i] = l.nodeCEL(site)
 		if !nodes[i].compiled.Load() && !slices.ContainsFunc(uncompiled, func(j int) bool { return nodes[j] == nodes[i] }) {
 			uncompiled = append(uncompiled, i)
 		}
@@ -150,8 +188,10 @@ func (l *crdLibrary) validateCEL(ctx context.Context, plan *structuralPlan, obj 
 		compiling.Go(func() { nodes[i].compile(sites[i], sites[i].plan == plan, l.rulesBelow) })
 	}
 	compiling.Wait()
-	if slices.ContainsFunc(nodes, func(n *nodeCEL) bool { return n.validator == nil }) {
-		return l.validateEveryRule(ctx, obj) // a node found without rules after all
+	for _, n := range nodes {
+		if n.panicked != nil {
+			panic(n.panicked) // here, where the caller recovers it
+		}
 	}
 	var errs field.ErrorList
 	budget := int64(celconfig.RuntimeCELCostBudget)
@@ -166,6 +206,56 @@ func (l *crdLibrary) validateCEL(ctx context.Context, plan *structuralPlan, obj 
 	return errs, nil
 }
 
+// upstreamRuleNodes walks the structural schema as apiextensions' CEL
+// validator builds itself (cel.NewValidator: validator), CEL types
+// included, and says how it treats each node with rules: a property its
+// parent's CEL type does not have is left out with all under it (a
+// parent without a type, such as x-kubernetes-preserve-unknown-fields
+// alone, has none; a resource root's metadata has only name and
+// generateName); a node reached with its own schema's CEL type finds the
+// same with its own validator. everyRule: rules in allOf, which only the
+// validator of every rule evaluates (the API server refuses them).
+func upstreamRuleNodes(root *structuralschema.Structural) (nodes map[*apiextensionsv1.ValidationRule]ruleNodeTreatment, everyRule bool) {
+	nodes = map[*apiextensionsv1.ValidationRule]ruleNodeTreatment{}
+	var walk func(s *structuralschema.Structural, t *apiservercel.DeclType, resourceRoot, ownType bool)
+	walk = func(s *structuralschema.Structural, t *apiservercel.DeclType, resourceRoot, ownType bool) {
+		if allOfHasRules(s.ValueValidation) {
+			everyRule = true
+		}
+		if len(s.XValidations) > 0 {
+			treatment := ownRules
+			if t == nil || !ownType {
+				treatment = everyRuleNeeded
+			}
+			nodes[&s.XValidations[0]] = treatment
+		}
+		var elem *apiservercel.DeclType
+		if t != nil {
+			elem = t.ElemType
+		}
+		if s.Items != nil {
+			walk(s.Items, elem, s.Items.XEmbeddedResource, ownType)
+		}
+		if a := s.AdditionalProperties; a != nil && a.Structural != nil {
+			walk(a.Structural, elem, a.Structural.XEmbeddedResource, ownType)
+		}
+		for name, prop := range s.Properties {
+			var fieldType *apiservercel.DeclType
+			if escaped, ok := apiservercel.Escape(name); ok {
+				if t == nil || t.Fields[escaped] == nil {
+					continue
+				}
+				fieldType = t.Fields[escaped].Type
+			} else if fieldType = model.SchemaDeclType(&prop, prop.XEmbeddedResource); fieldType == nil {
+				continue
+			}
+			walk(&prop, fieldType, prop.XEmbeddedResource, ownType && !(resourceRoot && metaFields[name]))
+		}
+	}
+	walk(root, model.SchemaDeclType(root, true), true, true)
+	return nodes, everyRule
+}
+
 // validateEveryRule validates obj with the validator of every rule.
 func (l *crdLibrary) validateEveryRule(ctx context.Context, obj map[string]any) (field.ErrorList, error) {
 	full, structural, err := l.celValidator()
@@ -176,13 +266,8 @@ func (l *crdLibrary) validateEveryRule(ctx context.Context, obj map[string]any) 
 	return errs, nil
 }
 
-// nodeCEL is the entry of site's node (nil: the node has rules only in
-// allOf, which a node's validator does not look for on its own; the
-// validator of every rule evaluates them).
+// nodeCEL is the entry of site's node.
 func (l *crdLibrary) nodeCEL(site ruleSite) *nodeCEL {
-	if len(site.schema.XValidations) == 0 {
-		return nil
-	}
 	key := &site.schema.XValidations[0]
 	l.celMu.Lock()
 	defer l.celMu.Unlock()
@@ -201,11 +286,12 @@ func (l *crdLibrary) nodeCEL(site ruleSite) *nodeCEL {
 // object's root. below: the plan nodes with rules at or under them.
 func (n *nodeCEL) compile(site ruleSite, root bool, below map[*structuralPlan]bool) {
 	n.once.Do(func() {
+		defer n.compiled.Store(true)
+		defer func() { n.panicked = recover() }()
 		own := withRulesOf(site.schema, site.plan, site.plan, below)
 		// As apiextensions' validator does below the root: a node is a
 		// resource's root when it is an embedded resource.
 		n.validator = cel.NewValidator(own, root || site.schema.XEmbeddedResource, celconfig.PerCallLimit)
-		n.compiled.Store(true)
 	})
 }
 
