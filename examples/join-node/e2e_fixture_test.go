@@ -306,8 +306,8 @@ func (m *master) peers() []wgtypes.Peer {
 
 // route is the master's route for p ("" when there is none).
 func (m *master) route(p string) string {
-	out, _ := exec.Command("ip", "route", "show", p).Output()
-	return strings.TrimSpace(string(out))
+	m.t.Helper()
+	return netnstest.Route(m.t, nil, p)
 }
 
 // node is a machine that joins.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -85,8 +86,17 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if err := within(30*time.Second, func() error { return echoIn(nil, podAddr) }); err != nil {
 		t.Fatalf("an address of the node's pod CIDR %s does not answer from the master (route %q): %v", gpuNode.podCIDR, m.route(gpuNode.podCIDR.String()), err)
 	}
-	if route := m.route(gpuNode.podCIDR.String()); !strings.Contains(route, "dev "+m.dev.Name) {
-		t.Errorf("the pod CIDR's route is %q, want one into %s", route, m.dev.Name)
+	// The route is asked for until it shows, and every other answer is
+	// logged with the whole table: it answered traffic a moment ago.
+	if err := within(10*time.Second, func() error {
+		if route := m.route(gpuNode.podCIDR.String()); !strings.Contains(route, "dev "+m.dev.Name) {
+			all, _ := exec.Command("ip", "route", "show", "table", "all").CombinedOutput()
+			t.Logf("the pod CIDR's route is %q; every route:\n%s", route, all)
+			return fmt.Errorf("the pod CIDR's route is %q, want one into %s", route, m.dev.Name)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 
 	// 2. A worker of its group runs on the node with its GPU.

@@ -172,7 +172,7 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	if _, err := kr.Node(ctx, "gpu-e2e"); err == nil {
 		t.Error("the ledger still holds the node after leave")
 	}
-	if out, _ := masterNS.Command("ip", "route", "show", "198.19.212.0/24").Output(); len(out) != 0 {
-		t.Errorf("the pod CIDR route survived leave: %s", out)
+	if route := netnstest.Route(t, masterNS, "198.19.212.0/24"); route != "" {
+		t.Errorf("the pod CIDR route survived leave: %s", route)
 	}
 }

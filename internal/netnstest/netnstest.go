@@ -72,6 +72,33 @@ func (ns *Namespace) IP(t testing.TB, args ...string) {
 	IP(t, append([]string{"-n", ns.Name}, args...)...)
 }
 
+// Route returns the routes for exactly prefix in ns's main table (nil: the
+// test's own namespace), as `ip route show` prints them, or "" when there
+// is none. An `ip` that fails or writes to stderr (a netlink dump cut short
+// by another test changing links at the same moment, say) is asked again,
+// then fails the test: "" always means no route, never no answer.
+func Route(t testing.TB, ns *Namespace, prefix string) string {
+	t.Helper()
+	args := []string{"route", "show", prefix}
+	if ns != nil {
+		args = append([]string{"-n", ns.Name}, args...)
+	}
+	var failure string
+	for range 5 {
+		var stderr strings.Builder
+		cmd := exec.Command("ip", args...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err == nil && stderr.Len() == 0 {
+			return strings.TrimSpace(string(out))
+		}
+		failure = fmt.Sprintf("%v: %s", err, strings.TrimSpace(stderr.String()))
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("ip %s: %s", strings.Join(args, " "), failure)
+	return ""
+}
+
 // Command returns a command that runs inside the namespace.
 func (ns *Namespace) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
