@@ -318,6 +318,7 @@ type pathDocuments struct {
 	stdin  io.Reader
 	file   *os.File
 	reader *validation.DocumentReader
+	read   inputBytes
 }
 
 func (p *pathDocuments) Next() (validation.Document, error) {
@@ -339,13 +340,13 @@ func (p *pathDocuments) Next() (validation.Document, error) {
 		path := p.paths[0]
 		p.paths = p.paths[1:]
 		if path == "-" {
-			p.reader = validation.NewDocumentReader("stdin", p.stdin)
+			p.reader = validation.NewDocumentReader("stdin", p.read.counting(p.stdin))
 			continue
 		}
 		f, err := os.Open(path)
 		if err != nil {
 			return validation.Document{}, err
 		}
-		p.file, p.reader = f, validation.NewDocumentReader(path, f)
+		p.file, p.reader = f, validation.NewDocumentReader(path, p.read.counting(f))
 	}
 }
