@@ -2,8 +2,10 @@ package validation
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 )
@@ -28,13 +32,22 @@ import (
 // type needs the schema validator only, one with an unknown field the
 // structural schema, one that reaches a CEL rule the CEL validator.
 type crdLibrary struct {
-	// load returns the version's schema in apiextensions' internal form.
-	load  func() (*apiextensions.JSONSchemaProps, error)
-	check *schemaCheck
+	// load returns the version's schema in apiextensions' internal form;
+	// loadAt, if set, only the schema at the end of steps, reading no
+	// more of the rest than it must.
+	load   func() (*apiextensions.JSONSchemaProps, error)
+	loadAt func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error)
+	check  *schemaCheck
 
-	propsOnce sync.Once
-	props     *apiextensions.JSONSchemaProps
-	propsErr  error
+	propsOnce   sync.Once
+	props       *apiextensions.JSONSchemaProps
+	propsErr    error
+	propsLoaded atomic.Bool // props or propsErr is set
+
+	// valueSchemas: the kube-openapi schema of each node an uncertain
+	// value was met at, by its steps from the root (stepsKey).
+	valueMu      sync.Mutex
+	valueSchemas map[string]*spec.Schema
 
 	structuralOnce sync.Once
 	structural     *structuralschema.Structural
@@ -87,7 +100,10 @@ const (
 )
 
 func (l *crdLibrary) schemaProps() (*apiextensions.JSONSchemaProps, error) {
-	l.propsOnce.Do(func() { l.props, l.propsErr = l.load() })
+	l.propsOnce.Do(func() {
+		l.props, l.propsErr = l.load()
+		l.propsLoaded.Store(true)
+	})
 	return l.props, l.propsErr
 }
 
@@ -123,6 +139,111 @@ func (l *crdLibrary) schemaValidator() (createValidator, error) {
 		l.schema = createValidator{check: l.check, full: validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
 	})
 	return l.schema, l.schemaErr
+}
+
+// validateUncertain validates obj with kube-openapi as a validator of the
+// whole schema does, where the compiled check is not certain of it: each
+// outermost value it is not certain of is validated by a validator of
+// that value's schema alone, at the path the whole validator gives it —
+// which is what the whole validator does at each item and property value,
+// so the errors are word for word the same (TestValueValidatorsMatchWhole
+// holds them together). A value of the wrong type converts the schema of
+// that value, not the whole version's, and the precompiled form reads no
+// more of the version than the way to that node.
+func (l *crdLibrary) validateUncertain(obj any) (*validate.Result, error) {
+	result := &validate.Result{}
+	for _, u := range l.check.uncertainValues(obj, strfmt.Default, "", nil, nil) {
+		s, err := l.valueSchema(u.steps)
+		if err != nil {
+			return nil, err
+		}
+		result.Merge(validate.NewSchemaValidator(s, nil, u.path, strfmt.Default).Validate(u.value))
+	}
+	return result, nil
+}
+
+// valueSchema is the kube-openapi schema at the end of steps, converted
+// from that node alone as apiextensions' NewSchemaValidator converts the
+// whole (a node's conversion depends on it and the nodes under it only).
+func (l *crdLibrary) valueSchema(steps []schemaStep) (*spec.Schema, error) {
+	key := stepsKey(steps)
+	l.valueMu.Lock()
+	s, ok := l.valueSchemas[key]
+	l.valueMu.Unlock()
+	if ok {
+		return s, nil
+	}
+	var props *apiextensions.JSONSchemaProps
+	var err error
+	if l.loadAt != nil && !l.propsLoaded.Load() {
+		props, err = l.loadAt(steps)
+	} else {
+		props, err = l.schemaProps()
+		if err == nil {
+			props, err = propsAt(props, steps)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s = &spec.Schema{}
+	if err := apiservervalidation.ConvertJSONSchemaPropsWithPostProcess(props, s, apiservervalidation.StripUnsupportedFormatsPostProcessorForVersion(environment.DefaultCompatibilityVersion())); err != nil {
+		return nil, err
+	}
+	l.valueMu.Lock()
+	defer l.valueMu.Unlock()
+	if l.valueSchemas == nil {
+		l.valueSchemas = map[string]*spec.Schema{}
+	}
+	if first, ok := l.valueSchemas[key]; ok {
+		return first, nil // converted meanwhile by another goroutine
+	}
+	l.valueSchemas[key] = s
+	return s, nil
+}
+
+// stepsKey is steps as one string: a property name quoted, items "[]",
+// additional properties "*".
+func stepsKey(steps []schemaStep) string {
+	var b strings.Builder
+	for _, step := range steps {
+		switch {
+		case step.items:
+			b.WriteString("[]")
+		case step.additional:
+			b.WriteString("*")
+		default:
+			b.WriteString(strconv.Quote(step.property))
+		}
+	}
+	return b.String()
+}
+
+// propsAt is the schema at the end of steps from root.
+func propsAt(root *apiextensions.JSONSchemaProps, steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
+	s := root
+	for i, step := range steps {
+		var next *apiextensions.JSONSchemaProps
+		switch {
+		case step.items:
+			if s.Items != nil {
+				next = s.Items.Schema
+			}
+		case step.additional:
+			if s.AdditionalProperties != nil {
+				next = s.AdditionalProperties.Schema
+			}
+		default:
+			if p, ok := s.Properties[step.property]; ok {
+				next = &p
+			}
+		}
+		if next == nil {
+			return nil, fmt.Errorf("the schema has no node at %s", stepsKey(steps[:i+1]))
+		}
+		s = next
+	}
+	return s, nil
 }
 
 // celValidator compiles the version's CEL rules (nil: it has none).
@@ -358,6 +479,45 @@ func loadPrecompiledSchema(crdFile, version string) func() (*apiextensions.JSONS
 		props := &apiextensions.JSONSchemaProps{}
 		if err := k8sjson.Unmarshal(data, props); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return props, nil
+	}
+}
+
+// loadPrecompiledSchemaAt reads from a precompiled version schema only
+// the schema at the end of steps: each node's children on the way are cut
+// out as raw JSON, and only the last node is decoded.
+func loadPrecompiledSchemaAt(crdFile, version string) func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
+	return func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
+		name := precompiledSchemaName(crdFile, version)
+		data, err := precompiledFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		for i, step := range steps {
+			var node struct {
+				Properties           map[string]json.RawMessage
+				Items                struct{ Schema json.RawMessage }
+				AdditionalProperties struct{ Schema json.RawMessage }
+			}
+			if err := json.Unmarshal(data, &node); err != nil {
+				return nil, fmt.Errorf("%s at %s: %w", name, stepsKey(steps[:i]), err)
+			}
+			switch {
+			case step.items:
+				data = node.Items.Schema
+			case step.additional:
+				data = node.AdditionalProperties.Schema
+			default:
+				data = node.Properties[step.property]
+			}
+			if len(data) == 0 || string(data) == "null" {
+				return nil, fmt.Errorf("%s has no node at %s", name, stepsKey(steps[:i+1]))
+			}
+		}
+		props := &apiextensions.JSONSchemaProps{}
+		if err := k8sjson.Unmarshal(data, props); err != nil {
+			return nil, fmt.Errorf("%s at %s: %w", name, stepsKey(steps), err)
 		}
 		return props, nil
 	}

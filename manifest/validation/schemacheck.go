@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -118,6 +119,43 @@ func (c *schemaCheck) certainlyValid(v any, formats strfmt.Registry) bool {
 	if c == nil {
 		return true
 	}
+	if !c.locallyValid(v, formats) {
+		return false
+	}
+	switch x := v.(type) {
+	case []any:
+		if c.items != nil {
+			for _, e := range x {
+				if !c.items.certainlyValid(e, formats) {
+					return false
+				}
+			}
+		}
+	case map[string]any:
+		for k, v := range x {
+			if !c.child(k).certainlyValid(v, formats) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// child is the check of an object's property k: its own, the additional
+// properties', or nil (anything goes; a key no schema allows fails the
+// object's locallyValid).
+func (c *schemaCheck) child(k string) *schemaCheck {
+	if p, known := c.properties[k]; known {
+		return p
+	}
+	return c.additionalProperties
+}
+
+// locallyValid reports whether v certainly satisfies what the schema says
+// of v itself — everything but the schemas of its items and properties,
+// which apply to those values on their own (allOf and anyOf are checked
+// whole).
+func (c *schemaCheck) locallyValid(v any, formats strfmt.Registry) bool {
 	if c.undecidable {
 		return false
 	}
@@ -164,11 +202,67 @@ func (c *schemaCheck) certainlyValid(v any, formats strfmt.Registry) bool {
 	case float64:
 		return c.numberValid(x)
 	case []any:
-		return c.arrayValid(x, formats)
+		return c.arrayValid(x)
 	case map[string]any:
-		return c.objectValid(x, formats)
+		return c.objectValid(x)
 	}
 	return true
+}
+
+// schemaStep is one step down a schema to a child value's: into a
+// property (by name), the items, or the additional properties.
+type schemaStep struct {
+	property   string
+	items      bool
+	additional bool
+}
+
+// uncertainValue is a value the compiled check is not certain of, as
+// kube-openapi's validator of the whole object reaches it: by the path it
+// names it with there ("spec.workerGroupSpecs[0].replicas"), at the end
+// of steps from the root schema.
+type uncertainValue struct {
+	path  string
+	steps []schemaStep
+	value any
+}
+
+// uncertainValues appends to out the outermost values at or under v
+// (whose path and schema steps are given) the check is not certain of.
+// Everything else is certainly valid, and kube-openapi validates each
+// item and property value on its own, with a validator of the value's
+// schema and path alone: the errors of the whole object are those of
+// these values, each validated that way.
+func (c *schemaCheck) uncertainValues(v any, formats strfmt.Registry, path string, steps []schemaStep, out []uncertainValue) []uncertainValue {
+	if c == nil {
+		return out
+	}
+	if !c.locallyValid(v, formats) {
+		return append(out, uncertainValue{path: path, steps: slices.Clone(steps), value: v})
+	}
+	switch x := v.(type) {
+	case []any:
+		if c.items != nil {
+			for i, e := range x {
+				out = c.items.uncertainValues(e, formats, path+"["+strconv.Itoa(i)+"]", append(steps, schemaStep{items: true}), out)
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			// kube-openapi's names: a property's without a leading dot at
+			// the root, an additional property's with one.
+			if p, known := c.properties[k]; known {
+				name := k
+				if path != "" {
+					name = path + "." + k
+				}
+				out = p.uncertainValues(e, formats, name, append(steps, schemaStep{property: k}), out)
+			} else if c.additionalProperties != nil {
+				out = c.additionalProperties.uncertainValues(e, formats, path+"."+k, append(steps, schemaStep{additional: true}), out)
+			}
+		}
+	}
+	return out
 }
 
 // typeAccepts mirrors kube-openapi's type validator for the JSON types a
@@ -264,22 +358,12 @@ func (c *schemaCheck) boundsAccept(f float64) bool {
 	return true
 }
 
-func (c *schemaCheck) arrayValid(a []any, formats strfmt.Registry) bool {
+func (c *schemaCheck) arrayValid(a []any) bool {
 	n := int64(len(a))
-	if (c.maxItems != nil && n > *c.maxItems) || (c.minItems != nil && n < *c.minItems) {
-		return false
-	}
-	if c.items != nil {
-		for _, e := range a {
-			if !c.items.certainlyValid(e, formats) {
-				return false
-			}
-		}
-	}
-	return true
+	return (c.maxItems == nil || n <= *c.maxItems) && (c.minItems == nil || n >= *c.minItems)
 }
 
-func (c *schemaCheck) objectValid(m map[string]any, formats strfmt.Registry) bool {
+func (c *schemaCheck) objectValid(m map[string]any) bool {
 	n := int64(len(m))
 	if (c.maxProperties != nil && n > *c.maxProperties) || (c.minProperties != nil && n < *c.minProperties) {
 		return false
@@ -289,17 +373,9 @@ func (c *schemaCheck) objectValid(m map[string]any, formats strfmt.Registry) boo
 			return false
 		}
 	}
-	for k, v := range m {
-		p, known := c.properties[k]
-		switch {
-		case known:
-			if !p.certainlyValid(v, formats) {
-				return false
-			}
-		case c.noAdditionalProperties:
-			return false
-		case c.additionalProperties != nil:
-			if !c.additionalProperties.certainlyValid(v, formats) {
+	if c.noAdditionalProperties {
+		for k := range m {
+			if _, known := c.properties[k]; !known {
 				return false
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
+	"sigs.k8s.io/yaml"
 )
 
 // crdObjects are the custom resources the differential tests hold the
@@ -150,6 +152,93 @@ func TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects(t *testing.T) {
 	t.Logf("%d mutations: %d confirmed by the compiled check, %d rejected by kube-openapi", cases, certain, rejected)
 	if certain == 0 || rejected == 0 {
 		t.Fatal("the mutations exercise only one side")
+	}
+}
+
+// TestValueValidatorsMatchWhole: validating only the values the compiled
+// check is not certain of, each with a validator of its own schema node
+// (validateUncertain), finds word for word what kube-openapi's validator
+// of the whole schema finds, on every object of crdObjects and every
+// mutation of them — with the node schemas read from the precompiled
+// form (the way a fresh process does) and cut from the whole schema in
+// memory.
+func TestValueValidatorsMatchWhole(t *testing.T) {
+	v := NewValidator()
+	objs, _ := crdObjects(t)
+	step := 1
+	if testing.Short() {
+		step = 17
+	}
+	var compared, withErrors, partial int
+	for _, obj := range objs {
+		crd, err := v.crdFor((&unstructured.Unstructured{Object: obj}).GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := kubeOpenAPIOnly{mustLib(t, crd).schema.full}
+		precompiled := &crdLibrary{load: crd.lib.load, loadAt: crd.lib.loadAt, check: crd.check}
+		inMemory := &crdLibrary{load: crd.lib.load, check: crd.check}
+		if precompiled.loadAt == nil {
+			t.Fatalf("%s: the precompiled library reads whole schemas only", crd.gvk)
+		}
+		all := mutations(obj, whole.full.Schema)
+		for j := 0; j < len(all); j += step {
+			m := all[j]
+			mutated := m.apply(obj)
+			want := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, whole))
+			for _, lib := range []*crdLibrary{precompiled, inMemory} {
+				result, err := lib.validateUncertain(mutated)
+				if err != nil {
+					t.Fatalf("%s = %#v: %v", m.path, m.value, err)
+				}
+				if got := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, validated{result})); got != want {
+					t.Errorf("%s: %v = %#v:\n got %s\nwant %s", obj["kind"], m.path, m.value, got, want)
+				}
+			}
+			compared++
+			if want != "" {
+				withErrors++
+				if sites := crd.check.uncertainValues(mutated, strfmt.Default, "", nil, nil); len(sites) > 0 && len(sites[0].steps) > 0 {
+					partial++
+				}
+			}
+		}
+	}
+	t.Logf("%d objects compared, %d with errors, %d of those validated below the root only", compared, withErrors, partial)
+	if withErrors == 0 || withErrors == compared || partial == 0 {
+		t.Fatal("the mutations exercise only one side")
+	}
+}
+
+// A value of the wrong type in a fresh Validator is validated without
+// reading the whole schema: only the node of the value is converted, and
+// the version's schema is never decoded whole.
+func TestWrongTypeReadsOnlyItsNode(t *testing.T) {
+	v := NewValidator()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: small}
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template: {spec: {containers: [{name: ray-head, image: rayproject/ray:2.46.0}]}}
+  workerGroupSpecs:
+  - {groupName: cpu, replicas: "1", rayStartParams: {}, template: {spec: {containers: [{name: w, image: rayproject/ray:2.46.0}]}}}
+`), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	findings := v.Validate(u)
+	if len(findings) != 1 || findings[0].Path != "spec.workerGroupSpecs[0].replicas" || !strings.Contains(findings[0].Message, "must be of type integer") {
+		t.Fatalf("findings %v", findings)
+	}
+	crd, _ := v.crdFor(u.GroupVersionKind())
+	if crd.lib.propsLoaded.Load() {
+		t.Error("the version's whole schema was decoded")
+	}
+	if keys := slices.Collect(maps.Keys(crd.lib.valueSchemas)); len(keys) != 1 || keys[0] != `"spec""workerGroupSpecs"[]"replicas"` {
+		t.Errorf("node schemas converted: %q", keys)
 	}
 }
 

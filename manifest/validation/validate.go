@@ -136,11 +136,11 @@ func (c *crdValidator) validateCreate(ctx context.Context, u *unstructured.Unstr
 	if len(errs) == 0 {
 		errs = append(errs, apivalidation.ValidateObjectMetaAccessor(u, c.namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
 		if !c.check.certainlyValid(u.Object, strfmt.Default) {
-			validator, err := c.lib.schemaValidator()
+			result, err := c.lib.validateUncertain(u.Object)
 			if err != nil {
 				return libraryFailed(err)
 			}
-			errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), validator)...)
+			errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), validated{result})...)
 		}
 	}
 	if c.embedded {
@@ -182,6 +182,15 @@ func blockingError(errs field.ErrorList) *field.Error {
 		}
 	}
 	return nil
+}
+
+// validated is a schema validator whose answer is already known: it lets
+// apiextensions word a result as field errors, as it does the API
+// server's.
+type validated struct{ result *validate.Result }
+
+func (v validated) Validate(any, ...apiservervalidation.ValidationOption) *validate.Result {
+	return v.result
 }
 
 // createValidator validates objects as the API server does on create, with
