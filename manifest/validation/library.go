@@ -1,8 +1,10 @@
 package validation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -485,8 +487,8 @@ func loadPrecompiledSchema(crdFile, version string) func() (*apiextensions.JSONS
 }
 
 // loadPrecompiledSchemaAt reads from a precompiled version schema only
-// the schema at the end of steps: each node's children on the way are cut
-// out as raw JSON, and only the last node is decoded.
+// the schema at the end of steps: the way there is found by skipping over
+// the JSON of every other node, and only the last node is decoded.
 func loadPrecompiledSchemaAt(crdFile, version string) func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
 	return func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
 		name := precompiledSchemaName(crdFile, version)
@@ -495,24 +497,21 @@ func loadPrecompiledSchemaAt(crdFile, version string) func(steps []schemaStep) (
 			return nil, err
 		}
 		for i, step := range steps {
-			var node struct {
-				Properties           map[string]json.RawMessage
-				Items                struct{ Schema json.RawMessage }
-				AdditionalProperties struct{ Schema json.RawMessage }
-			}
-			if err := json.Unmarshal(data, &node); err != nil {
-				return nil, fmt.Errorf("%s at %s: %w", name, stepsKey(steps[:i]), err)
-			}
+			// The fields of apiextensions.JSONSchemaProps, as json.Marshal
+			// names them.
+			var path []string
 			switch {
 			case step.items:
-				data = node.Items.Schema
+				path = []string{"Items", "Schema"}
 			case step.additional:
-				data = node.AdditionalProperties.Schema
+				path = []string{"AdditionalProperties", "Schema"}
 			default:
-				data = node.Properties[step.property]
+				path = []string{"Properties", step.property}
 			}
-			if len(data) == 0 || string(data) == "null" {
-				return nil, fmt.Errorf("%s has no node at %s", name, stepsKey(steps[:i+1]))
+			for _, key := range path {
+				if data, err = memberValue(data, key); err != nil {
+					return nil, fmt.Errorf("%s at %s: %w", name, stepsKey(steps[:i+1]), err)
+				}
 			}
 		}
 		props := &apiextensions.JSONSchemaProps{}
@@ -521,6 +520,102 @@ func loadPrecompiledSchemaAt(crdFile, version string) func(steps []schemaStep) (
 		}
 		return props, nil
 	}
+}
+
+// memberValue is the JSON of the value of obj's member key, found by
+// skipping over the others without decoding them (obj is a JSON object
+// as json.Marshal writes one).
+func memberValue(obj []byte, key string) ([]byte, error) {
+	i := skipJSONSpace(obj, 0)
+	if i == len(obj) || obj[i] != '{' {
+		return nil, fmt.Errorf("no object where %q was looked for", key)
+	}
+	for i++; ; {
+		i = skipJSONSpace(obj, i)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipJSONSpace(obj, i+1)
+		}
+		if i == len(obj) || obj[i] != '"' {
+			return nil, fmt.Errorf("no member %q", key)
+		}
+		keyEnd, err := jsonValueEnd(obj, i)
+		if err != nil {
+			return nil, err
+		}
+		name := obj[i:keyEnd]
+		i = skipJSONSpace(obj, keyEnd)
+		if i == len(obj) || obj[i] != ':' {
+			return nil, fmt.Errorf("a member %s without a value", name)
+		}
+		i = skipJSONSpace(obj, i+1)
+		end, err := jsonValueEnd(obj, i)
+		if err != nil {
+			return nil, err
+		}
+		if jsonStringIs(name, key) {
+			return obj[i:end], nil
+		}
+		i = end
+	}
+}
+
+// jsonValueEnd is the index just past the JSON value that starts at i.
+func jsonValueEnd(data []byte, i int) (int, error) {
+	if i == len(data) {
+		return 0, errors.New("a value cut short")
+	}
+	switch data[i] {
+	case '"':
+		for j := i + 1; j < len(data); j++ {
+			switch data[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1, nil
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, err := jsonValueEnd(data, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+	default:
+		j := i
+		for j < len(data) && !strings.ContainsRune(",}] \t\r\n", rune(data[j])) {
+			j++
+		}
+		return j, nil
+	}
+	return 0, errors.New("a value cut short")
+}
+
+func skipJSONSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// jsonStringIs reports whether the JSON string quoted is s.
+func jsonStringIs(quoted []byte, s string) bool {
+	if !bytes.ContainsRune(quoted, '\\') {
+		return string(quoted[1:len(quoted)-1]) == s
+	}
+	var unquoted string
+	return json.Unmarshal(quoted, &unquoted) == nil && unquoted == s
 }
 
 // withoutDescriptions is s with every description dropped: validation

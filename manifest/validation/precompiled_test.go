@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/golden"
@@ -178,4 +180,72 @@ func compactSchemaJSON(props *apiextensions.JSONSchemaProps) ([]byte, error) {
 	}
 	compact(v)
 	return json.Marshal(v)
+}
+
+// TestPrecompiledNodeSchemas: the schema of every node of every
+// precompiled version, read alone (loadPrecompiledSchemaAt, skipping the
+// JSON of the rest), is deeply equal to that node of the whole schema
+// decoded.
+func TestPrecompiledNodeSchemas(t *testing.T) {
+	files, err := fs.Glob(precompiledFS, "precompiled/*.json")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("%d precompiled schemas (%v)", len(files), err)
+	}
+	nodes := 0
+	for _, file := range files {
+		base := strings.TrimSuffix(strings.TrimPrefix(file, "precompiled/"), ".json")
+		crdFile, version := "crds/"+base[:strings.LastIndex(base, ".")]+".yaml", base[strings.LastIndex(base, ".")+1:]
+		if precompiledSchemaName(crdFile, version) != file {
+			t.Fatalf("%s: read as %s %s", file, crdFile, version)
+		}
+		whole, err := loadPrecompiledSchema(crdFile, version)()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := loadPrecompiledSchemaAt(crdFile, version)
+		var walk func(s *apiextensions.JSONSchemaProps, steps []schemaStep)
+		walk = func(s *apiextensions.JSONSchemaProps, steps []schemaStep) {
+			nodes++
+			if testing.Short() && nodes%13 != 0 {
+				goto children // a sample
+			}
+			if alone, err := at(steps); err != nil {
+				t.Fatalf("%s at %s: %v", file, stepsKey(steps), err)
+			} else if !reflect.DeepEqual(alone, s) {
+				t.Fatalf("%s at %s: read alone, the node differs from the whole schema's", file, stepsKey(steps))
+			}
+		children:
+			for name, p := range s.Properties {
+				walk(&p, append(slices.Clone(steps), schemaStep{property: name}))
+			}
+			if s.Items != nil && s.Items.Schema != nil {
+				walk(s.Items.Schema, append(slices.Clone(steps), schemaStep{items: true}))
+			}
+			if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+				walk(s.AdditionalProperties.Schema, append(slices.Clone(steps), schemaStep{additional: true}))
+			}
+		}
+		walk(whole, nil)
+		if _, err := at([]schemaStep{{property: "noSuchField"}}); err == nil {
+			t.Errorf("%s: a node that is not there was read", file)
+		}
+	}
+	t.Logf("%d nodes of %d schemas", nodes, len(files))
+}
+
+// memberValue finds a member past others whose keys and strings hold
+// quotes, escapes and brackets, and a key written with escapes.
+func TestMemberValue(t *testing.T) {
+	obj := []byte(` { "a\"}" : {"x": "]}\\", "y": [1, {"z": "{"}]}, "b": -1.5e3 ,"\u003cc\u003e": [ ], "d":"v"}`)
+	for key, want := range map[string]string{`a"}`: `{"x": "]}\\", "y": [1, {"z": "{"}]}`, "b": "-1.5e3", "<c>": "[ ]", "d": `"v"`} {
+		got, err := memberValue(obj, key)
+		if err != nil || string(got) != want {
+			t.Errorf("%q: %q, %v; want %q", key, got, err, want)
+		}
+	}
+	for _, bad := range [][]byte{obj, []byte(`[1]`), []byte(`{"e": "cut`), []byte(``)} {
+		if got, err := memberValue(bad, "e"); err == nil {
+			t.Errorf("%q: found %q", bad, got)
+		}
+	}
 }
