@@ -24,15 +24,24 @@ import (
 // TestFromUnstructuredMatchesLibrary holds it to that.
 func fromUnstructured(obj map[string]any, out any) error {
 	dv := reflect.ValueOf(out).Elem()
-	if err := decodeValue(obj, dv); err == nil {
-		return nil
+	err := decodeValue(obj, dv)
+	if err == nil || errors.Is(err, errRefused) {
+		return err
 	}
 	dv.Set(reflect.Zero(dv.Type()))
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(obj, out)
 }
 
-// errNotMirrored sends a value to the library.
-var errNotMirrored = errors.New("not mirrored")
+var (
+	// errNotMirrored sends a value to the library.
+	errNotMirrored = errors.New("not mirrored")
+	// errRefused: a value of a JSON type the library converts to the
+	// field's under no circumstances (a string into an integer, say —
+	// the commonest mistake), where it would refuse the whole object: no
+	// need to ask it (its field caches cost a first RayCluster some
+	// milliseconds).
+	errRefused = errors.New("a value of a JSON type the field's Go type does not take")
+)
 
 // structFields is a struct type's JSON names, with inlined structs'
 // fields flattened in (a name may fill several fields, as in the library).
@@ -197,7 +206,39 @@ func decodeScalar(x any, dv reflect.Value) error {
 			return nil
 		}
 	}
+	if refusedScalar(x, dv.Type()) {
+		return errRefused
+	}
 	return errNotMirrored
+}
+
+// refusedScalar reports whether the library's converter refuses x for a
+// field of simple type dt: it converts a string only into a string kind,
+// a bool only into a bool, and anything else only through the type's own
+// JSON decoding, if it has one; an integer into a string kind it refuses
+// before looking for one.
+func refusedScalar(x any, dt reflect.Type) bool {
+	switch x.(type) {
+	case string:
+		if dt.Kind() == reflect.String {
+			return false
+		}
+	case bool:
+		if dt.Kind() == reflect.Bool {
+			return false
+		}
+	case int64:
+		switch dt.Kind() {
+		case reflect.String:
+			return true
+		case reflect.Bool:
+		default:
+			return false
+		}
+	default:
+		return false
+	}
+	return !value.TypeReflectEntryOf(dt).CanConvertFromUnstructured()
 }
 
 // decodeQuantity parses what Quantity.UnmarshalJSON would, for the values
