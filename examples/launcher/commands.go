@@ -26,6 +26,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
+	paceFor(root, args)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee exitError

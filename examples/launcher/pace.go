@@ -4,6 +4,8 @@ import (
 	"io"
 	"sync/atomic"
 
+	"github.com/spf13/cobra"
+
 	"gridweave.dev/internal/gcpace"
 )
 
@@ -13,8 +15,31 @@ import (
 // times the live data would cost more memory than the collections save.
 const largeInput = 1 << 20
 
+// shortCommands are the launcher's top-level commands that run at the
+// short-command pace. The others (run, cluster, status, logs, job, dev,
+// doctor) wait on a cluster for minutes or follow logs without end, and
+// run at the default pace.
+var shortCommands = map[string]bool{"check": true, "render": true, "lint": true, "chart": true, "help": true, "completion": true}
+
+// defaultPace is gcpace.Default (tests count its calls).
+var defaultPace = gcpace.Default
+
+// paceFor sets the collector's pace for the command args name under root.
+func paceFor(root *cobra.Command, args []string) {
+	c, _, err := root.Find(args)
+	if err != nil || c == root {
+		return // usage, or an unknown command: cobra says so and ends
+	}
+	for c.Parent() != root {
+		c = c.Parent()
+	}
+	if !shortCommands[c.Name()] {
+		defaultPace()
+	}
+}
+
 // inputBytes counts what lint reads, over every file and stdin, and calls
-// large (nil: gcpace.Default) on each read past largeInput.
+// large (nil: defaultPace) on each read past largeInput.
 type inputBytes struct {
 	n     atomic.Int64
 	large func()
@@ -34,7 +59,7 @@ func (c countedReader) Read(p []byte) (int, error) {
 		if c.total.large != nil {
 			c.total.large()
 		} else {
-			gcpace.Default()
+			defaultPace()
 		}
 	}
 	return n, err

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"gridweave.dev/internal/gcpace"
 )
 
 // Lint counts its input over every file: the pace goes back to the
@@ -24,6 +26,40 @@ func TestLargeInputGoesBackToTheDefaultPace(t *testing.T) {
 		}
 		if i == 2 && calls == 0 || i < 2 && calls != 0 {
 			t.Fatalf("after %d bytes in %d readers: %d calls, want %d or more", read.n.Load(), i+1, calls, wantCalls)
+		}
+	}
+}
+
+// The commands that wait on a cluster, or follow logs, run at the default
+// pace; the offline ones, help and usage at the short-command pace.
+func TestLiveCommandsRunAtTheDefaultPace(t *testing.T) {
+	calls := 0
+	defaultPace = func() { calls++ }
+	t.Cleanup(func() { defaultPace = gcpace.Default })
+	for _, c := range []struct {
+		args []string
+		live bool
+	}{
+		{[]string{"run", "r.yaml", "i.yaml"}, true},
+		{[]string{"--kubeconfig", "/k", "-n", "ns", "logs", "--follow", "x"}, true},
+		{[]string{"cluster", "up", "r.yaml", "i.yaml"}, true},
+		{[]string{"job", "list", "x"}, true},
+		{[]string{"dev", "r.yaml", "i.yaml"}, true},
+		{[]string{"status", "x"}, true},
+		{[]string{"doctor", "r.yaml", "i.yaml"}, true},
+		{[]string{"lint", "-o", "json", "a.yaml"}, false},
+		{[]string{"check", "r.yaml", "i.yaml"}, false},
+		{[]string{"render", "r.yaml", "i.yaml", "-o", "out"}, false},
+		{[]string{"chart", "render", "values.yaml"}, false},
+		{[]string{"--help"}, false},
+		{[]string{"help", "run"}, false},
+		{nil, false},
+		{[]string{"no-such-command"}, false},
+	} {
+		calls = 0
+		paceFor(newRoot(nil, io.Discard, io.Discard), c.args)
+		if live := calls > 0; live != c.live {
+			t.Errorf("launcher %s: default pace %t, want %t", strings.Join(c.args, " "), live, c.live)
 		}
 	}
 }
@@ -53,7 +89,9 @@ func TestShortCommandsRunWithoutACollection(t *testing.T) {
 		cmd.Env = append(environWithout("GOGC", "GODEBUG"), "GODEBUG=gctrace=1")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		_ = cmd.Run()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("launcher %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
 		var gcs []string
 		for _, line := range strings.Split(stderr.String(), "\n") {
 			if strings.HasPrefix(line, "gc ") {

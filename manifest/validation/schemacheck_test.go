@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -839,4 +841,148 @@ func sortedErrors(errs field.ErrorList) string {
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// TestValueValidatorsMatchWholeOnEveryFeature holds validateUncertain to
+// a validator of the whole schema on what the embedded CRDs do not use —
+// additional properties at the root and forbidden ones, allOf, anyOf,
+// oneOf, not, patternProperties, tuples, uniqueItems, int-or-string,
+// nullable enums, property counts — with every mutation of an object and
+// an unknown key added at each of its objects.
+func TestValueValidatorsMatchWholeOnEveryFeature(t *testing.T) {
+	v1 := &apiextensionsv1.JSONSchemaProps{}
+	if err := yaml.Unmarshal([]byte(`
+type: object
+required: [closed]
+additionalProperties:
+  type: object
+  additionalProperties: false
+  properties:
+    n: {type: integer, minimum: 0}
+properties:
+  closed:
+    type: object
+    additionalProperties: false
+    properties:
+      a: {type: string, maxLength: 3}
+      b: {type: integer, nullable: true}
+  all:
+    allOf:
+    - {type: object, required: [x]}
+    - {type: object, properties: {x: {type: string, enum: [p, q]}}}
+    properties:
+      x: {type: string}
+      y: {type: integer}
+  any:
+    anyOf: [{type: string}, {type: integer, minimum: 5}]
+  one:
+    oneOf: [{type: string}, {type: integer}]
+  neg:
+    not: {type: string}
+  pattern:
+    type: object
+    patternProperties:
+      "^x-": {type: integer}
+    properties:
+      keep: {type: string}
+  ios:
+    x-kubernetes-int-or-string: true
+  list:
+    type: array
+    maxItems: 3
+    items:
+      type: object
+      required: [k]
+      properties:
+        k: {type: string, pattern: "^[a-z]+$"}
+        v: {type: number, maximum: 10, exclusiveMaximum: true}
+  unique:
+    type: array
+    uniqueItems: true
+    items: {type: string}
+  tuple:
+    type: array
+    items: [{type: string}, {type: integer}]
+  mapOfLists:
+    type: object
+    additionalProperties: {type: array, items: {type: string, format: ipv4}}
+  counted:
+    type: object
+    minProperties: 1
+    maxProperties: 2
+    x-kubernetes-preserve-unknown-fields: true
+  nul:
+    type: string
+    nullable: true
+    enum: [a, b]
+`), v1); err != nil {
+		t.Fatal(err)
+	}
+	internal := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, openapiSchema, err := apiservervalidation.NewSchemaValidator(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := kubeOpenAPIOnly{validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
+	lib := &crdLibrary{load: func() (*apiextensions.JSONSchemaProps, error) { return internal, nil }, check: compileSchemaCheck(openapiSchema, strfmt.Default)}
+	obj := objectFromYAML(t, `
+closed: {a: abc, b: 1}
+all: {x: p, y: 2}
+any: hello
+one: s
+neg: 3
+pattern: {keep: k, x-one: 1}
+ios: 3
+list: [{k: a, v: 1.5}, {k: b}]
+unique: [a, b]
+tuple: [s, 1]
+mapOfLists: {m: [1.2.3.4]}
+counted: {z: 1}
+nul: a
+extra: {n: 1}
+`)
+	if r := whole.full.Validate(obj); !r.IsValid() {
+		t.Fatalf("the object is not valid: %v", r.Errors)
+	}
+	all := mutations(obj, openapiSchema)
+	var addUnknown func(v any, path []any)
+	addUnknown = func(v any, path []any) {
+		switch v := v.(type) {
+		case map[string]any:
+			all = append(all, mutation{path: append(slices.Clone(path), "unknownKey"), value: int64(-1)})
+			for k, e := range v {
+				addUnknown(e, append(slices.Clone(path), k))
+			}
+		case []any:
+			for i, e := range v {
+				addUnknown(e, append(slices.Clone(path), i))
+			}
+		}
+	}
+	addUnknown(obj, nil)
+	var withErrors, belowRoot int
+	for _, m := range all {
+		mutated := m.apply(obj)
+		want := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, whole))
+		result, err := lib.validateUncertain(mutated)
+		if err != nil {
+			t.Fatalf("%v = %#v: %v", m.path, m.value, err)
+		}
+		if got := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, validated{result})); got != want {
+			t.Errorf("%v = %#v:\n got %s\nwant %s", m.path, m.value, got, want)
+		}
+		if want != "" {
+			withErrors++
+			if sites := lib.check.uncertainValues(mutated, strfmt.Default, "", nil, nil); len(sites) > 0 && len(sites[0].steps) > 0 {
+				belowRoot++
+			}
+		}
+	}
+	t.Logf("%d mutations, %d with errors, %d of those validated below the root only", len(all), withErrors, belowRoot)
+	if withErrors == 0 || withErrors == len(all) || belowRoot == 0 {
+		t.Fatal("the mutations exercise only one side")
+	}
 }
