@@ -188,20 +188,13 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 		for j := 0; j < len(all); j += step {
 			m := all[j]
 			mutated := m.apply(obj)
-			want := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, whole))
-			for _, lib := range []*crdLibrary{precompiled, inMemory} {
-				result, err := lib.validateUncertain(mutated)
-				if err != nil {
-					t.Fatalf("%s = %#v: %v", m.path, m.value, err)
-				}
-				if got := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, validated{result})); got != want {
-					t.Errorf("%s: %v = %#v:\n got %s\nwant %s", obj["kind"], m.path, m.value, got, want)
-				}
-			}
+			what := fmt.Sprintf("%s: %v = %#v", obj["kind"], m.path, m.value)
+			uncertainMatchesWhole(t, inMemory, whole, mutated, what)
+			errs, belowRoot := uncertainMatchesWhole(t, precompiled, whole, mutated, what)
 			compared++
-			if want != "" {
+			if errs != "" {
 				withErrors++
-				if sites := crd.check.uncertainValues(mutated, strfmt.Default, "", nil, nil); len(sites) > 0 && len(sites[0].steps) > 0 {
+				if belowRoot {
 					partial++
 				}
 			}
@@ -211,6 +204,23 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 	if withErrors == 0 || withErrors == compared || partial == 0 {
 		t.Fatal("the mutations exercise only one side")
 	}
+}
+
+// uncertainMatchesWhole fails the test unless lib.validateUncertain finds
+// on obj, word for word, what whole finds. It returns whole's errors and
+// whether every value validated lies below the root.
+func uncertainMatchesWhole(t *testing.T, lib *crdLibrary, whole kubeOpenAPIOnly, obj map[string]any, what string) (errs string, belowRoot bool) {
+	t.Helper()
+	want := sortedErrors(apiservervalidation.ValidateCustomResource(nil, obj, whole))
+	result, err := lib.validateUncertain(obj)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got := sortedErrors(apiservervalidation.ValidateCustomResource(nil, obj, validated{result})); got != want {
+		t.Errorf("%s:\n got %s\nwant %s", what, got, want)
+	}
+	values := lib.check.uncertainValues(obj, strfmt.Default, "", nil, nil)
+	return want, len(values) > 0 && !slices.ContainsFunc(values, func(u uncertainValue) bool { return len(u.steps) == 0 })
 }
 
 // A value of the wrong type in a fresh Validator is validated without
@@ -965,18 +975,10 @@ extra: {n: 1}
 	addUnknown(obj, nil)
 	var withErrors, belowRoot int
 	for _, m := range all {
-		mutated := m.apply(obj)
-		want := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, whole))
-		result, err := lib.validateUncertain(mutated)
-		if err != nil {
-			t.Fatalf("%v = %#v: %v", m.path, m.value, err)
-		}
-		if got := sortedErrors(apiservervalidation.ValidateCustomResource(nil, mutated, validated{result})); got != want {
-			t.Errorf("%v = %#v:\n got %s\nwant %s", m.path, m.value, got, want)
-		}
-		if want != "" {
+		errs, below := uncertainMatchesWhole(t, lib, whole, m.apply(obj), fmt.Sprintf("%v = %#v", m.path, m.value))
+		if errs != "" {
 			withErrors++
-			if sites := lib.check.uncertainValues(mutated, strfmt.Default, "", nil, nil); len(sites) > 0 && len(sites[0].steps) > 0 {
+			if below {
 				belowRoot++
 			}
 		}
