@@ -60,20 +60,23 @@
 // `go generate`, held to crds/ by TestPrecompiledMatchesCRDs): the fast
 // paths in a compact codec of their own (precompiled.go; identical subtrees
 // stored once), which a valid object, or one with mistyped fields, needs
-// alone, and each version's
-// schema in apiextensions' internal form without descriptions
-// (library.go), from which the library's parts — structural schema, schema
-// validator, CEL validator — are built one by one, only when an object
-// needs them; kube-openapi validates only the values the compiled check
-// is not certain of, each with a validator of its own schema node, read
-// from the precompiled schema alone (a value of the wrong type in a
-// RayCluster costs its node, not the version's 140 kB schema, and finds
-// word for word what a validator of the whole finds:
-// TestValueValidatorsMatchWhole); CEL rules are compiled node by node, each schema node's when
-// an object first reaches it (the nodes a first object reaches side by
-// side), and evaluated at the values there (library.go validateCEL). A
-// first RayCluster is
-// validated in under a millisecond
+// alone, and each version's schema in apiextensions' internal form without
+// descriptions (library.go), from which the library's parts are built one
+// by one, only when an object needs them:
+//   - the schema validators: kube-openapi validates only the values the
+//     compiled check is not certain of, each with a validator of its own
+//     schema node, read alone from the precompiled schema (a value of the
+//     wrong type in a RayCluster costs its node, not the version's 140 kB
+//     schema, and finds word for word what a validator of the whole finds:
+//     TestValueValidatorsMatchWhole);
+//   - the structural schema, for pruning, defaulting, list types and
+//     embedded metadata where the plan leaves them to the library;
+//   - the CEL validators: rules are compiled node by node, each schema
+//     node's when an object first reaches it (the nodes a first object
+//     reaches side by side), and evaluated at the values there (library.go
+//     validateCEL).
+//
+// A first RayCluster is validated in under a millisecond
 // (BenchmarkValidateCold); parsing the verbatim CRD took a hundred.
 //
 // # What KubeRay admits and then mishandles

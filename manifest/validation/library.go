@@ -29,10 +29,11 @@ import (
 )
 
 // crdLibrary is a CRD version's schema as apiextensions-apiserver builds
-// it — the structural schema, kube-openapi's schema validator, the CEL
-// validator — each part compiled on first need: an object with a wrong
-// type needs the schema validator only, one with an unknown field the
-// structural schema, one that reaches a CEL rule the CEL validator.
+// it — the structural schema, kube-openapi's schema validators, the CEL
+// validator — each part compiled on first need: an object with a value of
+// the wrong type needs that value's schema node only, one with an unknown
+// field the structural schema, one that reaches a CEL rule the CEL
+// validator of that rule's node.
 type crdLibrary struct {
 	// load returns the version's schema in apiextensions' internal form;
 	// loadAt, if set, only the schema at the end of steps, reading no
@@ -54,10 +55,6 @@ type crdLibrary struct {
 	structuralOnce sync.Once
 	structural     *structuralschema.Structural
 	structuralErr  error
-
-	schemaOnce sync.Once
-	schema     createValidator
-	schemaErr  error
 
 	celOnce sync.Once
 	cel     *cel.Validator
@@ -121,26 +118,6 @@ func (l *crdLibrary) structuralSchema() (*structuralschema.Structural, error) {
 		l.structural, l.structuralErr = structuralschema.NewStructural(props)
 	})
 	return l.structural, l.structuralErr
-}
-
-// schemaValidator validates objects as creates, with one kube-openapi
-// validator built once (the ratcheting validator builds one per call to
-// that end).
-func (l *crdLibrary) schemaValidator() (createValidator, error) {
-	l.schemaOnce.Do(func() {
-		props, err := l.schemaProps()
-		if err != nil {
-			l.schemaErr = err
-			return
-		}
-		_, openapiSchema, err := apiservervalidation.NewSchemaValidator(props)
-		if err != nil {
-			l.schemaErr = err
-			return
-		}
-		l.schema = createValidator{check: l.check, full: validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
-	})
-	return l.schema, l.schemaErr
 }
 
 // validateUncertain validates obj with kube-openapi as a validator of the

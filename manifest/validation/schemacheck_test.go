@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -817,18 +818,37 @@ type libraryParts struct {
 	cel        *cel.Validator
 }
 
+// createValidator is a version's compiled check beside kube-openapi's
+// validator of its whole schema, as apiextensions' NewSchemaValidator
+// builds it: the reference the fast paths are held to.
+type createValidator struct {
+	check *schemaCheck
+	full  *validate.SchemaValidator
+}
+
+// wholeValidators: each library's createValidator, built once.
+var wholeValidators sync.Map // *crdLibrary → createValidator
+
 // mustLib is a CRD version's library side.
 func mustLib(t testing.TB, c *crdValidator) libraryParts {
 	t.Helper()
-	schemaValidator, err := c.lib.schemaValidator()
-	if err != nil {
-		t.Fatal(err)
+	whole, ok := wholeValidators.Load(c.lib)
+	if !ok {
+		props, err := c.lib.schemaProps()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, openapiSchema, err := apiservervalidation.NewSchemaValidator(props)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, _ = wholeValidators.LoadOrStore(c.lib, createValidator{check: c.check, full: validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)})
 	}
 	celValidator, structural, err := c.lib.celValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return libraryParts{structural: structural, schema: schemaValidator, cel: celValidator}
+	return libraryParts{structural: structural, schema: whole.(createValidator), cel: celValidator}
 }
 
 // kubeOpenAPIOnly validates with kube-openapi's validator alone.

@@ -193,26 +193,6 @@ func (v validated) Validate(any, ...apiservervalidation.ValidationOption) *valid
 	return v.result
 }
 
-// createValidator validates objects as the API server does on create, with
-// one schema validator built once. The compiled check confirms a valid
-// object quickly; anything it is not certain of goes to kube-openapi's
-// validator, which decides and words the errors.
-type createValidator struct {
-	check *schemaCheck
-	full  *validate.SchemaValidator
-}
-
-func (c createValidator) Validate(obj any, _ ...apiservervalidation.ValidationOption) *validate.Result {
-	if c.check.certainlyValid(obj, strfmt.Default) {
-		return &validate.Result{}
-	}
-	return c.full.Validate(obj)
-}
-
-func (c createValidator) ValidateUpdate(obj, _ any, _ ...apiservervalidation.ValidationOption) *validate.Result {
-	return c.Validate(obj)
-}
-
 // Validate returns the problems the API server, or the KubeRay operator,
 // would reject (errors), for one object.
 func (v *Validator) Validate(u *unstructured.Unstructured) []Finding {
