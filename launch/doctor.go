@@ -201,7 +201,9 @@ func schemaPaths(crd map[string]any) map[string]bool {
 // operator reconciles it (creates its head service or pod; a full pod
 // quota may refuse the pod, not the service): proof that an operator
 // runs, is ready, and watches this namespace. The probe is deleted
-// afterwards.
+// afterwards, and doctor waits (briefly) until its pod is gone: left
+// behind, it would count against the namespace's pod quota, in the next
+// doctor's quota check as in the user's launch.
 func (s *Session) probeOperator(ctx context.Context, namespace string, timeout time.Duration) Check {
 	if timeout <= 0 {
 		timeout = 20 * time.Second
@@ -222,12 +224,25 @@ func (s *Session) probeOperator(ctx context.Context, namespace string, timeout t
 		return Check{"operator", CheckWarn, "could not create the probe RayCluster: " + err.Error(), "run doctor with rights to create RayClusters in " + namespace + ", or --no-probe"}
 	}
 	check := s.awaitProbe(ctx, namespace, name, timeout, fix)
-	err := s.Ray.RayV1().RayClusters(namespace).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	cleanup := context.WithoutCancel(ctx)
+	err := s.Ray.RayV1().RayClusters(namespace).Delete(cleanup, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 	if err != nil && !apierrors.IsNotFound(err) && check.Outcome == CheckOK {
 		return Check{"operator", CheckWarn, check.Message + "; but the probe RayCluster could not be deleted: " + err.Error(),
 			fmt.Sprintf("kubectl -n %s delete raycluster %s", namespace, name)}
 	}
+	s.awaitProbePodsGone(cleanup, namespace, name, 10*time.Second)
 	return check
+}
+
+// awaitProbePodsGone waits up to limit until no pod of the probe is left
+// (the garbage collector deletes them after the RayCluster).
+func (s *Session) awaitProbePodsGone(ctx context.Context, namespace, name string, limit time.Duration) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		pods, err := s.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + name})
+		if err != nil || len(pods.Items) == 0 {
+			return
+		}
+	}
 }
 
 // awaitProbe waits until the operator reconciles the probe.

@@ -377,6 +377,16 @@ func TestDoctorPassesOnTheTestCluster(t *testing.T) {
 			t.Errorf("doctor's output lacks %q:\n%s", want, out)
 		}
 	}
+	// Its probe leaves no pod behind to count against a quota.
+	pods, err := tc.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Labels["ray.io/cluster"], "gridweave-doctor-") {
+			t.Errorf("doctor left its probe's pod %s behind", p.Name)
+		}
+	}
 	// A quota too small for the launch's pods: doctor fails, saying so.
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("5"), "requests.nvidia.com/gpu": resource.MustParse("64")}}}
