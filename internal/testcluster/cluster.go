@@ -35,6 +35,10 @@ type Options struct {
 	Progress io.Writer
 	// StartTimeout bounds each component's start; default 90s.
 	StartTimeout time.Duration
+	// WithoutGridweaveCRDs leaves out Gridweave's own CRDs (GridweaveJob,
+	// GridweaveEndpoint), for a test of what installs them; KubeRay's are
+	// always applied.
+	WithoutGridweaveCRDs bool
 }
 
 // Network ranges used inside the control plane. They are data only (no
@@ -81,8 +85,10 @@ type Cluster struct {
 	progress  io.Writer
 	began     time.Time
 	timeout   time.Duration
-	spawner   *spawner
-	processes []*process
+	// withGridweaveCRDs: start applies Gridweave's CRDs too.
+	withGridweaveCRDs bool
+	spawner           *spawner
+	processes         []*process
 }
 
 // New starts a control plane and returns when the API server is ready, the
@@ -92,7 +98,7 @@ func New(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Cluster{progress: opts.Progress, timeout: opts.StartTimeout, Dir: opts.Dir}
+	c := &Cluster{progress: opts.Progress, timeout: opts.StartTimeout, Dir: opts.Dir, withGridweaveCRDs: !opts.WithoutGridweaveCRDs}
 	if c.progress == nil {
 		c.progress = io.Discard
 	}
@@ -232,8 +238,10 @@ func (c *Cluster) start(ctx context.Context) error {
 	if _, err := c.ApplyKubeRayCRDs(ctx); err != nil {
 		return err
 	}
-	if _, err := c.ApplyGridweaveCRDs(ctx); err != nil {
-		return err
+	if c.withGridweaveCRDs {
+		if _, err := c.ApplyGridweaveCRDs(ctx); err != nil {
+			return err
+		}
 	}
 
 	// kube-controller-manager and kube-scheduler
