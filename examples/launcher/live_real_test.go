@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"gridweave.dev/internal/netnstest"
@@ -431,9 +432,17 @@ func TestDoctorSaysHowToFix(t *testing.T) {
 	if err := tc.Dynamic.Resource(crdGVR).Delete(ctx, "rayclusters.ray.io", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if _, err := tc.Dynamic.Resource(crdGVR).Get(ctx, "rayclusters.ray.io", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		got, err := tc.Dynamic.Resource(crdGVR).Get(ctx, "rayclusters.ray.io", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
 			break
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("the RayCluster CRD after its deletion: %v", err)
+			}
+			conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			t.Fatalf("the RayCluster CRD is still there 2 minutes after its deletion: %v", conditions)
 		}
 	}
 	code, out = doctor()
