@@ -65,9 +65,11 @@
 // by one, only when an object needs them:
 //   - the schema validators: kube-openapi validates only the values the
 //     compiled check is not certain of, each with a validator of its own
-//     schema node, read alone from the precompiled schema (a value of the
-//     wrong type in a RayCluster costs its node, not the version's 140 kB
-//     schema, and finds word for word what a validator of the whole finds:
+//     schema node, read alone from the precompiled schema, and of the node
+//     only what the value reaches (reachedschema.go: a value of the wrong
+//     type in a RayCluster costs its node, not the version's 140 kB schema,
+//     a wrong pod template its own fields, not the pod spec's hundreds,
+//     and each finds word for word what a validator of the whole finds:
 //     TestValueValidatorsMatchWhole);
 //   - the structural schema, for pruning, defaulting, list types and
 //     embedded metadata where the plan leaves them to the library;

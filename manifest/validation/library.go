@@ -36,10 +36,11 @@ import (
 // validator of that rule's node.
 type crdLibrary struct {
 	// load returns the version's schema in apiextensions' internal form;
-	// loadAt, if set, only the schema at the end of steps, reading no
-	// more of the rest than it must.
+	// nodeAt, if set, the JSON of only the schema at the end of steps
+	// (decodeReached decodes it), reading no more of the rest than it
+	// must.
 	load   func() (*apiextensions.JSONSchemaProps, error)
-	loadAt func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error)
+	nodeAt func(steps []schemaStep) ([]byte, error)
 	check  *schemaCheck
 
 	propsOnce   sync.Once
@@ -132,7 +133,7 @@ func (l *crdLibrary) structuralSchema() (*structuralschema.Structural, error) {
 func (l *crdLibrary) validateUncertain(obj any) (*validate.Result, error) {
 	result := &validate.Result{}
 	for _, u := range l.check.uncertainValues(obj, strfmt.Default, "", nil, nil) {
-		s, err := l.valueSchema(u.steps)
+		s, err := l.valueSchema(u.steps, u.value)
 		if err != nil {
 			return nil, err
 		}
@@ -141,11 +142,18 @@ func (l *crdLibrary) validateUncertain(obj any) (*validate.Result, error) {
 	return result, nil
 }
 
-// valueSchema is the kube-openapi schema at the end of steps, converted
-// from that node alone as apiextensions' NewSchemaValidator converts the
-// whole (a node's conversion depends on it and the nodes under it only).
-func (l *crdLibrary) valueSchema(steps []schemaStep) (*spec.Schema, error) {
+// valueSchema is the kube-openapi schema at the end of steps for
+// validating value, converted from that node alone as apiextensions'
+// NewSchemaValidator converts the whole (a node's conversion depends on
+// it and the nodes under it only). Read from the precompiled form, only
+// what value reaches of the node is decoded and converted
+// (decodeReached), and the schema is kept for values of value's shape.
+func (l *crdLibrary) valueSchema(steps []schemaStep, value any) (*spec.Schema, error) {
 	key := stepsKey(steps)
+	reachedOnly := l.nodeAt != nil && !l.propsLoaded.Load()
+	if reachedOnly {
+		key += "\x00" + reachedShape(value) // stepsKey quotes every NUL
+	}
 	l.valueMu.Lock()
 	s, ok := l.valueSchemas[key]
 	l.valueMu.Unlock()
@@ -154,8 +162,13 @@ func (l *crdLibrary) valueSchema(steps []schemaStep) (*spec.Schema, error) {
 	}
 	var props *apiextensions.JSONSchemaProps
 	var err error
-	if l.loadAt != nil && !l.propsLoaded.Load() {
-		props, err = l.loadAt(steps)
+	if reachedOnly {
+		var node []byte
+		if node, err = l.nodeAt(steps); err == nil {
+			if props, err = decodeReached(node, []any{value}); err != nil {
+				err = fmt.Errorf("the schema at %s: %w", stepsKey(steps), err)
+			}
+		}
 	} else {
 		props, err = l.schemaProps()
 		if err == nil {
@@ -463,74 +476,107 @@ func loadPrecompiledSchema(crdFile, version string) func() (*apiextensions.JSONS
 	}
 }
 
-// loadPrecompiledSchemaAt reads from a precompiled version schema only
-// the schema at the end of steps: the way there is found by skipping over
-// the JSON of every other node, and only the last node is decoded.
-func loadPrecompiledSchemaAt(crdFile, version string) func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
-	return func(steps []schemaStep) (*apiextensions.JSONSchemaProps, error) {
+// precompiledNodeAt reads from a precompiled version schema only the
+// JSON of the schema at the end of steps (schemaNodeAt).
+func precompiledNodeAt(crdFile, version string) func(steps []schemaStep) ([]byte, error) {
+	return func(steps []schemaStep) ([]byte, error) {
 		name := precompiledSchemaName(crdFile, version)
 		data, err := precompiledFS.ReadFile(name)
 		if err != nil {
 			return nil, err
 		}
-		for i, step := range steps {
-			// The fields of apiextensions.JSONSchemaProps, as json.Marshal
-			// names them.
-			var path []string
-			switch {
-			case step.items:
-				path = []string{"Items", "Schema"}
-			case step.additional:
-				path = []string{"AdditionalProperties", "Schema"}
-			default:
-				path = []string{"Properties", step.property}
-			}
-			for _, key := range path {
-				if data, err = memberValue(data, key); err != nil {
-					return nil, fmt.Errorf("%s at %s: %w", name, stepsKey(steps[:i+1]), err)
-				}
-			}
+		node, err := schemaNodeAt(data, steps)
+		if err != nil {
+			return nil, fmt.Errorf("%s %w", name, err)
 		}
-		props := &apiextensions.JSONSchemaProps{}
-		if err := k8sjson.Unmarshal(data, props); err != nil {
-			return nil, fmt.Errorf("%s at %s: %w", name, stepsKey(steps), err)
-		}
-		return props, nil
+		return node, nil
 	}
+}
+
+// schemaNodeAt is the JSON of the node at the end of steps in schema, the
+// JSON of an apiextensions.JSONSchemaProps: the way there is found by
+// skipping over the JSON of every other node, and nothing is decoded.
+func schemaNodeAt(schema []byte, steps []schemaStep) ([]byte, error) {
+	node := schema
+	for i, step := range steps {
+		// The fields of apiextensions.JSONSchemaProps, as json.Marshal
+		// names them.
+		var path []string
+		switch {
+		case step.items:
+			path = []string{"Items", "Schema"}
+		case step.additional:
+			path = []string{"AdditionalProperties", "Schema"}
+		default:
+			path = []string{"Properties", step.property}
+		}
+		for _, key := range path {
+			var err error
+			if node, err = memberValue(node, key); err != nil {
+				return nil, fmt.Errorf("at %s: %w", stepsKey(steps[:i+1]), err)
+			}
+		}
+	}
+	return node, nil
 }
 
 // memberValue is the JSON of the value of obj's member key, found by
 // skipping over the others without decoding them (obj is a JSON object
 // as json.Marshal writes one).
 func memberValue(obj []byte, key string) ([]byte, error) {
+	var found []byte
+	errFound := errors.New("found")
+	err := eachMember(obj, func(name, value []byte) error {
+		if jsonStringIs(name, key) {
+			found = value
+			return errFound
+		}
+		return nil
+	})
+	switch {
+	case err == errFound:
+		return found, nil
+	case err != nil:
+		return nil, fmt.Errorf("looking for %q: %w", key, err)
+	}
+	return nil, fmt.Errorf("no member %q", key)
+}
+
+// eachMember calls f with the quoted name and the JSON value of each of
+// obj's members in turn, skipping over the values without decoding them,
+// until f returns an error.
+func eachMember(obj []byte, f func(name, value []byte) error) error {
 	i := skipJSONSpace(obj, 0)
 	if i == len(obj) || obj[i] != '{' {
-		return nil, fmt.Errorf("no object where %q was looked for", key)
+		return errors.New("not an object")
 	}
 	for i++; ; {
 		i = skipJSONSpace(obj, i)
 		if i < len(obj) && obj[i] == ',' {
 			i = skipJSONSpace(obj, i+1)
 		}
+		if i < len(obj) && obj[i] == '}' {
+			return nil
+		}
 		if i == len(obj) || obj[i] != '"' {
-			return nil, fmt.Errorf("no member %q", key)
+			return errors.New("an object cut short")
 		}
 		keyEnd, err := jsonValueEnd(obj, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		name := obj[i:keyEnd]
 		i = skipJSONSpace(obj, keyEnd)
 		if i == len(obj) || obj[i] != ':' {
-			return nil, fmt.Errorf("a member %s without a value", name)
+			return fmt.Errorf("a member %s without a value", name)
 		}
 		i = skipJSONSpace(obj, i+1)
 		end, err := jsonValueEnd(obj, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if jsonStringIs(name, key) {
-			return obj[i:end], nil
+		if err := f(name, obj[i:end]); err != nil {
+			return err
 		}
 		i = end
 	}

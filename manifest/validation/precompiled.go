@@ -328,7 +328,7 @@ func decodePrecompiled(data []byte, crdFile string) (map[schema.GroupVersionKind
 			r.fail("a version without its plan or check")
 		}
 		c.root = c.plan.rootPlan()
-		c.lib = &crdLibrary{load: loadPrecompiledSchema(crdFile, gvk.Version), loadAt: loadPrecompiledSchemaAt(crdFile, gvk.Version), check: c.check}
+		c.lib = &crdLibrary{load: loadPrecompiledSchema(crdFile, gvk.Version), nodeAt: precompiledNodeAt(crdFile, gvk.Version), check: c.check}
 		out[gvk] = c
 	}
 	if r.err == nil && len(r.buf) > 0 {

@@ -183,9 +183,10 @@ func compactSchemaJSON(props *apiextensions.JSONSchemaProps) ([]byte, error) {
 }
 
 // TestPrecompiledNodeSchemas: the schema of every node of every
-// precompiled version, read alone (loadPrecompiledSchemaAt, skipping the
-// JSON of the rest), is deeply equal to that node of the whole schema
-// decoded.
+// precompiled version, read alone (precompiledNodeAt, skipping the JSON
+// of the rest), is deeply equal to that node of the whole schema decoded,
+// both decoded whole and by decodeReached for a value that reaches every
+// part of the node.
 func TestPrecompiledNodeSchemas(t *testing.T) {
 	files, err := fs.Glob(precompiledFS, "precompiled/*.json")
 	if err != nil || len(files) < 10 {
@@ -202,17 +203,30 @@ func TestPrecompiledNodeSchemas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		at := loadPrecompiledSchemaAt(crdFile, version)
+		at := precompiledNodeAt(crdFile, version)
 		var walk func(s *apiextensions.JSONSchemaProps, steps []schemaStep)
 		walk = func(s *apiextensions.JSONSchemaProps, steps []schemaStep) {
 			nodes++
 			if testing.Short() && nodes%13 != 0 {
 				goto children // a sample
 			}
-			if alone, err := at(steps); err != nil {
+			if node, err := at(steps); err != nil {
 				t.Fatalf("%s at %s: %v", file, stepsKey(steps), err)
-			} else if !reflect.DeepEqual(alone, s) {
-				t.Fatalf("%s at %s: read alone, the node differs from the whole schema's", file, stepsKey(steps))
+			} else {
+				alone := &apiextensions.JSONSchemaProps{}
+				if err := k8sjson.Unmarshal(node, alone); err != nil {
+					t.Fatalf("%s at %s: %v", file, stepsKey(steps), err)
+				}
+				if !reflect.DeepEqual(alone, s) {
+					t.Fatalf("%s at %s: read alone, the node differs from the whole schema's", file, stepsKey(steps))
+				}
+				reached, err := decodeReached(node, reachingEvery(s))
+				if err != nil {
+					t.Fatalf("%s at %s: %v", file, stepsKey(steps), err)
+				}
+				if !reflect.DeepEqual(reached, s) {
+					t.Fatalf("%s at %s: decoded for a value that reaches all of it, the node differs from the whole schema's", file, stepsKey(steps))
+				}
 			}
 		children:
 			for name, p := range s.Properties {
@@ -231,6 +245,40 @@ func TestPrecompiledNodeSchemas(t *testing.T) {
 		}
 	}
 	t.Logf("%d nodes of %d schemas", nodes, len(files))
+}
+
+// reachingEvery are values that together reach every part of s: for each
+// property an object with that property alone, holding in turn each of
+// the values that reach all of the property's schema, the same for
+// additionalProperties, a list of the values for items, and those of the
+// schemas s combines.
+func reachingEvery(s *apiextensions.JSONSchemaProps) []any {
+	var values []any
+	for name, p := range s.Properties {
+		for _, v := range reachingEvery(&p) {
+			values = append(values, map[string]any{name: v})
+		}
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		for _, v := range reachingEvery(s.AdditionalProperties.Schema) {
+			values = append(values, map[string]any{"(not a property)": v})
+		}
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		values = append(values, reachingEvery(s.Items.Schema))
+	}
+	for _, list := range [][]apiextensions.JSONSchemaProps{s.AllOf, s.AnyOf, s.OneOf} {
+		for i := range list {
+			values = append(values, reachingEvery(&list[i])...)
+		}
+	}
+	if s.Not != nil {
+		values = append(values, reachingEvery(s.Not)...)
+	}
+	if len(values) == 0 {
+		return []any{nil}
+	}
+	return values
 }
 
 // memberValue finds a member past others whose keys and strings hold

@@ -180,9 +180,9 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		whole := kubeOpenAPIOnly{mustLib(t, crd).schema.full}
-		precompiled := &crdLibrary{load: crd.lib.load, loadAt: crd.lib.loadAt, check: crd.check}
+		precompiled := &crdLibrary{load: crd.lib.load, nodeAt: crd.lib.nodeAt, check: crd.check}
 		inMemory := &crdLibrary{load: crd.lib.load, check: crd.check}
-		if precompiled.loadAt == nil {
+		if precompiled.nodeAt == nil {
 			t.Fatalf("%s: the precompiled library reads whole schemas only", crd.gvk)
 		}
 		all := mutations(obj, whole.full.Schema)
@@ -251,7 +251,7 @@ spec:
 	if crd.lib.propsLoaded.Load() {
 		t.Error("the version's whole schema was decoded")
 	}
-	if keys := slices.Collect(maps.Keys(crd.lib.valueSchemas)); len(keys) != 1 || keys[0] != `"spec""workerGroupSpecs"[]"replicas"` {
+	if keys := slices.Collect(maps.Keys(crd.lib.valueSchemas)); len(keys) != 1 || keys[0] != "\"spec\"\"workerGroupSpecs\"[]\"replicas\"\x00." {
 		t.Errorf("node schemas converted: %q", keys)
 	}
 }
@@ -958,6 +958,13 @@ properties:
 	}
 	whole := kubeOpenAPIOnly{validate.NewSchemaValidator(openapiSchema, nil, "", strfmt.Default)}
 	lib := &crdLibrary{load: func() (*apiextensions.JSONSchemaProps, error) { return internal, nil }, check: compileSchemaCheck(openapiSchema, strfmt.Default)}
+	// The same schema in the precompiled form, where only what a value
+	// reaches of its node is decoded (decodeReached).
+	compact, err := compactSchemaJSON(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	precompiled := &crdLibrary{load: lib.load, nodeAt: func(steps []schemaStep) ([]byte, error) { return schemaNodeAt(compact, steps) }, check: lib.check}
 	obj := objectFromYAML(t, `
 closed: {a: abc, b: 1}
 all: {x: p, y: 2}
@@ -996,6 +1003,7 @@ extra: {n: 1}
 	var withErrors, belowRoot int
 	for _, m := range all {
 		errs, below := uncertainMatchesWhole(t, lib, whole, m.apply(obj), fmt.Sprintf("%v = %#v", m.path, m.value))
+		uncertainMatchesWhole(t, precompiled, whole, m.apply(obj), fmt.Sprintf("precompiled: %v = %#v", m.path, m.value))
 		if errs != "" {
 			withErrors++
 			if below {
