@@ -49,7 +49,10 @@ type crdLibrary struct {
 	propsLoaded atomic.Bool // props or propsErr is set
 
 	// valueSchemas: the kube-openapi schema of each node an uncertain
-	// value was met at, by its steps from the root (stepsKey).
+	// value was met at, by its steps from the root (stepsKey) and, read
+	// from the precompiled form, the value's shape; at most
+	// maxValueSchemas, so that a stream of values of ever new shapes is
+	// validated in bounded memory.
 	valueMu      sync.Mutex
 	valueSchemas map[string]*spec.Schema
 
@@ -190,9 +193,14 @@ func (l *crdLibrary) valueSchema(steps []schemaStep, value any) (*spec.Schema, e
 	if first, ok := l.valueSchemas[key]; ok {
 		return first, nil // converted meanwhile by another goroutine
 	}
-	l.valueSchemas[key] = s
+	if len(l.valueSchemas) < maxValueSchemas {
+		l.valueSchemas[key] = s
+	}
 	return s, nil
 }
+
+// maxValueSchemas bounds a library's valueSchemas.
+const maxValueSchemas = 1024
 
 // stepsKey is steps as one string: a property name quoted, items "[]",
 // additional properties "*".
@@ -478,10 +486,12 @@ func loadPrecompiledSchema(crdFile, version string) func() (*apiextensions.JSONS
 
 // precompiledNodeAt reads from a precompiled version schema only the
 // JSON of the schema at the end of steps (schemaNodeAt).
+// The file is read once (embed's ReadFile copies it).
 func precompiledNodeAt(crdFile, version string) func(steps []schemaStep) ([]byte, error) {
+	name := precompiledSchemaName(crdFile, version)
+	read := sync.OnceValues(func() ([]byte, error) { return precompiledFS.ReadFile(name) })
 	return func(steps []schemaStep) ([]byte, error) {
-		name := precompiledSchemaName(crdFile, version)
-		data, err := precompiledFS.ReadFile(name)
+		data, err := read()
 		if err != nil {
 			return nil, err
 		}

@@ -256,6 +256,30 @@ spec:
 	}
 }
 
+// Values of ever new shapes at one node are each validated against what
+// they reach, and the library keeps at most maxValueSchemas of them.
+func TestValueSchemasBounded(t *testing.T) {
+	v := NewValidator()
+	crd, err := v.crdFor(rayv1.GroupVersion.WithKind("RayCluster"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []schemaStep{{property: "spec"}, {property: "headGroupSpec"}, {property: "rayStartParams"}}
+	for i := range maxValueSchemas + 100 {
+		value := map[string]any{fmt.Sprintf("param-%d", i): int64(i)} // rayStartParams are strings
+		s, err := crd.lib.valueSchema(steps, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := validate.NewSchemaValidator(s, nil, "spec.headGroupSpec.rayStartParams", strfmt.Default).Validate(value); r.IsValid() {
+			t.Fatalf("%v: valid", value)
+		}
+	}
+	if n := len(crd.lib.valueSchemas); n != maxValueSchemas {
+		t.Errorf("%d schemas kept, want %d", n, maxValueSchemas)
+	}
+}
+
 // FuzzSchemaCheck replaces one place of a golden object with fuzzed JSON.
 func FuzzSchemaCheck(f *testing.F) {
 	f.Add(0, 0, []byte(`"x"`))
