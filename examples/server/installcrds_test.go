@@ -13,8 +13,9 @@ import (
 	"gridweave.dev/internal/testcluster"
 )
 
-// TestInstallCRDs: with --install-crds the server puts GridweaveJob and
-// GridweaveEndpoint back on an API server that lacks them, and serves them.
+// TestInstallCRDs: with --install-crds the server installs GridweaveJob
+// and GridweaveEndpoint on an API server that never had them, and serves
+// them.
 func TestInstallCRDs(t *testing.T) {
 	tc := testcluster.Start(t, &testcluster.Options{WithoutGridweaveCRDs: true})
 	ctx := context.Background()

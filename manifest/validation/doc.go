@@ -70,7 +70,8 @@
 //     type in a RayCluster costs its node, not the version's 140 kB schema,
 //     a wrong pod template its own fields, not the pod spec's hundreds,
 //     and each finds word for word what a validator of the whole finds:
-//     TestValueValidatorsMatchWhole);
+//     TestValueValidatorsMatchWhole; once the whole schema is decoded for
+//     another part, whole nodes are converted instead, and kept per node);
 //   - the structural schema, for pruning, defaulting, list types and
 //     embedded metadata where the plan leaves them to the library;
 //   - the CEL validators: rules are compiled node by node, each schema

@@ -48,13 +48,17 @@ type crdLibrary struct {
 	propsErr    error
 	propsLoaded atomic.Bool // props or propsErr is set
 
-	// valueSchemas: the kube-openapi schema of each node an uncertain
-	// value was met at, by its steps from the root (stepsKey) and, read
-	// from the precompiled form, the value's shape; at most
-	// maxValueSchemas, so that a stream of values of ever new shapes is
-	// validated in bounded memory.
-	valueMu      sync.Mutex
-	valueSchemas map[string]*spec.Schema
+	// The kube-openapi schemas uncertain values were validated with:
+	// nodeSchemas, whole nodes converted from the whole schema, by their
+	// steps from the root (stepsKey); reachedSchemas, what values reached
+	// of their nodes, read from the precompiled form, by steps and the
+	// value's shape — at most maxReachedSchemas, of shapes up to
+	// maxReachedShape bytes, so that values of ever new shapes are
+	// validated in bounded memory (past the bound they are converted
+	// each time, in the size of the value).
+	valueMu        sync.Mutex
+	nodeSchemas    map[string]*spec.Schema
+	reachedSchemas map[string]*spec.Schema
 
 	structuralOnce sync.Once
 	structural     *structuralschema.Structural
@@ -153,12 +157,14 @@ func (l *crdLibrary) validateUncertain(obj any) (*validate.Result, error) {
 // (decodeReached), and the schema is kept for values of value's shape.
 func (l *crdLibrary) valueSchema(steps []schemaStep, value any) (*spec.Schema, error) {
 	key := stepsKey(steps)
+	cache := &l.nodeSchemas
 	reachedOnly := l.nodeAt != nil && !l.propsLoaded.Load()
 	if reachedOnly {
+		cache = &l.reachedSchemas
 		key += "\x00" + reachedShape(value) // stepsKey quotes every NUL
 	}
 	l.valueMu.Lock()
-	s, ok := l.valueSchemas[key]
+	s, ok := (*cache)[key]
 	l.valueMu.Unlock()
 	if ok {
 		return s, nil
@@ -187,20 +193,25 @@ func (l *crdLibrary) valueSchema(steps []schemaStep, value any) (*spec.Schema, e
 	}
 	l.valueMu.Lock()
 	defer l.valueMu.Unlock()
-	if l.valueSchemas == nil {
-		l.valueSchemas = map[string]*spec.Schema{}
-	}
-	if first, ok := l.valueSchemas[key]; ok {
+	if first, ok := (*cache)[key]; ok {
 		return first, nil // converted meanwhile by another goroutine
 	}
-	if len(l.valueSchemas) < maxValueSchemas {
-		l.valueSchemas[key] = s
+	if reachedOnly && (len(l.reachedSchemas) >= maxReachedSchemas || len(key) > maxReachedShape) {
+		return s, nil
 	}
+	if *cache == nil {
+		*cache = map[string]*spec.Schema{}
+	}
+	(*cache)[key] = s
 	return s, nil
 }
 
-// maxValueSchemas bounds a library's valueSchemas.
-const maxValueSchemas = 1024
+// The bounds of a library's reachedSchemas: how many, and the longest
+// key (steps and shape) kept.
+const (
+	maxReachedSchemas = 256
+	maxReachedShape   = 1 << 10
+)
 
 // stepsKey is steps as one string: a property name quoted, items "[]",
 // additional properties "*".
@@ -485,8 +496,8 @@ func loadPrecompiledSchema(crdFile, version string) func() (*apiextensions.JSONS
 }
 
 // precompiledNodeAt reads from a precompiled version schema only the
-// JSON of the schema at the end of steps (schemaNodeAt).
-// The file is read once (embed's ReadFile copies it).
+// JSON of the schema at the end of steps (schemaNodeAt). The file is read
+// on first need and kept (embed's ReadFile copies it on every call).
 func precompiledNodeAt(crdFile, version string) func(steps []schemaStep) ([]byte, error) {
 	name := precompiledSchemaName(crdFile, version)
 	read := sync.OnceValues(func() ([]byte, error) { return precompiledFS.ReadFile(name) })

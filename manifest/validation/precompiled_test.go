@@ -296,4 +296,38 @@ func TestMemberValue(t *testing.T) {
 			t.Errorf("%q: found %q", bad, got)
 		}
 	}
+	for _, empty := range []string{"{}", " { } "} {
+		if _, err := memberValue([]byte(empty), "a"); err == nil || !strings.Contains(err.Error(), `no member "a"`) {
+			t.Errorf("%q: %v", empty, err)
+		}
+	}
+}
+
+// decodeReached decodes of a pod template only the fields a value has:
+// one container with a name reaches three properties of the hundreds,
+// and keeps what is read of the value's keys (required).
+func TestDecodeReachedLeavesOutWhatIsNotReached(t *testing.T) {
+	node, err := precompiledNodeAt("crds/ray.io_rayclusters.yaml", "v1")([]schemaStep{{property: "spec"}, {property: "headGroupSpec"}, {property: "template"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := &apiextensions.JSONSchemaProps{}
+	if err := k8sjson.Unmarshal(node, whole); err != nil {
+		t.Fatal(err)
+	}
+	value := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "x"}}}}
+	reached, err := decodeReached(node, []any{value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podSpec := reached.Properties["spec"]
+	container := podSpec.Properties["containers"].Items.Schema
+	if len(reached.Properties) != 1 || len(podSpec.Properties) != 1 || len(container.Properties) != 1 || container.Properties["name"].Type != "string" {
+		t.Errorf("reached %d template, %d pod spec, %d container properties; want 1 each", len(reached.Properties), len(podSpec.Properties), len(container.Properties))
+	}
+	wholeContainer := whole.Properties["spec"].Properties["containers"].Items.Schema
+	if !slices.Equal(container.Required, wholeContainer.Required) || len(wholeContainer.Properties) < 20 || len(whole.Properties["spec"].Properties) < 20 {
+		t.Errorf("the whole node: %d pod spec, %d container properties, required %v; reached required %v",
+			len(whole.Properties["spec"].Properties), len(wholeContainer.Properties), wholeContainer.Required, container.Required)
+	}
 }

@@ -15,13 +15,15 @@ import (
 // precompiled form holds it, as k8sjson.Unmarshal would, but leaves out
 // of Properties, here and below, every property that none of values has.
 // The kube-openapi validator of a value reads only the properties the
-// value has (required and the property counts read the value's keys, not
-// the schema's properties), so it finds the same in each of values with
-// the schema decoded here as with the whole node, and a node such as a
-// pod template is converted in the size of the value, not of the schema.
-// Where telling what a value reaches would take more than this (tuples,
-// patternProperties, dependencies, definitions), the member is decoded
-// whole: keeping more of the schema never changes what is found.
+// value has (required and the property counts read the value's keys, and
+// additionalProperties: false looks up only the value's keys in the
+// properties), so it finds the same in each of values with the schema
+// decoded here as with the whole node, and a node such as a pod template
+// is converted in the size of the value, not of the schema. Where telling
+// what a value reaches would take more than this (tuples,
+// patternProperties, additionalItems, dependencies, definitions), the
+// member is decoded whole: keeping more of the schema never changes what
+// is found.
 func decodeReached(node []byte, values []any) (*apiextensions.JSONSchemaProps, error) {
 	props := &apiextensions.JSONSchemaProps{}
 	rest := []byte{'{'} // the members decoded whole, as an object
@@ -126,11 +128,11 @@ func decodeReachedOrBool(obj []byte, values []any) (*apiextensions.JSONSchemaPro
 	if err != nil || isJSONNull(schema) {
 		return orBool, k8sjson.Unmarshal(obj, orBool)
 	}
-	if allows, err := memberValue(obj, "Allows"); err != nil {
-		return nil, err
-	} else if err := k8sjson.Unmarshal(allows, &orBool.Allows); err != nil {
-		return nil, err
-	}
+	if allows, err := memberValue(obj, "Allows"); err == nil {
+		if err := k8sjson.Unmarshal(allows, &orBool.Allows); err != nil {
+			return nil, err
+		}
+	} // else false, as decoding the whole would leave it
 	orBool.Schema, err = decodeReached(schema, values)
 	return orBool, err
 }

@@ -251,13 +251,13 @@ spec:
 	if crd.lib.propsLoaded.Load() {
 		t.Error("the version's whole schema was decoded")
 	}
-	if keys := slices.Collect(maps.Keys(crd.lib.valueSchemas)); len(keys) != 1 || keys[0] != "\"spec\"\"workerGroupSpecs\"[]\"replicas\"\x00." {
+	if keys := slices.Collect(maps.Keys(crd.lib.reachedSchemas)); len(keys) != 1 || keys[0] != "\"spec\"\"workerGroupSpecs\"[]\"replicas\"\x00." {
 		t.Errorf("node schemas converted: %q", keys)
 	}
 }
 
 // Values of ever new shapes at one node are each validated against what
-// they reach, and the library keeps at most maxValueSchemas of them.
+// they reach, and the library keeps at most maxReachedSchemas of them.
 func TestValueSchemasBounded(t *testing.T) {
 	v := NewValidator()
 	crd, err := v.crdFor(rayv1.GroupVersion.WithKind("RayCluster"))
@@ -265,7 +265,7 @@ func TestValueSchemasBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := []schemaStep{{property: "spec"}, {property: "headGroupSpec"}, {property: "rayStartParams"}}
-	for i := range maxValueSchemas + 100 {
+	for i := range maxReachedSchemas + 100 {
 		value := map[string]any{fmt.Sprintf("param-%d", i): int64(i)} // rayStartParams are strings
 		s, err := crd.lib.valueSchema(steps, value)
 		if err != nil {
@@ -275,8 +275,8 @@ func TestValueSchemasBounded(t *testing.T) {
 			t.Fatalf("%v: valid", value)
 		}
 	}
-	if n := len(crd.lib.valueSchemas); n != maxValueSchemas {
-		t.Errorf("%d schemas kept, want %d", n, maxValueSchemas)
+	if n := len(crd.lib.reachedSchemas); n != maxReachedSchemas {
+		t.Errorf("%d schemas kept, want %d", n, maxReachedSchemas)
 	}
 }
 
@@ -333,8 +333,11 @@ func normaliseNumbers(x any) any {
 // mutation sets the value at path (replacing or adding).
 type mutation struct {
 	path  []any // string keys and int indexes
-	value any
+	value any   // removedKey: the key at the end of path is deleted
 }
+
+// removedKey as a mutation's value deletes the key.
+var removedKey = &struct{ removed bool }{}
 
 func (m mutation) apply(obj map[string]any) map[string]any {
 	out := runtime.DeepCopyJSON(obj)
@@ -344,6 +347,10 @@ func (m mutation) apply(obj map[string]any) map[string]any {
 		switch s := step.(type) {
 		case string:
 			mm := cur.(map[string]any)
+			if last && m.value == any(removedKey) {
+				delete(mm, s)
+				return out
+			}
 			if last {
 				mm[s] = runtime.DeepCopyJSONValue(m.value)
 				return out
@@ -933,6 +940,17 @@ properties:
     oneOf: [{type: string}, {type: integer}]
   neg:
     not: {type: string}
+  shaped:
+    type: object
+    properties:
+      kind: {type: string}
+      size: {type: integer}
+    anyOf:
+    - {required: [size], properties: {size: {minimum: 1}}}
+    - {required: [kind], properties: {kind: {enum: [small]}}}
+    oneOf:
+    - {properties: {kind: {maxLength: 5}}}
+    not: {required: [forbidden], properties: {forbidden: {type: string}}}
   pattern:
     type: object
     patternProperties:
@@ -995,6 +1013,7 @@ all: {x: p, y: 2}
 any: hello
 one: s
 neg: 3
+shaped: {kind: small, size: 2}
 pattern: {keep: k, x-one: 1}
 ios: 3
 list: [{k: a, v: 1.5}, {k: b}]
@@ -1015,6 +1034,9 @@ extra: {n: 1}
 		case map[string]any:
 			all = append(all, mutation{path: append(slices.Clone(path), "unknownKey"), value: int64(-1)})
 			for k, e := range v {
+				// Without the key (its schema is then not reached), and
+				// with a value of the wrong type beside the others.
+				all = append(all, mutation{path: append(slices.Clone(path), k), value: removedKey})
 				addUnknown(e, append(slices.Clone(path), k))
 			}
 		case []any:
