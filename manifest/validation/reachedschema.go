@@ -3,6 +3,7 @@ package validation
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,13 +183,8 @@ func reachedShape(v any) string {
 func writeReachedShape(b *strings.Builder, v any) {
 	switch t := v.(type) {
 	case map[string]any:
-		names := make([]string, 0, len(t))
-		for name := range t {
-			names = append(names, name)
-		}
-		slices.Sort(names)
 		b.WriteByte('{')
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(t)) {
 			b.WriteString(strconv.Quote(name))
 			writeReachedShape(b, t[name])
 		}

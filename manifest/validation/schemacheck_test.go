@@ -383,12 +383,7 @@ func mutations(obj map[string]any, s *spec.Schema) []mutation {
 	walk = func(v any, s *spec.Schema, path []any) {
 		switch v := v.(type) {
 		case map[string]any:
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(v)) {
 				p := append(append([]any(nil), path...), k)
 				add(p)
 				walk(v[k], propertyOf(s, k), p)
