@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"gridweave.dev/manifest/internal/jsontree"
 	"gridweave.dev/manifest/internal/strictyaml"
 )
 
@@ -80,7 +81,7 @@ func decodeStrict(file string, data []byte, out any, shapes map[string]reflect.T
 		return &SpecError{File: file, Problem: err.Error()}
 	}
 	lines := d.Lines
-	js, err := json.Marshal(generic)
+	js, err := jsontree.Marshal(generic)
 	if err != nil {
 		return &SpecError{File: file, Problem: err.Error()}
 	}

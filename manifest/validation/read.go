@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+	"gridweave.dev/manifest/internal/jsontree"
 	"gridweave.dev/manifest/internal/strictyaml"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
@@ -772,7 +772,7 @@ func readObject(n *yaml.Node, src string) Document {
 	if dup := duplicateKey(n, ""); dup != "" {
 		return Document{Source: src, Err: fmt.Errorf("duplicate key %s", dup)}
 	}
-	js, err := json.Marshal(m)
+	js, err := jsontree.Marshal(m)
 	if err != nil {
 		return Document{Source: src, Err: err}
 	}

@@ -11,6 +11,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"go.yaml.in/yaml/v3"
+	"gridweave.dev/manifest/internal/jsontree"
 	"gridweave.dev/manifest/internal/strictyaml"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	structuralobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -370,7 +371,7 @@ func (c *crdValidator) prepareForCreate(obj *unstructured.Unstructured) *unstruc
 func metadataFindings(u *unstructured.Unstructured, namespaced bool, names apivalidation.ValidateNameFunc, errorAt func(id, path, msg, fix string) Finding) []Finding {
 	meta := &metav1.ObjectMeta{}
 	m, _, _ := unstructured.NestedMap(u.Object, "metadata")
-	data, _ := json.Marshal(m)
+	data, _ := jsontree.Marshal(m)
 	if err := json.Unmarshal(data, meta); err != nil {
 		return []Finding{errorAt("metadata", "metadata", err.Error(), "")}
 	}
@@ -422,7 +423,7 @@ func (namespacedMeta) GetNamespace() string { return "default" }
 //
 // It also returns the decoded object, or nil when it does not decode.
 func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id, path, msg, fix string) Finding) ([]Finding, any) {
-	data, err := json.Marshal(u.Object)
+	data, err := jsontree.Marshal(u.Object)
 	if err != nil {
 		return []Finding{errorAt("decode", "", err.Error(), "")}, nil
 	}
@@ -449,7 +450,7 @@ func strictBuiltin(u *unstructured.Unstructured, t reflect.Type, errorAt func(id
 		return []Finding{errorAt("decode", "", err.Error(), "")}, nil
 	}
 	typed = reflect.New(t).Interface()
-	js, _ := json.Marshal(generic)
+	js, _ := jsontree.Marshal(generic)
 	if err := json.Unmarshal(js, typed); err != nil {
 		return []Finding{errorAt("schema", "", err.Error(), "")}, nil
 	}

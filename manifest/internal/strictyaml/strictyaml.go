@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"gridweave.dev/manifest/internal/jsontree"
 )
 
 // Error is a value that does not suit its type, at a path and line.
@@ -117,7 +119,7 @@ func (w *Decoder) convert(n *yaml.Node, t reflect.Type, path string) (any, error
 			return nil, err
 		}
 		// Decode it here, so that a bad quantity or time names its field.
-		js, err := json.Marshal(v)
+		js, err := jsontree.Marshal(v)
 		if err == nil {
 			err = json.Unmarshal(js, reflect.New(t).Interface())
 		}
