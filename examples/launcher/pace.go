@@ -11,7 +11,7 @@ import (
 
 // The offline commands are short: gcpace lets the launcher start and run
 // them without a collection. Lint of large input goes back to the
-// default pace once it has read largeInput bytes, where a heap of five
+// default pace once it has read largeInput bytes, where a heap of nine
 // times the live data would cost more memory than the collections save.
 const largeInput = 1 << 20
 

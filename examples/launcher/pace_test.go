@@ -107,7 +107,7 @@ func TestShortCommandsRunWithoutACollection(t *testing.T) {
 	}
 	// Each collection's goal follows from the live heap the one before
 	// left: at the default pace max(4 MB, twice it); at
-	// gcpace.ShortCommand, max(16 MB, five times).
+	// gcpace.ShortCommand, max(32 MB, nine times).
 	gcs := strings.Split(gctrace("lint", largeFile), "\n")
 	if len(gcs) < 2 {
 		t.Fatalf("lint of %d bytes collected %d times, want a few", large.Len(), len(gcs))

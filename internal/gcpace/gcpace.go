@@ -7,8 +7,8 @@ import (
 )
 
 // ShortCommand is the collector's percent while a short command runs: a
-// heap may grow to five times its live data before a collection.
-const ShortCommand = 400
+// heap may grow to nine times its live data before a collection.
+const ShortCommand = 800
 
 // userSet reports whether the user chose the pace (GOGC); started is the
 // percent the program started with.

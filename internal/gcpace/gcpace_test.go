@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -31,7 +32,7 @@ func TestPace(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{nil, "before=400 after=100"},
+		{nil, "before=" + strconv.Itoa(ShortCommand) + " after=100"},
 		{[]string{"GOGC=50"}, "before=50 after=50"},
 		{[]string{"GOGC=off"}, "before=-1 after=-1"},
 	} {
