@@ -118,7 +118,7 @@ func TestShortCommandsRunWithoutACollection(t *testing.T) {
 	}
 	live, _ := strconv.Atoi(before[1])
 	goal, _ := strconv.Atoi(last[2])
-	if goal >= max(16, 4*live) {
+	if goal >= max(32, 4*live) {
 		t.Errorf("lint of %d bytes ends collecting at a goal of %d MB after %d MB live, not the default pace's:\n%s\n%s", large.Len(), goal, live, gcs[len(gcs)-2], gcs[len(gcs)-1])
 	}
 }

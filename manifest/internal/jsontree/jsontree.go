@@ -5,26 +5,53 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
+// buffers hold the output while it is written, so that Marshal allocates
+// only its result, of the size it turned out to be.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuffer is the largest buffer put back: one huge object does
+// not keep its buffer alive for the small ones after it.
+const maxPooledBuffer = 1 << 20
+
 // Marshal returns the JSON of v, as encoding/json.Marshal does.
 func Marshal(v any) ([]byte, error) {
-	return Append(make([]byte, 0, 1024), v)
+	buf := buffers.Get().(*[]byte)
+	out, err := appendValue((*buf)[:0], v, 0)
+	var result []byte
+	if err == nil {
+		result = slices.Clone(out)
+	}
+	if cap(out) <= maxPooledBuffer {
+		*buf = out
+		buffers.Put(buf)
+	}
+	return result, err
 }
 
 // Append appends the JSON of v to dst and returns the extended buffer. On
 // an error (a value encoding/json refuses, such as NaN) the returned
 // buffer is dst.
 func Append(dst []byte, v any) ([]byte, error) {
-	out, err := appendValue(dst, v)
+	out, err := appendValue(dst, v, 0)
 	if err != nil {
 		return dst, err
 	}
 	return out, nil
 }
 
-func appendValue(dst []byte, v any) ([]byte, error) {
+// cycleDepth is the nesting past which a subtree is handed to
+// encoding/json, which from that depth on tells a tree that contains
+// itself from a deep one, and refuses the first as it always has.
+const cycleDepth = 1000
+
+func appendValue(dst []byte, v any, depth int) ([]byte, error) {
+	if depth > cycleDepth {
+		return appendByEncodingJSON(dst, v)
+	}
 	switch v := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -41,23 +68,28 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 	case float64:
 		return appendFloat64(dst, v)
 	case map[string]any:
-		return appendMap(dst, v)
+		return appendMap(dst, v, depth)
 	case []any:
-		return appendSlice(dst, v)
+		return appendSlice(dst, v, depth)
 	default:
-		data, err := json.Marshal(v)
-		if err != nil {
-			return dst, err
-		}
-		return append(dst, data...), nil
+		return appendByEncodingJSON(dst, v)
 	}
 }
 
-func appendMap(dst []byte, m map[string]any) ([]byte, error) {
+func appendByEncodingJSON(dst []byte, v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, data...), nil
+}
+
+func appendMap(dst []byte, m map[string]any, depth int) ([]byte, error) {
 	if m == nil {
 		return append(dst, "null"...), nil
 	}
-	keys := make([]string, 0, len(m))
+	var onStack [16]string // the keys of most objects' maps: no allocation
+	keys := onStack[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -70,14 +102,14 @@ func appendMap(dst []byte, m map[string]any) ([]byte, error) {
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = appendValue(dst, m[k]); err != nil {
+		if dst, err = appendValue(dst, m[k], depth+1); err != nil {
 			return dst, err
 		}
 	}
 	return append(dst, '}'), nil
 }
 
-func appendSlice(dst []byte, s []any) ([]byte, error) {
+func appendSlice(dst []byte, s []any, depth int) ([]byte, error) {
 	if s == nil {
 		return append(dst, "null"...), nil
 	}
@@ -87,7 +119,7 @@ func appendSlice(dst []byte, s []any) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		var err error
-		if dst, err = appendValue(dst, e); err != nil {
+		if dst, err = appendValue(dst, e, depth+1); err != nil {
 			return dst, err
 		}
 	}
@@ -99,7 +131,7 @@ func appendSlice(dst []byte, s []any) ([]byte, error) {
 // 1e21 on, with a one-digit exponent not padded to two.
 func appendFloat64(dst []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return json.Marshal(f) // encoding/json's own UnsupportedValueError
+		return appendByEncodingJSON(dst, f) // encoding/json's own UnsupportedValueError
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
