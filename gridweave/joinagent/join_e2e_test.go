@@ -2,12 +2,14 @@ package joinagent_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"testing"
 	"time"
 
+	"golang.zx2c4.com/wireguard/wgctrl"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -109,7 +111,8 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: nodeDial}}
 	key := mintKeyWith(t, client, "http://198.18.211.1:8800")
 
-	tunnel := nsTunnel{nodeNS, &joinagent.WireGuardTunnel{Interface: netnstest.UniqueName("gwet"), Userspace: wgdevice.Binary(t)}}
+	nodeDevice := &joinagent.WireGuardTunnel{Interface: netnstest.UniqueName("gwet"), Userspace: wgdevice.Binary(t)}
+	tunnel := nsTunnel{nodeNS, nodeDevice}
 	t.Cleanup(func() { _ = tunnel.Down(ctx) })
 	opts := joinagent.Options{
 		Master: "http://198.18.211.1:8800", StateDir: t.TempDir(), Key: key, Hostname: "gpu-e2e", Version: "1.2.9",
@@ -150,11 +153,16 @@ func TestJoinOverARealTunnel(t *testing.T) {
 		t.Fatalf("the node's pod CIDR is not reachable from the master: %v", err)
 	}
 
-	// Running the command again changes nothing.
+	// Running the command again changes nothing: the node keeps its
+	// session with the master (no new handshake), and traffic flows at once.
+	handshake := lastHandshake(t, nodeNS, nodeDevice.Interface)
 	opts.Key = ""
 	again, err := joinagent.Join(ctx, opts)
 	if err != nil || again.VPNIP != first.VPNIP || !again.Rejoined {
 		t.Fatalf("second run: %+v, %v", again, err)
+	}
+	if after := lastHandshake(t, nodeNS, nodeDevice.Interface); !after.Equal(handshake) {
+		t.Errorf("the second run dropped the session with the master: a handshake at %v, the last was at %v", after, handshake)
 	}
 	if err := echo(); err != nil {
 		t.Errorf("the tunnel after the second run: %v", err)
@@ -175,4 +183,34 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	if route := netnstest.Route(t, masterNS, "198.19.212.0/24"); route != "" {
 		t.Errorf("the pod CIDR route survived leave: %s", route)
 	}
+}
+
+// lastHandshake is the time of the node device's last handshake with its
+// one peer, the master.
+func lastHandshake(t *testing.T, ns *netnstest.Namespace, device string) time.Time {
+	t.Helper()
+	var at time.Time
+	err := ns.Do(func() error {
+		c, err := wgctrl.New()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		d, err := c.Device(device)
+		if err != nil {
+			return err
+		}
+		if len(d.Peers) != 1 {
+			return fmt.Errorf("%s has %d peers, want the master alone", device, len(d.Peers))
+		}
+		at = d.Peers[0].LastHandshakeTime
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at.IsZero() {
+		t.Fatalf("%s never shook hands with the master", device)
+	}
+	return at
 }

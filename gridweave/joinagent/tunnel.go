@@ -50,7 +50,11 @@ func (t *WireGuardTunnel) userspace() string {
 	return "wireguard-go"
 }
 
-// Up implements Tunnel.
+// Up implements Tunnel. A device that is already up keeps its session with
+// the master: the master's peer is updated in place (the same private key
+// and peer leave the handshake alone; wgctrl's ReplacePeers would drop it
+// and the next packets would wait for a new one), and only peers that are
+// not the master's are removed.
 func (t *WireGuardTunnel) Up(ctx context.Context, cfg TunnelConfig) error {
 	if _, err := net.InterfaceByName(t.Interface); err != nil {
 		if err := run(ctx, "ip", "link", "add", t.Interface, "type", "wireguard"); err != nil {
@@ -79,7 +83,17 @@ func (t *WireGuardTunnel) Up(ctx context.Context, cfg TunnelConfig) error {
 	if cfg.MasterEndpoint.IsValid() {
 		peer.Endpoint = net.UDPAddrFromAddrPort(cfg.MasterEndpoint)
 	}
-	if err := c.ConfigureDevice(t.Interface, wgtypes.Config{PrivateKey: &key, ReplacePeers: true, Peers: []wgtypes.PeerConfig{peer}}); err != nil {
+	peers := []wgtypes.PeerConfig{peer}
+	current, err := c.Device(t.Interface)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", t.Interface, err)
+	}
+	for _, p := range current.Peers {
+		if p.PublicKey != peer.PublicKey {
+			peers = append(peers, wgtypes.PeerConfig{PublicKey: p.PublicKey, Remove: true})
+		}
+	}
+	if err := c.ConfigureDevice(t.Interface, wgtypes.Config{PrivateKey: &key, Peers: peers}); err != nil {
 		return fmt.Errorf("configure %s: %w", t.Interface, err)
 	}
 	if err := run(ctx, "ip", "address", "replace", cfg.Address.String(), "dev", t.Interface); err != nil {
