@@ -11,6 +11,8 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/api/clusterapi"
 	"gridweave.dev/rayctl"
 )
 
@@ -29,25 +31,12 @@ func clusterName(r *http.Request, param string) (string, error) {
 	return name, nil
 }
 
-// clusterSummary is a RayCluster in a list.
-type clusterSummary struct {
-	Name              string    `json:"name"`
-	Namespace         string    `json:"namespace"`
-	State             string    `json:"state"`
-	DesiredWorkers    int32     `json:"desired_workers"`
-	ReadyWorkers      int32     `json:"ready_workers"`
-	WorkerGroups      []string  `json:"worker_groups"`
-	HeadPodIP         string    `json:"head_pod_ip"`
-	HeadServiceName   string    `json:"head_service_name"`
-	CreationTimestamp time.Time `json:"created_at"`
-}
-
-func summarize(rc *rayv1.RayCluster) clusterSummary {
+func summarize(rc *rayv1.RayCluster) api.ClusterSummary {
 	//lint:ignore SA1019 KubeRay v1.6.0 still reports State beside its Conditions, and it is the one-word summary a list wants.
 	state := string(rc.Status.State)
-	s := clusterSummary{Name: rc.Name, Namespace: rc.Namespace, State: state,
+	s := api.ClusterSummary{Name: rc.Name, Namespace: rc.Namespace, State: state,
 		DesiredWorkers: rc.Status.DesiredWorkerReplicas, ReadyWorkers: rc.Status.ReadyWorkerReplicas,
-		HeadPodIP: rc.Status.Head.PodIP, HeadServiceName: rc.Status.Head.ServiceName, CreationTimestamp: rc.CreationTimestamp.Time,
+		HeadPodIP: rc.Status.Head.PodIP, HeadServiceName: rc.Status.Head.ServiceName, CreatedAt: rc.CreationTimestamp.Time,
 		WorkerGroups: []string{}}
 	for _, g := range rc.Spec.WorkerGroupSpecs {
 		s.WorkerGroups = append(s.WorkerGroups, g.GroupName)
@@ -118,11 +107,11 @@ func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]clusterSummary, len(list))
+	out := make([]api.ClusterSummary, len(list))
 	for i := range list {
 		out[i] = summarize(&list[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"clusters": out})
+	writeJSON(w, http.StatusOK, api.ClusterList{Clusters: out})
 }
 
 func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
@@ -149,17 +138,12 @@ func (s *Server) handleDeleteCluster(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "deleted": true})
-}
-
-type scaleRequest struct {
-	Group string `json:"group"`
-	rayctl.Scale
+	writeJSON(w, http.StatusOK, api.ClusterDeleted{Name: name, Deleted: true})
 }
 
 func (s *Server) handleScale(w http.ResponseWriter, r *http.Request) {
 	name, err := clusterName(r, "name")
-	var req scaleRequest
+	var req clusterapi.ScaleRequest
 	if err == nil {
 		err = decodeJSON(r, &req)
 	}
@@ -219,7 +203,7 @@ func (s *Server) handleListWorkers(w http.ResponseWriter, r *http.Request) {
 	if workers == nil {
 		workers = []rayctl.Worker{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": workers})
+	writeJSON(w, http.StatusOK, clusterapi.WorkerList{Workers: workers})
 }
 
 func (s *Server) handleListWorkerGroups(w http.ResponseWriter, r *http.Request) {
@@ -236,7 +220,7 @@ func (s *Server) handleListWorkerGroups(w http.ResponseWriter, r *http.Request) 
 	if groups == nil {
 		groups = []rayctl.GroupStatus{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"worker_groups": groups})
+	writeJSON(w, http.StatusOK, clusterapi.GroupList{WorkerGroups: groups})
 }
 
 // handleGroupLogs streams the group's pods' logs as text, each line
@@ -360,17 +344,12 @@ func (s *Server) handleDeleteGroupPods(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"cluster": name, "group": group, "pods_deleted": true})
-}
-
-type swapRequest struct {
-	OldGroup string                `json:"old_group"`
-	NewGroup rayv1.WorkerGroupSpec `json:"new_group"`
+	writeJSON(w, http.StatusOK, api.PodsDeleted{Cluster: name, Group: group, PodsDeleted: true})
 }
 
 func (s *Server) handleSwapWorkerGroups(w http.ResponseWriter, r *http.Request) {
 	name, err := clusterName(r, "name")
-	var req swapRequest
+	var req clusterapi.SwapRequest
 	if err == nil {
 		err = decodeJSON(r, &req)
 	}
@@ -388,13 +367,9 @@ func (s *Server) handleSwapWorkerGroups(w http.ResponseWriter, r *http.Request) 
 	s.writeCluster(w, r, http.StatusOK, rc, err)
 }
 
-type replaceRequest struct {
-	WorkerGroups []rayv1.WorkerGroupSpec `json:"worker_groups"`
-}
-
 func (s *Server) handleReplaceWorkerGroups(w http.ResponseWriter, r *http.Request) {
 	name, err := clusterName(r, "name")
-	var req replaceRequest
+	var req clusterapi.ReplaceRequest
 	if err == nil {
 		err = decodeJSON(r, &req)
 	}

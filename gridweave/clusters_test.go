@@ -3,10 +3,11 @@ package gridweave_test
 import (
 	"bufio"
 	"context"
-	"gridweave.dev/joinkeys"
 	"net/http"
 	"strings"
 	"testing"
+
+	"gridweave.dev/joinkeys"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gridweave.dev/gridweave/fleet"
 )
 
 // DefaultJWTSecret is seed 000's placeholder secret. The server refuses it
@@ -224,7 +226,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, &ConfigError{"MASTER_IP", fmt.Sprintf("%q is neither an IP address nor a host name", c.MasterIP)}
 		}
 	}
-	if err := checkVersion(c.ServerVersion); err != nil {
+	if err := fleet.CheckVersion(c.ServerVersion); err != nil {
 		return Config{}, &ConfigError{"SERVER_VERSION", err.Error()}
 	}
 	if c.DBSync != "full" && c.DBSync != "normal" {

@@ -2,12 +2,8 @@ package gridweave
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
-	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,40 +37,11 @@ func (s *Server) crdClient(k crdKind) (dynamic.ResourceInterface, error) {
 	return s.dynamic.Resource(k.gvr).Namespace(s.cfg.Namespace), nil
 }
 
-// crdError maps the API server's answers onto the contract.
-func crdError(err error) error {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return err
-	}
-	st := status.Status()
-	switch {
-	case apierrors.IsInvalid(err):
-		field, msg := "", st.Message
-		if st.Details != nil && len(st.Details.Causes) > 0 {
-			field = st.Details.Causes[0].Field
-			var parts []string
-			for _, c := range st.Details.Causes {
-				parts = append(parts, c.Field+": "+c.Message)
-			}
-			msg = strings.Join(parts, "; ")
-		}
-		return &apiError{status: http.StatusUnprocessableEntity, code: "invalid_object", field: field, message: msg}
-	case apierrors.IsNotFound(err):
-		return &apiError{status: http.StatusNotFound, code: "not_found", message: st.Message}
-	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
-		return &apiError{status: http.StatusConflict, code: "conflict", message: st.Message}
-	case apierrors.IsBadRequest(err):
-		return &apiError{status: http.StatusBadRequest, code: "invalid_field", message: st.Message}
-	}
-	return err
-}
-
 // readObject decodes the request's JSON object, at most MaxBodyBytes.
 func (s *Server) readObject(r *http.Request) (map[string]any, error) {
-	raw, err := io.ReadAll(r.Body)
+	raw, err := readBody(r)
 	if err != nil {
-		return nil, badField("body", "the body could not be read: %v", err)
+		return nil, err
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
@@ -108,7 +75,6 @@ func (s *Server) crdCreate(k crdKind) http.HandlerFunc {
 						writeJSON(w, http.StatusCreated, created.Object)
 						return
 					}
-					err = crdError(err)
 				}
 			}
 		}
@@ -125,7 +91,7 @@ func (s *Server) crdList(k crdKind) http.HandlerFunc {
 		}
 		list, err := ri.List(r.Context(), metav1.ListOptions{LabelSelector: r.URL.Query().Get("label_selector")})
 		if err != nil {
-			s.writeError(w, r, crdError(err))
+			s.writeError(w, r, err)
 			return
 		}
 		owner := r.URL.Query().Get("owner")
@@ -148,7 +114,7 @@ func (s *Server) crdGet(k crdKind) http.HandlerFunc {
 		}
 		obj, err := ri.Get(r.Context(), r.PathValue("name"), metav1.GetOptions{})
 		if err != nil {
-			s.writeError(w, r, crdError(err))
+			s.writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, obj.Object)
@@ -177,7 +143,7 @@ func (s *Server) crdPatch(k crdKind, status bool) http.HandlerFunc {
 		}
 		patched, err := ri.Patch(r.Context(), r.PathValue("name"), types.MergePatchType, raw, metav1.PatchOptions{FieldManager: "gridweave", FieldValidation: "Strict"}, sub...)
 		if err != nil {
-			s.writeError(w, r, crdError(err))
+			s.writeError(w, r, err)
 			return
 		}
 		if k == endpointKind && !status {
@@ -198,7 +164,7 @@ func (s *Server) crdDelete(k crdKind) http.HandlerFunc {
 			return
 		}
 		if err := ri.Delete(r.Context(), r.PathValue("name"), metav1.DeleteOptions{}); err != nil {
-			s.writeError(w, r, crdError(err))
+			s.writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"deleted": r.PathValue("name")})
@@ -214,7 +180,7 @@ func (s *Server) handleEndpointByName(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := ri.List(r.Context(), metav1.ListOptions{})
 	if err != nil {
-		s.writeError(w, r, crdError(err))
+		s.writeError(w, r, err)
 		return
 	}
 	for _, it := range list.Items {

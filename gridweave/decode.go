@@ -1,10 +1,12 @@
 package gridweave
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -23,11 +25,12 @@ func decodeJSON(r *http.Request, v any) error {
 	return decodeStrict(data, v)
 }
 
-// readBody reads a JSON request body: 415 for another content type, 413
-// past the limit, 400 when empty.
+// readBody reads a JSON request body: 415 for a missing or other content
+// type, 413 past the limit, 400 when empty.
 func readBody(r *http.Request) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_content_type", message: "send the body as application/json (Content-Type: application/json), e.g. curl --json"}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type",
+			message: "send the body as application/json (Content-Type: application/json), e.g. curl --json"}
 	}
 	data, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
@@ -37,8 +40,12 @@ func readBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", message: "could not read the request body: " + err.Error()}
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
 		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", message: "the request body is empty; send a JSON object"}
+	}
+	if trimmed[0] != '{' {
+		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", message: "the body must be a JSON object"}
 	}
 	return data, nil
 }

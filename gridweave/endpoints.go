@@ -97,7 +97,7 @@ func (s *Server) endpointHardwareChanged(ctx context.Context, patch map[string]a
 	}
 	updated, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, status, metav1.PatchOptions{FieldManager: "gridweave"}, "status")
 	if err != nil {
-		return crdError(err)
+		return err
 	}
 	obj.Object = updated.Object
 	return nil

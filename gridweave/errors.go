@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
+	"gridweave.dev/rayctl/dashboard"
 )
 
 // apiError is an answer other than 2xx, in the contract's shape:
@@ -33,79 +39,185 @@ func badField(field, format string, args ...any) *apiError {
 
 var errUnauthenticated = &apiError{status: http.StatusUnauthorized, code: "unauthenticated", message: "missing or invalid credentials"}
 
-// toAPIError is the one place errors become HTTP statuses: the packages'
-// sentinels, Kubernetes API errors and rayctl's errors. Anything it does
-// not know is a 500 whose message hides the cause (it is logged).
+// toAPIError is the one place errors become HTTP statuses: the fleet's
+// and the ledger's errors, rayctl's, the Ray dashboard's (as
+// dashboardFailure) and the Kubernetes API's, the same on every route.
+// Anything it does not know is a 500 whose message hides the cause (it
+// is logged).
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if e := fleetError(err); e != nil {
+		return e
+	}
+	if e := ledgerError(err); e != nil {
+		return e
+	}
+	var df *dashboardFailure
+	if errors.As(err, &df) {
+		return df.apiError()
+	}
+	if e := kubernetesError(err); e != nil {
+		return e
+	}
+	switch {
+	case errors.Is(err, rayctl.ErrInvalidSpec):
+		return &apiError{status: http.StatusUnprocessableEntity, code: "invalid_spec", field: invalidField(err), message: err.Error()}
+	case errors.Is(err, rayctl.ErrGroupExists):
+		return &apiError{status: http.StatusConflict, code: "worker_group_exists", message: err.Error()}
+	case errors.Is(err, rayctl.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: http.StatusGatewayTimeout, code: "timeout", message: "the operation did not finish in time: " + err.Error()}
+	}
+	return &apiError{status: http.StatusInternalServerError, code: "internal", message: "internal error; see the server log for the request id"}
+}
+
+func fleetError(err error) *apiError {
+	var fe *fleet.Error
+	if errors.As(err, &fe) {
+		switch {
+		case errors.Is(fe.Kind, fleet.ErrCredentialRequired):
+			return &apiError{status: http.StatusUnauthorized, code: "unauthenticated", field: fe.Field, message: fe.Message}
+		case errors.Is(fe.Kind, fleet.ErrPublicKeyMismatch):
+			return &apiError{status: http.StatusConflict, code: "public_key_mismatch", field: fe.Field, message: fe.Message}
+		default:
+			return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: fe.Field, message: fe.Message}
+		}
+	}
+	var vm *fleet.VersionMismatchError
+	if errors.As(err, &vm) {
+		return &apiError{
+			status:  http.StatusUpgradeRequired,
+			code:    "version_mismatch",
+			message: vm.Error(),
+			header:  map[string]string{"Upgrade": "gridweave-worker/" + vm.Server},
+			details: map[string]any{"server_version": vm.Server, "min_version": vm.Min, "worker_version": vm.Worker},
+		}
+	}
+	return nil
+}
+
+// ledgerStatuses are the ledger's sentinel errors, in the order they are
+// tried.
+var ledgerStatuses = []struct {
+	err     error
+	status  int
+	code    string
+	field   string
+	message string // "" means the error's own text
+}{
+	{joinkeys.ErrKeyInvalid, http.StatusUnauthorized, "invalid_join_key", "key", "the join key is not valid"},
+	{joinkeys.ErrKeyExpired, http.StatusUnauthorized, "join_key_expired", "key", "the join key has expired; ask an administrator for a new one"},
+	{joinkeys.ErrKeyRevoked, http.StatusUnauthorized, "join_key_revoked", "key", "the join key was revoked"},
+	{joinkeys.ErrKeyExhausted, http.StatusUnauthorized, "join_key_exhausted", "key", "the join key has no uses left"},
+	{joinkeys.ErrKeyNotYetValid, http.StatusUnauthorized, "join_key_not_yet_valid", "key", "the join key is not valid yet (is this host's clock behind?)"},
+	{joinkeys.ErrNodeTokenInvalid, http.StatusUnauthorized, "invalid_node_token", "", "the node token is not valid for this node"},
+	{joinkeys.ErrNodeTokenRequired, http.StatusConflict, "node_token_required", "node_token", ""},
+	{joinkeys.ErrNodeDisconnected, http.StatusConflict, "node_disconnected", "", ""},
+	{joinkeys.ErrPublicKeyTaken, http.StatusConflict, "public_key_taken", "public_key", ""},
+	{joinkeys.ErrPodCIDRConflict, http.StatusConflict, "pod_cidr_conflict", "", ""},
+	{joinkeys.ErrNodeChanged, http.StatusConflict, "conflict", "", "the node was changed concurrently; try again"},
+	{joinkeys.ErrPoolExhausted, http.StatusConflict, "vpn_pool_exhausted", "", "no VPN address is left for a new node; disconnect unused nodes or widen VPN_CIDR"},
+	{joinkeys.ErrNodeNotFound, http.StatusNotFound, "node_not_found", "", ""},
+	{joinkeys.ErrKeyNotFound, http.StatusNotFound, "join_key_not_found", "", "no join key has that id"},
+}
+
+func ledgerError(err error) *apiError {
 	var fe *joinkeys.FieldError
 	if errors.As(err, &fe) {
-		return &apiError{status: 400, code: "invalid_field", field: fe.Field, message: fe.Error()}
+		return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: fe.Field, message: fe.Error()}
 	}
 	var taken *joinkeys.HostnameTakenError
 	if errors.As(err, &taken) {
-		return &apiError{status: 409, code: "hostname_taken", field: "hostname", message: err.Error()}
+		return &apiError{status: http.StatusConflict, code: "hostname_taken", field: "hostname", message: err.Error()}
 	}
 	var ipConflict *mesh.AllowedIPConflictError
 	if errors.As(err, &ipConflict) {
-		return &apiError{status: 409, code: "allowed_ip_conflict", message: "the node's addresses overlap another WireGuard peer's; an administrator must resolve it"}
+		return &apiError{status: http.StatusConflict, code: "allowed_ip_conflict", message: "the node's addresses overlap another WireGuard peer's; an administrator must resolve it"}
 	}
-	switch {
-	case errors.Is(err, joinkeys.ErrKeyInvalid):
-		return &apiError{status: 401, code: "invalid_join_key", field: "key", message: "the join key is not valid"}
-	case errors.Is(err, joinkeys.ErrKeyExpired):
-		return &apiError{status: 401, code: "join_key_expired", field: "key", message: "the join key has expired; ask an administrator for a new one"}
-	case errors.Is(err, joinkeys.ErrKeyRevoked):
-		return &apiError{status: 401, code: "join_key_revoked", field: "key", message: "the join key was revoked"}
-	case errors.Is(err, joinkeys.ErrKeyExhausted):
-		return &apiError{status: 401, code: "join_key_exhausted", field: "key", message: "the join key has no uses left"}
-	case errors.Is(err, joinkeys.ErrKeyNotYetValid):
-		return &apiError{status: 401, code: "join_key_not_yet_valid", field: "key", message: "the join key is not valid yet (is this host's clock behind?)"}
-	case errors.Is(err, joinkeys.ErrNodeTokenInvalid):
-		return &apiError{status: 401, code: "invalid_node_token", message: "the node token is not valid for this node"}
-	case errors.Is(err, joinkeys.ErrNodeTokenRequired):
-		return &apiError{status: 409, code: "node_token_required", field: "node_token", message: err.Error() + "; present the node token from the first join, or have an administrator disconnect the node first"}
-	case errors.Is(err, joinkeys.ErrNodeDisconnected):
-		return &apiError{status: 409, code: "node_disconnected", message: err.Error() + " (an administrator's POST /v1/nodes/disconnect completes it)"}
-	case errors.Is(err, joinkeys.ErrPublicKeyTaken):
-		return &apiError{status: 409, code: "public_key_taken", field: "public_key", message: err.Error()}
-	case errors.Is(err, joinkeys.ErrPodCIDRConflict):
-		return &apiError{status: 409, code: "pod_cidr_conflict", message: err.Error()}
-	case errors.Is(err, joinkeys.ErrNodeChanged):
-		return &apiError{status: 409, code: "conflict", message: "the node was changed concurrently; try again"}
-	case errors.Is(err, joinkeys.ErrPoolExhausted):
-		return &apiError{status: 409, code: "vpn_pool_exhausted", message: "no VPN address is left for a new node; disconnect unused nodes or widen VPN_CIDR"}
-	case errors.Is(err, joinkeys.ErrNodeNotFound):
-		return &apiError{status: 404, code: "node_not_found", message: err.Error()}
-	case errors.Is(err, joinkeys.ErrKeyNotFound):
-		return &apiError{status: 404, code: "join_key_not_found", message: "no join key has that id"}
-	case errors.Is(err, rayctl.ErrInvalidSpec):
-		return &apiError{status: 422, code: "invalid_spec", field: invalidField(err), message: err.Error()}
-	case errors.Is(err, rayctl.ErrGroupExists):
-		return &apiError{status: 409, code: "worker_group_exists", message: err.Error()}
-	case errors.Is(err, rayctl.ErrNotFound):
-		return &apiError{status: 404, code: "not_found", message: err.Error()}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &apiError{status: 504, code: "timeout", message: "the operation did not finish in time: " + err.Error()}
+	for _, l := range ledgerStatuses {
+		if !errors.Is(err, l.err) {
+			continue
+		}
+		message := l.message
+		switch {
+		case message != "":
+		case l.err == joinkeys.ErrNodeTokenRequired:
+			message = err.Error() + "; present the node token from the first join, or have an administrator disconnect the node first"
+		case l.err == joinkeys.ErrNodeDisconnected:
+			message = err.Error() + " (an administrator's POST /v1/nodes/disconnect completes it)"
+		default:
+			message = err.Error()
+		}
+		return &apiError{status: l.status, code: l.code, field: l.field, message: message}
 	}
+	return nil
+}
+
+// kubernetesError maps an error of the Kubernetes API, whichever route
+// met it. A refusal of the object names the first field at fault and
+// lists every cause.
+func kubernetesError(err error) *apiError {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return nil
+	}
+	st := status.Status()
 	switch {
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		return &apiError{status: 422, code: "rejected_by_kubernetes", message: err.Error()}
+		field, msg := "", err.Error()
+		if st.Details != nil && len(st.Details.Causes) > 0 {
+			field = st.Details.Causes[0].Field
+			var parts []string
+			for _, c := range st.Details.Causes {
+				parts = append(parts, c.Field+": "+c.Message)
+			}
+			msg = strings.Join(parts, "; ")
+		}
+		return &apiError{status: http.StatusUnprocessableEntity, code: "rejected_by_kubernetes", field: field, message: msg}
 	case apierrors.IsNotFound(err):
-		return &apiError{status: 404, code: "not_found", message: err.Error()}
+		return &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
 	case apierrors.IsAlreadyExists(err):
-		return &apiError{status: 409, code: "already_exists", message: err.Error()}
+		return &apiError{status: http.StatusConflict, code: "already_exists", message: err.Error()}
 	case apierrors.IsConflict(err):
-		return &apiError{status: 409, code: "conflict", message: "the object kept changing concurrently: " + err.Error()}
+		return &apiError{status: http.StatusConflict, code: "conflict", message: "the object changed concurrently: " + err.Error()}
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return &apiError{status: 502, code: "kubernetes_denied", message: "Kubernetes refused this service's credentials: " + err.Error()}
+		return &apiError{status: http.StatusBadGateway, code: "kubernetes_denied", message: "Kubernetes refused this service's credentials: " + err.Error()}
 	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err):
-		return &apiError{status: 503, code: "kubernetes_unavailable", message: err.Error()}
+		return &apiError{status: http.StatusServiceUnavailable, code: "kubernetes_unavailable", message: err.Error()}
 	}
-	return &apiError{status: 500, code: "internal", message: "internal error; see the server log for the request id"}
+	return nil
+}
+
+// dashboardFailure is an error met talking to the Ray dashboard (whose
+// timeouts and network errors mean something other than the Kubernetes
+// API's).
+type dashboardFailure struct {
+	err     error
+	timeout time.Duration
+}
+
+func (d *dashboardFailure) Error() string { return d.err.Error() }
+func (d *dashboardFailure) Unwrap() error { return d.err }
+
+func (d *dashboardFailure) apiError() *apiError {
+	err := d.err
+	var apiErr *dashboard.APIError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, dashboard.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
+	case errors.Is(err, dashboard.ErrImperativeApps):
+		return &apiError{status: http.StatusConflict, code: "imperative_applications", message: err.Error() + "; delete them with serve.delete, or deploy everything declaratively first"}
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		return &apiError{status: http.StatusGatewayTimeout, code: "ray_dashboard_timeout", message: "the Ray dashboard did not answer within " + d.timeout.String()}
+	case errors.As(err, &apiErr):
+		return &apiError{status: http.StatusBadGateway, code: "ray_dashboard_error", message: err.Error()}
+	}
+	return &apiError{status: http.StatusBadGateway, code: "ray_dashboard_unreachable", message: "the Ray dashboard cannot be reached: " + err.Error()}
 }
 
 func invalidField(err error) string {
@@ -130,14 +242,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gridweave"`)
 	}
-	body := map[string]any{"code": e.code, "message": e.message}
-	if e.field != "" {
-		body["field"] = e.field
-	}
-	for k, v := range e.details {
-		body[k] = v
-	}
-	writeJSON(w, e.status, map[string]any{"error": body})
+	writeJSON(w, e.status, api.ErrorBody{Error: api.Error{Code: e.code, Message: e.message, Field: e.field, Details: e.details}})
 }
 
 // logFor is the service's logger for lines about r: with r's request id,

@@ -38,6 +38,7 @@ func Example() {
 
 	req, _ := http.NewRequest("POST", web.URL+"/v1/nodes/join-keys", strings.NewReader(`{"kind":"org","org":"acme","ttl_seconds":3600}`))
 	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, _ := http.DefaultClient.Do(req)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"gridweave.dev/joinkeys"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"gridweave.dev/joinkeys"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -71,7 +72,7 @@ func TestMalformedInputIs400NamingTheField(t *testing.T) {
 		if r := h.do("POST", "/v1/nodes/validate", "", `{"hostname":"box","public_key":"`+pub+`","version":"1.4.0"}`); r.status != 401 || r.header.Get("WWW-Authenticate") == "" {
 			t.Errorf("validate without any credential: %d %s; want 401", r.status, r.raw)
 		}
-		if r := h.do("POST", "/v1/nodes/validate", "", strings.NewReader("")); r.status != 400 {
+		if r := h.do("POST", "/v1/nodes/validate", "", ""); r.status != 400 {
 			t.Errorf("empty body: %d", r.status)
 		}
 	})

@@ -16,10 +16,12 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/crd/v1alpha1"
 	"gridweave.dev/gridweave/kubetorch"
 	"gridweave.dev/rayctl/dashboard"
@@ -113,7 +115,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "bundle synced", "id", b.ID, "size", b.Size, "files", b.Files)
-	writeJSON(w, http.StatusCreated, map[string]any{"id": b.ID, "url": s.bundleURL(b.ID), "size": b.Size, "files": b.Files})
+	writeJSON(w, http.StatusCreated, api.BundleSynced{ID: b.ID, URL: s.bundleURL(b.ID), Size: b.Size, Files: b.Files})
 }
 
 // peek returns the first n bytes of r and a reader of all of r.
@@ -139,29 +141,6 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, id+".zip", fi.ModTime(), f)
 }
 
-// trainRequest launches distributed training.
-type trainRequest struct {
-	Cluster string `json:"cluster"`
-	Bundle  string `json:"bundle"`
-	Command string `json:"command"`
-	// Owner is the user the gateway acts for; default the caller's sub.
-	Owner string `json:"owner,omitempty"`
-	// Nodes and GPUsPerNode default to the cluster's ready GPU workers.
-	Nodes       int               `json:"nodes,omitempty"`
-	GPUsPerNode int               `json:"gpus_per_node,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-}
-
-// trainAnswer names the launched job.
-type trainAnswer struct {
-	ID           string `json:"id"`
-	SubmissionID string `json:"submission_id"`
-	Owner        string `json:"owner"`
-	Nodes        int    `json:"nodes"`
-	GPUsPerNode  int    `json:"gpus_per_node"`
-	Entrypoint   string `json:"entrypoint"`
-}
-
 // trainScript runs the user's command on every GPU worker under Ray
 // Train's torch backend (which sets MASTER_ADDR, MASTER_PORT, RANK,
 // WORLD_SIZE and LOCAL_RANK, as torchrun does): one Ray Train worker per
@@ -179,7 +158,7 @@ TorchTrainer(run, scaling_config=ScalingConfig(num_workers=nodes * per_node, use
 `
 
 func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
-	var req trainRequest
+	var req api.TrainRequest
 	err := decodeJSON(r, &req)
 	switch {
 	case err != nil:
@@ -247,12 +226,12 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 				"resources": map[string]any{"workers": int64(nodes)}},
 		}}
 		if _, err := s.dynamic.Resource(jobKind.gvr).Namespace(s.cfg.Namespace).Create(r.Context(), job, metav1.CreateOptions{FieldManager: "gridweave"}); err != nil {
-			s.writeError(w, r, crdError(err))
+			s.writeError(w, r, err)
 			return
 		}
 	}
 	s.log.InfoContext(r.Context(), "kubetorch job submitted", "id", id, "owner", req.Owner, "cluster", req.Cluster, "nodes", nodes, "gpus_per_node", perNode)
-	writeJSON(w, http.StatusCreated, trainAnswer{ID: id, SubmissionID: id, Owner: req.Owner, Nodes: nodes, GPUsPerNode: perNode, Entrypoint: entry})
+	writeJSON(w, http.StatusCreated, api.TrainResponse{ID: id, SubmissionID: id, Owner: req.Owner, Nodes: nodes, GPUsPerNode: perNode, Entrypoint: entry})
 }
 
 // gpuWorkers counts a cluster's ready GPU worker pods and the GPUs of
@@ -282,42 +261,36 @@ func (s *Server) handleKubeTorchHealth(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badField("cluster", "cluster is required: ?cluster=<RayCluster>"))
 		return
 	}
-	out := map[string]any{"cluster": cluster}
-	healthy := true
-	dash := map[string]any{"reachable": false}
+	out := api.KubeTorchHealth{Cluster: cluster, Healthy: true, GPUGroups: []api.GPUGroupHealth{}}
 	if d, err := s.dashboardClient(); err != nil {
-		dash["error"] = err.Error()
-		healthy = false
+		out.Dashboard.Error = err.Error()
+		out.Healthy = false
 	} else {
 		ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
 		v, err := d.Version(ctx)
 		cancel()
 		if err != nil {
-			dash["error"] = s.dashboardError(err).Error()
-			healthy = false
+			out.Dashboard.Error = s.dashboardError(err).Error()
+			out.Healthy = false
 		} else {
-			dash["reachable"], dash["ray_version"] = true, v.RayVersion
+			out.Dashboard.Reachable, out.Dashboard.RayVersion = true, v.RayVersion
 		}
 	}
-	out["dashboard"] = dash
 	groups, err := s.ray.ListWorkerGroups(r.Context(), s.cfg.Namespace, cluster)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var gs []any
 	for _, g := range groups {
 		if g.GPUsPerPod <= 0 {
 			continue
 		}
-		gs = append(gs, map[string]any{"group": g.Name, "gpus_per_pod": g.GPUsPerPod, "pods": g.Pods, "ready": g.Ready, "replicas": g.Replicas})
-		healthy = healthy && g.Ready > 0 && g.Ready == g.Pods
+		out.GPUGroups = append(out.GPUGroups, api.GPUGroupHealth{Group: g.Name, GPUsPerPod: g.GPUsPerPod, Pods: g.Pods, Ready: g.Ready, Replicas: g.Replicas})
+		out.Healthy = out.Healthy && g.Ready > 0 && g.Ready == g.Pods
 	}
-	if gs == nil {
-		gs = []any{}
-		healthy = false
+	if len(out.GPUGroups) == 0 {
+		out.Healthy = false
 	}
-	out["gpu_groups"], out["healthy"] = gs, healthy
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -337,11 +310,11 @@ func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
 	notFound := &apiError{status: http.StatusNotFound, code: "not_found", message: "no KubeTorch job " + r.PathValue("id")}
 	obj, err := ri.Get(r.Context(), r.PathValue("id"), metav1.GetOptions{})
 	if err != nil {
-		if ae := crdError(err); errors.As(ae, new(*apiError)) && ae.(*apiError).status == http.StatusNotFound {
+		if apierrors.IsNotFound(err) {
 			s.writeError(w, r, notFound)
 			return
 		}
-		s.writeError(w, r, crdError(err))
+		s.writeError(w, r, err)
 		return
 	}
 	owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner")
@@ -379,7 +352,7 @@ func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
 		message = *job.Message
 	}
 	phase := jobPhases[job.Status]
-	writeJSON(w, http.StatusOK, map[string]any{"id": obj.GetName(), "owner": owner, "status": job.Status, "phase": phase, "message": message, "logs": lines})
+	writeJSON(w, http.StatusOK, api.KubeTorchJob{ID: obj.GetName(), Owner: owner, Status: string(job.Status), Phase: phase, Message: message, Logs: lines})
 }
 
 // followJob reads a GridweaveJob's Ray job from the dashboard and brings

@@ -5,10 +5,11 @@ import (
 	"strconv"
 	"time"
 
+	"net/http"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"net/http"
 
 	"gridweave.dev/joinkeys"
 )

@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/joinkeys/sqlitestore"
@@ -95,7 +95,7 @@ func TestJoinFlow(t *testing.T) {
 			t.Errorf("worker groups %+v", rc.Spec.WorkerGroupSpecs)
 		}
 		kn, _ := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
-		if kn.Labels[gridweave.PoolLabel] != "gpu-nvidia-nvidia-h100-80gb-hbm3-x8" {
+		if kn.Labels[fleet.PoolLabel] != "gpu-nvidia-nvidia-h100-80gb-hbm3-x8" {
 			t.Errorf("node labels %v", kn.Labels)
 		}
 		// The same report twice changes nothing.
@@ -151,7 +151,7 @@ func TestJoinFlow(t *testing.T) {
 			t.Errorf("report-version %s", rv.raw)
 		}
 		kn, _ = h.fakes.Kube.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
-		if kn.Annotations[gridweave.VersionAnnotation] != "1.4.3" {
+		if kn.Annotations[fleet.VersionAnnotation] != "1.4.3" {
 			t.Errorf("node annotations %v", kn.Annotations)
 		}
 		h.want(h.do("POST", "/v1/nodes/report-version", gpu2.token, map[string]any{"hostname": "gpu-1", "version": "1.4.3"}), 401, "report-version with another node's token")
@@ -244,7 +244,7 @@ func TestVersionGate(t *testing.T) {
 		}
 		ahead := newNode(t, "ahead")
 		r := h.want(h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "ahead", "public_key": ahead.public, "version": "2.0.0"}), 426, "major ahead")
-		if r.errorField("code") != "version_mismatch" || r.header.Get("Upgrade") == "" || !strings.Contains(r.errorField("message"), "update.sh") ||
+		if r.errorField("code") != "version_mismatch" || r.header.Get("Upgrade") == "" || !strings.Contains(r.errorField("message"), "run the join command again") ||
 			r.errorField("server_version") != "1.4.0" || r.errorField("min_version") != "1.0.0" {
 			t.Errorf("426 answer %s, Upgrade %q", r.raw, r.header.Get("Upgrade"))
 		}

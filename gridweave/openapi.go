@@ -16,6 +16,9 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/api/clusterapi"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/rayctl"
 )
 
@@ -134,44 +137,6 @@ type param struct {
 	schema            map[string]any
 }
 
-// Response wrappers for the handlers that answer a map literal.
-type (
-	healthResponse struct {
-		Status  string `json:"status"`
-		Version string `json:"version"`
-	}
-	readyResponse struct {
-		Status string `json:"status"`
-	}
-	keyList struct {
-		Keys []keyView `json:"keys"`
-	}
-	nodeEnvelope struct {
-		Node nodeView `json:"node"`
-	}
-	nodeList struct {
-		Nodes []nodeView `json:"nodes"`
-	}
-	clusterList struct {
-		Clusters []clusterSummary `json:"clusters"`
-	}
-	clusterDeleted struct {
-		Name    string `json:"name"`
-		Deleted bool   `json:"deleted"`
-	}
-	workerList struct {
-		Workers []rayctl.Worker `json:"workers"`
-	}
-	groupList struct {
-		WorkerGroups []rayctl.GroupStatus `json:"worker_groups"`
-	}
-	podsDeleted struct {
-		Cluster     string `json:"cluster"`
-		Group       string `json:"group"`
-		PodsDeleted bool   `json:"pods_deleted"`
-	}
-)
-
 var (
 	stringSchema = map[string]any{"type": "string"}
 	boolSchema   = map[string]any{"type": "boolean"}
@@ -186,9 +151,9 @@ func operations() map[string]operation {
 	return map[string]operation{
 		"GET /healthz": {id: "healthz", tag: "service", summary: "Liveness",
 			description: "Answers while the process serves; not rate limited.",
-			status:      200, response: healthResponse{}},
+			status:      200, response: api.Health{}},
 		"GET /readyz": {id: "readyz", tag: "service", summary: "Readiness: the ledger, WireGuard and Kubernetes answer",
-			status: 200, response: readyResponse{},
+			status: 200, response: api.Readiness{},
 			extra: map[string]any{"503": map[string]any{
 				"description": "A backend does not answer; `error` says which.",
 				"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
@@ -223,34 +188,34 @@ func operations() map[string]operation {
 
 		"POST /v1/nodes/join-keys": {id: "mintJoinKey", tag: "nodes", summary: "Mint a join key",
 			description: "Returns the key once (it is stored hashed) with the command a person pastes on the node. A provider key is a JWT that also authenticates the provider (verify-provider).",
-			request:     mintRequest{}, status: 201, response: mintResponse{}},
+			request:     api.MintKeyRequest{}, status: 201, response: api.MintKeyResponse{}},
 		"GET /v1/nodes/join-keys": {id: "listJoinKeys", tag: "nodes", summary: "List join keys (never their secrets)",
-			status: 200, response: keyList{}},
+			status: 200, response: api.KeyList{}},
 		"DELETE /v1/nodes/join-keys/{id}": {id: "revokeJoinKey", tag: "nodes", summary: "Revoke a join key",
 			description: "Nodes that joined with it stay; it admits no new node.",
-			status:      200, response: keyView{}, errors: []int{404}},
+			status:      200, response: api.Key{}, errors: []int{404}},
 		"POST /v1/nodes/validate": {id: "validateNode", tag: "nodes", summary: "Join step 1: check the key, reserve the VPN address, add the WireGuard peer",
 			description: "The first join presents `key`; a re-join of the same public key presents `node_token` (the key alone is then 409 `node_token_required`). " +
 				"A hostname held by another public key is 409 `hostname_taken`. A different major version is 426 `version_mismatch` (run update.sh on the node).",
-			request: validateRequest{}, status: 200, response: validateResponse{}, errors: []int{409, 426}},
+			request: api.ValidateRequest{}, status: 200, response: api.ValidateResponse{}, errors: []int{409, 426}},
 		"POST /v1/nodes/register": {id: "registerNode", tag: "nodes", summary: "Join step 2: finalise the peer; a GPU node joins its worker group",
 			description: "`key` completes a reservation made by validate (same public key); every later register presents `node_token`. " +
 				"The pod CIDR comes from Kubernetes, never from the node. `worker_group` is null for a CPU-only node.",
-			request: registerRequest{}, status: 200, response: registerResponse{}, errors: []int{409, 422, 426}},
+			request: api.RegisterRequest{}, status: 200, response: api.RegisterResponse{}, errors: []int{409, 422, 426}},
 		"POST /v1/nodes/disconnect": {id: "disconnectNode", tag: "nodes", summary: "Remove a node: peer, routes, scrape target, worker, Kubernetes Node, ledger",
 			description: "Idempotent: `released` is false when there was nothing left to remove.",
-			request:     hostnameRequest{}, status: 200, response: disconnectResponse{}, errors: []int{409}},
+			request:     api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}},
 		"POST /v1/nodes/leave": {id: "leaveNode", tag: "nodes", summary: "A node leaves by itself (its node token as bearer)",
-			request: hostnameRequest{}, status: 200, response: disconnectResponse{}, errors: []int{409}},
+			request: api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}},
 		"POST /v1/nodes/verify-provider": {id: "verifyProvider", tag: "nodes", summary: "Check a provider key (the key as bearer)",
-			request: emptyRequest{}, optionalBody: true, status: 200, response: verifyProviderResponse{}},
+			request: api.EmptyRequest{}, optionalBody: true, status: 200, response: api.VerifyProviderResponse{}},
 		"POST /v1/nodes/report-version": {id: "reportVersion", tag: "nodes", summary: "A node reports its worker version (its node token as bearer)",
-			description: "Recorded in the ledger and as the annotation `" + VersionAnnotation + "` on the Kubernetes Node.",
-			request:     reportVersionRequest{}, status: 200, response: nodeEnvelope{}, errors: []int{404, 409}},
+			description: "Recorded in the ledger and as the annotation `" + fleet.VersionAnnotation + "` on the Kubernetes Node.",
+			request:     api.ReportVersionRequest{}, status: 200, response: api.NodeEnvelope{}, errors: []int{404, 409}},
 		"GET /v1/nodes": {id: "listNodes", tag: "nodes", summary: "List nodes",
-			status: 200, response: nodeList{}},
+			status: 200, response: api.NodeList{}},
 		"GET /v1/nodes/{hostname}": {id: "getNode", tag: "nodes", summary: "Get a node",
-			status: 200, response: nodeEnvelope{}, errors: []int{404}},
+			status: 200, response: api.NodeEnvelope{}, errors: []int{404}},
 
 		"POST /v1/kuberay/clusters": {id: "createCluster", tag: "clusters", summary: "Create a RayCluster",
 			description: "The body is either a typed spec (`name`, `head`, `worker_groups`, …) or a whole `ray.io/v1` RayCluster object (it has `kind`). " +
@@ -261,22 +226,22 @@ func operations() map[string]operation {
 			request: rayctl.ClusterSpec{}, status: 201, responseSchema: rayCluster, errors: []int{409, 422}},
 		"GET /v1/kuberay/clusters": {id: "listClusters", tag: "clusters", summary: "List RayClusters",
 			query:  []param{{"label_selector", "A Kubernetes label selector, e.g. `team=ml`.", stringSchema}},
-			status: 200, response: clusterList{}},
+			status: 200, response: api.ClusterList{}},
 		"GET /v1/kuberay/clusters/{name}": {id: "getCluster", tag: "clusters", summary: "Get a RayCluster",
 			status: 200, responseSchema: rayCluster, errors: []int{404}},
 		"DELETE /v1/kuberay/clusters/{name}": {id: "deleteCluster", tag: "clusters", summary: "Delete a RayCluster",
-			status: 200, response: clusterDeleted{}, errors: []int{404}},
+			status: 200, response: api.ClusterDeleted{}, errors: []int{404}},
 		"PATCH /v1/kuberay/clusters/{name}/scale": {id: "scaleWorkerGroup", tag: "clusters", summary: "Scale a worker group (replicas, min, max in one update)",
-			request: scaleRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
+			request: clusterapi.ScaleRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 		"POST /v1/kuberay/clusters/{name}/worker-groups": {id: "addWorkerGroup", tag: "clusters", summary: "Add a worker group (typed)",
 			request: rayctl.WorkerGroup{}, status: 201, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 		"POST /v1/kuberay/clusters/{name}/worker-groups-raw": {id: "addWorkerGroupRaw", tag: "clusters", summary: "Add a worker group (a KubeRay WorkerGroupSpec as it is)",
 			request: rayv1.WorkerGroupSpec{}, status: 201, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 		"GET /v1/kuberay/clusters/{name}/workers": {id: "listWorkers", tag: "clusters", summary: "List worker pods",
 			query:  []param{{"group", "Only this worker group's pods.", stringSchema}},
-			status: 200, response: workerList{}, errors: []int{404}},
+			status: 200, response: clusterapi.WorkerList{}, errors: []int{404}},
 		"GET /v1/kuberay/clusters/{name}/worker-groups": {id: "listWorkerGroups", tag: "clusters", summary: "List worker groups with their pod counts",
-			status: 200, response: groupList{}, errors: []int{404}},
+			status: 200, response: clusterapi.GroupList{}, errors: []int{404}},
 		"GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs": {id: "workerGroupLogs", tag: "clusters", summary: "Stream a worker group's logs",
 			description: "Plain text, each line prefixed with its pod.",
 			query: []param{
@@ -290,9 +255,9 @@ func operations() map[string]operation {
 			query:       []param{{"immediate", "Do not drain first.", boolSchema}},
 			status:      200, responseSchema: rayCluster, errors: []int{404, 409, 504}},
 		"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods": {id: "deleteWorkerGroupPods", tag: "clusters", summary: "Delete a worker group's pods (KubeRay recreates them)",
-			status: 200, response: podsDeleted{}, errors: []int{404}},
+			status: 200, response: api.PodsDeleted{}, errors: []int{404}},
 		"POST /v1/kuberay/clusters/{name}/swap-worker-groups": {id: "swapWorkerGroup", tag: "clusters", summary: "Replace one worker group by another in one update",
-			request: swapRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
+			request: clusterapi.SwapRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 		"POST /v1/crd/jobs": {id: "createJob", tag: "crd", summary: "Create a GridweaveJob",
 			description:   "A GridweaveJob object (apiVersion and kind may be left out); the API server validates it against the CRD.",
 			requestSchema: gridweaveObject, status: 201, responseSchema: gridweaveObject, errors: []int{409, 422, 503}},
@@ -325,9 +290,7 @@ func operations() map[string]operation {
 		"DELETE /v1/crd/endpoints/{name}": {id: "deleteEndpoint", tag: "crd", summary: "Delete a GridweaveEndpoint",
 			status: 200, responseSchema: deletedSchema, errors: []int{404, 503}},
 		"GET /v1/ray/serve/statuses": {id: "serveStatuses", tag: "ray", summary: "Ray Serve applications and their deployments' statuses",
-			status: 200, response: struct {
-				Applications []serveStatus `json:"applications"`
-			}{}, errors: []int{502, 503, 504}},
+			status: 200, response: api.ServeStatuses{}, errors: []int{502, 503, 504}},
 		"DELETE /v1/ray/serve/applications/{app}": {id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
 			description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
 			status:      200, responseSchema: deletedSchema, errors: []int{404, 409, 502, 503, 504}},
@@ -336,23 +299,18 @@ func operations() map[string]operation {
 				"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
 				"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
 				"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, as the zip Ray's working_dir takes.",
-			status: 201, response: struct {
-				ID    string `json:"id"`
-				URL   string `json:"url"`
-				Size  int64  `json:"size"`
-				Files int    `json:"files"`
-			}{}, errors: []int{400, 413, 415}},
+			status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}},
 		"GET /v1/kubetorch/bundles/{file}": {id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
 			status: 200, responseType: "application/zip", responseSchema: map[string]any{"type": "string", "format": "binary"}, errors: []int{404}},
 		"POST /v1/kubetorch/train": {id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
 			description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
-			request:     trainRequest{}, status: 201, response: trainAnswer{}, errors: []int{404, 409, 502, 503, 504}},
+			request:     api.TrainRequest{}, status: 201, response: api.TrainResponse{}, errors: []int{404, 409, 502, 503, 504}},
 		"GET /v1/kubetorch/health": {id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
-			query: []param{{"cluster", "The RayCluster.", stringSchema}}, status: 200, responseSchema: map[string]any{"type": "object"}, errors: []int{404}},
+			query: []param{{"cluster", "The RayCluster.", stringSchema}}, status: 200, response: api.KubeTorchHealth{}, errors: []int{404}},
 		"GET /v1/kubetorch/jobs/{id}": {id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
-			status: 200, responseSchema: map[string]any{"type": "object"}, errors: []int{404, 502, 503, 504}},
+			status: 200, response: api.KubeTorchJob{}, errors: []int{404, 502, 503, 504}},
 		"POST /v1/kuberay/clusters/{name}/replace-worker-groups": {id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
-			request: replaceRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
+			request: clusterapi.ReplaceRequest{}, status: 200, responseSchema: rayCluster, errors: []int{404, 409, 422}},
 	}
 }
 
@@ -380,7 +338,7 @@ type fieldNote struct {
 // fieldNotes are the words for the fields; the names come from the types'
 // json tags (a test checks that every note names a field).
 var fieldNotes = map[reflect.Type]map[string]fieldNote{
-	reflect.TypeFor[mintRequest](): {
+	reflect.TypeFor[api.MintKeyRequest](): {
 		"kind":        {desc: "`org`: a random token; `provider`: a JWT that also authenticates the provider.", enum: []any{"org", "provider"}, required: true},
 		"org":         {desc: "The organisation the key's nodes belong to.", example: "acme", required: true},
 		"ttl_seconds": {desc: "The key's lifetime in seconds (positive).", example: 3600, required: true},
@@ -388,23 +346,23 @@ var fieldNotes = map[reflect.Type]map[string]fieldNote{
 		"max_uses":    {desc: "How many nodes may join with the key; 0 means no limit."},
 		"labels":      {desc: "Free-form labels kept with the key."},
 	},
-	reflect.TypeFor[mintResponse](): {
+	reflect.TypeFor[api.MintKeyResponse](): {
 		"key":          {desc: "The secret, shown only here."},
 		"provider":     {desc: "The provider (JWT subject) of a provider key; null for an org key."},
 		"join_command": {desc: "What a person pastes on the node."},
 	},
-	reflect.TypeFor[keyView](): {
+	reflect.TypeFor[api.Key](): {
 		"created_by": {desc: "The subject of the admin credential that minted it."},
 		"max_uses":   {desc: "0 means no limit."},
 	},
-	reflect.TypeFor[validateRequest](): {
+	reflect.TypeFor[api.ValidateRequest](): {
 		"key":        {desc: "The join key (first join). Required unless `node_token` is given."},
 		"hostname":   {desc: "The node's hostname (a DNS-1123 label, not a route name under /v1/nodes/).", example: "gpu-node-1", required: true},
 		"public_key": {desc: "The node's WireGuard public key (base64, 32 bytes).", example: "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=", required: true},
 		"version":    {desc: "The worker's semantic version; a different major version than the server's is refused (426).", example: "1.4.2", required: true},
 		"node_token": {desc: "The node token from the first validate (a re-join)."},
 	},
-	reflect.TypeFor[validateResponse](): {
+	reflect.TypeFor[api.ValidateResponse](): {
 		"vpn_ip":            {desc: "The node's WireGuard address."},
 		"master_endpoint":   {desc: "host:port of the master's WireGuard listener; empty when MASTER_IP is not set."},
 		"k3s_url":           {desc: "Where the k3s agent joins; empty when the k3s step is off."},
@@ -412,7 +370,7 @@ var fieldNotes = map[reflect.Type]map[string]fieldNote{
 		"node_token":        {desc: "The node's own credential: keep it for register, report-version, leave and re-joins."},
 		"master_public_key": {desc: "The master's WireGuard public key."},
 	},
-	reflect.TypeFor[registerRequest](): {
+	reflect.TypeFor[api.RegisterRequest](): {
 		"key":        {desc: "The join key, to complete the reservation validate made (first join only)."},
 		"node_token": {desc: "The node token from validate. Required unless completing a first join with `key`."},
 		"hostname":   {desc: "The node's hostname.", example: "gpu-node-1", required: true},
@@ -420,40 +378,40 @@ var fieldNotes = map[reflect.Type]map[string]fieldNote{
 		"version":    {desc: "The worker's semantic version.", example: "1.4.2", required: true},
 		"gpus":       {desc: "The node's GPUs, all of one vendor; empty for a CPU-only node."},
 	},
-	reflect.TypeFor[gpuReport](): {
-		"vendor":     {enum: []any{"nvidia", "amd"}, required: true},
+	reflect.TypeFor[api.GPU](): {
+		"vendor":     {desc: "Left out, `nvidia` (agents that predate AMD support send none).", enum: []any{"nvidia", "amd"}},
 		"index":      {example: 0},
 		"name":       {example: "NVIDIA A100-SXM4-80GB"},
 		"memory_mib": {example: 81920},
 	},
-	reflect.TypeFor[registerResponse](): {
+	reflect.TypeFor[api.RegisterResponse](): {
 		"worker_group": {desc: "The worker group the node serves in; null for a CPU-only node."},
 	},
-	reflect.TypeFor[hostnameRequest](): {
+	reflect.TypeFor[api.HostnameRequest](): {
 		"hostname": {desc: "The node's hostname.", example: "gpu-node-1", required: true},
 	},
-	reflect.TypeFor[disconnectResponse](): {
+	reflect.TypeFor[api.DisconnectResponse](): {
 		"released": {desc: "False when there was nothing left to remove."},
 	},
-	reflect.TypeFor[reportVersionRequest](): {
+	reflect.TypeFor[api.ReportVersionRequest](): {
 		"hostname": {desc: "The node's hostname.", example: "gpu-node-1", required: true},
 		"version":  {desc: "The worker's semantic version.", example: "1.4.2", required: true},
 	},
-	reflect.TypeFor[nodeView](): {
+	reflect.TypeFor[api.Node](): {
 		"status":   {desc: "`validated` after validate, `registered` after register, `disconnected` while it is being removed."},
 		"pod_cidr": {desc: "The pod CIDR Kubernetes gave the node; null until it has one."},
 	},
-	reflect.TypeFor[scaleRequest](): {
+	reflect.TypeFor[clusterapi.ScaleRequest](): {
 		"group":        {desc: "The worker group to scale.", required: true},
 		"replicas":     {desc: "Give at least one of replicas, min_replicas, max_replicas; min ≤ replicas ≤ max after the change."},
 		"min_replicas": {},
 		"max_replicas": {},
 	},
-	reflect.TypeFor[swapRequest](): {
+	reflect.TypeFor[clusterapi.SwapRequest](): {
 		"old_group": {desc: "The group to replace.", required: true},
 		"new_group": {desc: "The group that takes its place.", required: true},
 	},
-	reflect.TypeFor[replaceRequest](): {
+	reflect.TypeFor[clusterapi.ReplaceRequest](): {
 		"worker_groups": {desc: "The cluster's new worker groups.", required: true},
 	},
 	reflect.TypeFor[rayctl.ClusterSpec](): {
@@ -823,10 +781,13 @@ func (g *schemaGen) schema(t reflect.Type, mode string) map[string]any {
 			return g.object(t, mode)
 		}
 		name := componentName(t)
+		if inBothModes[t] && mode == modeRequest {
+			name += "Input"
+		}
 		if prev, ok := g.names[name]; ok && prev != t {
 			g.problem("types %s and %s would both be schema %q", prev, t, name)
 		}
-		if m, ok := g.modes[t]; ok && m != mode {
+		if m, ok := g.modes[t]; ok && m != mode && !inBothModes[t] {
 			g.problem("type %s is used in a request and in a response; its required fields differ", t)
 		}
 		if _, done := g.names[name]; !done {
@@ -840,6 +801,11 @@ func (g *schemaGen) schema(t reflect.Type, mode string) map[string]any {
 	g.problem("type %s has no JSON schema", t)
 	return map[string]any{}
 }
+
+// inBothModes are the types used in requests and in answers: a field
+// optional in a request is always present in an answer, so the request's
+// form is a component of its own, <Name>Input.
+var inBothModes = map[reflect.Type]bool{reflect.TypeFor[api.GPU](): true}
 
 // componentName is t's name with a capital: mintRequest → MintRequest.
 func componentName(t reflect.Type) string {

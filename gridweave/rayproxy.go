@@ -2,11 +2,10 @@ package gridweave
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"time"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/rayctl/dashboard"
 )
 
@@ -31,28 +30,7 @@ func (s *Server) dashboardClient() (*dashboard.Client, error) {
 
 // dashboardError maps the dashboard's failures onto the contract.
 func (s *Server) dashboardError(err error) error {
-	var apiErr *dashboard.APIError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, dashboard.ErrNotFound):
-		return &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
-	case errors.Is(err, dashboard.ErrImperativeApps):
-		return &apiError{status: http.StatusConflict, code: "imperative_applications", message: err.Error() + "; delete them with serve.delete, or deploy everything declaratively first"}
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
-		return &apiError{status: http.StatusGatewayTimeout, code: "ray_dashboard_timeout", message: "the Ray dashboard did not answer within " + s.rayTimeout().String()}
-	case errors.As(err, &apiErr):
-		return &apiError{status: http.StatusBadGateway, code: "ray_dashboard_error", message: err.Error()}
-	}
-	return &apiError{status: http.StatusBadGateway, code: "ray_dashboard_unreachable", message: "the Ray dashboard cannot be reached: " + err.Error()}
-}
-
-// serveStatus is one Serve application as the gateway reads it.
-type serveStatus struct {
-	Name        string            `json:"name"`
-	Status      string            `json:"status"`
-	Message     string            `json:"message,omitempty"`
-	RoutePrefix *string           `json:"route_prefix"`
-	Deployments map[string]string `json:"deployments"`
+	return &dashboardFailure{err: err, timeout: s.rayTimeout()}
 }
 
 func (s *Server) handleServeStatuses(w http.ResponseWriter, r *http.Request) {
@@ -68,15 +46,15 @@ func (s *Server) handleServeStatuses(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.dashboardError(err))
 		return
 	}
-	apps := []serveStatus{}
+	apps := []api.ServeApplication{}
 	for name, a := range details.Applications {
-		st := serveStatus{Name: name, Status: a.Status, Message: a.Message, RoutePrefix: a.RoutePrefix, Deployments: map[string]string{}}
+		st := api.ServeApplication{Name: name, Status: a.Status, Message: a.Message, RoutePrefix: a.RoutePrefix, Deployments: map[string]string{}}
 		for dn, dep := range a.Deployments {
 			st.Deployments[dn] = dep.Status
 		}
 		apps = append(apps, st)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"applications": apps})
+	writeJSON(w, http.StatusOK, api.ServeStatuses{Applications: apps})
 }
 
 func (s *Server) handleDeleteServeApplication(w http.ResponseWriter, r *http.Request) {
@@ -91,5 +69,5 @@ func (s *Server) handleDeleteServeApplication(w http.ResponseWriter, r *http.Req
 		s.writeError(w, r, s.dashboardError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": r.PathValue("app")})
+	writeJSON(w, http.StatusOK, api.Deleted{Deleted: r.PathValue("app")})
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
@@ -203,7 +204,7 @@ func TestClusterSizeIsFlatInGPUNodes(t *testing.T) {
 	if storedWithNodes > 64<<10 {
 		t.Errorf("the stored RayCluster is %d bytes with %d nodes", storedWithNodes, nodes)
 	}
-	if !slices.ContainsFunc(rc.Spec.WorkerGroupSpecs, func(g rayv1.WorkerGroupSpec) bool { return g.Template.Labels[gridweave.PoolLabel] != "" }) {
+	if !slices.ContainsFunc(rc.Spec.WorkerGroupSpecs, func(g rayv1.WorkerGroupSpec) bool { return g.Template.Labels[fleet.PoolLabel] != "" }) {
 		t.Error("the groups are not marked as the service's")
 	}
 }

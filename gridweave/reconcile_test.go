@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/wgkey"
@@ -46,7 +47,7 @@ func TestRestoreMeshAfterARestart(t *testing.T) {
 	if err := m.UpsertPeer(ctx, mesh.Peer{PublicKey: stale, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.18.77.7/32")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RestoreMesh(ctx); err != nil {
+	if err := s.Fleet().RestoreMesh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	peers, _ := m.Peers(ctx)
@@ -68,11 +69,11 @@ func TestHalfFinishedJoinsAreReleased(t *testing.T) {
 	h.want(h.validate(stuck, key), 200, "validate stuck")
 	h.want(h.validate(done, key), 200, "validate done")
 	h.want(h.register(done, nil), 200, "register done")
-	if released, err := h.server.ReleaseHalfFinishedJoins(ctx); err != nil || len(released) != 0 {
+	if released, err := h.server.Fleet().ReleaseHalfFinishedJoins(ctx); err != nil || len(released) != 0 {
 		t.Fatalf("released %v (%v) before the TTL", released, err)
 	}
 	h.clock.Advance(11 * time.Minute)
-	released, err := h.server.ReleaseHalfFinishedJoins(ctx)
+	released, err := h.server.Fleet().ReleaseHalfFinishedJoins(ctx)
 	if err != nil || !slices.Equal(released, []string{"stuck"}) {
 		t.Fatalf("released %v, %v; want [stuck]", released, err)
 	}
@@ -109,7 +110,7 @@ func TestRunFollowsKubernetesNodes(t *testing.T) {
 		kn, _ := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "late-node", metav1.GetOptions{})
 		peers, _ := h.mesh.Peers(ctx)
 		routed := len(peers) == 1 && slices.Contains(peers[0].AllowedIPs, netip.MustParsePrefix("10.42.33.0/24"))
-		if node.PodCIDR.String() == "10.42.33.0/24" && routed && kn != nil && kn.Labels[gridweave.PoolLabel] == group {
+		if node.PodCIDR.String() == "10.42.33.0/24" && routed && kn != nil && kn.Labels[fleet.PoolLabel] == group {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -3,12 +3,13 @@ package gridweave_test
 import (
 	"context"
 	"errors"
-	"gridweave.dev/joinkeys"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gridweave.dev/joinkeys"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"gridweave.dev/gridweave/api"
 )
 
 // route is one entry of the API: method and path pattern, who may call
@@ -171,7 +173,7 @@ func matchPath(pattern, path string) bool {
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.cfg.ServerVersion})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.cfg.ServerVersion})
 }
 
 // handleReadyz says which backend, if any, does not answer.
@@ -182,10 +184,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		// Name the backends that are down; the details (addresses, dial
 		// errors) go to the log, not to an unauthenticated caller.
 		s.logFor(r).WarnContext(r.Context(), "not ready", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "error": downBackends(err)})
+		writeJSON(w, http.StatusServiceUnavailable, api.Readiness{Status: "unavailable", Error: downBackends(err)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	writeJSON(w, http.StatusOK, api.Readiness{Status: "ready"})
 }
 
 // readyTimeout bounds a readiness check.

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/scrapetargets"
-	"gridweave.dev/internal/keyedlock"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
@@ -37,9 +37,9 @@ type Backends struct {
 	// Dynamic serves the CRD proxy (GridweaveJob, GridweaveEndpoint); nil
 	// turns /v1/crd off (503).
 	Dynamic dynamic.Interface
-	// KernelRoutes routes nodes' pod CIDRs into the WireGuard device; nil
+	// Routes routes nodes' pod CIDRs into the WireGuard device; nil
 	// means none (an in-memory mesh).
-	KernelRoutes KernelRoutes
+	Routes fleet.Routes
 	// Logger receives the access log and events; default discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -49,28 +49,23 @@ type Backends struct {
 // Server is the control-plane HTTP service. Build it with New and serve
 // Handler (and, when Config.InternalAddr is set, InternalHandler).
 type Server struct {
-	cfg          Config
-	keyring      *joinkeys.Keyring
-	mesh         mesh.Mesh
-	ray          *rayctl.Client
-	kube         kubernetes.Interface
-	dynamic      dynamic.Interface
-	kernelRoutes KernelRoutes
-	log          *slog.Logger
-	now          func() time.Time
+	cfg     Config
+	keyring *joinkeys.Keyring
+	mesh    mesh.Mesh
+	ray     *rayctl.Client
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface
+	log     *slog.Logger
+	now     func() time.Time
 
 	auth      *authenticator
 	limiter   *rateLimiter
 	metrics   *metrics
 	masterKey wgkey.Key
 	k3sToken  string
-	groups    *workerGroups
 	sums      fileSums
-	// nodeLocks serialises this server's work on one hostname (validate,
-	// register, disconnect, leave, the Kubernetes follower, the reaper), so
-	// that a teardown and a re-join of the same node never interleave.
-	nodeLocks keyedlock.Locks
-	targets   *scrapetargets.Dir // nil when DCGM targets are off
+	// fleet is the node lifecycle the join routes call.
+	fleet *fleet.Service
 
 	public   http.Handler
 	internal http.Handler
@@ -88,7 +83,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if b.Keyring.Pool().Prefix() != cfg.VPNCIDR {
 		return nil, fmt.Errorf("gridweave: the Keyring's pool %s is not VPN_CIDR %s", b.Keyring.Pool().Prefix(), cfg.VPNCIDR)
 	}
-	if err := checkVersion(cfg.ServerVersion); err != nil {
+	if err := fleet.CheckVersion(cfg.ServerVersion); err != nil {
 		return nil, &ConfigError{"SERVER_VERSION", err.Error()}
 	}
 	if cfg.MaxBodyBytes <= 0 {
@@ -106,7 +101,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if cfg.KubeTorchSyncInterval <= 0 {
 		cfg.KubeTorchSyncInterval = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, kernelRoutes: b.KernelRoutes, log: b.Logger, now: b.Now}
+	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -128,15 +123,26 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.auth = newAuthenticator(cfg, b.Keyring, s.now)
 	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
 	s.metrics = newMetrics(s)
-	s.groups = newWorkerGroups(s)
+	fb := fleet.Backends{Ledger: b.Keyring, Peers: b.Mesh, Routes: b.Routes, Nodes: fleet.KubeNodes{Client: b.Kube},
+		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
+			HeadImage: cfg.RayImage, WorkerImage: cfg.RayImageWorker},
+		Logger: s.log, Now: s.now}
 	if cfg.DCGMTargetsDir != "" {
-		if s.targets, err = scrapetargets.New(cfg.DCGMTargetsDir); err != nil {
+		dir, err := scrapetargets.New(cfg.DCGMTargetsDir)
+		if err != nil {
 			return nil, &ConfigError{"DCGM_TARGETS_DIR", err.Error()}
 		}
+		fb.Targets = dir
+	}
+	if s.fleet, err = fleet.New(fleet.Config{ServerVersion: cfg.ServerVersion, ValidatedTTL: cfg.ValidatedTTL, ReapInterval: cfg.ReapInterval}, fb); err != nil {
+		return nil, err
 	}
 	s.public, s.internal = s.routes()
 	return s, nil
 }
+
+// Fleet returns the node lifecycle the service's join routes call.
+func (s *Server) Fleet() *fleet.Service { return s.fleet }
 
 // Handler serves the public listener.
 func (s *Server) Handler() http.Handler { return s.public }

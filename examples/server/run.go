@@ -25,6 +25,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/crd"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
@@ -139,11 +140,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
 		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
 	}
-	var routes gridweave.KernelRoutes
+	var routes fleet.Routes
 	if _, isDevice := wg.(*wgmesh.Mesh); isDevice {
-		routes = gridweave.DeviceRoutes{Interface: cfg.WireGuardInterface}
+		routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, KernelRoutes: routes, Logger: log})
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // Package gpus detects the GPUs of the machine it runs on, for the
 // node-side join agent: what it finds goes into the registration as
-// joinkeys.GPU values (index, vendor, name, memory_mib, uuid).
+// api.GPU values (index, vendor, name, memory_mib, uuid).
 //
 // Detection asks the vendor tools, never the kernel directly:
 //
@@ -24,11 +24,11 @@
 // vendor set, a non-negative index distinct from the others', a name, and a
 // positive memory size.
 //
-// GPU is this package's own type rather than joinkeys.GPU because the join
-// flow's wire type has no room for the driver version, which the agent
-// wants for its own checks and logs; GPU.JoinKeysGPU and JoinKeysGPUs
-// convert to the wire type, and GPU.Vendor uses the wire's constants,
-// joinkeys.VendorNVIDIA and joinkeys.VendorAMD, so the two cannot drift.
+// GPU is what a tool saw, driver version included, which the agent wants
+// for its own checks and logs; the register request's api.GPU has no room
+// for it. GPU.Report and Reports convert to the wire type, and GPU.Vendor
+// uses the ledger's constants, joinkeys.VendorNVIDIA and
+// joinkeys.VendorAMD, which the server checks against.
 //
 // Known shapes of the tools' output, each covered by a fixture in
 // testdata/:

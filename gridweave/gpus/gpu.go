@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"gridweave.dev/joinkeys"
+	"gridweave.dev/gridweave/api"
 )
 
 // GPU is one GPU a vendor tool reported.
@@ -20,21 +20,18 @@ type GPU struct {
 	Driver    string // the driver version the tool reported; may be empty for AMD
 }
 
-// JoinKeysGPU returns g as the join flow reports it; the driver version is
-// not part of it.
-func (g GPU) JoinKeysGPU() joinkeys.GPU {
-	return joinkeys.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, MemoryMiB: g.MemoryMiB, UUID: g.UUID}
+// Report returns g as a node reports it at register; the driver version
+// is not part of it.
+func (g GPU) Report() api.GPU {
+	return api.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, MemoryMiB: g.MemoryMiB, UUID: g.UUID}
 }
 
-// JoinKeysGPUs converts a detected list to the join flow's; nil stays nil
-// (a CPU-only node).
-func JoinKeysGPUs(gpus []GPU) []joinkeys.GPU {
-	if gpus == nil {
-		return nil
-	}
-	out := make([]joinkeys.GPU, len(gpus))
+// Reports converts a detected list to the register request's; none is an
+// empty list (a CPU-only node).
+func Reports(gpus []GPU) []api.GPU {
+	out := make([]api.GPU, len(gpus))
 	for i, g := range gpus {
-		out[i] = g.JoinKeysGPU()
+		out[i] = g.Report()
 	}
 	return out
 }

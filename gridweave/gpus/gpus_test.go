@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/joinkeys"
 )
 
@@ -246,12 +247,12 @@ func TestParseAMDSMI(t *testing.T) {
 	})
 }
 
-func TestJoinKeysGPUs(t *testing.T) {
-	if JoinKeysGPUs(nil) != nil {
-		t.Error("a CPU-only node's GPUs are not nil")
+func TestReports(t *testing.T) {
+	if got := Reports(nil); got == nil || len(got) != 0 {
+		t.Errorf("a CPU-only node reports %#v, want an empty list (never null on the wire)", got)
 	}
-	got := JoinKeysGPUs([]GPU{nvidia(1, "NVIDIA H100 80GB HBM3", 81559, "GPU-1", "550.54.15")})
-	want := []joinkeys.GPU{{Index: 1, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-1"}}
+	got := Reports([]GPU{nvidia(1, "NVIDIA H100 80GB HBM3", 81559, "GPU-1", "550.54.15")})
+	want := []api.GPU{{Index: 1, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

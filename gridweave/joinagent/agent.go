@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/gpus"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/wgkey"
@@ -114,17 +115,6 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-type validateAnswer struct {
-	VPNIP           string `json:"vpn_ip"`
-	MasterVPNIP     string `json:"master_vpn_ip"`
-	VPNCIDR         string `json:"vpn_cidr"`
-	MasterPublicKey string `json:"master_public_key"`
-	MasterEndpoint  string `json:"master_endpoint"`
-	K3sURL          string `json:"k3s_url"`
-	K3sToken        string `json:"k3s_token"`
-	NodeToken       string `json:"node_token"`
-}
-
 // Join runs the whole join: identity, validate, tunnel, k3s, worker
 // image, GPUs, register, version report. Running it again converges: the same key
 // pair and node token, so the same VPN address.
@@ -140,17 +130,17 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	req := map[string]any{"hostname": o.Hostname, "public_key": pub.String(), "version": o.Version}
+	req := api.ValidateRequest{Hostname: o.Hostname, PublicKey: pub.String(), Version: o.Version}
 	rejoin := st.NodeToken != ""
 	if rejoin {
-		req["node_token"] = st.NodeToken
+		req.NodeToken = st.NodeToken
 	} else {
 		if o.Key == "" {
 			return Result{}, errors.New("joinagent: a first join needs the join key")
 		}
-		req["key"] = o.Key
+		req.Key = o.Key
 	}
-	var v validateAnswer
+	var v api.ValidateResponse
 	if err := o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v); err != nil {
 		return Result{}, err
 	}
@@ -184,14 +174,12 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("joinagent: detect GPUs (fix the GPU driver, or join this machine as CPU-only on purpose): %w", err)
 	}
-	var reg struct {
-		WorkerGroup *string `json:"worker_group"`
-	}
-	body := map[string]any{"node_token": st.NodeToken, "hostname": o.Hostname, "public_key": pub.String(), "version": o.Version, "gpus": gpus.JoinKeysGPUs(found)}
+	var reg api.RegisterResponse
+	body := api.RegisterRequest{NodeToken: st.NodeToken, Hostname: o.Hostname, PublicKey: pub.String(), Version: o.Version, GPUs: gpus.Reports(found)}
 	if err := o.post(ctx, "register", "/v1/nodes/register", "", body, &reg); err != nil {
 		return Result{}, err
 	}
-	if err := o.post(ctx, "report-version", "/v1/nodes/report-version", st.NodeToken, map[string]any{"hostname": o.Hostname, "version": o.Version}, nil); err != nil {
+	if err := o.post(ctx, "report-version", "/v1/nodes/report-version", st.NodeToken, api.ReportVersionRequest{Hostname: o.Hostname, Version: o.Version}, nil); err != nil {
 		return Result{}, err
 	}
 	res := Result{Hostname: o.Hostname, VPNIP: cfg.Address.Addr(), GPUs: len(found), Rejoined: rejoin}
@@ -214,7 +202,7 @@ func Leave(ctx context.Context, o Options) error {
 		return err
 	}
 	if st.NodeToken != "" {
-		if err := o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, map[string]any{"hostname": o.Hostname}, nil); err != nil {
+		if err := o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, api.HostnameRequest{Hostname: o.Hostname}, nil); err != nil {
 			return err
 		}
 	}
@@ -224,7 +212,7 @@ func Leave(ctx context.Context, o Options) error {
 	return removeState(o.StateDir)
 }
 
-func tunnelConfig(key wgkey.PrivateKey, v validateAnswer) (TunnelConfig, error) {
+func tunnelConfig(key wgkey.PrivateKey, v api.ValidateResponse) (TunnelConfig, error) {
 	ip, err1 := netip.ParseAddr(v.VPNIP)
 	cidr, err2 := netip.ParsePrefix(v.VPNCIDR)
 	master, err3 := wgkey.Parse(v.MasterPublicKey)
@@ -263,12 +251,7 @@ func (o *Options) post(ctx context.Context, step, path, bearer string, body, out
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
+		var e api.ErrorBody
 		_ = json.Unmarshal(data, &e)
 		return &MasterError{Step: step, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}

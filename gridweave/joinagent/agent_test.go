@@ -165,7 +165,7 @@ func TestJoinSaysWhatWentWrong(t *testing.T) {
 	}
 	opts.Key = mintKey(t, url)
 	opts.Version = "2.0.0"
-	if _, err := joinagent.Join(ctx, opts); !errors.As(err, &me) || me.Status != 426 || !strings.Contains(err.Error(), "update.sh") {
+	if _, err := joinagent.Join(ctx, opts); !errors.As(err, &me) || me.Status != 426 || !strings.Contains(err.Error(), "run the join command again") {
 		t.Errorf("a major version ahead: %v", err)
 	}
 	opts.Version = "1.2.3"

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/gpus"
 	"gridweave.dev/gridweave/joinagent"
 	"gridweave.dev/internal/netnstest"
@@ -41,7 +42,7 @@ func (n nsTunnel) Down(ctx context.Context) error {
 // nsRoutes programs kernel routes inside a network namespace.
 type nsRoutes struct {
 	ns *netnstest.Namespace
-	r  gridweave.KernelRoutes
+	r  fleet.Routes
 }
 
 func (n nsRoutes) Replace(ctx context.Context, p netip.Prefix) error {
@@ -86,7 +87,7 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	kr, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
 	cluster := rayctltest.New(t, cfg.Namespace)
 	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: kr, Mesh: wg, Ray: cluster.Client, Kube: cluster.Kube,
-		KernelRoutes: nsRoutes{masterNS, gridweave.DeviceRoutes{Interface: dev.Name}}})
+		Routes: nsRoutes{masterNS, fleet.DeviceRoutes{Interface: dev.Name}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,21 @@
+// Package api holds the wire types of the control-plane service: the JSON
+// bodies of every route's request and answer, and the error body. The
+// handlers of package gridweave encode them, the node agent
+// (gridweave/node/agent) sends and decodes them, and the OpenAPI document
+// (GET /openapi.json) is built from them, so the join's wire format exists
+// once.
+//
+// The types carry no behaviour beyond their JSON form. Field names are the
+// contract (snake_case); every field of an answer is always present (an
+// empty string, an empty list or null when not set), except where a field
+// says omitempty.
+//
+// Errors. Every answer other than 2xx is an ErrorBody:
+//
+//	{"error": {"code": "hostname_taken", "message": "...", "field": "hostname"}}
+//
+// Code is a stable snake_case word a program may switch on; Message is a
+// sentence for a person; Field, when present, names the request field that
+// was wrong. Some codes carry details beside them (version_mismatch:
+// server_version, min_version, worker_version).
+package api

@@ -1,0 +1,89 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gridweave.dev/internal/keyedlock"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh"
+)
+
+// Config is what the fleet needs to know of the server it runs in.
+type Config struct {
+	// ServerVersion is the server's semantic version; nodes of another
+	// major version are refused (*VersionMismatchError). Required.
+	ServerVersion string
+	// ValidatedTTL is how long a validated node may take to register
+	// before its reservation is released; default 10 minutes.
+	ValidatedTTL time.Duration
+	// ReapInterval is how often Run looks for such nodes; default a minute.
+	ReapInterval time.Duration
+}
+
+// Backends are the fleet's dependencies. Ledger and Peers are required;
+// a nil Routes, Placement or Targets turns that part off (no pod-CIDR
+// routes, no worker groups, no scrape targets), and a nil Nodes means
+// there is no Kubernetes to read pod CIDRs from or write Nodes to.
+type Backends struct {
+	Ledger    *joinkeys.Keyring
+	Peers     mesh.Mesh
+	Routes    Routes
+	Nodes     Nodes
+	Placement Placement
+	Targets   Targets
+	// Logger receives the fleet's events; default discards.
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Service is the node lifecycle: it admits nodes (Validate, Register),
+// takes them out (Leave, Disconnect), records their versions
+// (ReportVersion), and keeps the master's peers, routes, worker groups,
+// scrape targets and Kubernetes Nodes in step with the ledger (Run).
+// Its methods are safe for concurrent use; the work on one hostname is
+// serialised, so a teardown and a re-join of the same node never
+// interleave.
+type Service struct {
+	cfg       Config
+	ledger    *joinkeys.Keyring
+	peers     mesh.Mesh
+	routes    Routes
+	nodes     Nodes
+	placement Placement
+	targets   Targets
+	log       *slog.Logger
+	now       func() time.Time
+	locks     keyedlock.Locks
+}
+
+// New returns the fleet over b.
+func New(cfg Config, b Backends) (*Service, error) {
+	if b.Ledger == nil || b.Peers == nil {
+		return nil, errors.New("fleet: Backends need a Ledger and Peers")
+	}
+	if err := CheckVersion(cfg.ServerVersion); err != nil {
+		return nil, fmt.Errorf("fleet: Config.ServerVersion: %w", err)
+	}
+	if cfg.ValidatedTTL <= 0 {
+		cfg.ValidatedTTL = 10 * time.Minute
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = time.Minute
+	}
+	s := &Service{cfg: cfg, ledger: b.Ledger, peers: b.Peers, routes: b.Routes, nodes: b.Nodes,
+		placement: b.Placement, targets: b.Targets, log: b.Logger, now: b.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// Ledger returns the fleet's ledger.
+func (s *Service) Ledger() *joinkeys.Keyring { return s.ledger }

@@ -1,0 +1,395 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/fleet/memfleet"
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/rayctl"
+	"gridweave.dev/wgkey"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+
+// world is the fleet over one set of backends, with what a test needs to
+// look at them.
+type world struct {
+	svc     *fleet.Service
+	ledger  *joinkeys.Keyring
+	peers   mesh.Mesh
+	routes  *memfleet.Routes
+	targets *memfleet.Targets
+	// kubeNode makes the Kubernetes Node k3s would register.
+	kubeNode func(t *testing.T, name, podCIDR string, gpus int)
+	// kube reads a Node: its labels and annotations; ok false when gone.
+	kube func(t *testing.T, name string) (labels, annotations map[string]string, ok bool)
+	// group says how many replicas a pool's worker group has (0: none).
+	group func(t *testing.T, pool string) int
+	// labelsPools: the placement labels a GPU node's Node with its pool.
+	labelsPools bool
+}
+
+var worldSeq atomic.Int32
+
+func memoryWorld(t *testing.T) *world {
+	nodes, placement := new(memfleet.Nodes), new(memfleet.Placement)
+	w := newWorld(t, nodes, placement, nil)
+	w.kubeNode = func(_ *testing.T, name, podCIDR string, _ int) {
+		nodes.Put(fleet.KubeNode{Name: name, PodCIDR: netip.MustParsePrefix(podCIDR)})
+	}
+	w.kube = func(_ *testing.T, name string) (map[string]string, map[string]string, bool) {
+		kn, err := nodes.Get(context.Background(), name)
+		return kn.Labels, nodes.Annotations(name), err == nil
+	}
+	w.group = func(_ *testing.T, pool string) int { return placement.Groups()[pool] }
+	return w
+}
+
+// kubernetesWorld is the fleet on the real API server and KubeRay
+// operator: KubeNodes, RayGroups on a RayCluster in a namespace of its own.
+func kubernetesWorld(t *testing.T) *world {
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	n := worldSeq.Add(1)
+	ns := fmt.Sprintf("fleet-%d", n)
+	if err := tc.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rayctl.New(tc.Kube, tc.Ray, &rayctl.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := fleet.KubeNodes{Client: tc.Kube}
+	var w *world
+	w = newWorld(t, nodes, nil, func(ledger *joinkeys.Keyring) fleet.Placement {
+		return &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test",
+			HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}
+	})
+	w.labelsPools = true
+	w.kubeNode = func(t *testing.T, name, podCIDR string, gpus int) {
+		alloc := corev1.ResourceList{}
+		if gpus > 0 {
+			alloc["nvidia.com/gpu"] = resource.MustParse(fmt.Sprint(gpus))
+		}
+		if _, err := tc.AddNode(ctx, name, alloc, nil, podCIDR); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	w.kube = func(t *testing.T, name string) (map[string]string, map[string]string, bool) {
+		kn, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kn.Labels, kn.Annotations, true
+	}
+	w.group = func(t *testing.T, pool string) int {
+		c, err := rc.GetCluster(ctx, ns, "fleet-test")
+		if errors.Is(err, rayctl.ErrClusterNotFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range c.Spec.WorkerGroupSpecs {
+			if g.GroupName == pool && g.Replicas != nil {
+				return int(*g.Replicas)
+			}
+		}
+		return 0
+	}
+	return w
+}
+
+func newWorld(t *testing.T, nodes fleet.Nodes, placement fleet.Placement, makePlacement func(*joinkeys.Keyring) fleet.Placement) *world {
+	t.Helper()
+	pool, err := joinkeys.NewPool(netip.MustParsePrefix("198.18.64.0/20"), netip.MustParseAddr("198.18.64.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte("a-jwt-secret-of-at-least-32-bytes"), Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if makePlacement != nil {
+		placement = makePlacement(ledger)
+	}
+	_, masterKey, _ := wgkey.GeneratePair()
+	w := &world{ledger: ledger, peers: memmesh.New(masterKey), routes: new(memfleet.Routes), targets: new(memfleet.Targets)}
+	w.svc, err = fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{
+		Ledger: ledger, Peers: w.peers, Routes: w.routes, Nodes: nodes, Placement: placement, Targets: w.targets,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// worlds runs test on the in-memory backends and, unless -short, on the
+// real API server and KubeRay operator.
+func worlds(t *testing.T, test func(t *testing.T, w *world)) {
+	t.Run("memory", func(t *testing.T) { test(t, memoryWorld(t)) })
+	if !testing.Short() {
+		t.Run("kubernetes", func(t *testing.T) { test(t, kubernetesWorld(t)) })
+	}
+}
+
+func (w *world) key(t *testing.T) string {
+	t.Helper()
+	m, err := w.ledger.Mint(context.Background(), joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Secret
+}
+
+func publicKey(t *testing.T) string {
+	t.Helper()
+	_, pub, err := wgkey.GeneratePair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub.String()
+}
+
+func (w *world) peerOf(t *testing.T, pub string) (mesh.Peer, bool) {
+	t.Helper()
+	peers, err := w.peers.Peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(peers, func(p mesh.Peer) bool { return p.PublicKey.String() == pub })
+	if i < 0 {
+		return mesh.Peer{}, false
+	}
+	return peers[i], true
+}
+
+func h100s(n int) []joinkeys.GPU {
+	gpus := make([]joinkeys.GPU, n)
+	for i := range gpus {
+		gpus[i] = joinkeys.GPU{Index: i, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: fmt.Sprintf("GPU-%d", i)}
+	}
+	return gpus
+}
+
+var hostSeq atomic.Int32
+
+func hostname(prefix string) string { return fmt.Sprintf("%s-%d", prefix, hostSeq.Add(1)) }
+
+// TestNodeLifecycle: a GPU machine validates, registers (its pod CIDR from
+// Kubernetes, its group, its target, its version annotation) and is
+// disconnected, on each backend.
+func TestNodeLifecycle(t *testing.T) {
+	worlds(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		host, pub := hostname("gpu"), publicKey(t)
+		podCIDR := fmt.Sprintf("198.19.%d.0/24", hostSeq.Load())
+		v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := w.peerOf(t, pub); !ok || len(p.AllowedIPs) != 1 || p.AllowedIPs[0] != netip.PrefixFrom(v.Node.VPNIP, 32) {
+			t.Fatalf("after validate the peer is %+v (%v), want %s/32 only", p, ok, v.Node.VPNIP)
+		}
+		w.kubeNode(t, host, podCIDR, 8)
+		reg, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.2", GPUs: h100s(8)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, _ := fleet.PoolOf(h100s(8))
+		if reg.WorkerGroup != pool.Name || reg.Node.Status != joinkeys.StatusRegistered || reg.Node.PodCIDR.String() != podCIDR {
+			t.Errorf("registered %+v in group %q; want registered with pod CIDR %s in %s", reg.Node, reg.WorkerGroup, podCIDR, pool.Name)
+		}
+		if reg.Node.GPUs[0].Vendor != joinkeys.VendorNVIDIA {
+			t.Errorf("a GPU reported without a vendor was recorded as %q, want nvidia", reg.Node.GPUs[0].Vendor)
+		}
+		if got := w.group(t, pool.Name); got != 1 {
+			t.Errorf("group %s has %d replicas on return from register, want 1", pool.Name, got)
+		}
+		if p, _ := w.peerOf(t, pub); !slices.Contains(p.AllowedIPs, netip.MustParsePrefix(podCIDR)) {
+			t.Errorf("the peer's allowed IPs %v lack the pod CIDR", p.AllowedIPs)
+		}
+		if !slices.Contains(w.routes.Routed(), netip.MustParsePrefix(podCIDR)) {
+			t.Errorf("the pod CIDR is not routed: %v", w.routes.Routed())
+		}
+		if tg, ok := w.targets.Targets()[host]; !ok || tg.GPUCount != 8 {
+			t.Errorf("scrape target %+v (%v), want one of 8 GPUs", tg, ok)
+		}
+		if labels, _, _ := w.kube(t, host); w.labelsPools && labels[fleet.PoolLabel] != pool.Name {
+			t.Errorf("the Node's pool label is %q, want %s", labels[fleet.PoolLabel], pool.Name)
+		}
+		if _, err := w.svc.ReportVersion(ctx, host, v.NodeToken, "1.4.3"); err != nil {
+			t.Fatal(err)
+		}
+		if _, ann, _ := w.kube(t, host); ann[fleet.VersionAnnotation] != "1.4.3" {
+			t.Errorf("the version annotation is %q", ann[fleet.VersionAnnotation])
+		}
+
+		released, err := w.svc.Disconnect(ctx, host, "admin:test")
+		if err != nil || !released {
+			t.Fatalf("disconnect: %v, %v", released, err)
+		}
+		if _, ok := w.peerOf(t, pub); ok {
+			t.Error("the peer outlived the disconnect")
+		}
+		if len(w.routes.Routed()) != 0 || len(w.targets.Targets()) != 0 {
+			t.Errorf("left behind: routes %v, targets %v", w.routes.Routed(), w.targets.Targets())
+		}
+		if _, _, ok := w.kube(t, host); ok {
+			t.Error("the Kubernetes Node outlived the disconnect")
+		}
+		if got := w.group(t, pool.Name); got != 0 {
+			t.Errorf("group %s has %d replicas after its only node left", pool.Name, got)
+		}
+		if _, err := w.ledger.Node(ctx, host); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+			t.Errorf("the ledger still holds the node: %v", err)
+		}
+		if released, err := w.svc.Disconnect(ctx, host, "admin:test"); err != nil || released {
+			t.Errorf("a second disconnect: %v, %v; want nothing to release", released, err)
+		}
+	})
+}
+
+// TestRefusals: each bad request is refused with its typed error, before
+// anything is written; a credential is judged before the other fields.
+func TestRefusals(t *testing.T) {
+	worlds(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		key := w.key(t)
+		host, pub := hostname("box"), publicKey(t)
+		v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: key, Hostname: host, PublicKey: pub, Version: "1.4.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		badGPUs := []joinkeys.GPU{{Index: 0, Vendor: "intel", Name: "x"}}
+		cases := []struct {
+			name  string
+			call  func() error
+			want  error
+			field string
+		}{
+			{"no credential", func() error {
+				_, err := w.svc.Validate(ctx, fleet.ValidateRequest{Hostname: "fresh", PublicKey: publicKey(t), Version: "1.4.0"})
+				return err
+			}, fleet.ErrCredentialRequired, "key"},
+			{"a forged key with bad fields", func() error {
+				_, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: "gwk_000000000000_" + fmt.Sprintf("%064d", 0), Hostname: "Bad_Host", PublicKey: "AAAA", Version: "x"})
+				return err
+			}, joinkeys.ErrKeyInvalid, ""},
+			{"a forged node token with a malformed GPU list", func() error {
+				_, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: "gwn_forged", Hostname: host, Version: "1.4.0", GPUs: badGPUs})
+				return err
+			}, joinkeys.ErrNodeTokenInvalid, ""},
+			{"a reserved hostname", func() error {
+				_, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: key, Hostname: "join-keys", PublicKey: publicKey(t), Version: "1.4.0"})
+				return err
+			}, fleet.ErrInvalid, "hostname"},
+			{"a GPU of an unknown vendor", func() error {
+				_, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0", GPUs: badGPUs})
+				return err
+			}, fleet.ErrInvalid, "gpus[0].vendor"},
+			{"a GPU without a name", func() error {
+				_, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0", GPUs: []joinkeys.GPU{{Index: 0}}})
+				return err
+			}, fleet.ErrInvalid, "gpus[0].name"},
+			{"GPUs of two vendors", func() error {
+				gpus := []joinkeys.GPU{{Index: 0, Name: "a"}, {Index: 1, Vendor: joinkeys.VendorAMD, Name: "b"}}
+				_, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0", GPUs: gpus})
+				return err
+			}, fleet.ErrInvalid, "gpus[1].vendor"},
+			{"another public key with the node token", func() error {
+				_, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, PublicKey: publicKey(t), Version: "1.4.0"})
+				return err
+			}, fleet.ErrPublicKeyMismatch, "public_key"},
+			{"a leave with a wrong token", func() error {
+				_, err := w.svc.Leave(ctx, host, "gwn_wrong")
+				return err
+			}, joinkeys.ErrNodeTokenInvalid, ""},
+			{"a version report without a token", func() error {
+				_, err := w.svc.ReportVersion(ctx, host, "", "1.4.1")
+				return err
+			}, fleet.ErrCredentialRequired, ""},
+		}
+		for _, c := range cases {
+			err := c.call()
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+				continue
+			}
+			var fe *fleet.Error
+			if errors.As(err, &fe) && fe.Field != c.field {
+				t.Errorf("%s: field %q, want %q", c.name, fe.Field, c.field)
+			}
+		}
+		// A major version apart: *VersionMismatchError, and no peer.
+		other := publicKey(t)
+		_, err = w.svc.Validate(ctx, fleet.ValidateRequest{Key: key, Hostname: hostname("ahead"), PublicKey: other, Version: "2.0.0"})
+		var vm *fleet.VersionMismatchError
+		if !errors.As(err, &vm) || vm.Min != "1.0.0" || vm.Server != "1.4.0" {
+			t.Errorf("version 2.0.0: %v", err)
+		}
+		if _, ok := w.peerOf(t, other); ok {
+			t.Error("a refused version got a peer")
+		}
+		if n, err := w.ledger.Node(ctx, host); err != nil || n.Status != joinkeys.StatusValidated {
+			t.Errorf("the refused registers changed the node: %+v, %v", n, err)
+		}
+	})
+}
+
+// TestSyncNodeFollowsKubernetes: a pod CIDR Kubernetes sets after the
+// register reaches the ledger, the peer and the route; a Node the ledger
+// does not know is left alone.
+func TestSyncNodeFollowsKubernetes(t *testing.T) {
+	w := memoryWorld(t)
+	ctx := context.Background()
+	host, pub := hostname("late"), publicKey(t)
+	v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0"}); err != nil {
+		t.Fatal(err)
+	}
+	cidr := netip.MustParsePrefix("198.19.200.0/24")
+	if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: host, PodCIDR: cidr}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := w.ledger.Node(ctx, host); n.PodCIDR != cidr {
+		t.Errorf("the ledger's pod CIDR is %s, want %s", n.PodCIDR, cidr)
+	}
+	if p, _ := w.peerOf(t, pub); !slices.Contains(p.AllowedIPs, cidr) {
+		t.Errorf("the peer's allowed IPs %v lack %s", p.AllowedIPs, cidr)
+	}
+	if !slices.Contains(w.routes.Routed(), cidr) {
+		t.Errorf("routes %v lack %s", w.routes.Routed(), cidr)
+	}
+	if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: "not-ours", PodCIDR: netip.MustParsePrefix("198.19.201.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.routes.Routed()) != 1 {
+		t.Errorf("a Node the ledger does not know was routed: %v", w.routes.Routed())
+	}
+}

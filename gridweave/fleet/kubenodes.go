@@ -1,0 +1,110 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// FieldManager is the field manager of the fleet's writes to Kubernetes.
+const FieldManager = "gridweave"
+
+// KubeNodes is Nodes over a Kubernetes clientset.
+type KubeNodes struct {
+	Client kubernetes.Interface
+	// Resync is the informer's resync period for Watch; default 10 minutes.
+	Resync time.Duration
+}
+
+// Get implements Nodes.
+func (k KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
+	n, err := k.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return KubeNode{}, ErrNoKubeNode
+	}
+	if err != nil {
+		return KubeNode{}, err
+	}
+	return kubeNodeOf(n)
+}
+
+func kubeNodeOf(n *corev1.Node) (KubeNode, error) {
+	kn := KubeNode{Name: n.Name, Labels: n.Labels}
+	if n.Spec.PodCIDR != "" {
+		p, err := netip.ParsePrefix(n.Spec.PodCIDR)
+		if err != nil {
+			return kn, fmt.Errorf("node %s: Kubernetes gave it pod CIDR %q, which is not a CIDR", n.Name, n.Spec.PodCIDR)
+		}
+		kn.PodCIDR = p
+	}
+	return kn, nil
+}
+
+// SetLabel implements Nodes.
+func (k KubeNodes) SetLabel(ctx context.Context, name, key, value string) error {
+	return k.patchMeta(ctx, name, "labels", key, value)
+}
+
+// SetAnnotation implements Nodes.
+func (k KubeNodes) SetAnnotation(ctx context.Context, name, key, value string) error {
+	return k.patchMeta(ctx, name, "annotations", key, value)
+}
+
+func (k KubeNodes) patchMeta(ctx context.Context, name, field, key, value string) error {
+	v := "null"
+	if value != "" {
+		v = fmt.Sprintf("%q", value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{%q:{%q:%s}}}`, field, key, v)
+	_, err := k.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Delete implements Nodes.
+func (k KubeNodes) Delete(ctx context.Context, name string) error {
+	err := k.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Watch implements Nodes with a shared informer.
+func (k KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
+	resync := k.Resync
+	if resync <= 0 {
+		resync = 10 * time.Minute
+	}
+	factory := informers.NewSharedInformerFactory(k.Client, resync)
+	informer := factory.Core().V1().Nodes().Informer()
+	on := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok {
+			kn, err := kubeNodeOf(n)
+			if err == nil {
+				observe(kn)
+			}
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: func(_, obj any) { on(obj) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
+	return nil
+}

@@ -1,0 +1,268 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/rayctl"
+)
+
+// RayGroups is Placement on a RayCluster: one worker group per pool. One
+// group per node would grow the RayCluster by about a kilobyte per node
+// (more with managedFields), past etcd's 1.5 MiB object limit well before
+// 1,000 nodes. A pool's group has the pool's registered nodes as
+// replicas; its pods select the pool's Node label (PoolLabel) and repel
+// each other by hostname, so each node runs exactly one worker of the
+// group. The RayCluster grows with the number of kinds of machine, not of
+// machines. The cluster is created when the first GPU node registers.
+type RayGroups struct {
+	Ray    *rayctl.Client
+	Kube   kubernetes.Interface
+	Ledger *joinkeys.Keyring
+	// Nodes carries the pool label; default KubeNodes over Kube.
+	Nodes Nodes
+	// Namespace and Cluster name the RayCluster.
+	Namespace, Cluster string
+	// HeadImage is the image of a cluster RayGroups creates; WorkerImage
+	// the image of the groups' workers.
+	HeadImage, WorkerImage string
+}
+
+func (g *RayGroups) nodes() Nodes {
+	if g.Nodes != nil {
+		return g.Nodes
+	}
+	return KubeNodes{Client: g.Kube}
+}
+
+// Place implements Placement.
+func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string, error) {
+	p, ok := PoolOf(n.GPUs)
+	old, had := PoolOf(before.GPUs)
+	if !ok && !had {
+		return "", nil // CPU-only before and after: no group to touch
+	}
+	if err := g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name); err != nil {
+		return "", err
+	}
+	var leaving *joinkeys.Node
+	if had && before.Status == joinkeys.StatusRegistered && old.Name != p.Name {
+		leaving = &before // its pod in the old pool goes, not a random one
+	}
+	if err := g.reconcile(ctx, leaving); err != nil {
+		return "", err
+	}
+	return p.Name, nil
+}
+
+// Remove implements Placement: the node's pod is named for deletion and
+// the group shrinks, or goes when it was the pool's last node.
+func (g *RayGroups) Remove(ctx context.Context, n joinkeys.Node) error {
+	if err := g.reconcile(ctx, &n); err != nil {
+		return err
+	}
+	// The pods go with the node, also when its group went with it (KubeRay
+	// does not delete the pods of a group dropped from the spec).
+	p, ok := PoolOf(n.GPUs)
+	if !ok {
+		return nil
+	}
+	_, pods, err := g.podsOf(ctx, p.Name, n.Hostname)
+	if err != nil {
+		return err
+	}
+	for _, pod := range pods {
+		err := g.Kube.CoreV1().Pods(g.Namespace).Delete(ctx, pod, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete worker pod %s of the leaving node: %w", pod, err)
+		}
+	}
+	return nil
+}
+
+// Observe implements Placement: a registered GPU node's Node carries its
+// pool's label.
+func (g *RayGroups) Observe(ctx context.Context, n joinkeys.Node, kn KubeNode) error {
+	if p, ok := PoolOf(n.GPUs); ok && kn.Labels[PoolLabel] != p.Name {
+		return g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name)
+	}
+	return nil
+}
+
+// reconcile sets every pool group of the cluster to the registered nodes
+// of the ledger: replicas per pool, groups for new pools, no group for an
+// empty pool. leaving, if set, names a node whose pod is to go first. The
+// ledger is read inside the cluster's read-modify-write, after the cluster
+// was read, so a concurrent registration that wrote the cluster first is
+// always counted.
+func (g *RayGroups) reconcile(ctx context.Context, leaving *joinkeys.Node) error {
+	var leavingPods, livePods []string
+	var leavingPool string
+	if leaving != nil {
+		if p, ok := PoolOf(leaving.GPUs); ok {
+			leavingPool = p.Name
+			var err error
+			if livePods, leavingPods, err = g.podsOf(ctx, p.Name, leaving.Hostname); err != nil {
+				return err
+			}
+		}
+	}
+	change := func(rc *rayv1.RayCluster) error {
+		pools, err := g.pools(ctx)
+		if err != nil {
+			return err
+		}
+		kept := rc.Spec.WorkerGroupSpecs[:0:0]
+		seen := map[string]bool{}
+		for _, grp := range rc.Spec.WorkerGroupSpecs {
+			if grp.Template.Labels[PoolLabel] == "" { // not ours
+				kept = append(kept, grp)
+				continue
+			}
+			p, wanted := pools[grp.GroupName]
+			seen[grp.GroupName] = true
+			if !wanted {
+				continue
+			}
+			grp.Replicas, grp.MinReplicas, grp.MaxReplicas = ptr.To(p.count), ptr.To[int32](0), ptr.To(p.count)
+			if grp.GroupName == leavingPool && len(leavingPods) > 0 {
+				// The operator never clears the list; keep only pods that
+				// still exist, so it does not grow with every departure.
+				grp.ScaleStrategy.WorkersToDelete = mergeNames(keepLive(grp.ScaleStrategy.WorkersToDelete, livePods), leavingPods)
+			}
+			kept = append(kept, grp)
+		}
+		names := make([]string, 0, len(pools))
+		for name := range pools {
+			if !seen[name] {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			spec, err := g.groupSpec(pools[name])
+			if err != nil {
+				return err
+			}
+			kept = append(kept, spec)
+		}
+		rc.Spec.WorkerGroupSpecs = kept
+		return nil
+	}
+	_, err := g.Ray.UpdateCluster(ctx, g.Namespace, g.Cluster, change)
+	if !errors.Is(err, rayctl.ErrClusterNotFound) {
+		return err
+	}
+	pools, err := g.pools(ctx)
+	if err != nil || len(pools) == 0 {
+		return err
+	}
+	_, err = g.Ray.CreateCluster(ctx, rayctl.ClusterSpec{Name: g.Cluster, Namespace: g.Namespace, Image: g.HeadImage})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = g.Ray.UpdateCluster(ctx, g.Namespace, g.Cluster, change)
+	return err
+}
+
+type poolCount struct {
+	Pool
+	count int32
+}
+
+// pools counts the registered GPU nodes of the ledger by pool.
+func (g *RayGroups) pools(ctx context.Context) (map[string]poolCount, error) {
+	nodes, err := g.Ledger.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]poolCount{}
+	for _, n := range nodes {
+		if n.Status != joinkeys.StatusRegistered {
+			continue
+		}
+		if p, ok := PoolOf(n.GPUs); ok {
+			c := out[p.Name]
+			c.Pool, c.count = p, c.count+1
+			out[p.Name] = c
+		}
+	}
+	return out, nil
+}
+
+// groupSpec is the worker group of a pool.
+func (g *RayGroups) groupSpec(p poolCount) (rayv1.WorkerGroupSpec, error) {
+	spec, err := rayctl.WorkerGroup{
+		Name:         p.Name,
+		Image:        g.WorkerImage,
+		Replicas:     ptr.To(p.count),
+		MinReplicas:  ptr.To[int32](0),
+		MaxReplicas:  ptr.To(p.count),
+		GPUs:         p.GPUs,
+		GPUResource:  p.Resource,
+		NodeSelector: map[string]string{PoolLabel: p.Name},
+		Labels:       map[string]string{PoolLabel: p.Name},
+	}.Build()
+	if err != nil {
+		return rayv1.WorkerGroupSpec{}, err
+	}
+	for i := range spec.Template.Spec.Containers {
+		spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	// One worker of the group per node.
+	spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: p.Name}},
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
+	return spec, nil
+}
+
+// podsOf names the pods of a pool's group: all of them, and those on
+// node hostname.
+func (g *RayGroups) podsOf(ctx context.Context, group, hostname string) (all, on []string, err error) {
+	pods, err := g.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "ray.io/cluster=" + g.Cluster + ",ray.io/group=" + group,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range pods.Items {
+		all = append(all, p.Name)
+		if p.Spec.NodeName == hostname {
+			on = append(on, p.Name)
+		}
+	}
+	return all, on, nil
+}
+
+func keepLive(names, live []string) []string {
+	var out []string
+	for _, n := range names {
+		if slices.Contains(live, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func mergeNames(have, add []string) []string {
+	out := slices.Clone(have)
+	for _, n := range add {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

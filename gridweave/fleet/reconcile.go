@@ -1,0 +1,181 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh"
+)
+
+// RestoreMesh brings the WireGuard peers in line with the ledger: every
+// validated or registered node has its peer (VPN address and pod CIDR)
+// and its pod-CIDR route, and a peer no node of the ledger holds is
+// removed. Run calls it first, so a restart of the master (or of its
+// device) loses no tunnel.
+func (s *Service) RestoreMesh(ctx context.Context) error {
+	nodes, err := s.ledger.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	var errs []error
+	restored := 0
+	for _, n := range nodes {
+		if n.Status == joinkeys.StatusDisconnected {
+			continue
+		}
+		want[n.PublicKey.String()] = true
+		if err := s.peers.UpsertPeer(ctx, PeerOf(n)); err != nil {
+			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
+			continue
+		}
+		if err := s.route(ctx, n.PodCIDR); err != nil {
+			errs = append(errs, fmt.Errorf("pod CIDR route of %s: %w", n.Hostname, err))
+		}
+		restored++
+	}
+	peers, err := s.peers.Peers(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	removed := 0
+	for _, p := range peers {
+		if !want[p.PublicKey.String()] {
+			if err := s.peers.RemovePeer(ctx, p.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
+				errs = append(errs, err)
+				continue
+			}
+			removed++
+		}
+	}
+	s.log.InfoContext(ctx, "mesh restored from the ledger", "peers", restored, "stale_peers_removed", removed)
+	return errors.Join(errs...)
+}
+
+// ReleaseHalfFinishedJoins releases nodes that validated but did not
+// register within Config.ValidatedTTL: their address, their peer and
+// their hostname go back. A node that registers meanwhile is left alone
+// (the release is conditional on the record read). It returns the
+// hostnames released.
+func (s *Service) ReleaseHalfFinishedJoins(ctx context.Context) ([]string, error) {
+	nodes, err := s.ledger.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cutoff := s.now().Add(-s.cfg.ValidatedTTL)
+	var released []string
+	var errs []error
+	for _, n := range nodes {
+		if n.Status != joinkeys.StatusValidated || !n.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		unlock, err := s.locks.Lock(ctx, n.Hostname)
+		if err != nil {
+			return released, err
+		}
+		ok, err := s.releaseHalfFinished(ctx, n)
+		unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			released = append(released, n.Hostname)
+		}
+	}
+	return released, errors.Join(errs...)
+}
+
+func (s *Service) releaseHalfFinished(ctx context.Context, n joinkeys.Node) (bool, error) {
+	if err := s.peers.RemovePeer(ctx, n.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
+		return false, err
+	}
+	_, err := s.ledger.ReleaseIfUnchanged(ctx, n, "gridweave", fmt.Sprintf("validated at %s and never registered within %s", n.UpdatedAt.Format(time.RFC3339), s.cfg.ValidatedTTL))
+	switch {
+	case errors.Is(err, joinkeys.ErrNodeChanged), errors.Is(err, joinkeys.ErrNodeNotFound):
+		// It registered (or left) meanwhile: give its peer back.
+		if fresh, err := s.ledger.Node(ctx, n.Hostname); err == nil && fresh.Status != joinkeys.StatusDisconnected {
+			return false, s.peers.UpsertPeer(ctx, PeerOf(fresh))
+		}
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	s.log.InfoContext(ctx, "half-finished join released", "hostname", n.Hostname, "vpn_ip", n.VPNIP)
+	return true, nil
+}
+
+// SyncNode brings one ledger node in step with its Kubernetes Node: the
+// pod CIDR Kubernetes gave it (ledger, peer and route) and what the
+// placement keeps on the Node. A Node the ledger does not know is not
+// the fleet's and is left alone.
+func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
+	unlock, err := s.locks.Lock(ctx, kn.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	n, err := s.ledger.Node(ctx, kn.Name)
+	if errors.Is(err, joinkeys.ErrNodeNotFound) {
+		return nil
+	}
+	if err != nil || n.Status == joinkeys.StatusDisconnected {
+		return err
+	}
+	if kn.PodCIDR.IsValid() && kn.PodCIDR != n.PodCIDR {
+		old := n.PodCIDR
+		if n, err = s.ledger.SetNodePodCIDR(ctx, n.Hostname, kn.PodCIDR); err != nil {
+			return err
+		}
+		if err := s.peers.UpsertPeer(ctx, PeerOf(n)); err != nil {
+			return err
+		}
+		if err := s.unroute(ctx, old); err != nil {
+			return err
+		}
+		if err := s.route(ctx, kn.PodCIDR); err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "pod CIDR routed to its node", "hostname", n.Hostname, "pod_cidr", kn.PodCIDR)
+	}
+	if s.placement != nil && n.Status == joinkeys.StatusRegistered {
+		return s.placement.Observe(ctx, n, kn)
+	}
+	return nil
+}
+
+// Run does the fleet's background work until ctx ends: it restores the
+// mesh from the ledger, keeps pod CIDRs and the placement in step with
+// the Kubernetes Nodes (which also repairs drift after a restart), and
+// releases half-finished joins every Config.ReapInterval.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.RestoreMesh(ctx); err != nil {
+		s.log.ErrorContext(ctx, "restoring the mesh from the ledger", "err", err)
+	}
+	watched := make(chan error, 1)
+	if s.nodes != nil {
+		go func() {
+			watched <- s.nodes.Watch(ctx, func(kn KubeNode) {
+				if err := s.SyncNode(ctx, kn); err != nil {
+					s.log.WarnContext(ctx, "syncing a Kubernetes node", "node", kn.Name, "err", err)
+				}
+			})
+		}()
+	} else {
+		watched <- nil
+	}
+	tick := time.NewTicker(s.cfg.ReapInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return <-watched
+		case <-tick.C:
+			if _, err := s.ReleaseHalfFinishedJoins(ctx); err != nil {
+				s.log.WarnContext(ctx, "releasing half-finished joins", "err", err)
+			}
+		}
+	}
+}
