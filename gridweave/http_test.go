@@ -3,6 +3,7 @@ package gridweave_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/joinkeys"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -312,5 +314,58 @@ func TestConfigRefusesUnsafeDefaults(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), name+":") {
 			t.Errorf("%s=%q: %v, want an error naming the variable", name, value, err)
 		}
+	}
+}
+
+// TestWireContractFixes: a JSON route without its content type is 415;
+// a credential is judged before the body's other fields; a GPU's vendor
+// may be left out and is then NVIDIA's.
+func TestWireContractFixes(t *testing.T) {
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"} {
+		req, _ := http.NewRequest("POST", h.url+"/v1/nodes/join-keys", strings.NewReader(`{"kind":"org","org":"acme","ttl_seconds":60}`))
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body api.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType || body.Error.Code != "unsupported_media_type" {
+			t.Errorf("Content-Type %q: %d %+v; want 415 unsupported_media_type", ct, resp.StatusCode, body.Error)
+		}
+	}
+	if r := h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 60}); r.status != 201 {
+		t.Errorf("application/json: %d %s", r.status, r.raw)
+	}
+
+	n := newNode(t, "cred-first")
+	h.want(h.validate(n, key), 200, "validate")
+	badGPUs := []map[string]any{{"index": "zero", "vendor": "intel"}}
+	r := h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": "gwn_forged", "hostname": n.hostname, "version": "1.4.2", "gpus": []map[string]any{{"index": 0, "vendor": "intel", "name": ""}}})
+	if r.status != 401 {
+		t.Errorf("a forged node token with a malformed GPU list: %d %s; want 401", r.status, r.raw)
+	}
+	r = h.do("POST", "/v1/nodes/validate", "", map[string]any{"key": "gwk_000000000000_" + strings.Repeat("0", 64), "hostname": "Bad_Host", "public_key": "AAAA", "version": "x"})
+	if r.status != 401 {
+		t.Errorf("a forged join key with malformed fields: %d %s; want 401", r.status, r.raw)
+	}
+	if r := h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": badGPUs}); r.status != 400 {
+		t.Errorf("a valid node token with a mistyped GPU list: %d %s; want 400", r.status, r.raw)
+	}
+
+	gpus := []map[string]any{{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "uuid": "GPU-0"}}
+	reg := h.want(h.register(n, gpus), 200, "register without a vendor")
+	got := reg.body["node"].(map[string]any)["gpus"].([]any)[0].(map[string]any)["vendor"]
+	if got != "nvidia" || reg.body["worker_group"] != "gpu-nvidia-nvidia-a100-sxm4-80gb-x1" {
+		t.Errorf("a GPU without a vendor registered as %v in group %v; want nvidia", got, reg.body["worker_group"])
+	}
+	if r := h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": []map[string]any{{"index": 0, "vendor": "nvidia", "name": ""}}}); r.status != 400 || r.errorField("field") != "gpus[0].name" {
+		t.Errorf("a GPU without a name: %d %s; want 400 naming gpus[0].name", r.status, r.raw)
 	}
 }

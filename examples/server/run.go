@@ -32,7 +32,7 @@ import (
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/mesh/wgmesh"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/rayctl/rayctltest"
+	"gridweave.dev/rayctl/raymem"
 	"gridweave.dev/wgkey"
 )
 
@@ -261,11 +261,8 @@ func openKubernetes(getenv func(string) string, namespace string, log *slog.Logg
 		log.Info("kubernetes: in-cluster config", "host", rc.Host)
 	} else {
 		log.Warn("EMBEDDED IN-MEMORY CLUSTER: no KUBECONFIG and not in a pod; the API works but nothing runs (no pods, no Ray)")
-		f, err := rayctltest.NewFakes(namespace)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return f.Kube, f.Ray, nil, nil
+		c := raymem.New()
+		return c.Kube, c.Ray, nil, nil
 	}
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {

@@ -8,17 +8,16 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	rayfake "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/fake"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"gridweave.dev/rayctl"
+	"gridweave.dev/rayctl/raymem"
 )
 
 // Fakes are a rayctl.Client over fake clientsets.
@@ -43,49 +42,11 @@ func New(t testing.TB, namespace string, objects ...runtime.Object) *Fakes {
 
 // NewFakes is New for code without a testing.TB (examples, tools).
 func NewFakes(namespace string, objects ...runtime.Object) (*Fakes, error) {
-	var rayObjs, kubeObjs []runtime.Object
-	for _, o := range objects {
-		switch o.(type) {
-		case *rayv1.RayCluster, *rayv1.RayJob, *rayv1.RayService:
-			rayObjs = append(rayObjs, o)
-		default:
-			kubeObjs = append(kubeObjs, o)
-		}
-	}
-	// KubeRay's field-managed NewClientset has no structured schema for its
-	// kinds in v1.6.0 and refuses every update; the simple one works.
-	//lint:ignore SA1019 see above
-	rayFake := rayfake.NewSimpleClientset(rayObjs...)
-	f := &Fakes{Ray: rayFake, Kube: k8sfake.NewClientset(kubeObjs...)}
-	f.Kube.PrependReactor("delete-collection", "pods", deletePodCollection(f.Kube.Tracker()))
+	c := raymem.New(objects...)
+	f := &Fakes{Ray: c.Ray, Kube: c.Kube}
 	var err error
 	f.Client, err = rayctl.New(f.Kube, f.Ray, &rayctl.Options{Namespace: namespace})
 	return f, err
-}
-
-// deletePodCollection does what the API server does for a DeleteCollection
-// of pods, which the fake's object tracker does not implement: it deletes
-// every pod of the namespace that matches the label selector.
-func deletePodCollection(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc {
-	podsResource := corev1.SchemeGroupVersion.WithResource("pods")
-	podKind := corev1.SchemeGroupVersion.WithKind("Pod")
-	return func(action k8stesting.Action) (bool, runtime.Object, error) {
-		dc := action.(k8stesting.DeleteCollectionAction)
-		selector := dc.GetListRestrictions().Labels
-		list, err := tracker.List(podsResource, podKind, dc.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		for _, p := range list.(*corev1.PodList).Items {
-			if selector != nil && !selector.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			if err := tracker.Delete(podsResource, p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {
-				return true, nil, err
-			}
-		}
-		return true, nil, nil
-	}
 }
 
 // Conflicts counts the writes a conflict injector saw.
