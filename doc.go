@@ -35,16 +35,24 @@
 // types), lints them for Ray mistakes, and computes the resources
 // `ray start` will see. Neither talks to a cluster.
 //
+// gridweave/fleet is the node lifecycle as a library: validate, register,
+// leave, disconnect and version reports, and the reconcilers that keep the
+// master's peers, pod-CIDR routes, worker groups, scrape targets and
+// Kubernetes Nodes in step with the ledger, each over a seam with a real
+// and an in-memory backend (gridweave/fleet/memfleet). gridweave/api holds
+// the wire types of every route.
+//
 // The gridweave/ directory holds the control-plane HTTP service that ties
-// the others together: the join flow (join keys, validate, register,
-// disconnect), the cluster endpoints over rayctl, auth and rate limits,
-// metrics and its OpenAPI description, with exactly one place that maps
-// errors to HTTP statuses. The CRD and Ray proxies and KubeTorch are not
-// built yet.
+// the others together: the join flow over fleet, the cluster endpoints
+// over rayctl, the CRD proxy, the Ray Serve proxy and KubeTorch for the
+// job gateway, auth and rate limits, metrics and its OpenAPI description,
+// with exactly one place that maps errors to HTTP statuses.
+// gridweave/node/ holds what runs on a GPU machine: the join agent, GPU
+// detection and the join script.
 //
 // examples/ holds the thin binaries: the server (env config → backends →
-// gridweave) and the launcher CLI's offline commands (check, render, lint,
-// chart render). internal/ holds
+// gridweave), the node's join agent and the launcher CLI. launch is the
+// launcher's live half. internal/ holds
 // helpers the SDK's own tests use, such as internal/testcluster, which starts
 // a real kube-apiserver with the real KubeRay operator and kwok GPU nodes.
 package gridweave

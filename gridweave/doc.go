@@ -7,7 +7,7 @@
 // API's own documentation (/openapi.json, /docs).
 //
 // A Server is built by New from a Config (ConfigFromEnv reads it from the
-// environment with seed 000's names) and its Backends, each already behind
+// environment) and its Backends, each already behind
 // a seam with an in-memory implementation: a joinkeys.Keyring, a mesh.Mesh,
 // a rayctl.Client and a Kubernetes clientset. Handler serves the public
 // listener, InternalHandler the internal one.
@@ -17,25 +17,25 @@
 // become statuses and the contract's error shape; decode.go strict JSON;
 // middleware.go request ids, the access log, CORS, the rate limit and the
 // body limit; logging.go request ids on every log line; auth.go bearer
-// credentials; nodes.go the join flow; workergroups.go how GPU nodes
-// become Ray workers; kernelroutes.go pod CIDRs routed into the WireGuard
-// device; reconcile.go the background work (Run: the mesh rebuilt from the
-// ledger, the Kubernetes Nodes followed, half-finished joins released);
-// downloads.go join-node.sh and the agent binaries; clusters.go the
+// credentials; nodes.go the join flow's routes, each a call into the
+// fleet; reconcile.go the background work (Run: the fleet's reconcilers
+// and the KubeTorch follower); downloads.go join-node.sh and the agent binaries; clusters.go the
 // clusters API; crdproxy.go GridweaveJobs and GridweaveEndpoints for the
 // gateway, endpoints.go an endpoint's hardware swap; rayproxy.go Ray Serve
 // through the dashboard; kubetorch.go code bundles and distributed
 // training; openapi.go the API description.
 //
 // Subpackages with a vocabulary of their own, which do not import the
-// server: joinagent (the node side of the join), gpus (nvidia-smi and
-// amd-smi), scrapetargets (DCGM file_sd targets), joinscript
-// (join-node.sh), crd (our CRDs and their Go types), kubetorch (checked,
-// content-addressed code bundles).
+// server: fleet (the node lifecycle as a library: what the join routes
+// call), api (the wire types of every route), scrapetargets (DCGM file_sd
+// targets), crd (our CRDs and their Go types), kubetorch (checked,
+// content-addressed code bundles), and under node/ what runs on a GPU
+// machine: joinagent (the node side of the join), gpus (nvidia-smi and
+// amd-smi), joinscript (join-node.sh).
 //
 // GPU nodes join one worker group per kind of machine (GPU vendor, model
 // and count), its replicas the registered nodes of that kind, one pod per
-// node pinned by a Node label (PoolLabel): the RayCluster grows with the
-// kinds of machine, not the machines, and stays far below etcd's object
-// size limit at thousands of nodes.
+// node pinned by a Node label (fleet.PoolLabel): the RayCluster grows with
+// the kinds of machine, not the machines, and stays far below etcd's
+// object size limit at thousands of nodes (fleet.RayGroups).
 package gridweave

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"gridweave.dev/gridweave/joinscript"
+	"gridweave.dev/gridweave/node/joinscript"
 )
 
 // The node side's downloads, open without credentials: join-node.sh, the

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"gridweave.dev/gridweave"
-	"gridweave.dev/gridweave/joinscript"
+	"gridweave.dev/gridweave/node/joinscript"
 )
 
 // fakeAgent is a stand-in agent: it prints its arguments.

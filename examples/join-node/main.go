@@ -7,7 +7,7 @@
 // It keeps the node's identity in --state-dir (0600), brings up the
 // WireGuard tunnel (--interface; kernel WireGuard or wireguard-go), runs the
 // k3s agent step (--k3s-command), detects the GPUs (nvidia-smi, amd-smi),
-// registers and reports its version. The logic is gridweave.dev/gridweave/joinagent.
+// registers and reports its version. The logic is gridweave.dev/gridweave/node/joinagent.
 package main
 
 import (

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/gridweave/node/joinagent"
 )
 
 // version is the agent's version, for the master's version gate.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 
-	"gridweave.dev/gridweave/gpus"
+	"gridweave.dev/gridweave/node/gpus"
 )
 
 // A machine with nvidia-smi and two GPUs, faked so the example runs

@@ -15,8 +15,8 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
-	"gridweave.dev/gridweave/gpus"
-	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/gridweave/node/gpus"
+	"gridweave.dev/gridweave/node/joinagent"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/wgdevice"
 	"gridweave.dev/joinkeys"

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"gridweave.dev/gridweave"
-	"gridweave.dev/gridweave/gpus"
-	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/gridweave/node/gpus"
+	"gridweave.dev/gridweave/node/joinagent"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/gridweave/node/joinagent"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/wgdevice"
 	"gridweave.dev/mesh"

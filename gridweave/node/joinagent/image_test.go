@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"gridweave.dev/gridweave/gpus"
-	"gridweave.dev/gridweave/joinagent"
+	"gridweave.dev/gridweave/node/gpus"
+	"gridweave.dev/gridweave/node/joinagent"
 )
 
 // fakeRuntime is a container runtime that remembers what it imported.

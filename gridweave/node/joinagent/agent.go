@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"gridweave.dev/gridweave/api"
-	"gridweave.dev/gridweave/gpus"
+	"gridweave.dev/gridweave/node/gpus"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/wgkey"
 )

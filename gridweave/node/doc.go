@@ -1,0 +1,6 @@
+// Package node is the room of the code that runs on a GPU machine rather
+// than on the master: the join agent (node/joinagent), GPU detection
+// (node/gpus) and the join script the master serves for the machine to
+// run (node/joinscript). Nothing here imports the server or Kubernetes;
+// what a node sends and receives is package gridweave/api.
+package node
