@@ -98,7 +98,7 @@ func (s *Server) handleCreateCluster(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, created)
+	writeJSON(w, http.StatusCreated, withTypeMeta(created))
 }
 
 func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +125,7 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rc)
+	writeJSON(w, http.StatusOK, withTypeMeta(rc))
 }
 
 func (s *Server) handleDeleteCluster(w http.ResponseWriter, r *http.Request) {
@@ -391,5 +391,13 @@ func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, status, rc)
+	writeJSON(w, status, withTypeMeta(rc))
+}
+
+// withTypeMeta is rc with its apiVersion and kind, which typed clients
+// leave empty on the objects they return: an answer is a whole object.
+func withTypeMeta(rc *rayv1.RayCluster) *rayv1.RayCluster {
+	out := *rc
+	out.APIVersion, out.Kind = rayv1.GroupVersion.String(), "RayCluster"
+	return &out
 }

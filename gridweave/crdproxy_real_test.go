@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/internal/openapitest"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
@@ -54,7 +55,11 @@ func proxyServer(t *testing.T, tc *testcluster.Cluster, dashboardURL string, con
 		t.Fatal(err)
 	}
 	public = newHarnessFor(t, s, c)
-	isrv := httptest.NewServer(s.InternalHandler())
+	doc, err := s.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	isrv := httptest.NewServer(openapitest.Middleware(t, openapitest.MustParse(t, doc), s.InternalHandler()))
 	t.Cleanup(isrv.Close)
 	internal = &harness{t: t, url: isrv.URL, server: s, cfg: c}
 	return public, internal, ns

@@ -256,3 +256,25 @@ func (s *Server) logFor(r *http.Request) *slog.Logger {
 	}
 	return s.log
 }
+
+// errorCodes are the codes each error status carries, as the OpenAPI
+// document lists them (an enum per status): a test validates every
+// answer the HTTP tests receive against the document, so a code missing
+// here fails it.
+var errorCodes = map[int][]string{
+	http.StatusBadRequest:            {"invalid_json", "invalid_body", "invalid_field", "invalid_bundle"},
+	http.StatusUnauthorized:          {"unauthenticated", "invalid_join_key", "join_key_expired", "join_key_revoked", "join_key_exhausted", "join_key_not_yet_valid", "invalid_node_token"},
+	http.StatusForbidden:             {"forbidden", "internal_route"},
+	http.StatusNotFound:              {"node_not_found", "join_key_not_found", "not_found", "no_such_route", "no_agent", "no_worker_image"},
+	http.StatusMethodNotAllowed:      {"method_not_allowed"},
+	http.StatusConflict:              {"hostname_taken", "node_token_required", "node_disconnected", "public_key_taken", "public_key_mismatch", "pod_cidr_conflict", "allowed_ip_conflict", "vpn_pool_exhausted", "worker_group_exists", "already_exists", "conflict", "imperative_applications", "no_gpu_workers"},
+	http.StatusRequestEntityTooLarge: {"body_too_large"},
+	http.StatusUnsupportedMediaType:  {"unsupported_media_type"},
+	http.StatusUnprocessableEntity:   {"invalid_spec", "rejected_by_kubernetes"},
+	http.StatusUpgradeRequired:       {"version_mismatch"},
+	http.StatusTooManyRequests:       {"rate_limited"},
+	http.StatusBadGateway:            {"kubernetes_denied", "ray_dashboard_error", "ray_dashboard_unreachable"},
+	http.StatusServiceUnavailable:    {"no_kubernetes", "no_ray_dashboard", "kubernetes_unavailable"},
+	http.StatusGatewayTimeout:        {"timeout", "ray_dashboard_timeout"},
+	http.StatusInternalServerError:   {"internal"},
+}

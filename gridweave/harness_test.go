@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/internal/openapitest"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/joinkeys/storetest"
@@ -121,9 +122,15 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	return h
 }
 
-// newHarnessFor serves s over httptest.
+// newHarnessFor serves s over httptest. Every answer is checked against
+// the service's OpenAPI document: one it does not describe (a status, a
+// field, an error code) fails the test.
 func newHarnessFor(t testing.TB, s *gridweave.Server, cfg gridweave.Config) *harness {
-	srv := httptest.NewServer(s.Handler())
+	doc, err := s.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(openapitest.Middleware(t, openapitest.MustParse(t, doc), s.Handler()))
 	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL, server: s, cfg: cfg, clock: storetest.NewClock()}
 }

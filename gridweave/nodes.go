@@ -25,6 +25,9 @@ func viewNode(n joinkeys.Node) api.Node {
 	}
 	for i, g := range n.GPUs {
 		v.GPUs[i] = api.GPU{Index: g.Index, Vendor: g.Vendor, Name: g.Name, MemoryMiB: g.MemoryMiB, UUID: g.UUID}
+		if g.Vendor == "" { // recorded before AMD support
+			v.GPUs[i].Vendor = joinkeys.VendorNVIDIA
+		}
 	}
 	if n.PodCIDR.IsValid() {
 		p := n.PodCIDR.String()

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/internal/openapitest"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
@@ -131,62 +134,43 @@ func TestOpenAPICoversRouteTable(t *testing.T) {
 	doc := fetchOpenAPI(t, srv.URL)
 	missing, extra := diffRoutes(registeredRoutes(s), documentedRoutes(doc))
 	for _, r := range missing {
-		t.Errorf("route %s is registered but not in /openapi.json: add it to operations() in openapi.go", r)
+		t.Errorf("route %s is registered but not in /openapi.json: add it to operations() in operations.go", r)
 	}
 	for _, r := range extra {
 		t.Errorf("/openapi.json names %s, which is not a registered route", r)
 	}
-	if _, problems := s.openAPI(); len(problems) > 0 {
-		t.Errorf("the document has problems:\n%s", strings.Join(problems, "\n"))
-	}
 }
 
-// TestOpenAPIRouteDiffCatchesDrift shows the comparison above failing on
-// a document that lacks a route or names one too many.
-func TestOpenAPIRouteDiffCatchesDrift(t *testing.T) {
+// TestOpenAPIBuildCatchesDrift: a route without an operation, or an
+// operation without a route, stops the build and is named.
+func TestOpenAPIBuildCatchesDrift(t *testing.T) {
 	s, _ := newDocsTestServer(t)
-	doc, _ := s.openAPI()
-	registered := registeredRoutes(s)
-
-	paths := doc["paths"].(map[string]any)
-	delete(paths["/v1/nodes/validate"].(map[string]any), "post")
-	paths["/v1/nodes/reboot"] = map[string]any{"post": map[string]any{}}
-	missing, extra := diffRoutes(registered, documentedRoutes(doc))
-	if !slices.Equal(missing, []string{"POST /v1/nodes/validate"}) || !slices.Equal(extra, []string{"POST /v1/nodes/reboot"}) {
-		t.Errorf("diff = missing %q, extra %q; want the removed and the invented route", missing, extra)
+	table := append(s.routeTable(), route{"POST /v1/nodes/reboot", authAdmin, nil})
+	_, err := s.buildOpenAPI(table, operations())
+	if err == nil || !strings.Contains(err.Error(), `route "POST /v1/nodes/reboot" has no operation`) {
+		t.Errorf("a route without an operation: %v", err)
 	}
-
-	// The builder itself says when operations() and the table disagree.
 	ops := operations()
-	if _, ok := ops["POST /v1/nodes/validate"]; !ok {
-		t.Fatal("operations() lacks validate")
-	}
-	table := s.routeTable()
-	table = append(table, route{"POST /v1/nodes/reboot", "admin", nil})
-	known := map[string]bool{}
-	for _, rt := range table {
-		known[rt.pattern] = true
-	}
-	var undocumented []string
-	for _, p := range slices.Sorted(maps.Keys(known)) {
-		if _, ok := ops[p]; !ok {
-			undocumented = append(undocumented, p)
-		}
-	}
-	if !slices.Equal(undocumented, []string{"POST /v1/nodes/reboot"}) {
-		t.Errorf("undocumented = %q", undocumented)
+	ops["DELETE /v1/nodes/everything"] = operation{id: "x", summary: "x", status: 200, response: api.Health{}}
+	_, err = s.buildOpenAPI(s.routeTable(), ops)
+	if err == nil || !strings.Contains(err.Error(), `operation "DELETE /v1/nodes/everything" names no route`) {
+		t.Errorf("an operation without a route: %v", err)
 	}
 }
 
-// TestOpenAPIDocument checks the document's shape: version, unique
-// operation ids, security per auth rule, error answers, resolvable refs.
+// TestOpenAPIDocument checks the document's shape: version, servers,
+// unique operation ids and summaries, who may call each route, the error
+// answers of each route, and that every $ref resolves.
 func TestOpenAPIDocument(t *testing.T) {
 	s, srv := newDocsTestServer(t)
 	doc := fetchOpenAPI(t, srv.URL)
 	if doc["openapi"] != "3.1.0" {
 		t.Errorf("openapi = %v, want 3.1.0", doc["openapi"])
 	}
-	schemes := map[string]string{"admin": "adminBearer", "provider": "providerBearer", "node token": "nodeBearer", "internal": "internalBearer", "user": "userBearer"}
+	if servers := jsonSlice(doc["servers"]); len(servers) == 0 {
+		t.Error("the document names no servers")
+	}
+	schemes := map[authRule]string{authAdmin: "adminBearer", authProvider: "providerBearer", authNodeToken: "nodeBearer", authInternal: "internalBearer", authUser: "userBearer"}
 	paths := doc["paths"].(map[string]any)
 	ids := map[string]string{}
 	for _, rt := range s.routeTable() {
@@ -205,7 +189,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 		sec, hasSec := op["security"].([]any)
 		switch rt.auth {
-		case "none", "join key":
+		case authNone, authBodyCredential:
 			if !hasSec || len(sec) != 0 {
 				t.Errorf("%s (%s): security = %v, want [] (no bearer credential)", rt.pattern, rt.auth, op["security"])
 			}
@@ -216,18 +200,18 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 		}
 		responses := op["responses"].(map[string]any)
-		var want []string
+		want := []string{"405"}
 		switch rt.auth {
-		case "admin", "provider", "internal", "user":
+		case authAdmin, authProvider, authInternal, authUser, authNodeToken:
 			want = append(want, "401", "403")
-		case "join key", "node token":
+		case authBodyCredential:
 			want = append(want, "401")
 		}
 		if op["requestBody"] != nil {
-			want = append(want, "400", "413")
+			want = append(want, "400", "413", "415")
 		}
 		if strings.Contains(p, "{") {
-			want = append(want, "400")
+			want = append(want, "400", "404")
 		}
 		if rt.pattern != "GET /healthz" {
 			want = append(want, "429")
@@ -237,17 +221,21 @@ func TestOpenAPIDocument(t *testing.T) {
 				t.Errorf("%s: no %s response", rt.pattern, code)
 			}
 		}
-		hasSuccess := false
+		hasSuccess, has4xx := false, false
 		for code := range responses {
 			hasSuccess = hasSuccess || strings.HasPrefix(code, "2")
+			has4xx = has4xx || strings.HasPrefix(code, "4")
 		}
-		if !hasSuccess {
-			t.Errorf("%s: no 2xx response", rt.pattern)
+		if !hasSuccess || !has4xx {
+			t.Errorf("%s: a 2xx answer %v, a 4xx answer %v; want both", rt.pattern, hasSuccess, has4xx)
 		}
 		for _, prm := range jsonSlice(op["parameters"]) {
 			prm := prm.(map[string]any)
 			if prm["in"] == "path" && !strings.Contains(p, "{"+prm["name"].(string)+"}") {
 				t.Errorf("%s: path parameter %v is not in the path", rt.pattern, prm["name"])
+			}
+			if prm["description"] == "" || prm["description"] == nil {
+				t.Errorf("%s: parameter %v has no description", rt.pattern, prm["name"])
 			}
 		}
 	}
@@ -272,6 +260,12 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("$ref %q does not resolve", ref)
 		}
 	})
+	// Every error status documented has its codes.
+	for status := range errorResponses {
+		if len(errorCodes[status]) == 0 {
+			t.Errorf("status %d has no error codes", status)
+		}
+	}
 }
 
 func jsonSlice(v any) []any { s, _ := v.([]any); return s }
@@ -308,30 +302,53 @@ func resolveRef(doc map[string]any, ref string) map[string]any {
 	return m
 }
 
-// TestOpenAPIFieldNotesNameFields: every note is about a field the type
-// has (a renamed json tag must not leave its words behind).
-func TestOpenAPIFieldNotesNameFields(t *testing.T) {
-	for typ, notes := range fieldNotes {
-		var names []string
-		for _, f := range jsonFields(typ) {
-			names = append(names, f.name)
-		}
-		for name := range notes {
-			if !slices.Contains(names, name) {
-				t.Errorf("fieldNotes[%s] describes %q, which is not one of its json fields %q", typ, name, names)
-			}
+// TestOpenAPIValidatorRefusesWhatTheDocumentDoesNotSay: the check every
+// HTTP test runs on every answer fails on an undocumented field, status,
+// error code or content type, and on a required field left out.
+func TestOpenAPIValidatorRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
+	s, _ := newDocsTestServer(t)
+	raw, err := s.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := openapitest.MustParse(t, raw)
+	good := `{"status":"ok","version":"1.4.0"}`
+	if err := d.Check("GET", "/healthz", 200, "application/json", []byte(good)); err != nil {
+		t.Fatalf("a documented answer: %v", err)
+	}
+	for _, c := range []struct {
+		name, method, path string
+		status             int
+		ct, body           string
+	}{
+		{"an undocumented field", "GET", "/healthz", 200, "application/json", `{"status":"ok","version":"1.4.0","uptime":3}`},
+		{"a required field left out", "GET", "/healthz", 200, "application/json", `{"status":"ok"}`},
+		{"an undocumented status", "GET", "/healthz", 418, "application/json", `{"error":{"code":"teapot","message":"x"}}`},
+		{"an undocumented error code", "POST", "/v1/nodes/validate", 409, "application/json", `{"error":{"code":"machine_on_fire","message":"x"}}`},
+		{"an error code of another status", "POST", "/v1/nodes/validate", 401, "application/json", `{"error":{"code":"hostname_taken","message":"x"}}`},
+		{"an undocumented content type", "GET", "/healthz", 200, "text/plain", "ok"},
+		{"a field of the wrong type", "GET", "/v1/nodes/box", 200, "application/json", `{"node":{"hostname":7}}`},
+		{"no such operation", "PUT", "/healthz", 200, "application/json", good},
+	} {
+		if err := d.Check(c.method, c.path, c.status, c.ct, []byte(c.body)); err == nil {
+			t.Errorf("%s: passed", c.name)
 		}
 	}
 }
 
-// TestOpenAPIAnswersMatchSchemas sends real requests and checks each
-// answer against its documented schema: every required field present,
-// no field the schema does not list.
+// TestOpenAPIAnswersMatchSchemas walks the join flow and the cluster
+// reads, with some errors, through a server whose every answer is held
+// to the document (the harness's check, which every HTTP test runs).
 func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
-	_, srv := newDocsTestServer(t)
-	doc := fetchOpenAPI(t, srv.URL)
+	s, _ := newDocsTestServer(t)
+	raw, err := s.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(openapitest.Middleware(t, openapitest.MustParse(t, raw), s.Handler()))
+	t.Cleanup(srv.Close)
 	_, pub, _ := wgkey.GeneratePair()
-	call := func(method, path, token string, body any) (int, any) {
+	call := func(method, path, token string, body any, want int) map[string]any {
 		t.Helper()
 		var rd io.Reader
 		if body != nil {
@@ -350,177 +367,38 @@ func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var v any
-		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		if resp.StatusCode != want {
+			t.Errorf("%s %s: %d %v, want %d", method, path, resp.StatusCode, v, want)
 		}
-		return resp.StatusCode, v
+		return v
 	}
-	check := func(method, path, docPath string, status int, v any) {
-		t.Helper()
-		op := doc["paths"].(map[string]any)[docPath].(map[string]any)[strings.ToLower(method)].(map[string]any)
-		resp, _ := op["responses"].(map[string]any)[docsItoa(status)].(map[string]any)
-		if ref, ok := resp["$ref"].(string); ok {
-			resp = resolveRef(doc, ref)
-		}
-		if resp == nil {
-			t.Errorf("%s %s answered %d, which the document does not list", method, path, status)
-			return
-		}
-		schema := resp["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
-		for _, problem := range conforms(doc, schema, v, "") {
-			t.Errorf("%s %s (%d): %s", method, path, status, problem)
-		}
-	}
-
-	answer := func(method, path, docPath, token string, body any, want int) map[string]any {
-		t.Helper()
-		status, v := call(method, path, token, body)
-		if status != want {
-			t.Errorf("%s %s: %d %v, want %d", method, path, status, v, want)
-		}
-		check(method, path, docPath, status, v)
-		m, _ := v.(map[string]any)
-		return m
-	}
-
-	answer("GET", "/healthz", "/healthz", "", nil, 200)
-	key, _ := answer("POST", "/v1/nodes/join-keys", "/v1/nodes/join-keys", docsAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, 201)["key"].(string)
-	answer("POST", "/v1/nodes/join-keys", "/v1/nodes/join-keys", docsAdminToken, map[string]any{"kind": "provider", "org": "acme", "ttl_seconds": 3600}, 201)
-	answer("GET", "/v1/nodes/join-keys", "/v1/nodes/join-keys", docsAdminToken, nil, 200)
-	nodeToken, _ := answer("POST", "/v1/nodes/validate", "/v1/nodes/validate", "",
-		map[string]any{"key": key, "hostname": "gpu-node-1", "public_key": pub.String(), "version": "1.4.2"}, 200)["node_token"].(string)
-	answer("POST", "/v1/nodes/register", "/v1/nodes/register", "", map[string]any{"node_token": nodeToken, "hostname": "gpu-node-1", "version": "1.4.2",
+	call("GET", "/healthz", "", nil, 200)
+	call("GET", "/readyz", "", nil, 200)
+	key, _ := call("POST", "/v1/nodes/join-keys", docsAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, 201)["key"].(string)
+	call("POST", "/v1/nodes/join-keys", docsAdminToken, map[string]any{"kind": "provider", "org": "acme", "ttl_seconds": 3600}, 201)
+	call("GET", "/v1/nodes/join-keys", docsAdminToken, nil, 200)
+	nodeToken, _ := call("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "gpu-node-1", "public_key": pub.String(), "version": "1.4.2"}, 200)["node_token"].(string)
+	call("POST", "/v1/nodes/register", "", map[string]any{"node_token": nodeToken, "hostname": "gpu-node-1", "version": "1.4.2",
 		"gpus": []any{map[string]any{"index": 0, "vendor": "nvidia", "name": "NVIDIA A100", "memory_mib": 81920, "uuid": "GPU-1"}}}, 200)
-	answer("GET", "/v1/nodes/gpu-node-1", "/v1/nodes/{hostname}", docsAdminToken, nil, 200)
-	answer("GET", "/v1/nodes", "/v1/nodes", docsAdminToken, nil, 200)
-	answer("POST", "/v1/nodes/report-version", "/v1/nodes/report-version", nodeToken, map[string]any{"hostname": "gpu-node-1", "version": "1.4.3"}, 200)
-	answer("GET", "/v1/kuberay/clusters", "/v1/kuberay/clusters", docsAdminToken, nil, 200)
-	answer("GET", "/v1/kuberay/clusters/gridweave-cluster/worker-groups", "/v1/kuberay/clusters/{name}/worker-groups", docsAdminToken, nil, 200)
-	answer("GET", "/v1/kuberay/clusters/gridweave-cluster/workers", "/v1/kuberay/clusters/{name}/workers", docsAdminToken, nil, 200)
-	answer("POST", "/v1/nodes/disconnect", "/v1/nodes/disconnect", docsAdminToken, map[string]any{"hostname": "gpu-node-1"}, 200)
+	call("GET", "/v1/nodes/gpu-node-1", docsAdminToken, nil, 200)
+	call("GET", "/v1/nodes", docsAdminToken, nil, 200)
+	call("POST", "/v1/nodes/report-version", nodeToken, map[string]any{"hostname": "gpu-node-1", "version": "1.4.3"}, 200)
+	call("GET", "/v1/kuberay/clusters", docsAdminToken, nil, 200)
+	call("GET", "/v1/kuberay/clusters/gridweave-cluster", docsAdminToken, nil, 200)
+	call("GET", "/v1/kuberay/clusters/gridweave-cluster/worker-groups", docsAdminToken, nil, 200)
+	call("GET", "/v1/kuberay/clusters/gridweave-cluster/workers", docsAdminToken, nil, 200)
+	call("POST", "/v1/nodes/disconnect", docsAdminToken, map[string]any{"hostname": "gpu-node-1"}, 200)
 
 	// Errors in the contract's shape.
-	answer("POST", "/v1/nodes/validate", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "Not A Hostname", "public_key": pub.String(), "version": "1.4.2"}, 400)
-	answer("POST", "/v1/nodes/validate", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "gpu-node-2", "public_key": pub.String(), "version": "2.0.0"}, 426)
-	answer("GET", "/v1/nodes", "/v1/nodes", "", nil, 401)
-	answer("GET", "/v1/nodes/join-keys", "/v1/nodes/join-keys", key, nil, 401)
-	answer("GET", "/v1/nodes/nobody", "/v1/nodes/{hostname}", docsAdminToken, nil, 404)
+	call("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "Not A Hostname", "public_key": pub.String(), "version": "1.4.2"}, 400)
+	call("POST", "/v1/nodes/validate", "", map[string]any{"key": key, "hostname": "gpu-node-2", "public_key": pub.String(), "version": "2.0.0"}, 426)
+	call("GET", "/v1/nodes", "", nil, 401)
+	call("GET", "/v1/nodes/join-keys", key, nil, 401)
+	call("GET", "/v1/nodes/nobody", docsAdminToken, nil, 404)
+	call("PUT", "/v1/nodes", docsAdminToken, map[string]any{}, 405)
 }
-
-func docsItoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
-// conforms checks v against the parts of JSON Schema the document uses:
-// $ref, type (with null), properties, required, additionalProperties,
-// items, anyOf/oneOf, const, enum.
-func conforms(doc, schema map[string]any, v any, at string) []string {
-	if ref, ok := schema["$ref"].(string); ok {
-		return conforms(doc, resolveRef(doc, ref), v, at)
-	}
-	if alts, ok := schema["anyOf"].([]any); ok {
-		return conformsOne(doc, alts, v, at)
-	}
-	if alts, ok := schema["oneOf"].([]any); ok {
-		return conformsOne(doc, alts, v, at)
-	}
-	if c, ok := schema["const"]; ok && !reflect.DeepEqual(c, v) {
-		return []string{at + ": " + jsonString(v) + " is not " + jsonString(c)}
-	}
-	if enum, ok := schema["enum"].([]any); ok && !slices.ContainsFunc(enum, func(e any) bool { return reflect.DeepEqual(e, v) }) {
-		return []string{at + ": " + jsonString(v) + " is not one of " + jsonString(enum)}
-	}
-	if types := schemaTypes(schema["type"]); types != nil && !slices.Contains(types, jsonType(v)) &&
-		!(jsonType(v) == "integer" && slices.Contains(types, "number")) {
-		return []string{at + ": " + jsonType(v) + " " + jsonString(v) + ", want " + strings.Join(types, " or ")}
-	}
-	var problems []string
-	switch v := v.(type) {
-	case map[string]any:
-		props, _ := schema["properties"].(map[string]any)
-		for _, r := range jsonSlice(toAnySlice(schema["required"])) {
-			if _, ok := v[r.(string)]; !ok {
-				problems = append(problems, at+"."+r.(string)+": required but absent")
-			}
-		}
-		for k, x := range v {
-			if ps, ok := props[k].(map[string]any); ok {
-				problems = append(problems, conforms(doc, ps, x, at+"."+k)...)
-			} else if add, ok := schema["additionalProperties"].(map[string]any); ok {
-				problems = append(problems, conforms(doc, add, x, at+"."+k)...)
-			} else if props != nil && schema["additionalProperties"] != true {
-				problems = append(problems, at+"."+k+": not in the schema")
-			}
-		}
-	case []any:
-		if items, ok := schema["items"].(map[string]any); ok {
-			for i, x := range v {
-				problems = append(problems, conforms(doc, items, x, at+"["+docsItoa(i)+"]")...)
-			}
-		}
-	}
-	return problems
-}
-
-func conformsOne(doc map[string]any, alts []any, v any, at string) []string {
-	var all []string
-	for _, a := range alts {
-		p := conforms(doc, a.(map[string]any), v, at)
-		if len(p) == 0 {
-			return nil
-		}
-		all = append(all, p...)
-	}
-	return all
-}
-
-func toAnySlice(v any) any {
-	switch v := v.(type) {
-	case []string:
-		out := make([]any, len(v))
-		for i, s := range v {
-			out[i] = s
-		}
-		return out
-	}
-	return v
-}
-
-func schemaTypes(v any) []string {
-	switch v := v.(type) {
-	case string:
-		return []string{v}
-	case []any:
-		var out []string
-		for _, x := range v {
-			out = append(out, x.(string))
-		}
-		return out
-	}
-	return nil
-}
-
-func jsonType(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case float64:
-		if v == float64(int64(v)) {
-			return "integer"
-		}
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "unknown"
-}
-
-func jsonString(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // TestDocsOpenWithoutCredentials: the document, the page and its files
 // answer without credentials, from this origin only.
@@ -561,6 +439,41 @@ func TestDocsOpenWithoutCredentials(t *testing.T) {
 		_, body := docsGet(t, srv.URL+path)
 		if bytes.Contains(body, []byte("http://")) || bytes.Contains(body, []byte("https://")) {
 			t.Errorf("GET %s names an absolute URL", path)
+		}
+	}
+}
+
+// TestAPIDocNamesEveryRouteAndCode holds docs/api.md, the wire contract
+// people read, to the route table and the error codes: every route's
+// method and path is named, and every code stands in its status's row.
+func TestAPIDocNamesEveryRouteAndCode(t *testing.T) {
+	raw, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(raw)
+	s, _ := newDocsTestServer(t)
+	for _, rt := range s.routeTable() {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		if !strings.Contains(page, "`"+method+" "+path) && !strings.Contains(page, method+" "+path+"`") {
+			t.Errorf("docs/api.md does not name %s", rt.pattern)
+		}
+	}
+	for status, codes := range errorCodes {
+		row := ""
+		for _, line := range strings.Split(page, "\n") {
+			if strings.HasPrefix(line, fmt.Sprintf("| %d |", status)) {
+				row = line
+			}
+		}
+		if row == "" {
+			t.Errorf("docs/api.md has no row for status %d in its error codes", status)
+			continue
+		}
+		for _, code := range codes {
+			if !strings.Contains(row, "`"+code+"`") {
+				t.Errorf("docs/api.md's row for %d lacks `%s`", status, code)
+			}
 		}
 	}
 }

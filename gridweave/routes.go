@@ -12,80 +12,99 @@ import (
 
 // route is one entry of the API: method and path pattern, who may call
 // it, and the handler. routes() is the whole surface on one screen; the
-// OpenAPI document is checked against the same table.
+// OpenAPI document is built from the same table.
 type route struct {
 	pattern string // "METHOD /path/{param}"
-	auth    string // "admin", "user" (or admin), "join key", "node token", "provider", "internal", "none"
+	auth    authRule
 	handler http.HandlerFunc
 }
 
+// authRule is who may call a route. The middleware enforces the first
+// five before the handler runs; the join flow's two are credentials the
+// fleet checks first thing, before any other field of the request.
+type authRule string
+
+const (
+	authNone     authRule = "none"
+	authAdmin    authRule = "admin"
+	authUser     authRule = "user" // a user JWT, or an admin credential
+	authProvider authRule = "provider"
+	authInternal authRule = "internal" // INTERNAL_TOKEN here; none on INTERNAL_ADDR
+	// authBodyCredential: a join key or node token in the body (checked
+	// by the fleet).
+	authBodyCredential authRule = "join key or node token in the body"
+	// authNodeToken: the node's token as the bearer (checked by the fleet;
+	// a valid credential of another role is 403).
+	authNodeToken authRule = "node token as bearer"
+)
+
 func (s *Server) routeTable() []route {
 	return []route{
-		{"GET /healthz", "none", s.handleHealthz},
-		{"GET /readyz", "none", s.handleReadyz},
-		{"GET /metrics", "admin", s.metrics.handler().ServeHTTP},
-		{"GET /openapi.json", "none", s.handleOpenAPI},
-		{"GET /docs", "none", s.handleDocs},
-		{"GET /docs/{file}", "none", s.handleDocsAsset},
+		{"GET /healthz", authNone, s.handleHealthz},
+		{"GET /readyz", authNone, s.handleReadyz},
+		{"GET /metrics", authAdmin, s.metrics.handler().ServeHTTP},
+		{"GET /openapi.json", authNone, s.handleOpenAPI},
+		{"GET /docs", authNone, s.handleDocs},
+		{"GET /docs/{file}", authNone, s.handleDocsAsset},
 
 		// The node side's downloads.
-		{"GET /join-node.sh", "none", s.handleJoinScript},
-		{"GET /v1/nodes/agent/{os}/{arch}", "none", s.handleAgent},
-		{"GET /v1/nodes/agent/{os}/{arch}/sha256", "none", s.handleAgentSum},
-		{"GET /v1/nodes/worker-image", "none", s.handleWorkerImage},
-		{"GET /v1/nodes/worker-image/sha256", "none", s.handleWorkerImageSum},
+		{"GET /join-node.sh", authNone, s.handleJoinScript},
+		{"GET /v1/nodes/agent/{os}/{arch}", authNone, s.handleAgent},
+		{"GET /v1/nodes/agent/{os}/{arch}/sha256", authNone, s.handleAgentSum},
+		{"GET /v1/nodes/worker-image", authNone, s.handleWorkerImage},
+		{"GET /v1/nodes/worker-image/sha256", authNone, s.handleWorkerImageSum},
 
-		// The join flow (DESIGN.md, "The join flow (wire contract)").
-		{"POST /v1/nodes/join-keys", "admin", s.handleMintKey},
-		{"GET /v1/nodes/join-keys", "admin", s.handleListKeys},
-		{"DELETE /v1/nodes/join-keys/{id}", "admin", s.handleRevokeKey},
-		{"POST /v1/nodes/validate", "join key", s.handleValidate},
-		{"POST /v1/nodes/register", "join key", s.handleRegister},
-		{"POST /v1/nodes/disconnect", "admin", s.handleDisconnect},
-		{"POST /v1/nodes/leave", "node token", s.handleLeave},
-		{"POST /v1/nodes/verify-provider", "provider", s.handleVerifyProvider},
-		{"POST /v1/nodes/report-version", "node token", s.handleReportVersion},
-		{"GET /v1/nodes", "admin", s.handleListNodes},
-		{"GET /v1/nodes/{hostname}", "admin", s.handleGetNode},
+		// The join flow (docs/api.md).
+		{"POST /v1/nodes/join-keys", authAdmin, s.handleMintKey},
+		{"GET /v1/nodes/join-keys", authAdmin, s.handleListKeys},
+		{"DELETE /v1/nodes/join-keys/{id}", authAdmin, s.handleRevokeKey},
+		{"POST /v1/nodes/validate", authBodyCredential, s.handleValidate},
+		{"POST /v1/nodes/register", authBodyCredential, s.handleRegister},
+		{"POST /v1/nodes/disconnect", authAdmin, s.handleDisconnect},
+		{"POST /v1/nodes/leave", authNodeToken, s.handleLeave},
+		{"POST /v1/nodes/verify-provider", authProvider, s.handleVerifyProvider},
+		{"POST /v1/nodes/report-version", authNodeToken, s.handleReportVersion},
+		{"GET /v1/nodes", authAdmin, s.handleListNodes},
+		{"GET /v1/nodes/{hostname}", authAdmin, s.handleGetNode},
 
-		// RayClusters (seed 000's clusters table).
-		{"POST /v1/kuberay/clusters", "admin", s.handleCreateCluster},
-		{"GET /v1/kuberay/clusters", "admin", s.handleListClusters},
-		{"GET /v1/kuberay/clusters/{name}", "admin", s.handleGetCluster},
-		{"DELETE /v1/kuberay/clusters/{name}", "admin", s.handleDeleteCluster},
-		{"PATCH /v1/kuberay/clusters/{name}/scale", "admin", s.handleScale},
-		{"POST /v1/kuberay/clusters/{name}/worker-groups", "admin", s.handleAddWorkerGroup},
-		{"POST /v1/kuberay/clusters/{name}/worker-groups-raw", "admin", s.handleAddWorkerGroupRaw},
-		{"GET /v1/kuberay/clusters/{name}/workers", "admin", s.handleListWorkers},
-		{"GET /v1/kuberay/clusters/{name}/worker-groups", "admin", s.handleListWorkerGroups},
-		{"GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs", "admin", s.handleGroupLogs},
-		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}", "admin", s.handleRemoveWorkerGroup},
-		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", "admin", s.handleDeleteGroupPods},
-		{"POST /v1/kuberay/clusters/{name}/swap-worker-groups", "admin", s.handleSwapWorkerGroups},
-		{"POST /v1/kuberay/clusters/{name}/replace-worker-groups", "admin", s.handleReplaceWorkerGroups},
+		// RayClusters.
+		{"POST /v1/kuberay/clusters", authAdmin, s.handleCreateCluster},
+		{"GET /v1/kuberay/clusters", authAdmin, s.handleListClusters},
+		{"GET /v1/kuberay/clusters/{name}", authAdmin, s.handleGetCluster},
+		{"DELETE /v1/kuberay/clusters/{name}", authAdmin, s.handleDeleteCluster},
+		{"PATCH /v1/kuberay/clusters/{name}/scale", authAdmin, s.handleScale},
+		{"POST /v1/kuberay/clusters/{name}/worker-groups", authAdmin, s.handleAddWorkerGroup},
+		{"POST /v1/kuberay/clusters/{name}/worker-groups-raw", authAdmin, s.handleAddWorkerGroupRaw},
+		{"GET /v1/kuberay/clusters/{name}/workers", authAdmin, s.handleListWorkers},
+		{"GET /v1/kuberay/clusters/{name}/worker-groups", authAdmin, s.handleListWorkerGroups},
+		{"GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs", authAdmin, s.handleGroupLogs},
+		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}", authAdmin, s.handleRemoveWorkerGroup},
+		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", authAdmin, s.handleDeleteGroupPods},
+		{"POST /v1/kuberay/clusters/{name}/swap-worker-groups", authAdmin, s.handleSwapWorkerGroups},
+		{"POST /v1/kuberay/clusters/{name}/replace-worker-groups", authAdmin, s.handleReplaceWorkerGroups},
 
 		// The gateway's hands (internal: INTERNAL_TOKEN on this listener,
 		// none on INTERNAL_ADDR's).
-		{"POST /v1/crd/jobs", "internal", s.crdCreate(jobKind)},
-		{"GET /v1/crd/jobs", "internal", s.crdList(jobKind)},
-		{"GET /v1/crd/jobs/{name}", "internal", s.crdGet(jobKind)},
-		{"PATCH /v1/crd/jobs/{name}", "internal", s.crdPatch(jobKind, false)},
-		{"PATCH /v1/crd/jobs/{name}/status", "internal", s.crdPatch(jobKind, true)},
-		{"DELETE /v1/crd/jobs/{name}", "internal", s.crdDelete(jobKind)},
-		{"POST /v1/crd/endpoints", "internal", s.crdCreate(endpointKind)},
-		{"GET /v1/crd/endpoints", "internal", s.crdList(endpointKind)},
-		{"GET /v1/crd/endpoints/by-name/{name}", "internal", s.handleEndpointByName},
-		{"GET /v1/crd/endpoints/{name}", "internal", s.crdGet(endpointKind)},
-		{"PATCH /v1/crd/endpoints/{name}", "internal", s.crdPatch(endpointKind, false)},
-		{"PATCH /v1/crd/endpoints/{name}/status", "internal", s.crdPatch(endpointKind, true)},
-		{"DELETE /v1/crd/endpoints/{name}", "internal", s.crdDelete(endpointKind)},
-		{"GET /v1/ray/serve/statuses", "internal", s.handleServeStatuses},
-		{"POST /v1/kubetorch/sync", "admin", s.handleSync},
-		{"GET /v1/kubetorch/bundles/{file}", "none", s.handleBundle},
-		{"POST /v1/kubetorch/train", "admin", s.handleTrain},
-		{"GET /v1/kubetorch/health", "admin", s.handleKubeTorchHealth},
-		{"GET /v1/kubetorch/jobs/{id}", "user", s.handleKubeTorchJob},
-		{"DELETE /v1/ray/serve/applications/{app}", "internal", s.handleDeleteServeApplication},
+		{"POST /v1/crd/jobs", authInternal, s.crdCreate(jobKind)},
+		{"GET /v1/crd/jobs", authInternal, s.crdList(jobKind)},
+		{"GET /v1/crd/jobs/{name}", authInternal, s.crdGet(jobKind)},
+		{"PATCH /v1/crd/jobs/{name}", authInternal, s.crdPatch(jobKind, false)},
+		{"PATCH /v1/crd/jobs/{name}/status", authInternal, s.crdPatch(jobKind, true)},
+		{"DELETE /v1/crd/jobs/{name}", authInternal, s.crdDelete(jobKind)},
+		{"POST /v1/crd/endpoints", authInternal, s.crdCreate(endpointKind)},
+		{"GET /v1/crd/endpoints", authInternal, s.crdList(endpointKind)},
+		{"GET /v1/crd/endpoints/by-name/{name}", authInternal, s.handleEndpointByName},
+		{"GET /v1/crd/endpoints/{name}", authInternal, s.crdGet(endpointKind)},
+		{"PATCH /v1/crd/endpoints/{name}", authInternal, s.crdPatch(endpointKind, false)},
+		{"PATCH /v1/crd/endpoints/{name}/status", authInternal, s.crdPatch(endpointKind, true)},
+		{"DELETE /v1/crd/endpoints/{name}", authInternal, s.crdDelete(endpointKind)},
+		{"GET /v1/ray/serve/statuses", authInternal, s.handleServeStatuses},
+		{"POST /v1/kubetorch/sync", authAdmin, s.handleSync},
+		{"GET /v1/kubetorch/bundles/{file}", authNone, s.handleBundle},
+		{"POST /v1/kubetorch/train", authAdmin, s.handleTrain},
+		{"GET /v1/kubetorch/health", authAdmin, s.handleKubeTorchHealth},
+		{"GET /v1/kubetorch/jobs/{id}", authUser, s.handleKubeTorchJob},
+		{"DELETE /v1/ray/serve/applications/{app}", authInternal, s.handleDeleteServeApplication},
 	}
 }
 
@@ -96,13 +115,13 @@ func (s *Server) routes() (public, internal http.Handler) {
 	for _, rt := range s.routeTable() {
 		h := http.Handler(rt.handler)
 		switch rt.auth {
-		case "admin":
+		case authAdmin:
 			h = s.requireRole(h, RoleAdmin)
-		case "provider":
+		case authProvider:
 			h = s.requireRole(h, RoleProvider)
-		case "internal":
+		case authInternal:
 			h = s.requireInternalToken(h)
-		case "user":
+		case authUser:
 			h = s.requireRole(h, RoleAdmin, RoleUser)
 		}
 		mux.Handle(rt.pattern, s.named(rt.pattern, h))
@@ -115,7 +134,7 @@ func (s *Server) routes() (public, internal http.Handler) {
 	imux.Handle("GET /healthz", s.named("GET /healthz", http.HandlerFunc(s.handleHealthz)))
 	var internalRoutes []route
 	for _, rt := range s.routeTable() {
-		if rt.auth == "internal" {
+		if rt.auth == authInternal {
 			imux.Handle(rt.pattern, s.named(rt.pattern, rt.handler))
 			internalRoutes = append(internalRoutes, rt)
 		}

@@ -69,6 +69,8 @@ type Server struct {
 
 	public   http.Handler
 	internal http.Handler
+
+	openapiCache
 }
 
 // New checks cfg (Config.Check: unsafe secrets are refused outside dev

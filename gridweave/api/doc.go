@@ -6,9 +6,10 @@
 // once.
 //
 // The types carry no behaviour beyond their JSON form. Field names are the
-// contract (snake_case); every field of an answer is always present (an
-// empty string, an empty list or null when not set), except where a field
-// says omitempty.
+// contract (snake_case). A field without omitempty is required in a
+// request and always present in an answer (an empty string, an empty list
+// or null when not set); the OpenAPI document says so, with the words and
+// examples of the fields' description, example and enum tags.
 //
 // Errors. Every answer other than 2xx is an ErrorBody:
 //

@@ -4,51 +4,43 @@ import "time"
 
 // HostnameRequest is the body of disconnect and leave.
 type HostnameRequest struct {
-	Hostname string `json:"hostname"`
+	Hostname string `json:"hostname" description:"The node's hostname." example:"gpu-node-1"`
 }
 
 // MintKeyRequest mints a join key (POST /v1/nodes/join-keys).
 type MintKeyRequest struct {
-	// Kind is "org" (a random secret) or "provider" (a JWT that also
-	// authenticates the provider).
-	Kind string `json:"kind"`
-	// Org is the organisation the key's nodes join for.
-	Org string `json:"org"`
-	// TTLSeconds is the key's lifetime; required and positive.
-	TTLSeconds *int64 `json:"ttl_seconds"`
-	// Provider is a provider key's JWT subject; default Org.
-	Provider string `json:"provider,omitempty"`
-	// MaxUses limits how often the key is spent; 0 is no limit.
-	MaxUses int `json:"max_uses,omitempty"`
-	// Labels are kept with the key.
-	Labels map[string]string `json:"labels,omitempty"`
+	Kind       string            `json:"kind" enum:"org,provider" description:"org: a random secret; provider: a JWT that also authenticates the provider."`
+	Org        string            `json:"org" description:"The organisation the key's nodes join for." example:"acme"`
+	TTLSeconds *int64            `json:"ttl_seconds" description:"The key's lifetime in seconds (positive)." example:"3600"`
+	Provider   string            `json:"provider,omitempty" description:"A provider key's JWT subject; default org."`
+	MaxUses    int               `json:"max_uses,omitempty" description:"How many nodes may join with the key; 0 or left out is no limit."`
+	Labels     map[string]string `json:"labels,omitempty" description:"Free-form labels kept with the key."`
 }
 
 // MintKeyResponse is a new join key. Key is shown once: it is stored
 // hashed.
 type MintKeyResponse struct {
-	ID        string    `json:"id"`
-	Key       string    `json:"key"`
-	Kind      string    `json:"kind"`
-	Org       string    `json:"org"`
-	Provider  *string   `json:"provider"`
-	ExpiresAt time.Time `json:"expires_at"`
-	// JoinCommand is what a person pastes on the machine.
-	JoinCommand string `json:"join_command"`
+	ID          string    `json:"id"`
+	Key         string    `json:"key" description:"The secret, shown only here."`
+	Kind        string    `json:"kind" enum:"org,provider"`
+	Org         string    `json:"org"`
+	Provider    *string   `json:"provider" description:"The provider (JWT subject) of a provider key; null for an org key."`
+	ExpiresAt   time.Time `json:"expires_at"`
+	JoinCommand string    `json:"join_command" description:"What a person pastes on the machine."`
 }
 
 // Key is a join key as the list and revoke routes show it, never its
 // secret.
 type Key struct {
 	ID        string            `json:"id"`
-	Kind      string            `json:"kind"`
+	Kind      string            `json:"kind" enum:"org,provider"`
 	Org       string            `json:"org"`
-	Provider  *string           `json:"provider"`
+	Provider  *string           `json:"provider" description:"The provider of a provider key; null for an org key."`
 	Labels    map[string]string `json:"labels"`
-	CreatedBy string            `json:"created_by"`
+	CreatedBy string            `json:"created_by" description:"The subject of the admin credential that minted it."`
 	CreatedAt time.Time         `json:"created_at"`
 	ExpiresAt time.Time         `json:"expires_at"`
-	MaxUses   int               `json:"max_uses"`
+	MaxUses   int               `json:"max_uses" description:"0 means no limit."`
 	Uses      int               `json:"uses"`
 	Revoked   bool              `json:"revoked"`
 	RevokedAt *time.Time        `json:"revoked_at"`
@@ -63,34 +55,33 @@ type KeyList struct {
 // ValidateRequest is join step 1 (POST /v1/nodes/validate). A first join
 // presents Key; a re-join of the same public key presents NodeToken.
 type ValidateRequest struct {
-	Key       string `json:"key,omitempty"`
-	Hostname  string `json:"hostname"`
-	PublicKey string `json:"public_key"`
-	Version   string `json:"version"`
-	NodeToken string `json:"node_token,omitempty"`
+	Key       string `json:"key,omitempty" description:"The join key (first join). Required unless node_token is given."`
+	Hostname  string `json:"hostname" description:"The node's hostname (a DNS-1123 label, not a route name under /v1/nodes/)." example:"gpu-node-1"`
+	PublicKey string `json:"public_key" description:"The node's WireGuard public key (base64, 32 bytes)." example:"xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg="`
+	Version   string `json:"version" description:"The agent's semantic version; another major version than the server's is refused (426)." example:"1.4.2"`
+	NodeToken string `json:"node_token,omitempty" description:"The node token from the first validate (a re-join)."`
 }
 
 // ValidateResponse is what a node needs to bring up its tunnel and its
 // k3s agent. NodeToken is the node's credential from now on.
 type ValidateResponse struct {
-	VPNIP           string `json:"vpn_ip"`
+	VPNIP           string `json:"vpn_ip" description:"The node's WireGuard address."`
 	MasterVPNIP     string `json:"master_vpn_ip"`
 	VPNCIDR         string `json:"vpn_cidr"`
-	MasterPublicKey string `json:"master_public_key"`
-	MasterEndpoint  string `json:"master_endpoint"`
-	K3sURL          string `json:"k3s_url"`
-	K3sToken        string `json:"k3s_token"`
-	NodeToken       string `json:"node_token"`
+	MasterPublicKey string `json:"master_public_key" description:"The master's WireGuard public key."`
+	MasterEndpoint  string `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when MASTER_IP is not set."`
+	K3sURL          string `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
+	K3sToken        string `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
+	NodeToken       string `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
 }
 
-// GPU is one GPU a node reports at register.
+// GPU is one GPU of a node, as the node reports it at register and as
+// the ledger shows it.
 type GPU struct {
-	Index int `json:"index"`
-	// Vendor is "nvidia" or "amd"; left out it is "nvidia" (agents older
-	// than AMD support send none).
-	Vendor    string `json:"vendor"`
-	Name      string `json:"name"`
-	MemoryMiB int    `json:"memory_mib"`
+	Index     int    `json:"index" example:"0"`
+	Vendor    string `json:"vendor,omitempty" enum:"nvidia,amd" description:"Left out, nvidia (agents that predate AMD support send none); always present in answers."`
+	Name      string `json:"name" example:"NVIDIA A100-SXM4-80GB"`
+	MemoryMiB int    `json:"memory_mib" example:"81920"`
 	UUID      string `json:"uuid"`
 }
 
@@ -98,26 +89,26 @@ type GPU struct {
 // a reservation that validate made for PublicKey; every later register
 // presents NodeToken.
 type RegisterRequest struct {
-	Key       string `json:"key,omitempty"`
-	NodeToken string `json:"node_token,omitempty"`
-	Hostname  string `json:"hostname"`
-	PublicKey string `json:"public_key,omitempty"`
-	Version   string `json:"version"`
-	GPUs      []GPU  `json:"gpus"`
+	Key       string `json:"key,omitempty" description:"The join key, to complete the reservation validate made (first join only)."`
+	NodeToken string `json:"node_token,omitempty" description:"The node token from validate. Required unless completing a first join with key."`
+	Hostname  string `json:"hostname" description:"The node's hostname." example:"gpu-node-1"`
+	PublicKey string `json:"public_key,omitempty" description:"The node's WireGuard public key (with key)."`
+	Version   string `json:"version" description:"The agent's semantic version." example:"1.4.2"`
+	GPUs      []GPU  `json:"gpus,omitempty" description:"The node's GPUs, all of one vendor; none for a CPU-only node."`
 }
 
 // RegisterResponse is the registered node and, for a GPU node, the worker
 // group it runs a Ray worker of (null for a CPU-only node).
 type RegisterResponse struct {
 	Node        Node    `json:"node"`
-	WorkerGroup *string `json:"worker_group"`
+	WorkerGroup *string `json:"worker_group" description:"The worker group the node serves in; null for a CPU-only node."`
 }
 
 // DisconnectResponse answers disconnect and leave; Released is false when
 // there was nothing left to remove.
 type DisconnectResponse struct {
 	Hostname string `json:"hostname"`
-	Released bool   `json:"released"`
+	Released bool   `json:"released" description:"False when there was nothing left to remove."`
 }
 
 // VerifyProviderResponse is what a provider key stands for.
@@ -134,22 +125,21 @@ type EmptyRequest struct{}
 // ReportVersionRequest is a node's version report (its node token as
 // bearer).
 type ReportVersionRequest struct {
-	Hostname string `json:"hostname"`
-	Version  string `json:"version"`
+	Hostname string `json:"hostname" description:"The node's hostname." example:"gpu-node-1"`
+	Version  string `json:"version" description:"The agent's semantic version." example:"1.4.3"`
 }
 
 // Node is a machine in the ledger.
 type Node struct {
-	Hostname  string `json:"hostname"`
-	PublicKey string `json:"public_key"`
-	VPNIP     string `json:"vpn_ip"`
-	Org       string `json:"org"`
-	JoinKeyID string `json:"join_key_id"`
-	Version   string `json:"version"`
-	// Status is "validated", "registered" or "disconnected".
-	Status       string     `json:"status"`
+	Hostname     string     `json:"hostname"`
+	PublicKey    string     `json:"public_key"`
+	VPNIP        string     `json:"vpn_ip"`
+	Org          string     `json:"org"`
+	JoinKeyID    string     `json:"join_key_id"`
+	Version      string     `json:"version"`
+	Status       string     `json:"status" enum:"validated,registered,disconnected" description:"validated after validate, registered after register, disconnected while it is being removed."`
 	GPUs         []GPU      `json:"gpus"`
-	PodCIDR      *string    `json:"pod_cidr"`
+	PodCIDR      *string    `json:"pod_cidr" description:"The pod CIDR Kubernetes gave the node; null until it has one."`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	RegisteredAt *time.Time `json:"registered_at"`
