@@ -11,7 +11,7 @@ import (
 	"gridweave.dev/gridweave/fleet"
 )
 
-// DefaultJWTSecret is seed 000's placeholder secret. The server refuses it
+// DefaultJWTSecret is the documented placeholder secret. The server refuses it
 // outside dev mode.
 const DefaultJWTSecret = "dev-secret-change-me"
 

@@ -43,7 +43,7 @@ func FuzzJSONHandlers(f *testing.F) {
 	if r := h.do("POST", "/v1/kuberay/clusters", testAdminToken, `{"name":"c","head":{"cpu":"1","memory":"1Gi"}}`); r.status != 201 {
 		f.Fatalf("create the fuzzed cluster: %d %s", r.status, r.raw)
 	}
-	// Real credentials in the seeds, so that mutations get past the
+	// Real credentials in the seed corpus, so that mutations get past the
 	// credential checks into the handlers' own work.
 	_, key := h.mint("org")
 	_, provider := h.mint("provider")

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// ChartValues are the values of the RayService chart (seed 002): one
+// ChartValues are the values of the RayService chart: one
 // RayService running Ray Serve, Services of its own that reach the head
 // from install time, optional external exposure, and two conditional
 // injections (an organisation CA bundle; a GPU toleration).

@@ -93,7 +93,7 @@ func TestLintStdinFilesAndJSON(t *testing.T) {
 	}
 	code, out, _ = runLauncher(t, "", "lint", filepath.Join(specs, "ray-cpu-demo.yaml"))
 	if code != 0 || !strings.Contains(out, "1 objects, 0 errors, 0 warnings") {
-		t.Fatalf("seed 003 example: exit %d\n%s", code, out)
+		t.Fatalf("the operator review's example: exit %d\n%s", code, out)
 	}
 	// A directory: warnings only → exit 0.
 	dir := t.TempDir()

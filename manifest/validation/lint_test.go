@@ -35,7 +35,7 @@ func TestLintAcceptsTheExamples(t *testing.T) {
 	defer f.Close()
 	docs, _ := validation.ReadDocuments("ray-cpu-demo.yaml", f)
 	if fs := validation.Lint(validator, docs); len(fs) != 0 {
-		t.Errorf("seed 003's minimal CPU cluster: %v", fs)
+		t.Errorf("the operator review's minimal CPU cluster: %v", fs)
 	}
 }
 

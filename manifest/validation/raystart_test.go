@@ -35,8 +35,8 @@ func rl(kv ...string) corev1.ResourceList {
 }
 
 // TestStartResourcesFollowKubeRay checks the precedence and rounding that
-// reference/kuberay.md §3 records for v1.6.0 (and seed 003's examples:
-// GPU 1 from a limit, 2 from rayStartParams, 3 from group resources).
+// KubeRay v1.6.0 applies (and the operator review's examples: GPU 1 from
+// a limit, 2 from rayStartParams, 3 from group resources).
 func TestStartResourcesFollowKubeRay(t *testing.T) {
 	spec := &rayv1.RayClusterSpec{
 		RayVersion: "2.54.0",

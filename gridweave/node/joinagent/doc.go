@@ -15,5 +15,5 @@
 // else wireguard-go, configured through wgctrl), the k3s step (a command),
 // Images (CommandImageRuntime: by default `k3s ctr images import`) and GPU
 // detection (gridweave/gpus). The package talks to the master
-// only over the HTTP contract of DESIGN.md.
+// only over the HTTP contract of docs/api.md (the types of gridweave/api).
 package joinagent
