@@ -78,8 +78,7 @@ func kubernetesWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	nodes := fleet.KubeNodes{Client: tc.Kube}
-	var w *world
-	w = newWorld(t, nodes, nil, func(ledger *joinkeys.Keyring) fleet.Placement {
+	w := newWorld(t, nodes, nil, func(ledger *joinkeys.Keyring) fleet.Placement {
 		return &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test",
 			HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}
 	})

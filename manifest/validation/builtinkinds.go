@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"gridweave.dev/manifest/internal/yamlstream"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,7 +129,7 @@ func podTemplateFieldsOf(t reflect.Type) []templateField {
 			}
 			p := path
 			if name != "" && !f.Anonymous {
-				p = joinPath(path, name)
+				p = yamlstream.JoinPath(path, name)
 			}
 			idx := append(append([]int(nil), index...), i)
 			if ft == podTemplateSpecType {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"gridweave.dev/manifest/internal/yamlstream"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,7 +116,7 @@ func lintDocument(v *Validator, d Document) (fs []Finding) {
 		fs[i].Source = d.Source
 		if d.Lines != nil {
 			fs[i].Line = lineOf(d.Lines, fs[i].Path)
-			if block, ok := d.Lines[fs[i].embeddedIn+literalBlock]; ok && fs[i].embeddedLine > 0 {
+			if block, ok := d.Lines[fs[i].embeddedIn+yamlstream.LiteralBlock]; ok && fs[i].embeddedLine > 0 {
 				// A line of YAML embedded in a literal block: the block's
 				// line k is k lines below its indicator. (Elsewhere — a
 				// quoted or folded string — the key's line stands.)
@@ -291,7 +292,7 @@ func rayRules(u *unstructured.Unstructured) []Finding {
 			serviceFieldRules("spec.serveService", s.Namespace, s.Spec.ServeService, warn)
 			for _, p := range checkServeConfig(s.Spec.ServeConfigV2) {
 				f := Finding{ID: "serve-config", Severity: SeverityWarning, Object: obj,
-					Path: strings.TrimSuffix(joinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix,
+					Path: strings.TrimSuffix(yamlstream.JoinPath("spec.serveConfigV2", p.path), "."), Message: p.message, Fix: p.fix,
 					embeddedIn: "spec.serveConfigV2", embeddedLine: p.line}
 				if p.refused {
 					f.Severity = SeverityError

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"gridweave.dev/manifest/internal/strictyaml"
+	"gridweave.dev/manifest/internal/yamlstream"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -175,7 +176,7 @@ func walkServeConfig(n *yaml.Node, s *serveNode, path string, out *[]serveProble
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, value := n.Content[i], n.Content[i+1]
-			p := joinPath(path, key.Value)
+			p := yamlstream.JoinPath(path, key.Value)
 			seen[key.Value] = true
 			field, known := s.fields[key.Value]
 			switch {
@@ -191,7 +192,7 @@ func walkServeConfig(n *yaml.Node, s *serveNode, path string, out *[]serveProble
 		}
 		for _, r := range s.required {
 			if !seen[r] {
-				refuse(n, joinPath(path, r), "is required; Ray Serve refuses the config without it", "")
+				refuse(n, yamlstream.JoinPath(path, r), "is required; Ray Serve refuses the config without it", "")
 			}
 		}
 		if s == serveDeployment {
@@ -438,18 +439,18 @@ func hasMergeKey(n *yaml.Node) bool {
 // checkDeploymentOptions are DeploymentSchema's cross-field rules.
 func checkDeploymentOptions(n *yaml.Node, path string, out *[]serveProblem) {
 	value := func(key string) *yaml.Node {
-		v := mappingValue(n, key)
+		v := yamlstream.MappingValue(n, key)
 		if v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 			return nil
 		}
 		return v
 	}
 	if r := value("num_replicas"); r != nil && r.Value != "auto" && value("autoscaling_config") != nil {
-		*out = append(*out, serveProblem{path: joinPath(path, "num_replicas"), line: r.Line, refused: true,
+		*out = append(*out, serveProblem{path: yamlstream.JoinPath(path, "num_replicas"), line: r.Line, refused: true,
 			message: "is set together with autoscaling_config; Ray Serve refuses the config", fix: `use num_replicas: auto, or leave it out`})
 	}
 	if m := value("max_replicas_per_node"); m != nil && value("placement_group_bundles") != nil {
-		*out = append(*out, serveProblem{path: joinPath(path, "max_replicas_per_node"), line: m.Line, refused: true,
+		*out = append(*out, serveProblem{path: yamlstream.JoinPath(path, "max_replicas_per_node"), line: m.Line, refused: true,
 			message: "is set together with placement_group_bundles; Ray Serve refuses the config"})
 	}
 }
@@ -457,7 +458,7 @@ func checkDeploymentOptions(n *yaml.Node, path string, out *[]serveProblem) {
 // checkApplications are ServeDeploySchema's rules across applications:
 // unique names and unique route prefixes.
 func checkApplications(root *yaml.Node, out *[]serveProblem) {
-	apps := mappingValue(root, "applications")
+	apps := yamlstream.MappingValue(root, "applications")
 	if apps == nil || apps.Kind != yaml.SequenceNode {
 		return
 	}
@@ -470,7 +471,7 @@ func checkApplications(root *yaml.Node, out *[]serveProblem) {
 			continue
 		}
 		name := "default" // SERVE_DEFAULT_APP_NAME
-		nameNode := mappingValue(app, "name")
+		nameNode := yamlstream.MappingValue(app, "name")
 		if nameNode != nil && nameNode.Kind == yaml.ScalarNode {
 			name = nameNode.Value
 		}
@@ -484,7 +485,7 @@ func checkApplications(root *yaml.Node, out *[]serveProblem) {
 		}
 		names[name] = true
 		route := "/"
-		routeNode := mappingValue(app, "route_prefix")
+		routeNode := yamlstream.MappingValue(app, "route_prefix")
 		if routeNode != nil {
 			if routeNode.Tag == "!!null" {
 				continue // no HTTP route

@@ -1,4 +1,10 @@
-package validation
+// Package yamlstream reads users' YAML and JSON as a stream of Kubernetes
+// objects, one document (or one item of a List, in block style or JSON) at
+// a time, each with the line of every field path, in bounded memory and in
+// parallel where a List allows it. DocumentReader is held to yaml's own
+// decoder reading the whole stream (TestDocumentReaderReadsAsTheWholeTree,
+// FuzzDocumentReader). Package validation re-exports it.
+package yamlstream
 
 import (
 	"bufio"
@@ -367,7 +373,7 @@ func readNode(doc *yaml.Node, src string, from int) []Document {
 		return nil
 	}
 	root := doc.Content[0]
-	if items := mappingValue(root, "items"); items != nil && items.Kind == yaml.SequenceNode && (listKind(root) || allMappings(items.Content)) {
+	if items := MappingValue(root, "items"); items != nil && items.Kind == yaml.SequenceNode && (listKind(root) || allMappings(items.Content)) {
 		if dup := duplicateKeyOutside(root, "items"); dup != "" {
 			return []Document{{Source: src, Err: fmt.Errorf("duplicate key %s", dup)}}
 		}
@@ -412,7 +418,7 @@ func shiftLines(n *yaml.Node, offset int) {
 // mapping is an error of its own. (A document of another kind is read as
 // a List only when all its items are mappings.)
 func listKind(root *yaml.Node) bool {
-	kind := mappingValue(root, "kind")
+	kind := MappingValue(root, "kind")
 	return kind != nil && kind.Kind == yaml.ScalarNode && strings.HasSuffix(kind.Value, "List")
 }
 
@@ -795,11 +801,11 @@ func nodeLines(n *yaml.Node, path string, lines map[string]int) {
 	case yaml.ScalarNode:
 		if n.Style&yaml.LiteralStyle != 0 {
 			// A literal block (|): its text's line k is line n.Line+k.
-			lines[path+literalBlock] = n.Line
+			lines[path+LiteralBlock] = n.Line
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := joinPath(path, n.Content[i].Value)
+			p := JoinPath(path, n.Content[i].Value)
 			lines[p] = n.Content[i].Line
 			nodeLines(n.Content[i+1], p, lines)
 		}
@@ -810,21 +816,21 @@ func nodeLines(n *yaml.Node, path string, lines map[string]int) {
 	}
 }
 
-// literalBlock suffixes the path of a string written as a literal block
+// LiteralBlock suffixes the path of a string written as a literal block
 // scalar in Document.Lines: the line of its | indicator.
-const literalBlock = "|"
+const LiteralBlock = "|"
 
-// joinPath is path.key, or key at the root.
-func joinPath(path, key string) string {
+// JoinPath is path.key, or key at the root.
+func JoinPath(path, key string) string {
 	if path == "" {
 		return key
 	}
 	return path + "." + key
 }
 
-// mappingValue is the value node of key in mapping n (nil: none), aliases
+// MappingValue is the value node of key in mapping n (nil: none), aliases
 // resolved.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
+func MappingValue(n *yaml.Node, key string) *yaml.Node {
 	if n.Kind != yaml.MappingNode {
 		return nil
 	}
@@ -850,7 +856,7 @@ func duplicateKey(n *yaml.Node, path string) string {
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
-			p := joinPath(path, k)
+			p := JoinPath(path, k)
 			if seen[k] {
 				return fmt.Sprintf("%s (line %d)", p, n.Content[i].Line)
 			}

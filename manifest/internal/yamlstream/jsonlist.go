@@ -1,4 +1,4 @@
-package validation
+package yamlstream
 
 import (
 	"bytes"
