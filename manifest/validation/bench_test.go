@@ -13,6 +13,8 @@ import (
 // BenchmarkValidate validates, in steady state, each object of the golden
 // files (the rendered grpo_swe job and bring-up, the RayService chart):
 // one sub-benchmark per file and kind, so ns/op is the time per object.
+// Before the fast paths (schemacheck.go and the others), the library's own
+// walks alone took 0.2 ms for the chart's RayService.
 func BenchmarkValidate(b *testing.B) {
 	files, _ := filepath.Glob("../testdata/*.yaml")
 	v := validation.NewValidator()
@@ -94,7 +96,9 @@ func BenchmarkValidateGatewayAPI(b *testing.B) {
 // BenchmarkValidateCold is the cost a fresh `launcher lint` process pays
 // before its first answer: a new Validator validating its first RayCluster,
 // RayJob or RayService (from the golden files), embedded CRDs loaded
-// included.
+// included. Goal: at most 5 ms each. Measured on a 2-core EPYC:
+// RayCluster 0.45 ms / 315 KB / 4,086 allocations, RayJob 0.66 ms,
+// RayService 0.60 ms; parsing the verbatim CRDs instead took about 100 ms.
 func BenchmarkValidateCold(b *testing.B) {
 	for _, c := range []struct{ kind, file string }{
 		{"RayCluster", "../testdata/grpo_swe.sglang.bringup.yaml"},

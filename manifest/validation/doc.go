@@ -1,11 +1,11 @@
 // Package validation validates Kubernetes objects in process with the API
-// server's semantics, runs KubeRay's own validation on ray.io objects as the
-// operator reads them, lints them for Ray-specific mistakes, and computes the
-// resources KubeRay passes to `ray start`. It is pure: it never talks to a
-// cluster.
+// server's semantics, runs KubeRay's own validation on ray.io objects as
+// the operator reads them, and lints them with the Ray-aware rules of
+// package operator. It is pure: it never talks to a cluster.
 //
-// # Pieces
+// # Where things are
 //
+// The engine (this package):
 //   - validate.go: the Validator. ray.io objects go the way the API server
 //     takes a create, step for step, through k8s.io/apiextensions-apiserver
 //     with KubeRay's CRDs (crds/, embedded at the pinned version; the
@@ -14,40 +14,47 @@
 //     nowhere and defaults nowhere — a key written with no value, `env:`,
 //     is dropped), defaulting, the request's namespace, the strategy's
 //     PrepareForCreate (the status dropped, generation 1) and validation —
-//     the CRD schema, embedded metadata, list types, CEL rules. Then KubeRay's
-//     own validation functions run on the object as the operator would read
-//     it (as stored). Built-ins — every object kind of client-go's scheme,
-//     with the API server's scope (builtinkinds.go) — are decoded strictly
-//     into their Go types — where a null leaves the field's zero value, as
-//     in the API server — and checked as the API server checks them
-//     (builtinchecks.go).
+//     the CRD schema, embedded metadata, list types, CEL rules. Then
+//     KubeRay's own validation functions run on the object as the operator
+//     would read it, as stored (kuberayrules.go).
+//   - builtinkinds.go, builtinchecks.go: built-ins — every object kind of
+//     client-go's scheme, with the API server's scope — decoded strictly
+//     into their Go types (a null leaves the field's zero value, as in the
+//     API server) and checked as the API server checks them.
+//   - podtemplates.go: the pod-spec checks the API server makes when a pod
+//     is created, run on every pod template of any kind.
 //   - apiversions.go: API versions judged for a target Kubernetes release
 //     (TargetKubernetes): removed ones are errors naming the release and
-//     the replacement, deprecated ones warnings, from the types' own
-//     lifecycle records.
-//   - podtemplates.go: the pod-spec checks the API server makes when a pod
-//     is created, run on every pod template of any kind (for ray.io kinds
-//     they would otherwise only surface when the operator creates the
-//     pods).
-//   - read.go, jsonlist.go: reading users' YAML and JSON as a stream, one
-//     document (or one item of a List, in block style or JSON) at a time.
-//   - lint.go, findings.go, kuberayrules.go, raystart.go: linting,
-//     findings, the Ray-aware rules, and the resources `ray start` will
-//     see.
+//     the replacement, deprecated ones warnings.
+//   - lint.go, findings.go, rayrules.go: Lint (the Validator plus the
+//     rules of package operator, in parallel, findings sorted, each with
+//     its line), Finding.
+//   - documents.go: reading users' YAML and JSON as a stream, re-exported
+//     from manifest/internal/yamlstream.
+//   - the fast paths (below): schemacheck.go, structuralplan.go,
+//     typeddecode.go, reachedschema.go, precompiled.go,
+//     precompiledcodec.go, library.go.
+//
+// The KubeRay operator's emulation (package operator): rules that read
+// the operator's behaviour, and the resources `ray start` will see
+// (ComputeStartResources, re-exported here).
+//
+// To add a check the API server makes, put it where its kind of object
+// is checked (builtinchecks.go, podtemplates.go) and hold it to a real API
+// server with a document in testdata/users (below). To add a Ray-aware
+// rule, see package operator.
 //
 // # Fast paths
 //
-// The library walks follow the schema and copy a schema node per property,
-// which made a large RayService take 0.2 ms. schemacheck.go,
-// structuralplan.go and typeddecode.go walk the object instead: a compiled
-// OpenAPI check that answers only "certainly valid" (comparing integers
-// with bounds the way kube-openapi does, truncated to integers), a
-// structural plan that prunes unknown fields exactly (naming them as the
-// library does), drops nulls and applies defaults copying only the nodes
-// they change and confirms list-type invariants, and a key-driven typed
-// decode.
-// Each leaves anything
-// it does not mirror to the library, which decides and words the errors.
+// The library walks follow the schema and copy a schema node per
+// property. schemacheck.go, structuralplan.go and typeddecode.go walk the
+// object instead: a compiled OpenAPI check that answers only "certainly
+// valid" (comparing integers with bounds the way kube-openapi does,
+// truncated to integers), a structural plan that prunes unknown fields
+// exactly (naming them as the library does), drops nulls and applies
+// defaults copying only the nodes they change and confirms list-type
+// invariants, and a key-driven typed decode. Each leaves anything it does
+// not mirror to the library, which decides and words the errors.
 // Differential tests over tens of thousands of mutations of the golden
 // ray.io objects and of the valid Gateway API objects of the users' corpus
 // (schemacheck_test.go) hold every fast path to the library.
@@ -66,170 +73,20 @@
 //   - the schema validators: kube-openapi validates only the values the
 //     compiled check is not certain of, each with a validator of its own
 //     schema node, read alone from the precompiled schema, and of the node
-//     only what the value reaches (reachedschema.go: a value of the wrong
-//     type in a RayCluster costs its node, not the version's 140 kB schema,
-//     a wrong pod template its own fields, not the pod spec's hundreds,
-//     and each finds word for word what a validator of the whole finds:
+//     only what the value reaches (reachedschema.go; each finds word for
+//     word what a validator of the whole finds:
 //     TestValueValidatorsMatchWhole; once the whole schema is decoded for
 //     another part, whole nodes are converted instead, and kept per node);
 //   - the structural schema, for pruning, defaulting, list types and
 //     embedded metadata where the plan leaves them to the library;
 //   - the CEL validators: rules are compiled node by node, each schema
-//     node's when an object first reaches it (the nodes a first object
-//     reaches side by side), and evaluated at the values there (library.go
-//     validateCEL).
+//     node's when an object first reaches it, and evaluated at the values
+//     there (library.go validateCEL).
 //
-// A first RayCluster is validated in under a millisecond
-// (BenchmarkValidateCold); parsing the verbatim CRD took a hundred.
-//
-// # What KubeRay admits and then mishandles
-//
-// Some mistakes pass the API server and KubeRay's own validation, and the
-// operator then mishandles the object with at most a line in its log.
-// operatorrules.go, operatorbuilds.go and serveconfig.go find them, from a
-// line-by-line reading of KubeRay v1.6.0's controllers (every switch and
-// comparison over a spec value; every spec value that becomes a label, a
-// name, a port or an env var of what it builds; every string it parses;
-// every name it looks objects up by) and of Ray Serve's config schema.
-// Where the operator builds an object from the spec (the head Service,
-// the serve Service, each group's pod), lint runs KubeRay's own builders
-// (from its module) and checks what they build as the API server will:
-//
-//	rule                     what goes wrong on a real cluster                   where the operator shows it
-//	group-name-label         every worker pod refused (the group name is a       common/pod.go labelPod (ray.io/group);
-//	  (error)                label value): the cluster runs with its head only    the API server's label validation
-//	duplicate-group-name     two groups count the same pods (found by label):     common/association.go
-//	  (error)                fewer workers than asked                              RayClusterGroupPodsAssociationOptions
-//	head-service-refused     the head Service built from the spec is refused      common/service.go BuildServiceForHeadPod;
-//	  (error)                (serviceType "Nodeport", a port on 8080 beside the   raycluster_controller.go reconcileHeadService,
-//	                         metrics port, a bad headService name or label):       before reconcilePods
-//	                         no pod at all
-//	serve-port-missing       a serve Service asked for (annotation, RayService)    common/service.go BuildServeService
-//	  (error)                and head ports without serve: no pod / never serves
-//	operator-container-name  a container named as one the operator adds           common/pod.go DefaultWorkerPodTemplate
-//	  (error)                (wait-gcs-ready, autoscaler, SidecarMode's             (wait-gcs-ready), BuildPod (autoscaler);
-//	                         ray-job-submitter): every pod (the RayCluster)         rayjob_controller.go (SidecarMode)
-//	                         refused
-//	redis-credential (error) redisPassword/redisUsername with value and            common/pod.go DefaultHeadPodTemplate
-//	                         valueFrom: the head pod refused, no cluster            (copied into one env var)
-//	dashboard-port-missing   a RayJob's / RayService's head ports without          service.go getServicePorts;
-//	  (error)                dashboard: the operator never reaches Ray, the job     utils FetchHeadServiceURL (rayjob_controller.go
-//	                         never starts                                           Initializing, rayservice_controller.go)
-//	num-of-hosts (error)     numOfHosts 0: the group gets no pods                  utils GetWorkerGroupDesiredReplicas
-//	workers-to-delete-name   a name the API path refuses ("ns/name", ""): the      raycluster_controller.go reconcilePods
-//	  (error)                delete fails at every reconcile, no workers           (FailedToDeleteWorkerPod, then return)
-//	workers-to-delete-       not this group's pod: whatever pod has the name is    raycluster_controller.go reconcilePods
-//	  foreign (warning)      deleted, at every reconcile
-//	auth-mode-unset (error)  authOptions without mode: auth off, no token given    utils IsAuthEnabled (mode == token);
-//	                                                                               reconcileAuthSecret (mode != disabled)
-//	group-resource-quantity  a group resource that is no quantity is skipped:     common/pod.go updateRayStartParamsResources
-//	  (error)                ray start never gets it
-//	nested-upgrade-strategy  a RayJob's / RayService's cluster with                utils ValidateRayClusterUpgradeOptions
-//	  (error)                upgradeStrategy.type: InvalidRayClusterSpec, no pod    (ray.io/originated-from-crd)
-//	nested-cluster-suspended the owner's cluster suspended: never ready, the       rayjob_controller.go (waits for Ready)
-//	  (error)                RayJob waits without end
-//	submission-mode (error)  an unknown submissionMode: Running, never submitted   rayjob_controller.go Initializing branch
-//	head-service-selects-    a head label the operator also sets, of another       common/pod.go DefaultHeadPodTemplate, labelPod
-//	  nothing (error)        value (app.kubernetes.io/created-by,                  (the user's wins); service.go
-//	                         ray.io/identifier; app.kubernetes.io/name but in      BuildServiceForHeadPod (the operator's),
-//	                         the template, or for a RayJob's or RayService's       BuildHeadServiceFor{RayJob,RayService};
-//	                         own head Service): the Service selects no pod          reconcileHeadService
-//	ingress-refused (error)  enableIngress with an Ingress the API server          common/ingress.go BuildIngressForHeadService;
-//	                         refuses (an ingress.class that is no name):           raycluster_controller.go reconcileIngress,
-//	                         FailedToCreateIngress, no pod at all                   before the head Service
-//	autoscaler-service-      with autoscaling, a head serviceAccountName the       common/pod.go DefaultHeadPodTemplate
-//	  account (error)        operator rewrites (over 50 characters, a leading      (utils.CheckName)
-//	                         digit): the head pod names another account, and is
-//	                         refused
-//	submitter-refused        K8sJobMode's submitter Job refused (its pods          rayjob_controller.go createNewK8sJob
-//	  (error)                restarting Always, the default; a negative            (FailedToCreateRayJobSubmitter)
-//	                         backoffLimit): the job is never submitted
-//	submit-command (error)   metadata without a rayVersion of 2.6.0 or later:      common/job.go BuildJobSubmitCommand,
-//	                         the submitter cannot be built, the RayJob stays        GetMetadataJson
-//	                         Initializing (SidecarMode: no RayCluster)
-//	entrypoint-resources     entrypointResources that are not a JSON object of     common/job.go BuildJobSubmitCommand (as
-//	  (error)                quantities: ray job submit refuses them, the job       written); dashboardclient ConvertRayJobToReq
-//	                         never runs                                             (HTTPMode)
-//	entrypoint-missing       no entrypoint in K8sJobMode (the operator's command)  common/job.go BuildJobSubmitCommand
-//	  (error)                or SidecarMode: `ray job submit --` with nothing
-//	                         after it, refused
-//	ray-start-param (error)  a rayStartParams value ray start refuses: the         common/pod.go convertParamMap
-//	                         group's pods restart without end
-//	serve-config (error)     serveConfigV2 not YAML, or refused by Ray Serve's     rayservice_controller.go
-//	                         schema: the RayService never serves                   updateServeDeployment, the dashboard's PUT
-//	serve-config (warning)   a key Ray Serve does not know: ignored                Ray Serve's schema.py
-//	ray-container-first      `ray start` goes into containers[0], here not the     utils/constant.go RayContainerIndex = 0
-//	  (warning)              Ray image
-//	operator-env-overrides   an env var the operator sets after the user's         common/pod.go setContainerEnvVars;
-//	  (warning)              (RAY_CLUSTER_NAME, RAY_IP, ...; the submitter's        rayjob_controller.go
-//	                         RAY_DASHBOARD_ADDRESS, ...): the user's replaced       configureSubmitterContainer
-//	annotation-bool          ray.io/ft-enabled, enable-serve-service, ... read     utils IsGCSFaultToleranceEnabled,
-//	  (warning)              as false unless "true"                                 raycluster_controller.go, common/pod.go
-//	autoscaler-options-      autoscalerOptions without enableInTreeAutoscaling:    common/pod.go (only when autoscaling)
-//	  ignored (warning)      ignored
-//	rayjob-field-ignored     rayClusterSpec beside clusterSelector, submitter      rayjob_controller.go
-//	  (warning)              fields outside K8sJobMode: ignored
-//	redis-address-missing    gcsFaultToleranceOptions with an empty redisAddress:  common/pod.go configureGCSFaultTolerance;
-//	  (error)                the head gets an empty RAY_REDIS_ADDRESS, which       Ray's node.py (RAY_REDIS_ADDRESS split
-//	                         Ray cannot parse: the head restarts without end        into host and port)
-//	service-field-ignored    a headService's or serveService's selector, or a      common/service.go BuildServiceForHeadPod,
-//	  (warning)              namespace not the object's: replaced                   BuildServeService
-//	upgrade-strategy-gate    a RayService's NewClusterWithIncrementalUpgrade       rayservice_controller.go
-//	  (warning)              without the operator's feature gate (off by           isZeroDowntimeUpgradeEnabled,
-//	                         default): a changed cluster spec gets no new           shouldPrepareNewCluster
-//	                         cluster
-//	gang-scheduling-label    ray.io/gang-scheduling-enabled: "false": YuniKorn     batchscheduler/yunikorn, scheduler-plugins
-//	  (warning)              and scheduler-plugins read it by presence, gang        isGangSchedulingEnabled
-//	                         scheduling on
-//	originated-from-crd-     a RayCluster labelled as made by a RayJob or          raycluster_controller.go getCreatorCRDType;
-//	  label (warning)        RayService: its pods built as theirs (a head not      common/pod.go BuildPod (serve labels,
-//	                         serving, workers ready only with Serve)                probes); utils ValidateRayClusterUpgradeOptions
-//	fault-tolerance-ignored  ray.io/external-storage-namespace without fault       utils IsGCSFaultToleranceEnabled;
-//	  (warning)              tolerance: ignored; ray.io/ft-enabled with no Redis    common/pod.go configureGCSFaultTolerance
-//	                         address: set up, and the GCS state kept in memory
-//
-// The rules are held to the real operator by TestOperatorMishandles: a
-// document of the users' corpus per rule, created on the test control
-// plane as kubectl would, and what the operator then does (no pod, no
-// worker, the event it records, the env it gives the head, no submitter
-// where K8sJobMode gets one, a head Service that selects no pod; for the warnings, what they say happens on
-// the test's cluster: a sidecar given ray start, the operator's env var
-// last, no serve Service, no autoscaler, another workload's pod deleted,
-// no RayCluster from an ignored rayClusterSpec). The rules that need a running Ray to show
-// (kwok's pods run no containers) are held to their source: ray-start-param
-// to the operator's own command construction
-// (TestRayStartParamsReachRayStartVerbatim) and ray start's option types,
-// redis-address-missing to the head's env the operator builds (shown on
-// it) and Ray's node.py, which cannot split an empty address,
-// entrypoint-resources and entrypoint-missing to the submitter Job the
-// operator makes (shown on it) and its command
-// (TestRayJobSubmitCommandVerbatim), which Ray's CLI refuses,
-// upgrade-strategy-gate to KubeRay's feature gates
-// (TestIncrementalUpgradeGateOffByDefault),
-// gang-scheduling-label to KubeRay's YuniKorn scheduler code
-// (TestGangSchedulingLabelByPresence: no batch scheduler runs in the test
-// control plane), service-field-ignored for the serve Service to
-// BuildServeService (TestServiceFieldsTheOperatorReplaces: the RayService
-// controller builds it only once Ray serves),
-// the Serve rules to Ray Serve's schema (TestServeConfigHeldToRayServeSchema);
-// every KubeRay sample passes them all. Warnings that KubeRay copes with stay
-// warnings (a RayJob without cleanup, replicas outside [min, max], rayVersion
-// and the image's Ray, ...).
-//
-// Switches over spec values that are not rules, because the CRD's enum,
-// its CEL rules or KubeRay's validation refuse the values they do not
-// handle: upgradeStrategy.type (RayCluster, RayService), authOptions.mode,
-// autoscalerOptions.version and upscalingMode, deletionStrategy policies
-// and deletionRules, managedBy, submissionMode against clusterSelector and
-// the submitter fields, restartPolicy with autoscaler v2 and SidecarMode,
-// the GCS fault tolerance options against their env vars and annotations,
-// the RayService initializing-timeout annotation. Looked at and found
-// handled: autoscalerOptions.env (appended after the operator's, so the
-// user's wins), a head template's metadata.name (the head pod takes it
-// unless the operator names head pods itself),
-// the probes rayVersion picks (ray-version-image warns when rayVersion is
-// not the image's Ray). No spec value becomes an env var name: the
-// operator's env var names are all its own constants.
+// What that costs is measured by the benchmarks (bench_test.go):
+// BenchmarkValidateCold for a first object of each kind in a fresh
+// library, BenchmarkValidate for the steady state, BenchmarkLintUsersCorpus
+// for the users' corpus.
 //
 // # Held to the real systems
 //

@@ -1,4 +1,4 @@
-package validation
+package operator
 
 import (
 	"encoding/json"

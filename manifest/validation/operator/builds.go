@@ -1,4 +1,4 @@
-package validation
+package operator
 
 import (
 	"context"
@@ -35,6 +35,7 @@ import (
 // clusterContext is what the operator rules need to know of the object a
 // cluster spec sits in.
 type clusterContext struct {
+	api         APIServer
 	prefix      string // the spec's path: "spec." or "spec.rayClusterSpec."
 	name        string // the RayCluster's (or owner's) name; "" for generateName
 	kind        string // RayCluster, RayJob or RayService
@@ -69,7 +70,7 @@ func headServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id
 	if err != nil {
 		return
 	}
-	errs := serviceErrors(svc)
+	errs := c.api.ServiceErrors(svc)
 	errs = append(errs, metav1validation.ValidateLabels(svc.Labels, field.NewPath("metadata", "labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(svc.Annotations, field.NewPath("metadata", "annotations"))...)
 	for _, msg := range apivalidation.NameIsDNS1035Label(svc.Name, false) {
@@ -230,7 +231,7 @@ func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, pa
 	if err != nil {
 		return
 	}
-	errs := ingressErrors(ing)
+	errs := c.api.IngressErrors(ing)
 	errs = append(errs, metav1validation.ValidateLabels(ing.Labels, field.NewPath("metadata", "labels"))...)
 	for _, e := range errs {
 		path := c.prefix + "headGroupSpec.enableIngress"
@@ -523,7 +524,7 @@ func nestedClusterRules(prefix, owner string, spec *rayv1.RayClusterSpec, fail f
 
 // rayJobRules: a RayJob's fields the operator switches on or ignores
 // without a word.
-func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, msg, fix string)) {
+func rayJobRules(api APIServer, j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, msg, fix string)) {
 	if len(j.Spec.ClusterSelector) == 0 {
 		nestedClusterRules("spec.rayClusterSpec.", "RayJob", j.Spec.RayClusterSpec, fail)
 	}
@@ -560,7 +561,7 @@ func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, 
 			}
 		}
 	}
-	submitterRules(j, fail, warn)
+	submitterRules(api, j, fail, warn)
 	entrypointRules(j, fail)
 	if mode == rayv1.HTTPMode || mode == rayv1.InteractiveMode {
 		for _, f := range []string{"submitterPodTemplate", "submitterConfig"} {
@@ -577,7 +578,7 @@ func rayJobRules(j *rayv1.RayJob, raw map[string]any, fail, warn func(id, path, 
 // createNewK8sJob) — and check them as the operator and the API server
 // will. In K8sJobMode both are built once the RayJob's cluster is ready;
 // in SidecarMode the command is built before the RayCluster is created.
-func submitterRules(j *rayv1.RayJob, fail, warn func(id, path, msg, fix string)) {
+func submitterRules(api APIServer, j *rayv1.RayJob, fail, warn func(id, path, msg, fix string)) {
 	mode := j.Spec.SubmissionMode
 	if mode == "" {
 		mode = rayv1.K8sJobMode // the CRD's default
@@ -641,11 +642,13 @@ func submitterRules(j *rayv1.RayJob, fail, warn func(id, path, msg, fix string))
 		if policy == "" {
 			policy = corev1.RestartPolicyAlways // the API server's default for a pod
 		}
-		if e := restartPolicyFinding("Job", policy, field.NewPath("spec", "template", "spec", "restartPolicy")); e != nil {
+		if e := api.RestartPolicy("Job", policy, field.NewPath("spec", "template", "spec", "restartPolicy")); e != nil {
 			errs = append(errs, e)
 		}
 	}
-	errs = append(errs, nonNegative(field.NewPath("spec", "backoffLimit"), job.Spec.BackoffLimit)...)
+	if b := job.Spec.BackoffLimit; b != nil && *b < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "backoffLimit"), *b, "must be greater than or equal to 0"))
+	}
 	for _, e := range errs {
 		path, fix := "spec.submitterPodTemplate.spec.restartPolicy", "set restartPolicy: Never, as the operator's own submitter has"
 		if strings.HasPrefix(e.Field, "spec.backoffLimit") {
