@@ -26,9 +26,11 @@ func decodeJSON(r *http.Request, v any) error {
 }
 
 // readBody reads a JSON request body: 415 for a missing or other content
-// type, 413 past the limit, 400 when empty.
+// type (a PATCH may also send application/merge-patch+json), 413 past the
+// limit, 400 when empty.
 func readBody(r *http.Request) ([]byte, error) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" && !(r.Method == http.MethodPatch && mt == "application/merge-patch+json") {
 		return nil, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type",
 			message: "send the body as application/json (Content-Type: application/json), e.g. curl --json"}
 	}

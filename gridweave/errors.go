@@ -59,9 +59,9 @@ func toAPIError(err error) *apiError {
 	if errors.As(err, &df) {
 		return df.apiError()
 	}
-	if e := kubernetesError(err); e != nil {
-		return e
-	}
+	// rayctl's sentinels and a deadline before the Kubernetes error they
+	// may wrap (a write that kept meeting conflicts until its deadline is
+	// a timeout, not a conflict).
 	switch {
 	case errors.Is(err, rayctl.ErrInvalidSpec):
 		return &apiError{status: http.StatusUnprocessableEntity, code: "invalid_spec", field: invalidField(err), message: err.Error()}
@@ -71,6 +71,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusGatewayTimeout, code: "timeout", message: "the operation did not finish in time: " + err.Error()}
+	}
+	if e := kubernetesError(err); e != nil {
+		return e
 	}
 	return &apiError{status: http.StatusInternalServerError, code: "internal", message: "internal error; see the server log for the request id"}
 }

@@ -355,8 +355,16 @@ func TestWireContractFixes(t *testing.T) {
 	if r.status != 401 {
 		t.Errorf("a forged join key with malformed fields: %d %s; want 401", r.status, r.raw)
 	}
-	if r := h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": badGPUs}); r.status != 400 {
-		t.Errorf("a valid node token with a mistyped GPU list: %d %s; want 400", r.status, r.raw)
+	r = h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": "gwn_forged", "hostname": n.hostname, "version": "1.4.2", "gpus": badGPUs})
+	if r.status != 401 || r.errorField("code") != "invalid_node_token" {
+		t.Errorf("a forged node token with a mistyped GPU list: %d %s; want 401 invalid_node_token", r.status, r.raw)
+	}
+	r = h.do("POST", "/v1/nodes/validate", "", map[string]any{"hostname": 7, "public_key": false})
+	if r.status != 401 || r.errorField("code") != "unauthenticated" {
+		t.Errorf("no credential and mistyped fields: %d %s; want 401 unauthenticated", r.status, r.raw)
+	}
+	if r := h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": badGPUs}); r.status != 400 || r.errorField("field") != "gpus.index" {
+		t.Errorf("a valid node token with a mistyped GPU list: %d %s; want 400 naming gpus.index", r.status, r.raw)
 	}
 
 	gpus := []map[string]any{{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "uuid": "GPU-0"}}

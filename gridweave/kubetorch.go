@@ -270,7 +270,7 @@ func (s *Server) handleKubeTorchHealth(w http.ResponseWriter, r *http.Request) {
 		v, err := d.Version(ctx)
 		cancel()
 		if err != nil {
-			out.Dashboard.Error = s.dashboardError(err).Error()
+			out.Dashboard.Error = toAPIError(s.dashboardError(err)).Error()
 			out.Healthy = false
 		} else {
 			out.Dashboard.Reachable, out.Dashboard.RayVersion = true, v.RayVersion

@@ -2,6 +2,8 @@ package gridweave
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -151,7 +153,12 @@ func joinStep[Req, Resp any](s *Server, step string, run func(r *http.Request, r
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
 		var resp Resp
-		err := decodeJSON(r, &req)
+		data, err := readBody(r)
+		if err == nil {
+			if err = decodeStrict(data, &req); err != nil && bodyCredentialed(step) {
+				err = s.credentialBefore(r.Context(), data, err)
+			}
+		}
 		if err == nil {
 			resp, err = run(r, req)
 		}
@@ -162,6 +169,34 @@ func joinStep[Req, Resp any](s *Server, step string, run func(r *http.Request, r
 		}
 		writeJSON(w, http.StatusOK, resp)
 	}
+}
+
+// bodyCredentialed reports whether a join step carries its credential in
+// the body.
+func bodyCredentialed(step string) bool { return step == "validate" || step == "register" }
+
+// credentialBefore judges the credential of a body that did not decode
+// (a field of the wrong type, an unknown field): a credential is checked
+// before the body's other fields, so a forged one is a 401 whatever else
+// is wrong; with a valid one the decoding error stands. A body that is
+// not a JSON object at all keeps its 400.
+func (s *Server) credentialBefore(ctx context.Context, data []byte, decodeErr error) error {
+	var creds struct {
+		Key       string `json:"key"`
+		NodeToken string `json:"node_token"`
+		Hostname  string `json:"hostname"`
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return decodeErr
+	}
+	for field, dst := range map[string]*string{"key": &creds.Key, "node_token": &creds.NodeToken, "hostname": &creds.Hostname} {
+		_ = json.Unmarshal(obj[field], dst) // a mistyped credential is no credential
+	}
+	if err := s.fleet.Authenticate(ctx, creds.Key, creds.NodeToken, creds.Hostname); err != nil {
+		return err
+	}
+	return decodeErr
 }
 
 func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {

@@ -71,7 +71,7 @@ func (s *Server) buildOpenAPI(table []route, ops map[string]operation) ([]byte, 
 		jsonschema.InterceptNullability(func(p jsonschema.InterceptNullabilityParams) {
 			// Lists and maps are answered empty, never null.
 			if p.NullAdded && (p.Type.Kind() == reflect.Slice || p.Type.Kind() == reflect.Map) {
-				*p.Schema = p.OrigSchema
+				p.Schema.RemoveType(jsonschema.Null)
 			}
 		}),
 		jsonschema.InterceptSchema(func(p jsonschema.InterceptSchemaParams) (bool, error) {
@@ -139,11 +139,15 @@ func (s *Server) buildOpenAPI(table []route, ops map[string]operation) ([]byte, 
 func ptrTo[T any](v T) *T { return &v }
 
 // componentName names a Go type's schema: its own name, capitalised
-// (api.Node is Node, rayctl.ClusterSpec is ClusterSpec).
+// (api.Node is Node, rayctl.ClusterSpec is ClusterSpec; the describing
+// types of this package without their Doc: rayClusterDoc is RayCluster).
 func componentName(t reflect.Type, def string) string {
 	n := t.Name()
 	if n == "" {
 		return def
+	}
+	if t.PkgPath() == reflect.TypeFor[rayClusterDoc]().PkgPath() {
+		n = strings.TrimSuffix(n, "Doc")
 	}
 	return strings.ToUpper(n[:1]) + n[1:]
 }

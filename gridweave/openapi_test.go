@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -316,6 +317,11 @@ func TestOpenAPIValidatorRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 	if err := d.Check("GET", "/healthz", 200, "application/json", []byte(good)); err != nil {
 		t.Fatalf("a documented answer: %v", err)
 	}
+	goodNode := `{"node":{"hostname":"box","public_key":"k","vpn_ip":"198.18.0.2","org":"acme","join_key_id":"id","version":"1.4.0","status":"registered",` +
+		`"gpus":[],"pod_cidr":null,"created_at":"2026-12-02T10:00:00Z","updated_at":"2026-12-02T10:00:00Z","registered_at":null,"last_seen":null}}`
+	if err := d.Check("GET", "/v1/nodes/box", 200, "application/json", []byte(goodNode)); err != nil {
+		t.Fatalf("a documented node: %v", err)
+	}
 	for _, c := range []struct {
 		name, method, path string
 		status             int
@@ -327,7 +333,8 @@ func TestOpenAPIValidatorRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"an undocumented error code", "POST", "/v1/nodes/validate", 409, "application/json", `{"error":{"code":"machine_on_fire","message":"x"}}`},
 		{"an error code of another status", "POST", "/v1/nodes/validate", 401, "application/json", `{"error":{"code":"hostname_taken","message":"x"}}`},
 		{"an undocumented content type", "GET", "/healthz", 200, "text/plain", "ok"},
-		{"a field of the wrong type", "GET", "/v1/nodes/box", 200, "application/json", `{"node":{"hostname":7}}`},
+		{"a field of the wrong type", "GET", "/v1/nodes/box", 200, "application/json", strings.Replace(goodNode, `"hostname":"box"`, `"hostname":7`, 1)},
+		{"null where a list is always given", "GET", "/v1/nodes/box", 200, "application/json", strings.Replace(goodNode, `"gpus":[]`, `"gpus":null`, 1)},
 		{"no such operation", "PUT", "/healthz", 200, "application/json", good},
 	} {
 		if err := d.Check(c.method, c.path, c.status, c.ct, []byte(c.body)); err == nil {
@@ -454,9 +461,8 @@ func TestAPIDocNamesEveryRouteAndCode(t *testing.T) {
 	page := string(raw)
 	s, _ := newDocsTestServer(t)
 	for _, rt := range s.routeTable() {
-		method, path, _ := strings.Cut(rt.pattern, " ")
-		if !strings.Contains(page, "`"+method+" "+path) && !strings.Contains(page, method+" "+path+"`") {
-			t.Errorf("docs/api.md does not name %s", rt.pattern)
+		if !strings.Contains(page, "`"+rt.pattern+"`") {
+			t.Errorf("docs/api.md does not name `%s`", rt.pattern)
 		}
 	}
 	for status, codes := range errorCodes {
@@ -473,6 +479,11 @@ func TestAPIDocNamesEveryRouteAndCode(t *testing.T) {
 		for _, code := range codes {
 			if !strings.Contains(row, "`"+code+"`") {
 				t.Errorf("docs/api.md's row for %d lacks `%s`", status, code)
+			}
+		}
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(row, -1) {
+			if !slices.Contains(codes, m[1]) {
+				t.Errorf("docs/api.md's row for %d names `%s`, which the server does not answer with that status", status, m[1])
 			}
 		}
 	}

@@ -179,7 +179,7 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	ahead := m.newNode(3, "gpu-ahead", false)
 	key := keyOf(t, m.joinCommand())
 	code, _, stderr = ahead.run(fmt.Sprintf("%s --master %s --state-dir /var/lib/gridweave --key %s", e2eBinaries.future, m.url, key))
-	if code == 0 || !strings.Contains(stderr, "426") || !strings.Contains(stderr, "update.sh") {
+	if code == 0 || !strings.Contains(stderr, "426") || !strings.Contains(stderr, "run the join command again") {
 		t.Errorf("an agent a major version ahead: exit %d: %s", code, stderr)
 	}
 	if after := peerSet(m); after != peersBefore {

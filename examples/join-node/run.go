@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -81,8 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "join-node:", err)
 		var me *joinagent.MasterError
-		if errors.As(err, &me) && me.Status == 426 {
-			fmt.Fprintln(stderr, "join-node: run update.sh to get the agent that matches the master")
+		if errors.As(err, &me) && me.Status == http.StatusUpgradeRequired {
+			fmt.Fprintln(stderr, "join-node: run the join command again: join-node.sh fetches the agent that matches the master, and this machine keeps its identity")
 		}
 		return 1
 	}

@@ -89,6 +89,15 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated,
 	return Validated{Node: res.Node, NodeToken: res.NodeToken, Rejoined: res.Rejoined}, nil
 }
 
+// Authenticate checks a join-flow credential as Validate and Register
+// check it before anything else of the request: a node token for
+// hostname, else a join key that may be used (or exhausted: its last use
+// may have admitted the node that registers). No credential is
+// ErrCredentialRequired.
+func (s *Service) Authenticate(ctx context.Context, key, nodeToken, hostname string) error {
+	return s.authenticateAllowing(ctx, key, nodeToken, hostname, "key", true)
+}
+
 // authenticate checks a join-flow credential before anything else of the
 // request: a node token for hostname, else a usable join key (an
 // exhausted one too when allowExhausted, for the register that completes

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -23,6 +24,9 @@ type KubeNodes struct {
 	Client kubernetes.Interface
 	// Resync is the informer's resync period for Watch; default 10 minutes.
 	Resync time.Duration
+	// Logger hears of Nodes that Watch cannot read (a pod CIDR that is not
+	// a CIDR); default discards.
+	Logger *slog.Logger
 }
 
 // Get implements Nodes.
@@ -89,12 +93,19 @@ func (k KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 	}
 	factory := informers.NewSharedInformerFactory(k.Client, resync)
 	informer := factory.Core().V1().Nodes().Informer()
+	log := k.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	on := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {
 			kn, err := kubeNodeOf(n)
-			if err == nil {
-				observe(kn)
+			if err != nil {
+				// Its labels are still followed; its pod CIDR is not routed.
+				log.WarnContext(ctx, "a Kubernetes Node the fleet cannot read", "node", n.Name, "err", err)
+				kn.PodCIDR = netip.Prefix{}
 			}
+			observe(kn)
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

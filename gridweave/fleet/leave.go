@@ -37,18 +37,31 @@ func (s *Service) Disconnect(ctx context.Context, hostname, actor string) (relea
 
 // Leave is a node leaving by itself, proving itself with its node token.
 // A hostname that names no node (a retry after a lost answer) is
-// released false.
+// released false. The token is checked under the hostname's lock, so a
+// leave never tears down a machine that joined under the name since.
 func (s *Service) Leave(ctx context.Context, hostname, nodeToken string) (released bool, err error) {
 	if err := CheckHostname(hostname); err != nil {
 		return false, err
 	}
-	if _, err := s.ledger.Node(ctx, hostname); errors.Is(err, joinkeys.ErrNodeNotFound) {
+	unlock, err := s.locks.Lock(ctx, hostname)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	node, err := s.ledger.Node(ctx, hostname)
+	if errors.Is(err, joinkeys.ErrNodeNotFound) {
 		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if nodeToken == "" {
+		return false, &Error{Kind: ErrCredentialRequired, Message: "the node token is required (as the bearer credential)"}
 	}
 	if _, err := s.authenticateNode(ctx, hostname, nodeToken); err != nil {
 		return false, err
 	}
-	return s.Disconnect(ctx, hostname, "node:"+hostname)
+	return s.teardown(ctx, node, "node:"+hostname)
 }
 
 func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string) (bool, error) {

@@ -163,15 +163,23 @@ func (s *Service) Run(ctx context.Context) error {
 				}
 			})
 		}()
-	} else {
-		watched <- nil
 	}
 	tick := time.NewTicker(s.cfg.ReapInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return <-watched
+			if s.nodes != nil {
+				return <-watched
+			}
+			return nil
+		case err := <-watched:
+			if ctx.Err() != nil {
+				return err
+			}
+			// The watch could not start (or ended on its own): the
+			// Kubernetes Nodes are no longer followed.
+			return fmt.Errorf("fleet: watching the Kubernetes Nodes stopped: %v", err)
 		case <-tick.C:
 			if _, err := s.ReleaseHalfFinishedJoins(ctx); err != nil {
 				s.log.WarnContext(ctx, "releasing half-finished joins", "err", err)

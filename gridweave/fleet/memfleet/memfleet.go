@@ -45,11 +45,16 @@ func (r *Routes) Routed() []netip.Prefix {
 }
 
 // Nodes is fleet.Nodes as a map of Nodes by name. Put adds or changes a
-// Node as k3s and the node controller would, and tells the watchers.
+// Node as k3s and the node controller would, and tells the watchers, in
+// the order the changes were made.
 type Nodes struct {
+	// dispatch orders the deliveries to watchers: held by Put and by
+	// Watch's first listing around both the change and its delivery.
+	dispatch sync.Mutex
 	mu       sync.Mutex
 	nodes    map[string]*node
-	watchers []func(fleet.KubeNode)
+	watchers map[int]func(fleet.KubeNode)
+	nextID   int
 }
 
 type node struct {
@@ -60,6 +65,8 @@ type node struct {
 // Put adds or replaces the Node kn.Name (its labels and pod CIDR; the
 // annotations stay).
 func (n *Nodes) Put(kn fleet.KubeNode) {
+	n.dispatch.Lock()
+	defer n.dispatch.Unlock()
 	n.mu.Lock()
 	if n.nodes == nil {
 		n.nodes = map[string]*node{}
@@ -70,10 +77,11 @@ func (n *Nodes) Put(kn fleet.KubeNode) {
 	} else {
 		n.nodes[kn.Name] = &node{kn: kn, annotations: map[string]string{}}
 	}
-	watchers := slices.Clone(n.watchers)
+	seen := clone(kn)
+	watchers := slices.Collect(maps.Values(n.watchers))
 	n.mu.Unlock()
 	for _, w := range watchers {
-		w(clone(kn))
+		w(clone(seen))
 	}
 }
 
@@ -140,8 +148,14 @@ func (n *Nodes) Delete(_ context.Context, name string) error {
 
 // Watch implements fleet.Nodes.
 func (n *Nodes) Watch(ctx context.Context, observe func(fleet.KubeNode)) error {
+	n.dispatch.Lock()
 	n.mu.Lock()
-	n.watchers = append(n.watchers, observe)
+	if n.watchers == nil {
+		n.watchers = map[int]func(fleet.KubeNode){}
+	}
+	id := n.nextID
+	n.nextID++
+	n.watchers[id] = observe
 	var now []fleet.KubeNode
 	for _, nd := range n.nodes {
 		now = append(now, clone(nd.kn))
@@ -150,7 +164,11 @@ func (n *Nodes) Watch(ctx context.Context, observe func(fleet.KubeNode)) error {
 	for _, kn := range now {
 		observe(kn)
 	}
+	n.dispatch.Unlock()
 	<-ctx.Done()
+	n.mu.Lock()
+	delete(n.watchers, id)
+	n.mu.Unlock()
 	return nil
 }
 
