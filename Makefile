@@ -21,7 +21,7 @@ test: vet testcluster ## everything CI runs: vet, unit and real-component tests,
 	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
 .PHONY: run
-run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, on :8800
+run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, on 127.0.0.1:8800
 	KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
 
 .PHONY: playground

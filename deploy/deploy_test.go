@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"gridweave.dev/deploy"
+	"gridweave.dev/gridweave"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/manifest/validation"
 	"gridweave.dev/rayctl"
@@ -173,5 +175,30 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 		if got.Status.Allowed != c.want {
 			t.Errorf("%s may %s %s/%s in %q: %v, want %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, got.Status.Allowed, c.want)
 		}
+	}
+}
+
+// TestShippedPlaceholdersAreRefused: server.env.example, started as it is
+// shipped, is refused, naming a secret to fill in (a copied example never
+// runs a master with published secrets).
+func TestShippedPlaceholdersAreRefused(t *testing.T) {
+	raw, err := fs.ReadFile(deploy.Files, "systemd/server.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+			env[k] = v
+		}
+	}
+	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.Check()
+	var ce *gridweave.ConfigError
+	if !errors.As(err, &ce) || (ce.Variable != "JWT_SECRET" && ce.Variable != "ADMIN_TOKEN") {
+		t.Errorf("the shipped example starts: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package gridweave
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -222,8 +223,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if c.MasterIP != "" {
-		if _, err := netip.ParseAddr(c.MasterIP); err != nil && !validDNSName(c.MasterIP) {
-			return Config{}, &ConfigError{"MASTER_IP", fmt.Sprintf("%q is neither an IP address nor a host name", c.MasterIP)}
+		// An address, not a name: it goes into the join command, the
+		// WireGuard endpoint nodes dial and the certificate's SANs, and a
+		// name there fails every join.
+		if _, err := netip.ParseAddr(c.MasterIP); err != nil {
+			return Config{}, &ConfigError{"MASTER_IP", fmt.Sprintf("%q is not an IP address; give the master's public address (resolve a host name once, e.g. with getent hosts)", c.MasterIP)}
+		}
+	}
+	if c.InternalAddr != "" {
+		if err := checkInternalAddr(c.InternalAddr, c.VPNCIDR); err != nil {
+			return Config{}, &ConfigError{"INTERNAL_ADDR", err.Error()}
 		}
 	}
 	if err := fleet.CheckVersion(c.ServerVersion); err != nil {
@@ -250,11 +259,17 @@ func envInt(env func(string, string) string, name string, def, lo, hi int) (int,
 // MinSecretLen is the shortest JWT_SECRET accepted outside dev mode.
 const MinSecretLen = 32
 
-// Check refuses unsafe settings outside dev mode: the default or a short
-// JWT secret, an empty admin token.
+// Check refuses unsafe settings outside dev mode: the default, a
+// placeholder or a short JWT secret, an empty, placeholder or short admin
+// token, a placeholder or short internal token.
 func (c Config) Check() error {
 	if c.Dev {
 		return nil
+	}
+	for _, secret := range []struct{ name, value string }{{"JWT_SECRET", c.JWTSecret}, {"ADMIN_TOKEN", c.AdminToken}, {"INTERNAL_TOKEN", c.InternalToken}} {
+		if placeholder(secret.value) {
+			return &ConfigError{secret.name, "is a placeholder from the documentation; generate a secret (openssl rand -hex 32)"}
+		}
 	}
 	switch {
 	case c.JWTSecret == DefaultJWTSecret:
@@ -265,23 +280,45 @@ func (c Config) Check() error {
 		return &ConfigError{"ADMIN_TOKEN", "is empty; set a random token (or start in dev mode with --dev / GRIDWEAVE_DEV=1)"}
 	case len(c.AdminToken) < 16:
 		return &ConfigError{"ADMIN_TOKEN", "is shorter than 16 characters; use a long random token"}
+	case c.InternalToken != "" && len(c.InternalToken) < MinSecretLen:
+		return &ConfigError{"INTERNAL_TOKEN", fmt.Sprintf("is %d characters; use at least %d random characters", len(c.InternalToken), MinSecretLen)}
 	}
 	return nil
 }
 
-func validDNSName(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
+// placeholder reports whether a secret is one the documentation shows in
+// its place: anything saying change-me, and the usual stand-ins.
+func placeholder(secret string) bool {
+	lower := strings.ToLower(secret)
+	if strings.Contains(lower, "change-me") || strings.Contains(lower, "changeme") || strings.Contains(lower, "change_me") {
+		return true
 	}
-	for _, label := range strings.Split(s, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-				return false
-			}
-		}
+	switch lower {
+	case "secret", "password", "token", "admin", "xxx", "todo", "replace-me", "<secret>", "<token>":
+		return true
 	}
-	return true
+	return false
 }
+
+// checkInternalAddr refuses an internal listener every joined node or
+// the world would reach: it must name a loopback or private address
+// explicitly, not every interface, and not one inside the VPN.
+func checkInternalAddr(addr string, vpn netip.Prefix) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q does not name an IP address; give the loopback or private address the gateway reaches, e.g. 127.0.0.1:8801", addr)
+	case ip.IsUnspecified():
+		return fmt.Errorf("%q listens on every interface, where the internal routes would be open to anyone who reaches the host; name the address the gateway reaches", addr)
+	case vpn.Contains(ip.Unmap()):
+		return fmt.Errorf("%q is inside VPN_CIDR %s, where every joined node would reach the CRD and Serve routes without a credential", addr, vpn)
+	case !ip.IsLoopback() && !ip.IsPrivate():
+		return fmt.Errorf("%q is not a loopback or private address; the internal listener has no credentials", addr)
+	}
+	return nil
+}
+

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +377,118 @@ func TestWireContractFixes(t *testing.T) {
 	}
 	if r := h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": []map[string]any{{"index": 0, "vendor": "nvidia", "name": ""}}}); r.status != 400 || r.errorField("field") != "gpus[0].name" {
 		t.Errorf("a GPU without a name: %d %s; want 400 naming gpus[0].name", r.status, r.raw)
+	}
+}
+
+// TestConfigRefusesPlaceholdersAndOpenListeners: the documentation's
+// placeholder secrets, a short INTERNAL_TOKEN, an internal listener on
+// every interface, the VPN or a public address, and a host name as
+// MASTER_IP are refused, naming the variable.
+func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
+	base := map[string]string{"ADMIN_TOKEN": testAdminToken, "JWT_SECRET": testSecret, "VPN_CIDR": "198.18.0.0/16", "MASTER_VPN_IP": "198.18.0.1"}
+	with := func(kv ...string) func(string) string {
+		m := maps.Clone(base)
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, c := range []struct {
+		env []string
+		say string
+	}{
+		{[]string{"ADMIN_TOKEN", "change-me-to-a-long-random-token"}, "ADMIN_TOKEN"},
+		{[]string{"JWT_SECRET", "change-me-to-at-least-32-random-bytes"}, "JWT_SECRET"},
+		{[]string{"JWT_SECRET", "CHANGEME-CHANGEME-CHANGEME-CHANGEME"}, "JWT_SECRET"},
+		{[]string{"INTERNAL_TOKEN", "change-me-internal-token-of-some-length"}, "INTERNAL_TOKEN"},
+		{[]string{"INTERNAL_TOKEN", "short-internal-token"}, "INTERNAL_TOKEN"},
+	} {
+		cfg, err := gridweave.ConfigFromEnv(with(c.env...))
+		if err != nil {
+			t.Fatalf("%v: %v", c.env, err)
+		}
+		if err := cfg.Check(); err == nil || !strings.HasPrefix(err.Error(), c.say+":") {
+			t.Errorf("Check(%v) = %v, want an error naming %s", c.env, err, c.say)
+		}
+	}
+	for _, c := range []struct{ name, value string }{
+		{"INTERNAL_ADDR", "0.0.0.0:8801"},
+		{"INTERNAL_ADDR", "[::]:8801"},
+		{"INTERNAL_ADDR", ":8801"},
+		{"INTERNAL_ADDR", "198.18.0.1:8801"},
+		{"INTERNAL_ADDR", "198.18.7.9:8801"},
+		{"INTERNAL_ADDR", "203.0.113.5:8801"},
+		{"INTERNAL_ADDR", "gateway.local:8801"},
+		{"INTERNAL_ADDR", "127.0.0.1"},
+		{"MASTER_IP", "master.example.com"},
+	} {
+		if _, err := gridweave.ConfigFromEnv(with(c.name, c.value)); err == nil || !strings.HasPrefix(err.Error(), c.name+":") {
+			t.Errorf("%s=%q: %v, want an error naming the variable", c.name, c.value, err)
+		}
+	}
+	for _, c := range []struct{ name, value string }{
+		{"INTERNAL_ADDR", "127.0.0.1:8801"},
+		{"INTERNAL_ADDR", "[::1]:8801"},
+		{"INTERNAL_ADDR", "172.17.0.1:8801"},
+		{"INTERNAL_TOKEN", strings.Repeat("t", 32)},
+		{"MASTER_IP", "2001:db8::7"},
+	} {
+		cfg, err := gridweave.ConfigFromEnv(with(c.name, c.value))
+		if err == nil {
+			err = cfg.Check()
+		}
+		if err != nil {
+			t.Errorf("%s=%q refused: %v", c.name, c.value, err)
+		}
+	}
+}
+
+// TestMetricsLabelsAreBounded: methods outside the standard ones count as
+// OTHER, so no caller creates series at will.
+func TestMetricsLabelsAreBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range 5 {
+		req, _ := http.NewRequest(fmt.Sprintf("FOO%d", i), h.url+"/v1/nodes", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	r := h.want(h.do("GET", "/metrics", testAdminToken, nil), 200, "metrics")
+	if strings.Contains(string(r.raw), `method="FOO`) {
+		t.Error("a caller's own method became a metric label")
+	}
+	if !strings.Contains(string(r.raw), `method="OTHER"`) {
+		t.Error("the odd methods were not counted as OTHER")
+	}
+}
+
+// TestRateLimitKeysIPv6ByPrefix: an IPv6 host holds a whole /64, so its
+// addresses share one bucket; another /64, and IPv4 addresses, have their
+// own.
+func TestRateLimitKeysIPv6ByPrefix(t *testing.T) {
+	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.RateLimitPerMinute = 3 }})
+	from := func(remote string) int {
+		req := httptest.NewRequest("GET", "/v1/nodes", nil)
+		req.RemoteAddr = remote
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		rec := httptest.NewRecorder()
+		h.server.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range 3 {
+		if code := from(fmt.Sprintf("[2001:db8:1:2::%x]:4000", i+1)); code != 200 {
+			t.Fatalf("request %d from the /64: %d", i+1, code)
+		}
+	}
+	if code := from("[2001:db8:1:2:ffff::9]:4000"); code != 429 {
+		t.Errorf("a fourth address of the same /64: %d, want 429", code)
+	}
+	if code := from("[2001:db8:1:3::1]:4000"); code != 200 {
+		t.Errorf("another /64: %d, want 200", code)
+	}
+	if code := from("192.0.2.7:4000"); code != 200 {
+		t.Errorf("an IPv4 client: %d, want 200", code)
 	}
 }

@@ -43,9 +43,24 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
+// observe counts a request. Its labels are bounded whatever callers
+// send: the method is one of the standard ones or OTHER, the route is a
+// pattern of the route table (or "unmatched").
 func (m *metrics) observe(method, route string, status int, elapsed time.Duration) {
+	method = metricMethod(method)
 	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
+}
+
+// metricMethod is method as a metric label: any method outside the
+// standard ones is OTHER, so that callers cannot create series at will.
+func metricMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
 }
 
 func (m *metrics) join(step string, err error) {

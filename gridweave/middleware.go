@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,7 +161,19 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// rateLimiter keeps one token bucket per client IP: refilled at
+// rateKey is the bucket a client address draws from: an IPv4 address its
+// own, an IPv6 address its /64 (a host holds a whole /64 and could
+// otherwise draw from 2^64 buckets).
+func rateKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.Unmap().Is4() {
+		return ip
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
+}
+
+// rateLimiter keeps one token bucket per client (rateKey): refilled at
 // perMinute/60 tokens a second, holding at most perMinute. Idle buckets
 // (full again) are dropped, so memory follows the active clients.
 type rateLimiter struct {
@@ -210,7 +223,7 @@ func (s *Server) withRateLimit(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if ok, wait := s.limiter.allow(clientIP(r)); !ok {
+		if ok, wait := s.limiter.allow(rateKey(clientIP(r))); !ok {
 			secs := int(math.Ceil(wait.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 			s.writeError(w, r, &apiError{status: http.StatusTooManyRequests, code: "rate_limited",

@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	flags := flag.NewFlagSet("server", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	dev := flags.Bool("dev", false, "allow unsafe defaults (default JWT secret, generated admin token); also GRIDWEAVE_DEV=1")
-	addr := flags.String("addr", "", "listen address of the public listener (default :KUBERAY_PORT)")
+	addr := flags.String("addr", "", "listen address of the public listener (default :KUBERAY_PORT; in dev mode 127.0.0.1:KUBERAY_PORT)")
 	version := flags.Bool("version", false, "print SERVER_VERSION and exit")
 	installCRDs := flags.Bool("install-crds", false, "install (or update) the GridweaveJob and GridweaveEndpoint CRDs at start")
 	if err := flags.Parse(args); err != nil {
@@ -148,7 +148,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if *addr == "" {
+	switch {
+	case *addr != "":
+	case cfg.Dev:
+		// Dev mode's secrets are derivable: only this host may call it,
+		// unless --addr says otherwise.
+		*addr = "127.0.0.1:" + strconv.Itoa(cfg.Port)
+		log.Warn("dev mode listens on loopback only; --addr :PORT opens it to other hosts")
+	default:
 		*addr = ":" + strconv.Itoa(cfg.Port)
 	}
 	// Bodies are small (MAX_BODY_BYTES): a client that trickles one is cut

@@ -171,3 +171,30 @@ func TestRefusesUnsafeDefaults(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// TestDevModeListensOnLoopback: dev mode's secrets are derivable, so
+// without --addr it listens on loopback only.
+func TestDevModeListensOnLoopback(t *testing.T) {
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	env := map[string]string{"KUBERAY_DB": t.TempDir() + "/kuberay.db", "WG_INTERFACE": "gwtest-none1", "KUBERAY_PORT": port}
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--dev"}, func(k string) string { return env[k] }, stdout, stderr) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), `"msg":"listening"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not listen: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want := `"addr":"127.0.0.1:` + port + `"`; !strings.Contains(stderr.String(), want) {
+		t.Errorf("dev mode listens elsewhere than loopback: want %s in\n%s", want, stderr.String())
+	}
+	resp, err := http.Get("http://127.0.0.1:" + port + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
