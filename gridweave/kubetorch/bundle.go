@@ -190,6 +190,10 @@ type counter struct {
 	entries    int
 	seen       map[string]bool
 	current    string
+	// links are the links accepted so far: nothing may be written under
+	// one, and no link may point through one, since on disk the path then
+	// continues wherever the link points, which no lexical check sees.
+	links map[string]bool
 }
 
 func (c *counter) entry(name string) error {
@@ -199,6 +203,11 @@ func (c *counter) entry(name string) error {
 	}
 	if c.seen[name] {
 		return &EntryError{Entry: name, Problem: "a duplicate path"}
+	}
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		if c.links[dir] {
+			return &EntryError{Entry: name, Problem: fmt.Sprintf("an entry under the link %q", dir)}
+		}
 	}
 	c.seen[name] = true
 	c.current = name
@@ -341,21 +350,29 @@ func link(name, target string, hard bool, c *counter, zw *zip.Writer) error {
 	if clean == "" {
 		return &EntryError{Entry: name, Problem: "a link as the root"}
 	}
-	var resolved string
-	switch {
-	case path.IsAbs(target):
+	if path.IsAbs(target) {
 		return &EntryError{Entry: name, Problem: fmt.Sprintf("a link to %q, outside the bundle", target)}
-	case hard:
-		resolved = path.Clean(target) // hard link names are relative to the root
-	default:
-		resolved = path.Join(path.Dir(clean), target)
 	}
-	if resolved == ".." || strings.HasPrefix(resolved, "../") || resolved == "." {
-		return &EntryError{Entry: name, Problem: fmt.Sprintf("a link to %q, outside the bundle", target)}
+	from := path.Dir(clean)
+	if hard {
+		from = "." // hard link names are relative to the root
+	}
+	resolved, problem := c.follow(from, target)
+	if problem != "" {
+		return &EntryError{Entry: name, Problem: fmt.Sprintf("a link to %q, %s", target, problem)}
+	}
+	for seen := range c.seen {
+		if strings.HasPrefix(seen, clean+"/") {
+			return &EntryError{Entry: name, Problem: fmt.Sprintf("a link where the bundle has entries (%q)", seen)}
+		}
 	}
 	if err := c.entry(clean); err != nil {
 		return err
 	}
+	if c.links == nil {
+		c.links = map[string]bool{}
+	}
+	c.links[clean] = true
 	rel := target
 	if hard {
 		// A hard link becomes a symlink relative to the link's directory.
@@ -370,6 +387,37 @@ func link(name, target string, hard bool, c *counter, zw *zip.Writer) error {
 	}
 	_, err = io.Copy(w, bytes.NewReader([]byte(rel)))
 	return err
+}
+
+// follow walks target from the directory from, one step at a time as the
+// file system would: it refuses a step above the root and a step through
+// a link accepted before (whose own target the walk would have to
+// follow). It returns the path inside the root.
+func (c *counter) follow(from, target string) (resolved, problem string) {
+	var at []string
+	if from != "." {
+		at = strings.Split(from, "/")
+	}
+	for _, step := range strings.Split(target, "/") {
+		switch step {
+		case "", ".":
+			continue
+		case "..":
+			if len(at) == 0 {
+				return "", "outside the bundle"
+			}
+			at = at[:len(at)-1]
+		default:
+			at = append(at, step)
+			if c.links[strings.Join(at, "/")] {
+				return "", fmt.Sprintf("through the link %q", strings.Join(at, "/"))
+			}
+		}
+	}
+	if len(at) == 0 {
+		return "", "the bundle's root"
+	}
+	return strings.Join(at, "/"), ""
 }
 
 type countingReader struct {

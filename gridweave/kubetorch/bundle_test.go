@@ -136,6 +136,23 @@ func TestBundlesRefuseWhatEscapesOrExplodes(t *testing.T) {
 		{"too much expanded", kubetorch.FormatTarGz, "zeros", tarGz(t, entry{name: "zeros", body: zeros}), kubetorch.Limits{MaxExpanded: 1 << 20, MaxRatio: 1 << 30}},
 		{"a zip with a parent step", kubetorch.FormatZip, "../x", zipOf(t, entry{name: "../x", body: "x"}), kubetorch.Limits{}},
 		{"a zip symlink out", kubetorch.FormatZip, "l", zipOf(t, entry{name: "l", kind: tar.TypeSymlink, link: "/etc/shadow"}), kubetorch.Limits{}},
+		// a/b/s resolves inside (to d), but on disk a/b/s/x then lives in
+		// d, and its ../../../y leaves the root: no lexical check sees it.
+		{"a link under a link", kubetorch.FormatTarGz, "a/b/s/x", tarGz(t,
+			entry{name: "a/b/s", kind: tar.TypeSymlink, link: "../../d"},
+			entry{name: "a/b/s/x", kind: tar.TypeSymlink, link: "../../../y"}), kubetorch.Limits{}},
+		{"a file under a link", kubetorch.FormatTarGz, "a/s/evil.py", tarGz(t,
+			entry{name: "a/s", kind: tar.TypeSymlink, link: "../d"},
+			entry{name: "a/s/evil.py", body: "x"}), kubetorch.Limits{}},
+		{"a link through a link", kubetorch.FormatTarGz, "t", tarGz(t,
+			entry{name: "a/b/s", kind: tar.TypeSymlink, link: "../../d"},
+			entry{name: "t", kind: tar.TypeSymlink, link: "a/b/s/../../../x"}), kubetorch.Limits{}},
+		{"a link over entries", kubetorch.FormatTarGz, "a", tarGz(t,
+			entry{name: "a/x.py", body: "x"},
+			entry{name: "a", kind: tar.TypeSymlink, link: "b"}), kubetorch.Limits{}},
+		{"a zip link under a link", kubetorch.FormatZip, "a/b/s/x", zipOf(t,
+			entry{name: "a/b/s", kind: tar.TypeSymlink, link: "../../d"},
+			entry{name: "a/b/s/x", kind: tar.TypeSymlink, link: "../../../y"}), kubetorch.Limits{}},
 		{"a zip bomb", kubetorch.FormatZip, "zeros", zipOf(t, entry{name: "zeros", body: zeros}), kubetorch.Limits{}},
 		{"a zip duplicate", kubetorch.FormatZip, "d", zipOf(t, entry{name: "d", body: "1"}, entry{name: "d", body: "2"}), kubetorch.Limits{}},
 	}
