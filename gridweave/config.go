@@ -321,4 +321,3 @@ func checkInternalAddr(addr string, vpn netip.Prefix) error {
 	}
 	return nil
 }
-
