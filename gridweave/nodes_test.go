@@ -208,8 +208,14 @@ func TestJoinFlow(t *testing.T) {
 		if l.body["released"] != true {
 			t.Errorf("leave %s", l.raw)
 		}
-		if again := h.want(h.do("POST", "/v1/nodes/leave", cpu.token, map[string]any{"hostname": "cpu-1"}), 200, "leave again (a retry after a lost answer)"); again.body["released"] != false {
-			t.Errorf("second leave %s", again.raw)
+		// Credentials first, the same answer either way: the gone node's
+		// token and a made-up hostname are both 401, so a stranger learns
+		// nothing of which hostnames exist.
+		retry := h.want(h.do("POST", "/v1/nodes/leave", cpu.token, map[string]any{"hostname": "cpu-1"}), 401, "leave again (a retry after a lost answer)")
+		stranger := h.want(h.do("POST", "/v1/nodes/leave", "gwn_made-up", map[string]any{"hostname": "nobody-here"}), 401, "a stranger's leave of an unknown hostname")
+		known := h.want(h.do("POST", "/v1/nodes/leave", "gwn_made-up", map[string]any{"hostname": "gpu-2"}), 401, "a stranger's leave of a known hostname")
+		if retry.errorField("code") != "invalid_node_token" || stranger.errorField("code") != known.errorField("code") || stranger.errorField("message") != known.errorField("message") {
+			t.Errorf("leave answers tell hostnames apart: %s / %s / %s", retry.raw, stranger.raw, known.raw)
 		}
 	})
 }

@@ -36,29 +36,23 @@ func (s *Service) Disconnect(ctx context.Context, hostname, actor string) (relea
 }
 
 // Leave is a node leaving by itself, proving itself with its node token.
-// A hostname that names no node (a retry after a lost answer) is
-// released false. The token is checked under the hostname's lock, so a
-// leave never tears down a machine that joined under the name since.
+// The token is judged first, under the hostname's lock, and the answer is
+// the same whether the hostname is unknown or the token wrong
+// (joinkeys.ErrNodeTokenInvalid), so a stranger learns nothing of which
+// hostnames exist; a leave never tears down a machine that joined under
+// the name since. An agent whose leave was answered 401 after a lost
+// answer knows it is gone.
 func (s *Service) Leave(ctx context.Context, hostname, nodeToken string) (released bool, err error) {
-	if err := CheckHostname(hostname); err != nil {
-		return false, err
+	if nodeToken == "" {
+		return false, &Error{Kind: ErrCredentialRequired, Message: "the node token is required (as the bearer credential)"}
 	}
 	unlock, err := s.locks.Lock(ctx, hostname)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	node, err := s.ledger.Node(ctx, hostname)
-	if errors.Is(err, joinkeys.ErrNodeNotFound) {
-		return false, nil
-	}
+	node, err := s.authenticateNode(ctx, hostname, nodeToken)
 	if err != nil {
-		return false, err
-	}
-	if nodeToken == "" {
-		return false, &Error{Kind: ErrCredentialRequired, Message: "the node token is required (as the bearer credential)"}
-	}
-	if _, err := s.authenticateNode(ctx, hostname, nodeToken); err != nil {
 		return false, err
 	}
 	return s.teardown(ctx, node, "node:"+hostname)

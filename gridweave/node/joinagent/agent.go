@@ -202,7 +202,14 @@ func Leave(ctx context.Context, o Options) error {
 		return err
 	}
 	if st.NodeToken != "" {
-		if err := o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, api.HostnameRequest{Hostname: o.Hostname}, nil); err != nil {
+		err := o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, api.HostnameRequest{Hostname: o.Hostname}, nil)
+		var me *MasterError
+		switch {
+		case errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token":
+			// The master holds no node with this token: an earlier leave
+			// whose answer was lost, or an administrator's disconnect.
+			o.Logger.InfoContext(ctx, "the master no longer knows this node", "hostname", o.Hostname)
+		case err != nil:
 			return err
 		}
 	}

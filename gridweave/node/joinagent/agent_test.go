@@ -151,6 +151,22 @@ func TestJoinIsRepeatableAndLeaveCleansUp(t *testing.T) {
 	if err := joinagent.Leave(ctx, opts); err != nil {
 		t.Errorf("leaving twice: %v", err)
 	}
+	// The master forgot the node (an earlier leave whose answer was lost,
+	// or an administrator's disconnect): it answers the token 401, and
+	// leave still takes the node's side down.
+	opts.Key = mintKey(t, url)
+	if _, err := joinagent.Join(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Release(ctx, "gpu-box", "admin:test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := joinagent.Leave(ctx, opts); err != nil {
+		t.Errorf("leave of a node the master forgot: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "identity.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the identity survived leave: %v", err)
+	}
 }
 
 func TestJoinSaysWhatWentWrong(t *testing.T) {
