@@ -4,17 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/fleet/memfleet"
@@ -390,5 +397,140 @@ func TestSyncNodeFollowsKubernetes(t *testing.T) {
 	}
 	if len(w.routes.Routed()) != 1 {
 		t.Errorf("a Node the ledger does not know was routed: %v", w.routes.Routed())
+	}
+}
+
+// countingTransport counts the writes (PUT, PATCH) of RayClusters.
+type countingTransport struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if (r.Method == http.MethodPut || r.Method == http.MethodPatch) && strings.Contains(r.URL.Path, "/rayclusters/") {
+		c.writes.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// TestConcurrentRegistersShareWrites: 200 GPU nodes of three kinds
+// register at once, 16 at a time, on the real API server and KubeRay
+// operator. Each register returns with its node counted in its group's
+// replicas, the RayCluster is written far fewer times than 200, and the
+// groups' replicas end equal to the ledger.
+func TestConcurrentRegistersShareWrites(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := fmt.Sprintf("fleet-%d", worldSeq.Add(1))
+	if err := tc.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingTransport{}
+	cfg := rest.CopyConfig(tc.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counting.next = rt; return counting })
+	ray, err := rayclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rayctl.New(tc.Kube, ray, &rayctl.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Suspended: the operator makes no pods for the 200 workers.
+	if _, err := rc.CreateCluster(ctx, rayctl.ClusterSpec{Name: "fleet-test", Namespace: ns, Image: "rayproject/ray:2.54.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.UpdateCluster(ctx, ns, "fleet-test", func(c *rayv1.RayCluster) error { c.Spec.Suspend = ptr.To(true); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pool, _ := joinkeys.NewPool(netip.MustParsePrefix("198.18.64.0/20"), netip.MustParseAddr("198.18.64.1"))
+	ledger, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte("a-jwt-secret-of-at-least-32-bytes"), Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, masterKey, _ := wgkey.GeneratePair()
+	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: fleet.KubeNodes{Client: tc.Kube},
+		Placement: &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test", HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ledger.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := [][]joinkeys.GPU{h100s(8), h100s(4), {{Index: 0, Vendor: joinkeys.VendorAMD, Name: "AMD Instinct MI300X", MemoryMiB: 196592}}}
+	replicasOf := func(pool string) int32 {
+		c, err := rc.GetCluster(ctx, ns, "fleet-test")
+		if err != nil {
+			t.Error(err)
+			return -1
+		}
+		for _, g := range c.Spec.WorkerGroupSpecs {
+			if g.GroupName == pool {
+				return ptr.Deref(g.Replicas, 0)
+			}
+		}
+		return 0
+	}
+	const nodes, clients = 200, 16
+	var returned [3]atomic.Int32 // registers of each kind that returned
+	writesBefore := counting.writes.Load()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				kind := i % len(kinds)
+				host := fmt.Sprintf("burst-%d", i)
+				v, err := svc.Validate(ctx, fleet.ValidateRequest{Key: key.Secret, Hostname: host, PublicKey: publicKey(t), Version: "1.4.0"})
+				if err != nil {
+					t.Errorf("validate %s: %v", host, err)
+					continue
+				}
+				before := returned[kind].Load()
+				reg, err := svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0", GPUs: kinds[kind]})
+				if err != nil {
+					t.Errorf("register %s: %v", host, err)
+					continue
+				}
+				// Every register of its kind that returned before this one
+				// began is in the ledger, and so is this one: the write
+				// this one waited for counted them all.
+				if got := replicasOf(reg.WorkerGroup); got < before+1 {
+					t.Errorf("%s returned with group %s at %d replicas; %d registers of its kind had returned before it began", host, reg.WorkerGroup, got, before)
+				}
+				returned[kind].Add(1)
+			}
+		}()
+	}
+	for i := range nodes {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	writes := counting.writes.Load() - writesBefore
+	t.Logf("%d registers, %d RayCluster writes", nodes, writes)
+	if writes >= nodes/4 {
+		t.Errorf("%d registers wrote the RayCluster %d times; coalesced, far fewer", nodes, writes)
+	}
+	all, err := ledger.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int32{}
+	for _, n := range all {
+		if p, ok := fleet.PoolOf(n.GPUs); ok && n.Status == joinkeys.StatusRegistered {
+			want[p.Name]++
+		}
+	}
+	if len(want) != len(kinds) {
+		t.Fatalf("the ledger has %d pools, want %d", len(want), len(kinds))
+	}
+	for p, n := range want {
+		if got := replicasOf(p); got != n {
+			t.Errorf("group %s has %d replicas, the ledger %d nodes", p, got, n)
+		}
 	}
 }

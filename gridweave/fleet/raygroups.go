@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +27,12 @@ import (
 // each other by hostname, so each node runs exactly one worker of the
 // group. The RayCluster grows with the number of kinds of machine, not of
 // machines. The cluster is created when the first GPU node registers.
+//
+// Writes are coalesced: every Place and Remove queues its change and
+// waits for the next write of the RayCluster, which counts the whole
+// ledger as it is then; the changes queued while a write is under way
+// share the write after it. N concurrent registrations cost about one
+// RayCluster write, not N, and each still returns with its node counted.
 type RayGroups struct {
 	Ray    *rayctl.Client
 	Kube   kubernetes.Interface
@@ -36,6 +44,65 @@ type RayGroups struct {
 	// HeadImage is the image of a cluster RayGroups creates; WorkerImage
 	// the image of the groups' workers.
 	HeadImage, WorkerImage string
+
+	queue    sync.Mutex
+	next     *round // the round changes queue for; nil when none waits
+	draining bool   // a writer goroutine is running rounds
+}
+
+// round is one write of the RayCluster, shared by every change queued
+// before it began.
+type round struct {
+	leaving []joinkeys.Node // nodes whose pods go first
+	done    chan struct{}
+	err     error
+}
+
+// roundTimeout bounds one coalesced write (its retries on conflicts
+// included).
+const roundTimeout = 2 * time.Minute
+
+// sync queues a change (leaving, if set, names a node whose pod is to go
+// first) and returns when a write that includes it is done.
+func (g *RayGroups) sync(ctx context.Context, leaving *joinkeys.Node) error {
+	g.queue.Lock()
+	if g.next == nil {
+		g.next = &round{done: make(chan struct{})}
+	}
+	r := g.next
+	if leaving != nil {
+		r.leaving = append(r.leaving, *leaving)
+	}
+	if !g.draining {
+		g.draining = true
+		go g.drain()
+	}
+	g.queue.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drain writes rounds until none is queued.
+func (g *RayGroups) drain() {
+	for {
+		g.queue.Lock()
+		r := g.next
+		g.next = nil
+		if r == nil {
+			g.draining = false
+			g.queue.Unlock()
+			return
+		}
+		g.queue.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+		r.err = g.reconcile(ctx, r.leaving)
+		cancel()
+		close(r.done)
+	}
 }
 
 func (g *RayGroups) nodes() Nodes {
@@ -59,7 +126,7 @@ func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string,
 	if had && before.Status == joinkeys.StatusRegistered && old.Name != p.Name {
 		leaving = &before // its pod in the old pool goes, not a random one
 	}
-	if err := g.reconcile(ctx, leaving); err != nil {
+	if err := g.sync(ctx, leaving); err != nil {
 		return "", err
 	}
 	return p.Name, nil
@@ -68,15 +135,15 @@ func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string,
 // Remove implements Placement: the node's pod is named for deletion and
 // the group shrinks, or goes when it was the pool's last node.
 func (g *RayGroups) Remove(ctx context.Context, n joinkeys.Node) error {
-	if err := g.reconcile(ctx, &n); err != nil {
+	p, ok := PoolOf(n.GPUs)
+	if !ok {
+		return nil // a CPU-only node is in no group
+	}
+	if err := g.sync(ctx, &n); err != nil {
 		return err
 	}
 	// The pods go with the node, also when its group went with it (KubeRay
 	// does not delete the pods of a group dropped from the spec).
-	p, ok := PoolOf(n.GPUs)
-	if !ok {
-		return nil
-	}
 	_, pods, err := g.podsOf(ctx, p.Name, n.Hostname)
 	if err != nil {
 		return err
@@ -101,21 +168,24 @@ func (g *RayGroups) Observe(ctx context.Context, n joinkeys.Node, kn KubeNode) e
 
 // reconcile sets every pool group of the cluster to the registered nodes
 // of the ledger: replicas per pool, groups for new pools, no group for an
-// empty pool. leaving, if set, names a node whose pod is to go first. The
-// ledger is read inside the cluster's read-modify-write, after the cluster
-// was read, so a concurrent registration that wrote the cluster first is
-// always counted.
-func (g *RayGroups) reconcile(ctx context.Context, leaving *joinkeys.Node) error {
-	var leavingPods, livePods []string
-	var leavingPool string
-	if leaving != nil {
-		if p, ok := PoolOf(leaving.GPUs); ok {
-			leavingPool = p.Name
-			var err error
-			if livePods, leavingPods, err = g.podsOf(ctx, p.Name, leaving.Hostname); err != nil {
-				return err
-			}
+// empty pool. leaving names nodes whose pods are to go first. The ledger
+// is read inside the cluster's read-modify-write, after the cluster was
+// read, so a registration that wrote the ledger before this round began
+// is always counted.
+func (g *RayGroups) reconcile(ctx context.Context, leaving []joinkeys.Node) error {
+	leavingPods := map[string][]string{} // pool -> the pods of its leaving nodes
+	livePods := map[string][]string{}    // pool -> all its pods
+	for _, n := range leaving {
+		p, ok := PoolOf(n.GPUs)
+		if !ok {
+			continue
 		}
+		all, on, err := g.podsOf(ctx, p.Name, n.Hostname)
+		if err != nil {
+			return err
+		}
+		livePods[p.Name] = all
+		leavingPods[p.Name] = mergeNames(leavingPods[p.Name], on)
 	}
 	change := func(rc *rayv1.RayCluster) error {
 		pools, err := g.pools(ctx)
@@ -135,10 +205,10 @@ func (g *RayGroups) reconcile(ctx context.Context, leaving *joinkeys.Node) error
 				continue
 			}
 			grp.Replicas, grp.MinReplicas, grp.MaxReplicas = ptr.To(p.count), ptr.To[int32](0), ptr.To(p.count)
-			if grp.GroupName == leavingPool && len(leavingPods) > 0 {
+			if pods := leavingPods[grp.GroupName]; len(pods) > 0 {
 				// The operator never clears the list; keep only pods that
 				// still exist, so it does not grow with every departure.
-				grp.ScaleStrategy.WorkersToDelete = mergeNames(keepLive(grp.ScaleStrategy.WorkersToDelete, livePods), leavingPods)
+				grp.ScaleStrategy.WorkersToDelete = mergeNames(keepLive(grp.ScaleStrategy.WorkersToDelete, livePods[grp.GroupName]), pods)
 			}
 			kept = append(kept, grp)
 		}
