@@ -3,13 +3,17 @@ package gridweave
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
@@ -114,17 +118,38 @@ func (s *Server) handleMintKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, resp)
 }
 
+// handleListKeys pages the keys, oldest first; the continue token names
+// the last key of the page (keys are revoked, never deleted, so it stays).
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
+	limit, after, err := pageQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	keys, err := s.keyring.Keys(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	views := make([]api.Key, len(keys))
-	for i, k := range keys {
+	start := 0
+	if after != "" {
+		i := slices.IndexFunc(keys, func(k joinkeys.Key) bool { return k.ID == after })
+		if i < 0 {
+			s.writeError(w, r, badField("continue", "continue must be the token a previous page answered"))
+			return
+		}
+		start = i + 1
+	}
+	page := keys[start:min(start+limit, len(keys))]
+	views := make([]api.Key, len(page))
+	for i, k := range page {
 		views[i] = viewKey(k)
 	}
-	writeJSON(w, http.StatusOK, api.KeyList{Keys: views})
+	next := ""
+	if start+limit < len(keys) {
+		next = page[len(page)-1].ID
+	}
+	writeJSON(w, http.StatusOK, api.KeyList{Keys: views, Continue: continueToken(next)})
 }
 
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +326,12 @@ func (s *Server) nodeCredentialError(r *http.Request, err error) error {
 // ---- admin reads
 
 func (s *Server) handleListNodes(w http.ResponseWriter, r *http.Request) {
-	nodes, err := s.keyring.Nodes(r.Context())
+	limit, after, err := pageQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	nodes, next, err := s.keyring.NodesPage(r.Context(), after, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -310,7 +340,41 @@ func (s *Server) handleListNodes(w http.ResponseWriter, r *http.Request) {
 	for i, n := range nodes {
 		views[i] = viewNode(n)
 	}
-	writeJSON(w, http.StatusOK, api.NodeList{Nodes: views})
+	writeJSON(w, http.StatusOK, api.NodeList{Nodes: views, Continue: continueToken(next)})
+}
+
+// MaxPage is the largest page a list answers (and its default size).
+const MaxPage = 500
+
+// pageQuery reads a list's limit (1 to MaxPage, default MaxPage) and
+// continue token (what the last page answered; empty for the first).
+func pageQuery(r *http.Request) (limit int, after string, err error) {
+	q := r.URL.Query()
+	limit = MaxPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPage {
+			return 0, "", badField("limit", "limit must be a whole number from 1 to %d, got %q", MaxPage, v)
+		}
+		limit = n
+	}
+	if v := q.Get("continue"); v != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || len(raw) == 0 || !utf8.Valid(raw) {
+			return 0, "", badField("continue", "continue must be the token a previous page answered")
+		}
+		after = string(raw)
+	}
+	return limit, after, nil
+}
+
+// continueToken is the opaque token of the page after the item named
+// after ("" for none).
+func continueToken(after string) string {
+	if after == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(after))
 }
 
 func (s *Server) handleGetNode(w http.ResponseWriter, r *http.Request) {

@@ -299,3 +299,62 @@ func TestManyNodesDistinctAddresses(t *testing.T) {
 		seen[n.vpnIP] = n.hostname
 	}
 }
+
+// TestListsPage: GET /v1/nodes and GET /v1/nodes/join-keys answer a page
+// at a time (limit, continue), in a stable order, and the pages add up to
+// the whole list; a bad limit or token is 400 naming it.
+func TestListsPage(t *testing.T) {
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	for _, name := range []string{"page-c", "page-a", "page-e", "page-b", "page-d"} {
+		h.want(h.validate(newNode(t, name), key), 200, "validate "+name)
+	}
+	for range 4 {
+		h.mint("org")
+	}
+	walk := func(path, field, id string) []string {
+		var got []string
+		token := ""
+		for pages := 0; pages < 10; pages++ {
+			url := path + "?limit=2"
+			if token != "" {
+				url += "&continue=" + token
+			}
+			r := h.want(h.do("GET", url, testAdminToken, nil), 200, "page of "+path)
+			items := r.body[field].([]any)
+			if len(items) > 2 {
+				t.Fatalf("%s: a page of %d with limit 2", path, len(items))
+			}
+			for _, it := range items {
+				got = append(got, it.(map[string]any)[id].(string))
+			}
+			token, _ = r.body["continue"].(string)
+			if token == "" {
+				return got
+			}
+		}
+		t.Fatalf("%s: no last page", path)
+		return nil
+	}
+	if got := strings.Join(walk("/v1/nodes", "nodes", "hostname"), " "); got != "page-a page-b page-c page-d page-e" {
+		t.Errorf("nodes in pages: %s", got)
+	}
+	whole := h.want(h.do("GET", "/v1/nodes/join-keys", testAdminToken, nil), 200, "all keys")
+	var want []string
+	for _, k := range whole.body["keys"].([]any) {
+		want = append(want, k.(map[string]any)["id"].(string))
+	}
+	if got := walk("/v1/nodes/join-keys", "keys", "id"); strings.Join(got, " ") != strings.Join(want, " ") || len(got) != 5 {
+		t.Errorf("keys in pages %v, want %v", got, want)
+	}
+	for _, q := range []struct{ query, field string }{{"limit=0", "limit"}, {"limit=501", "limit"}, {"limit=x", "limit"}, {"continue=!!!", "continue"}} {
+		for _, path := range []string{"/v1/nodes", "/v1/nodes/join-keys"} {
+			if r := h.do("GET", path+"?"+q.query, testAdminToken, nil); r.status != 400 || r.errorField("field") != q.field {
+				t.Errorf("%s?%s: %d %s; want 400 naming %s", path, q.query, r.status, r.raw, q.field)
+			}
+		}
+	}
+	if r := h.do("GET", "/v1/nodes/join-keys?continue=bm9uZQ", testAdminToken, nil); r.status != 400 || r.errorField("field") != "continue" {
+		t.Errorf("a key token that names no key: %d %s", r.status, r.raw)
+	}
+}

@@ -39,6 +39,12 @@ type param struct {
 	typ               reflect.Type
 }
 
+// pageParams are a list's paging parameters.
+var pageParams = []param{
+	{"limit", "At most this many items (1 to 500; default 500).", intParam},
+	{"continue", "The `continue` token of the previous page; none for the first.", stringParam},
+}
+
 var (
 	stringParam = reflect.TypeFor[string]()
 	intParam    = reflect.TypeFor[int]()
@@ -89,8 +95,8 @@ func operations() map[string]operation {
 		"POST /v1/nodes/join-keys": {id: "mintJoinKey", tag: "nodes", summary: "Mint a join key",
 			description: "Returns the key once (it is stored hashed) with the command a person pastes on the node. A provider key is a JWT that also authenticates the provider (verify-provider).",
 			request:     api.MintKeyRequest{}, status: 201, response: api.MintKeyResponse{}},
-		"GET /v1/nodes/join-keys": {id: "listJoinKeys", tag: "nodes", summary: "List join keys (never their secrets)",
-			status: 200, response: api.KeyList{}},
+		"GET /v1/nodes/join-keys": {id: "listJoinKeys", tag: "nodes", summary: "List join keys (never their secrets), a page at a time, oldest first",
+			query: pageParams, status: 200, response: api.KeyList{}},
 		"DELETE /v1/nodes/join-keys/{id}": {id: "revokeJoinKey", tag: "nodes", summary: "Revoke a join key",
 			description: "Nodes that joined with it stay; it admits no new node.",
 			status:      200, response: api.Key{}, errors: []int{404}},
@@ -113,8 +119,8 @@ func operations() map[string]operation {
 		"POST /v1/nodes/report-version": {id: "reportVersion", tag: "nodes", summary: "A node reports its worker version (its node token as bearer)",
 			description: "Recorded in the ledger and as the annotation `" + fleet.VersionAnnotation + "` on the Kubernetes Node.",
 			request:     api.ReportVersionRequest{}, status: 200, response: api.NodeEnvelope{}, errors: []int{404, 409}},
-		"GET /v1/nodes": {id: "listNodes", tag: "nodes", summary: "List nodes",
-			status: 200, response: api.NodeList{}},
+		"GET /v1/nodes": {id: "listNodes", tag: "nodes", summary: "List nodes, a page at a time, by hostname",
+			query: pageParams, status: 200, response: api.NodeList{}},
 		"GET /v1/nodes/{hostname}": {id: "getNode", tag: "nodes", summary: "Get a node",
 			status: 200, response: api.NodeEnvelope{}, errors: []int{404}},
 

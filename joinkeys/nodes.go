@@ -454,6 +454,28 @@ func (k *Keyring) Nodes(ctx context.Context) ([]Node, error) {
 	return nodes, nil
 }
 
+// NodesPage returns at most limit nodes whose hostnames sort after after
+// ("" for the first page), ordered by hostname, and the hostname to pass
+// as after for the next page ("" when this page is the last).
+func (k *Keyring) NodesPage(ctx context.Context, after string, limit int) (nodes []Node, next string, err error) {
+	if limit <= 0 {
+		return nil, "", fieldError("limit", "must be positive, got %d", limit)
+	}
+	recs, err := k.store.NodesAfter(ctx, after, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(recs) > limit {
+		recs = recs[:limit]
+		next = recs[limit-1].Hostname
+	}
+	nodes = make([]Node, len(recs))
+	for i, r := range recs {
+		nodes[i] = r.Node
+	}
+	return nodes, next, nil
+}
+
 // ValidateHostname accepts an RFC 1123 label as Kubernetes does for node
 // names here: 1-63 lowercase letters, digits and '-', starting and ending
 // with a letter or digit.

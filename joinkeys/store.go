@@ -45,6 +45,10 @@ type Store interface {
 	NodeByPublicKey(ctx context.Context, key wgkey.Key) (NodeRecord, error)
 	// Nodes returns every node ordered by hostname.
 	Nodes(ctx context.Context) ([]NodeRecord, error)
+	// NodesAfter returns at most limit nodes whose hostnames sort after
+	// after ("" for the first), ordered by hostname: one page of Nodes,
+	// read without reading the others.
+	NodesAfter(ctx context.Context, after string, limit int) ([]NodeRecord, error)
 	// UpdateNode replaces the mutable fields (Version, GPUs, PodCIDR,
 	// Status, UpdatedAt, RegisteredAt, LastSeen, TokenHash) of the node
 	// with n.Hostname if its stored Revision is still n.Revision, gives it a

@@ -47,9 +47,12 @@ type Key struct {
 	LastUsed  *time.Time        `json:"last_used_at"`
 }
 
-// KeyList answers GET /v1/nodes/join-keys.
+// KeyList answers GET /v1/nodes/join-keys: a page of keys, oldest first.
 type KeyList struct {
 	Keys []Key `json:"keys"`
+	// Continue is the token of the next page (?continue=); empty on the
+	// last page.
+	Continue string `json:"continue" description:"The token of the next page (pass it as ?continue=); empty on the last page."`
 }
 
 // ValidateRequest is join step 1 (POST /v1/nodes/validate). A first join
@@ -151,7 +154,10 @@ type NodeEnvelope struct {
 	Node Node `json:"node"`
 }
 
-// NodeList answers GET /v1/nodes.
+// NodeList answers GET /v1/nodes: a page of nodes, by hostname.
 type NodeList struct {
 	Nodes []Node `json:"nodes"`
+	// Continue is the token of the next page (?continue=); empty on the
+	// last page.
+	Continue string `json:"continue" description:"The token of the next page (pass it as ?continue=); empty on the last page."`
 }

@@ -215,6 +215,26 @@ func (s *Store) Nodes(context.Context) ([]joinkeys.NodeRecord, error) {
 	return out, nil
 }
 
+// NodesAfter implements joinkeys.Store.
+func (s *Store) NodesAfter(_ context.Context, after string, limit int) ([]joinkeys.NodeRecord, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.nodes))
+	for h := range s.nodes {
+		if h > after {
+			names = append(names, h)
+		}
+	}
+	slices.Sort(names)
+	out := make([]joinkeys.NodeRecord, 0, min(limit, len(names)))
+	for _, h := range names[:min(limit, len(names))] {
+		out = append(out, cloneNode(s.nodes[h]))
+	}
+	return out, nil
+}
+
 // UpdateNode implements joinkeys.Store.
 func (s *Store) UpdateNode(_ context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {

@@ -538,6 +538,25 @@ func (s *Store) Nodes(ctx context.Context) ([]joinkeys.NodeRecord, error) {
 	return out, rows.Err()
 }
 
+// NodesAfter implements joinkeys.Store: the primary key's index gives the
+// page without reading the rows before it.
+func (s *Store) NodesAfter(ctx context.Context, after string, limit int) ([]joinkeys.NodeRecord, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname > ? ORDER BY hostname LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []joinkeys.NodeRecord
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
 // UpdateNode implements joinkeys.Store.
 func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
 	gpus, err := marshalGPUs(n.GPUs)

@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) joinkeys.Store) {
 		})
 	})
 	t.Run("ReleaseAndReuse", func(t *testing.T) { testReleaseAndReuse(t, big) })
+	t.Run("NodesPage", func(t *testing.T) { testNodesPage(t, big) })
 	t.Run("BadInputWritesNothing", func(t *testing.T) { testBadInput(t, big) })
 	t.Run("RegisterAndReports", func(t *testing.T) { testRegister(t, big) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, big) })
@@ -500,6 +501,61 @@ func testPoolExhaustion(t *testing.T, env envFunc) {
 	r, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "one-too-many", PublicKey: PublicKey(t)})
 	if err != nil || r.Node.VPNIP.String() != "198.18.5.4" {
 		t.Fatalf("after release: %+v, %v; want 198.18.5.4", r.Node, err)
+	}
+}
+
+// testNodesPage: pages of nodes, in hostname order, add up to Nodes,
+// whatever the page size, and a page after a hostname that is gone starts
+// at the next one.
+func testNodesPage(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{})
+	for _, h := range []string{"n-7", "n-1", "n-4", "n-10", "n-2", "n-9", "n-3"} {
+		if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: h, PublicKey: PublicKey(t)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := kr.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1, 2, 3, 7, 8, 100} {
+		var got []string
+		after := ""
+		for pages := 0; ; pages++ {
+			page, next, err := kr.NodesPage(ctx, after, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > size || pages > len(all) {
+				t.Fatalf("page size %d: a page of %d, or %d pages", size, len(page), pages)
+			}
+			for _, n := range page {
+				got = append(got, n.Hostname)
+			}
+			if next == "" {
+				break
+			}
+			after = next
+		}
+		var want []string
+		for _, n := range all {
+			want = append(want, n.Hostname)
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("pages of %d: %v, want %v", size, got, want)
+		}
+	}
+	if _, err := kr.Release(ctx, "n-3", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	page, _, err := kr.NodesPage(ctx, "n-3", 1)
+	if err != nil || len(page) != 1 || page[0].Hostname != "n-4" {
+		t.Errorf("the page after a released hostname: %+v, %v; want n-4", page, err)
+	}
+	if _, _, err := kr.NodesPage(ctx, "", 0); !errors.Is(err, joinkeys.ErrInvalidInput) {
+		t.Errorf("a page of 0: %v, want ErrInvalidInput", err)
 	}
 }
 
