@@ -454,6 +454,13 @@ func (k *Keyring) Nodes(ctx context.Context) ([]Node, error) {
 	return nodes, nil
 }
 
+// GPUKinds counts the registered nodes with GPUs by kind of machine
+// (vendor, model, GPUs per node), in no particular order, without reading
+// the fleet.
+func (k *Keyring) GPUKinds(ctx context.Context) ([]GPUKind, error) {
+	return k.store.GPUKinds(ctx)
+}
+
 // NodesPage returns at most limit nodes whose hostnames sort after after
 // ("" for the first page), ordered by hostname, and the hostname to pass
 // as after for the next page ("" when this page is the last).

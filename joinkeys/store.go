@@ -45,6 +45,10 @@ type Store interface {
 	NodeByPublicKey(ctx context.Context, key wgkey.Key) (NodeRecord, error)
 	// Nodes returns every node ordered by hostname.
 	Nodes(ctx context.Context) ([]NodeRecord, error)
+	// GPUKinds counts the registered nodes with GPUs by kind of machine:
+	// the first GPU's vendor (empty: VendorNVIDIA), its model and the
+	// number of GPUs, without reading the nodes one by one.
+	GPUKinds(ctx context.Context) ([]GPUKind, error)
 	// NodesAfter returns at most limit nodes whose hostnames sort after
 	// after ("" for the first), ordered by hostname: one page of Nodes,
 	// read without reading the others.

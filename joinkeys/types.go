@@ -89,6 +89,15 @@ type GPU struct {
 	UUID      string `json:"uuid"`
 }
 
+// GPUKind is a kind of GPU machine and how many registered nodes are of
+// it.
+type GPUKind struct {
+	Vendor string // VendorNVIDIA or VendorAMD
+	Model  string // the first GPU's name
+	GPUs   int    // GPUs per node
+	Nodes  int
+}
+
 // Node is one machine in the ledger.
 type Node struct {
 	Hostname     string

@@ -39,7 +39,12 @@ func PoolOf(gpus []joinkeys.GPU) (p Pool, ok bool) {
 	if len(gpus) == 0 {
 		return Pool{}, false
 	}
-	p = Pool{Vendor: gpus[0].Vendor, Model: gpus[0].Name, GPUs: len(gpus)}
+	return poolFor(gpus[0].Vendor, gpus[0].Name, len(gpus)), true
+}
+
+// poolFor is the pool of machines with count GPUs of vendor's model.
+func poolFor(vendor, model string, count int) (p Pool) {
+	p = Pool{Vendor: vendor, Model: model, GPUs: count}
 	if p.Vendor == "" {
 		p.Vendor = joinkeys.VendorNVIDIA
 	}
@@ -48,7 +53,7 @@ func PoolOf(gpus []joinkeys.GPU) (p Pool, ok bool) {
 		p.Resource = "amd.com/gpu"
 	}
 	p.Name = poolName(p.Vendor, p.Model, p.GPUs)
-	return p, true
+	return p
 }
 
 func poolName(vendor, model string, count int) string {

@@ -29,8 +29,9 @@ import (
 // machines. The cluster is created when the first GPU node registers.
 //
 // Writes are coalesced: every Place and Remove queues its change and
-// waits for the next write of the RayCluster, which counts the whole
-// ledger as it is then; the changes queued while a write is under way
+// waits for the next write of the RayCluster, which counts the ledger's
+// registered nodes by kind as they are then (joinkeys.Keyring.GPUKinds,
+// an index in SQLite: no read of the fleet); the changes queued while a write is under way
 // share the write after it. N concurrent registrations cost about one
 // RayCluster write, not N, and each still returns with its node counted.
 type RayGroups struct {
@@ -250,22 +251,20 @@ type poolCount struct {
 	count int32
 }
 
-// pools counts the registered GPU nodes of the ledger by pool.
+// pools counts the registered GPU nodes of the ledger by pool, from the
+// ledger's own counts by kind of machine (joinkeys.Keyring.GPUKinds), not
+// by reading the fleet.
 func (g *RayGroups) pools(ctx context.Context) (map[string]poolCount, error) {
-	nodes, err := g.Ledger.Nodes(ctx)
+	kinds, err := g.Ledger.GPUKinds(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]poolCount{}
-	for _, n := range nodes {
-		if n.Status != joinkeys.StatusRegistered {
-			continue
-		}
-		if p, ok := PoolOf(n.GPUs); ok {
-			c := out[p.Name]
-			c.Pool, c.count = p, c.count+1
-			out[p.Name] = c
-		}
+	for _, k := range kinds {
+		p := poolFor(k.Vendor, k.Model, k.GPUs)
+		c := out[p.Name]
+		c.Pool, c.count = p, c.count+int32(k.Nodes)
+		out[p.Name] = c
 	}
 	return out, nil
 }

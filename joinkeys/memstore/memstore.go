@@ -215,6 +215,31 @@ func (s *Store) Nodes(context.Context) ([]joinkeys.NodeRecord, error) {
 	return out, nil
 }
 
+// GPUKinds implements joinkeys.Store.
+func (s *Store) GPUKinds(context.Context) ([]joinkeys.GPUKind, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	counts := map[joinkeys.GPUKind]int{}
+	for _, n := range s.nodes {
+		if n.Status != joinkeys.StatusRegistered || len(n.GPUs) == 0 {
+			continue
+		}
+		kind := joinkeys.GPUKind{Vendor: n.GPUs[0].Vendor, Model: n.GPUs[0].Name, GPUs: len(n.GPUs)}
+		if kind.Vendor == "" {
+			kind.Vendor = joinkeys.VendorNVIDIA
+		}
+		counts[kind]++
+	}
+	out := make([]joinkeys.GPUKind, 0, len(counts))
+	for kind, n := range counts {
+		kind.Nodes = n
+		out = append(out, kind)
+	}
+	return out, nil
+}
+
 // NodesAfter implements joinkeys.Store.
 func (s *Store) NodesAfter(_ context.Context, after string, limit int) ([]joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {

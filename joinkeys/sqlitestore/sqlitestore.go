@@ -538,6 +538,33 @@ func (s *Store) Nodes(ctx context.Context) ([]joinkeys.NodeRecord, error) {
 	return out, rows.Err()
 }
 
+// GPUKinds implements joinkeys.Store from the gpu_kind index.
+func (s *Store) GPUKinds(ctx context.Context) ([]joinkeys.GPUKind, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT gpu_kind, count(*) FROM nodes WHERE gpu_kind IS NOT NULL GROUP BY gpu_kind`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []joinkeys.GPUKind
+	for rows.Next() {
+		var kind string
+		var n int
+		if err := rows.Scan(&kind, &n); err != nil {
+			return nil, err
+		}
+		parts := strings.Split(kind, "\x1f")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("sqlitestore: gpu_kind %q is not vendor, model and count", kind)
+		}
+		gpus, err := strconv.Atoi(parts[2])
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: gpu_kind %q: %w", kind, err)
+		}
+		out = append(out, joinkeys.GPUKind{Vendor: parts[0], Model: parts[1], GPUs: gpus, Nodes: n})
+	}
+	return out, rows.Err()
+}
+
 // NodesAfter implements joinkeys.Store: the primary key's index gives the
 // page without reading the rows before it.
 func (s *Store) NodesAfter(ctx context.Context, after string, limit int) ([]joinkeys.NodeRecord, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) joinkeys.Store) {
 	})
 	t.Run("ReleaseAndReuse", func(t *testing.T) { testReleaseAndReuse(t, big) })
 	t.Run("NodesPage", func(t *testing.T) { testNodesPage(t, big) })
+	t.Run("GPUKinds", func(t *testing.T) { testGPUKinds(t, big) })
 	t.Run("BadInputWritesNothing", func(t *testing.T) { testBadInput(t, big) })
 	t.Run("RegisterAndReports", func(t *testing.T) { testRegister(t, big) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, big) })
@@ -502,6 +504,72 @@ func testPoolExhaustion(t *testing.T, env envFunc) {
 	if err != nil || r.Node.VPNIP.String() != "198.18.5.4" {
 		t.Fatalf("after release: %+v, %v; want 198.18.5.4", r.Node, err)
 	}
+}
+
+// testGPUKinds: the registered nodes with GPUs are counted by kind (an
+// empty vendor is NVIDIA's); validated, CPU-only and released nodes are
+// not, and a node that changes its GPUs moves to its new kind.
+func testGPUKinds(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, _, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{})
+	gpus := func(vendor, model string, n int) []joinkeys.GPU {
+		out := make([]joinkeys.GPU, n)
+		for i := range out {
+			out[i] = joinkeys.GPU{Index: i, Vendor: vendor, Name: model, MemoryMiB: 1}
+		}
+		return out
+	}
+	tokens := map[string]string{}
+	join := func(host string, g []joinkeys.GPU, register bool) {
+		t.Helper()
+		j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: host, PublicKey: PublicKey(t), Version: "1.0.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[host] = j.NodeToken
+		if register {
+			if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: host, GPUs: g, Version: "1.0.0"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	join("h1", gpus("nvidia", "H100", 8), true)
+	join("h2", gpus("", "H100", 8), true) // recorded before AMD support: NVIDIA's
+	join("h3", gpus("nvidia", "H100", 4), true)
+	join("m1", gpus("amd", "MI300X", 8), true)
+	join("cpu", nil, true)
+	join("pending", gpus("nvidia", "H100", 8), false)
+	want := func(expect map[joinkeys.GPUKind]bool) {
+		t.Helper()
+		got, err := kr.GPUKinds(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[joinkeys.GPUKind]bool{}
+		for _, k := range got {
+			seen[k] = true
+		}
+		if len(seen) != len(got) || !maps.Equal(seen, expect) {
+			t.Errorf("GPUKinds = %+v, want %+v", got, expect)
+		}
+	}
+	want(map[joinkeys.GPUKind]bool{
+		{Vendor: "nvidia", Model: "H100", GPUs: 8, Nodes: 2}: true,
+		{Vendor: "nvidia", Model: "H100", GPUs: 4, Nodes: 1}: true,
+		{Vendor: "amd", Model: "MI300X", GPUs: 8, Nodes: 1}:  true,
+	})
+	// h3 gets 8 GPUs; h1 goes.
+	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: tokens["h3"], Hostname: "h3", GPUs: gpus("nvidia", "H100", 8), Version: "1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Release(ctx, "h1", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	want(map[joinkeys.GPUKind]bool{
+		{Vendor: "nvidia", Model: "H100", GPUs: 8, Nodes: 2}: true,
+		{Vendor: "amd", Model: "MI300X", GPUs: 8, Nodes: 1}:  true,
+	})
 }
 
 // testNodesPage: pages of nodes, in hostname order, add up to Nodes,
