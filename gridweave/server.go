@@ -125,8 +125,9 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.auth = newAuthenticator(cfg, b.Keyring, s.now)
 	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
 	s.metrics = newMetrics(s)
-	fb := fleet.Backends{Ledger: b.Keyring, Peers: b.Mesh, Routes: b.Routes, Nodes: fleet.KubeNodes{Client: b.Kube, Logger: s.log},
-		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
+	nodes := &fleet.KubeNodes{Client: b.Kube, Logger: s.log}
+	fb := fleet.Backends{Ledger: b.Keyring, Peers: b.Mesh, Routes: b.Routes, Nodes: nodes,
+		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Nodes: nodes, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
 			HeadImage: cfg.RayImage, WorkerImage: cfg.RayImageWorker},
 		Logger: s.log, Now: s.now}
 	if cfg.DCGMTargetsDir != "" {

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -84,7 +85,7 @@ func kubernetesWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := fleet.KubeNodes{Client: tc.Kube}
+	nodes := &fleet.KubeNodes{Client: tc.Kube}
 	w := newWorld(t, nodes, nil, func(ledger *joinkeys.Keyring) fleet.Placement {
 		return &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test",
 			HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}
@@ -400,17 +401,83 @@ func TestSyncNodeFollowsKubernetes(t *testing.T) {
 	}
 }
 
-// countingTransport counts the writes (PUT, PATCH) of RayClusters.
+// countingTransport counts the writes (PUT, PATCH) of RayClusters and
+// the reads (GET) of single Nodes.
 type countingTransport struct {
-	next   http.RoundTripper
-	writes atomic.Int64
+	next      http.RoundTripper
+	writes    atomic.Int64
+	nodeReads atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if (r.Method == http.MethodPut || r.Method == http.MethodPatch) && strings.Contains(r.URL.Path, "/rayclusters/") {
 		c.writes.Add(1)
 	}
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/") {
+		c.nodeReads.Add(1)
+	}
 	return c.next.RoundTrip(r)
+}
+
+// TestKubeNodesReadTheWatchCache: while Watch runs, a Node the cache holds
+// is read without asking the API server; one it does not hold is asked
+// for, so a Node k3s registered a moment ago is never reported missing.
+func TestKubeNodesReadTheWatchCache(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	counting := &countingTransport{}
+	cfg := rest.CopyConfig(tc.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counting.next = rt; return counting })
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := hostname("cached")
+	if _, err := tc.AddNode(ctx, name, nil, nil, "198.19.250.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	nodes := &fleet.KubeNodes{Client: kube}
+	seen := make(chan struct{}, 1)
+	go func() {
+		_ = nodes.Watch(ctx, func(kn fleet.KubeNode) {
+			if kn.Name == name {
+				select {
+				case seen <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}()
+	select {
+	case <-seen:
+	case <-time.After(time.Minute):
+		t.Fatal("Watch never delivered the Node")
+	}
+	var kn fleet.KubeNode
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		before := counting.nodeReads.Load()
+		if kn, err = nodes.Get(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if counting.nodeReads.Load() == before {
+			break // answered from the cache
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Get kept asking the API server for a Node the watch delivered")
+		}
+	}
+	if kn.PodCIDR.String() != "198.19.250.0/24" {
+		t.Errorf("the cached Node's pod CIDR is %s", kn.PodCIDR)
+	}
+	before := counting.nodeReads.Load()
+	if _, err := nodes.Get(ctx, "no-such-node"); !errors.Is(err, fleet.ErrNoKubeNode) {
+		t.Errorf("a Node that is nowhere: %v", err)
+	}
+	if counting.nodeReads.Load() == before {
+		t.Error("a Node the cache lacks was not asked of the API server")
+	}
 }
 
 // TestConcurrentRegistersShareWrites: 200 GPU nodes of three kinds
@@ -449,7 +516,7 @@ func TestConcurrentRegistersShareWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, masterKey, _ := wgkey.GeneratePair()
-	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: fleet.KubeNodes{Client: tc.Kube},
+	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: &fleet.KubeNodes{Client: tc.Kube},
 		Placement: &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test", HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,13 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // FieldManager is the field manager of the fleet's writes to Kubernetes.
 const FieldManager = "gridweave"
 
-// KubeNodes is Nodes over a Kubernetes clientset.
+// KubeNodes is Nodes over a Kubernetes clientset. While Watch runs, Get
+// answers from the informer's cache when it holds the Node (a register
+// then costs no read of the API server), and asks the API server when it
+// does not (a Node k3s registered a moment ago may not have reached the
+// cache). Use it by pointer.
 type KubeNodes struct {
 	Client kubernetes.Interface
 	// Resync is the informer's resync period for Watch; default 10 minutes.
@@ -27,10 +34,29 @@ type KubeNodes struct {
 	// Logger hears of Nodes that Watch cannot read (a pod CIDR that is not
 	// a CIDR); default discards.
 	Logger *slog.Logger
+
+	cache atomic.Pointer[nodeCache] // set while Watch runs, once synced
+}
+
+// nodeCache is Watch's informer cache.
+type nodeCache struct{ lister corelisters.NodeLister }
+
+// cached returns the Node name from Watch's cache; found is false when
+// the cache does not hold it or no synced cache is there to ask.
+func (k *KubeNodes) cached(name string) (n *corev1.Node, found, synced bool) {
+	c := k.cache.Load()
+	if c == nil {
+		return nil, false, false
+	}
+	n, err := c.lister.Get(name)
+	return n, err == nil, true
 }
 
 // Get implements Nodes.
-func (k KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
+func (k *KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
+	if n, found, _ := k.cached(name); found {
+		return kubeNodeOf(n)
+	}
 	n, err := k.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return KubeNode{}, ErrNoKubeNode
@@ -42,7 +68,7 @@ func (k KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
 }
 
 func kubeNodeOf(n *corev1.Node) (KubeNode, error) {
-	kn := KubeNode{Name: n.Name, Labels: n.Labels}
+	kn := KubeNode{Name: n.Name, Labels: maps.Clone(n.Labels)} // a cached Node is shared: never hand out its maps
 	if n.Spec.PodCIDR != "" {
 		p, err := netip.ParsePrefix(n.Spec.PodCIDR)
 		if err != nil {
@@ -54,16 +80,16 @@ func kubeNodeOf(n *corev1.Node) (KubeNode, error) {
 }
 
 // SetLabel implements Nodes.
-func (k KubeNodes) SetLabel(ctx context.Context, name, key, value string) error {
+func (k *KubeNodes) SetLabel(ctx context.Context, name, key, value string) error {
 	return k.patchMeta(ctx, name, "labels", key, value)
 }
 
 // SetAnnotation implements Nodes.
-func (k KubeNodes) SetAnnotation(ctx context.Context, name, key, value string) error {
+func (k *KubeNodes) SetAnnotation(ctx context.Context, name, key, value string) error {
 	return k.patchMeta(ctx, name, "annotations", key, value)
 }
 
-func (k KubeNodes) patchMeta(ctx context.Context, name, field, key, value string) error {
+func (k *KubeNodes) patchMeta(ctx context.Context, name, field, key, value string) error {
 	v := "null"
 	if value != "" {
 		v = fmt.Sprintf("%q", value)
@@ -77,7 +103,7 @@ func (k KubeNodes) patchMeta(ctx context.Context, name, field, key, value string
 }
 
 // Delete implements Nodes.
-func (k KubeNodes) Delete(ctx context.Context, name string) error {
+func (k *KubeNodes) Delete(ctx context.Context, name string) error {
 	err := k.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -86,7 +112,7 @@ func (k KubeNodes) Delete(ctx context.Context, name string) error {
 }
 
 // Watch implements Nodes with a shared informer.
-func (k KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
+func (k *KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 	resync := k.Resync
 	if resync <= 0 {
 		resync = 10 * time.Minute
@@ -114,8 +140,13 @@ func (k KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 	}); err != nil {
 		return err
 	}
+	lister := factory.Core().V1().Nodes().Lister()
 	factory.Start(ctx.Done())
+	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		k.cache.Store(&nodeCache{lister: lister})
+	}
 	<-ctx.Done()
+	k.cache.Store(nil)
 	factory.Shutdown()
 	return nil
 }

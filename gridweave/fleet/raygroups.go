@@ -110,7 +110,7 @@ func (g *RayGroups) nodes() Nodes {
 	if g.Nodes != nil {
 		return g.Nodes
 	}
-	return KubeNodes{Client: g.Kube}
+	return &KubeNodes{Client: g.Kube}
 }
 
 // Place implements Placement.

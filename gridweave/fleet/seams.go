@@ -82,7 +82,7 @@ type Targets interface {
 
 var (
 	_ Routes    = DeviceRoutes{}
-	_ Nodes     = KubeNodes{}
+	_ Nodes     = (*KubeNodes)(nil)
 	_ Placement = (*RayGroups)(nil)
 	_ Targets   = (*scrapetargets.Dir)(nil)
 )
