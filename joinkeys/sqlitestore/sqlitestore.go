@@ -522,7 +522,12 @@ func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.No
 
 // Nodes implements joinkeys.Store.
 func (s *Store) Nodes(ctx context.Context) ([]joinkeys.NodeRecord, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY hostname`)
+	return s.queryNodes(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY hostname`)
+}
+
+// queryNodes runs a query of nodeColumns and scans every row.
+func (s *Store) queryNodes(ctx context.Context, query string, args ...any) ([]joinkeys.NodeRecord, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -568,20 +573,7 @@ func (s *Store) GPUKinds(ctx context.Context) ([]joinkeys.GPUKind, error) {
 // NodesAfter implements joinkeys.Store: the primary key's index gives the
 // page without reading the rows before it.
 func (s *Store) NodesAfter(ctx context.Context, after string, limit int) ([]joinkeys.NodeRecord, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname > ? ORDER BY hostname LIMIT ?`, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []joinkeys.NodeRecord
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return s.queryNodes(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname > ? ORDER BY hostname LIMIT ?`, after, limit)
 }
 
 // UpdateNode implements joinkeys.Store.
