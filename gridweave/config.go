@@ -106,6 +106,20 @@ type Config struct {
 	// nodes download and import (WORKER_IMAGE_TAR); empty means nodes pull
 	// it themselves.
 	WorkerImageTar string
+	// TLS is "on" (the public listener serves HTTPS and the join command
+	// pins its key), "off" (plain HTTP, logged as insecure) or empty: on
+	// outside dev mode, off in it (TLS). UsesTLS resolves it.
+	TLS string
+	// TLSCertFile and TLSKeyFile are the public listener's PEM certificate
+	// and key (TLS_CERT_FILE, TLS_KEY_FILE; both or neither); unset, a
+	// self-signed pair is made at first start and kept beside the ledger
+	// (tls.crt, tls.key 0600) for every later start.
+	TLSCertFile string
+	TLSKeyFile  string
+	// PublicPin is the public-key pin of the certificate the public
+	// listener serves (tlspin's "sha256//..." form), set by the program
+	// that loaded it; the join command carries it. Empty: plain HTTP.
+	PublicPin string
 	// AgentDir holds the join agent binaries the node side downloads,
 	// named join-node-<os>-<arch> (AGENT_DIR); empty means none.
 	AgentDir string
@@ -161,6 +175,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		AgentDir:           env("AGENT_DIR", ""),
 		WorkerImageTar:     env("WORKER_IMAGE_TAR", ""),
 		DCGMTargetsDir:     env("DCGM_TARGETS_DIR", ""),
+		TLS:                strings.ToLower(env("TLS", "")),
+		TLSCertFile:        env("TLS_CERT_FILE", ""),
+		TLSKeyFile:         env("TLS_KEY_FILE", ""),
 		InternalToken:      getenv("INTERNAL_TOKEN"),
 		Dev:                env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
 	}
@@ -238,6 +255,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err := fleet.CheckVersion(c.ServerVersion); err != nil {
 		return Config{}, &ConfigError{"SERVER_VERSION", err.Error()}
 	}
+	if c.TLS != "" && c.TLS != "on" && c.TLS != "off" {
+		return Config{}, &ConfigError{"TLS", fmt.Sprintf("%q is neither on nor off", c.TLS)}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return Config{}, &ConfigError{"TLS_CERT_FILE", "TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for a generated pair"}
+	}
 	if c.DBSync != "full" && c.DBSync != "normal" {
 		return Config{}, &ConfigError{"KUBERAY_DB_SYNC", fmt.Sprintf("%q is neither full nor normal", c.DBSync)}
 	}
@@ -255,6 +278,10 @@ func envInt(env func(string, string) string, name string, def, lo, hi int) (int,
 	}
 	return n, nil
 }
+
+// UsesTLS reports whether the public listener serves HTTPS: TLS=on, or
+// TLS unset outside dev mode.
+func (c Config) UsesTLS() bool { return c.TLS == "on" || (c.TLS == "" && !c.Dev) }
 
 // MinSecretLen is the shortest JWT_SECRET accepted outside dev mode.
 const MinSecretLen = 32

@@ -61,7 +61,7 @@ func proxyServer(t *testing.T, tc *testcluster.Cluster, dashboardURL string, con
 	}
 	isrv := httptest.NewServer(openapitest.Middleware(t, openapitest.MustParse(t, doc), s.InternalHandler()))
 	t.Cleanup(isrv.Close)
-	internal = &harness{t: t, url: isrv.URL, server: s, cfg: c}
+	internal = &harness{t: t, url: isrv.URL, server: s, cfg: c, client: http.DefaultClient}
 	return public, internal, ns
 }
 

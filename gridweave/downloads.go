@@ -25,7 +25,7 @@ var agentPlatforms = map[string]map[string]bool{"linux": {"amd64": true, "arm64"
 func (s *Server) handleJoinScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/x-shellscript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(joinscript.Render(s.cfg.Port))
+	_, _ = w.Write(joinscript.Render(s.cfg.Port, s.cfg.PublicPin != ""))
 }
 
 // agentFile returns the agent binary for the request's {os}/{arch}, or

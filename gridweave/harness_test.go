@@ -3,11 +3,14 @@ package gridweave_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/openapitest"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
@@ -58,12 +62,17 @@ type harness struct {
 	clock  *storetest.Clock
 	logs   *lockedBuffer
 	cfg    gridweave.Config
+	client *http.Client    // pins the certificate when the harness serves TLS
+	tls    *tlspin.KeyPair // nil: plain HTTP
 }
 
 type harnessOptions struct {
 	store  joinkeys.Store
 	mesh   mesh.Mesh
 	config func(*gridweave.Config)
+	// tls serves HTTPS with a key pair of the harness's own, as the
+	// server does outside dev mode; the join command then pins it.
+	tls bool
 }
 
 func testConfig() gridweave.Config {
@@ -88,6 +97,15 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	cfg := testConfig()
 	if o.config != nil {
 		o.config(&cfg)
+	}
+	var kp *tlspin.KeyPair
+	if o.tls {
+		dir := t.TempDir()
+		pair, err := tlspin.LoadOrCreate(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), []netip.Addr{netip.MustParseAddr("127.0.0.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, cfg.PublicPin = &pair, pair.Pin.String()
 	}
 	store := o.store
 	if store == nil {
@@ -117,7 +135,7 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessFor(t, s, cfg)
+	h := serveHarness(t, s, cfg, kp)
 	h.kr, h.mesh, h.fakes, h.clock, h.logs = kr, m, fakes, clock, logs
 	return h
 }
@@ -126,13 +144,26 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 // the service's OpenAPI document: one it does not describe (a status, a
 // field, an error code) fails the test.
 func newHarnessFor(t testing.TB, s *gridweave.Server, cfg gridweave.Config) *harness {
+	return serveHarness(t, s, cfg, nil)
+}
+
+// serveHarness is newHarnessFor over HTTPS with kp when it is not nil.
+func serveHarness(t testing.TB, s *gridweave.Server, cfg gridweave.Config, kp *tlspin.KeyPair) *harness {
 	doc, err := s.OpenAPI()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(openapitest.Middleware(t, openapitest.MustParse(t, doc), s.Handler()))
+	srv := httptest.NewUnstartedServer(openapitest.Middleware(t, openapitest.MustParse(t, doc), s.Handler()))
+	client := http.DefaultClient
+	if kp != nil {
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{kp.Certificate}}
+		srv.StartTLS()
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin)}}
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
-	return &harness{t: t, url: srv.URL, server: s, cfg: cfg, clock: storetest.NewClock()}
+	return &harness{t: t, url: srv.URL, server: s, cfg: cfg, clock: storetest.NewClock(), client: client, tls: kp}
 }
 
 // reply is a decoded answer.
@@ -178,7 +209,7 @@ func (h *harness) do(method, path, token string, body any) reply {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatalf("%s %s: %v", method, path, err)
 	}

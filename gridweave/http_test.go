@@ -384,6 +384,27 @@ func TestWireContractFixes(t *testing.T) {
 // placeholder secrets, a short INTERNAL_TOKEN, an internal listener on
 // every interface, the VPN or a public address, and a host name as
 // MASTER_IP are refused, naming the variable.
+// TLS is on unless dev mode or TLS=off says otherwise.
+func TestConfigTLSDefaults(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{}, true},
+		{map[string]string{"TLS": "off"}, false},
+		{map[string]string{"GRIDWEAVE_DEV": "1"}, false},
+		{map[string]string{"GRIDWEAVE_DEV": "1", "TLS": "on"}, true},
+	} {
+		cfg, err := gridweave.ConfigFromEnv(func(k string) string { return c.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.UsesTLS() != c.want {
+			t.Errorf("%v: UsesTLS() = %v", c.env, cfg.UsesTLS())
+		}
+	}
+}
+
 func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 	base := map[string]string{"ADMIN_TOKEN": testAdminToken, "JWT_SECRET": testSecret, "VPN_CIDR": "198.18.0.0/16", "MASTER_VPN_IP": "198.18.0.1"}
 	with := func(kv ...string) func(string) string {
@@ -421,6 +442,8 @@ func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 		{"INTERNAL_ADDR", "gateway.local:8801"},
 		{"INTERNAL_ADDR", "127.0.0.1"},
 		{"MASTER_IP", "master.example.com"},
+		{"TLS", "maybe"},
+		{"TLS_CERT_FILE", "/etc/gridweave/tls.crt"}, // without TLS_KEY_FILE
 	} {
 		if _, err := gridweave.ConfigFromEnv(with(c.name, c.value)); err == nil || !strings.HasPrefix(err.Error(), c.name+":") {
 			t.Errorf("%s=%q: %v, want an error naming the variable", c.name, c.value, err)
@@ -432,6 +455,8 @@ func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 		{"INTERNAL_ADDR", "172.17.0.1:8801"},
 		{"INTERNAL_TOKEN", strings.Repeat("t", 32)},
 		{"MASTER_IP", "2001:db8::7"},
+		{"TLS", "off"},
+		{"TLS", "ON"},
 	} {
 		cfg, err := gridweave.ConfigFromEnv(with(c.name, c.value))
 		if err == nil {

@@ -69,6 +69,12 @@ func (s *Server) joinCommand(key string) string {
 	if master == "" {
 		master = "<MASTER_IP>"
 	}
+	if s.cfg.PublicPin != "" {
+		// -k is safe: the pin replaces CA verification (tlspin).
+		base := fmt.Sprintf("https://%s:%d", hostForURL(master), s.cfg.Port)
+		return fmt.Sprintf("curl -fsSL --pinnedpubkey %s -k %s/join-node.sh -o join-node.sh && sudo MASTER_IP=%s MASTER_PIN=%s bash join-node.sh %s",
+			s.cfg.PublicPin, base, master, s.cfg.PublicPin, key)
+	}
 	base := fmt.Sprintf("http://%s:%d", hostForURL(master), s.cfg.Port)
 	return fmt.Sprintf("curl -fsSL %s/join-node.sh -o join-node.sh && sudo MASTER_IP=%s bash join-node.sh %s", base, master, key)
 }

@@ -3,6 +3,7 @@ package gridweave_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -75,7 +76,7 @@ func TestInternalListenerAndReadiness(t *testing.T) {
 	h := newHarness(t, nil)
 	internal := httptest.NewServer(h.server.InternalHandler())
 	defer internal.Close()
-	hi := &harness{t: t, url: internal.URL}
+	hi := &harness{t: t, url: internal.URL, client: http.DefaultClient}
 	h.want(h.do("GET", "/healthz", "", nil), 200, "a public request to count")
 	m := hi.want(hi.do("GET", "/metrics", "", nil), 200, "metrics on the internal listener without a credential")
 	if !strings.Contains(string(m.raw), "gridweave_http_requests_total") {

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
@@ -18,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +29,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/childproc"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/testcluster"
@@ -95,7 +100,9 @@ type master struct {
 	dev       *wgdevice.Device
 	vpnPrefix netip.Prefix
 	vpnIP     netip.Addr
-	url       string
+	url       string     // https://, the public listener
+	pin       tlspin.Pin // the key of the certificate the server made at first start
+	client    *http.Client
 	env       []string
 	dir       string
 	targets   string // DCGM_TARGETS_DIR
@@ -164,7 +171,7 @@ func startMaster(t *testing.T) *master {
 
 	m.targets = filepath.Join(m.dir, "dcgm-targets")
 	port := freeTCPPort(t)
-	m.url = "http://" + masterUnderIP + ":" + strconv.Itoa(port)
+	m.url = "https://" + masterUnderIP + ":" + strconv.Itoa(port)
 	m.env = append(os.Environ(),
 		"ADMIN_TOKEN="+e2eAdminToken,
 		"JWT_SECRET=e2e-jwt-secret-0123456789abcdef0123456789",
@@ -204,7 +211,7 @@ func startMaster(t *testing.T) *master {
 func (m *master) start() {
 	t := m.t
 	t.Helper()
-	m.proc = exec.Command(e2eBinaries.server, "--addr", strings.TrimPrefix(m.url, "http://"))
+	m.proc = exec.Command(e2eBinaries.server, "--addr", strings.TrimPrefix(m.url, "https://"))
 	m.proc.Env = m.env
 	w := &lockedWriter{mu: m.logMu, w: m.log}
 	m.proc.Stdout, m.proc.Stderr = w, w
@@ -214,13 +221,25 @@ func (m *master) start() {
 	}
 	m.exited = make(chan struct{})
 	go func(done chan struct{}) { <-waited; close(done) }(m.exited)
+	db := filepath.Join(m.dir, "db")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-m.exited:
 			t.Fatalf("the server exited: %s", m.logs())
 		default:
 		}
-		if resp, err := http.Get(m.url + "/healthz"); err == nil {
+		// The test trusts the master as a machine does: by the pin of
+		// the certificate it keeps beside its ledger.
+		kp, err := tlspin.Load(filepath.Join(db, "tls.crt"), filepath.Join(db, "tls.key"))
+		if err != nil {
+			continue
+		}
+		if m.pin != (tlspin.Pin{}) && kp.Pin != m.pin {
+			t.Fatalf("the master's certificate changed across a restart: %s, then %s", m.pin, kp.Pin)
+		}
+		m.pin = kp.Pin
+		m.client = &http.Client{Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin)}}
+		if resp, err := m.client.Get(m.url + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return
@@ -267,7 +286,7 @@ func (m *master) api(method, path string, body any) (int, map[string]any) {
 	req, _ := http.NewRequest(method, m.url+path, r)
 	req.Header.Set("Authorization", "Bearer "+e2eAdminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := m.client.Do(req)
 	if err != nil {
 		m.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -386,6 +405,40 @@ func (n *node) record(name string) string {
 	return string(raw)
 }
 
+// manInTheMiddle puts the master's underlay address on the machine's own
+// loopback, so that everything the machine sends to the master reaches
+// instead a TLS server with a key pair of its own that relays each
+// request to the real master: someone on the path. It returns the count
+// of requests it relayed.
+func (n *node) manInTheMiddle(port int) *atomic.Int64 {
+	t := n.t
+	t.Helper()
+	n.ns.IP(t, "address", "add", masterUnderIP+"/32", "dev", "lo")
+	dir := t.TempDir()
+	kp, err := tlspin.LoadOrCreate(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), []netip.Addr{netip.MustParseAddr(masterUnderIP)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := n.ns.Do(func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(netip.MustParseAddr(masterUnderIP), uint16(port)).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	relayed := new(atomic.Int64)
+	target, _ := url.Parse(n.m.url)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // relays from the test's namespace
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		relayed.Add(1)
+		proxy.ServeHTTP(w, r)
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{kp.Certificate}}, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { srv.Close() })
+	return relayed
+}
+
 // echo sends a line to addr from inside the machine and reads it back.
 func (n *node) echo(addr string) error { return netnstest.Echo(n.ns, addr) }
 
@@ -464,4 +517,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// port is the public listener's port.
+func (m *master) port() int {
+	u, _ := url.Parse(m.url)
+	p, _ := strconv.Atoi(u.Port())
+	return p
 }

@@ -56,7 +56,7 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	// 1. The agent joins; the tunnel carries traffic both ways.
 	gpuNode := m.newNode(1, "gpu-e2e", true)
 	command := m.joinCommand()
-	if !strings.HasPrefix(command, "curl -fsSL "+m.url+"/join-node.sh -o join-node.sh && sudo MASTER_IP="+masterUnderIP+" bash join-node.sh ") {
+	if !strings.HasPrefix(command, "curl -fsSL --pinnedpubkey "+m.pin.String()+" -k "+m.url+"/join-node.sh -o join-node.sh && sudo MASTER_IP="+masterUnderIP+" MASTER_PIN="+m.pin.String()+" bash join-node.sh ") {
 		t.Fatalf("join_command %q", command)
 	}
 	started := time.Now()
@@ -178,9 +178,24 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	// An agent a major version ahead: 426, and no peer.
 	ahead := m.newNode(3, "gpu-ahead", false)
 	key := keyOf(t, m.joinCommand())
-	code, _, stderr = ahead.run(fmt.Sprintf("%s --master %s --state-dir /var/lib/gridweave --key %s", e2eBinaries.future, m.url, key))
+	code, _, stderr = ahead.run(fmt.Sprintf("GRIDWEAVE_JOIN_KEY=%s %s --master %s --pin %s --state-dir /var/lib/gridweave", key, e2eBinaries.future, m.url, m.pin))
 	if code == 0 || !strings.Contains(stderr, "426") || !strings.Contains(stderr, "run the join command again") {
 		t.Errorf("an agent a major version ahead: exit %d: %s", code, stderr)
+	}
+	// A man in the middle at the master's address, with a certificate of
+	// its own: the pinned join command fetches nothing through it, so
+	// nothing runs and nothing is written on either side.
+	victim := m.newNode(5, "gpu-victim", true)
+	relayed := victim.manInTheMiddle(m.port())
+	code, stdout, stderr = victim.run(m.joinCommand())
+	if code == 0 || relayed.Load() != 0 {
+		t.Errorf("the join command through a man in the middle: exit %d, %d requests relayed\n%s\n%s", code, relayed.Load(), stdout, stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(victim.dir, "state")); len(entries) != 0 {
+		t.Errorf("the machine behind the man in the middle has state: %v", entries)
+	}
+	if status, _ := m.api("GET", "/v1/nodes/gpu-victim", nil); status != 404 {
+		t.Errorf("the master knows the machine behind the man in the middle: %d", status)
 	}
 	if after := peerSet(m); after != peersBefore {
 		t.Errorf("the refused machines changed the master's peers:\n%s\n%s", peersBefore, after)
@@ -257,7 +272,7 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if err := json.Unmarshal(state, &identity); err != nil || identity.NodeToken == "" {
 		t.Fatalf("the successor's identity: %s, %v", state, err)
 	}
-	code, stdout, stderr = successor.run("sudo MASTER_IP=" + masterUnderIP + " bash join-node.sh --leave")
+	code, stdout, stderr = successor.run("sudo MASTER_IP=" + masterUnderIP + " MASTER_PIN=" + m.pin.String() + " bash join-node.sh --leave")
 	if code != 0 {
 		t.Fatalf("join-node.sh --leave (%d):\n%s\n%s", code, stdout, stderr)
 	}

@@ -1,8 +1,11 @@
 // Command join-node is the node side of the join flow, the agent
 // join-node.sh downloads and runs as root:
 //
-//	join-node --master http://MASTER:8800 --key JOIN_KEY     join (again: converges)
-//	join-node --master http://MASTER:8800 --leave            leave the cluster
+//	GRIDWEAVE_JOIN_KEY=KEY join-node --master https://MASTER:8800 --pin sha256//PIN   join (again: converges)
+//	join-node --master https://MASTER:8800 --pin sha256//PIN --leave                  leave the cluster
+//
+// The key comes in GRIDWEAVE_JOIN_KEY (or --key-file), never on the
+// command line; --pin makes every call accept only the master's key.
 //
 // It keeps the node's identity in --state-dir (0600), brings up the
 // WireGuard tunnel (--interface; kernel WireGuard or wireguard-go), runs the

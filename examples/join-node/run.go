@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"gridweave.dev/gridweave/node/joinagent"
@@ -35,8 +36,9 @@ const (
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("join-node", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	master := flags.String("master", "", "the master's URL, e.g. http://203.0.113.7:8800 (required)")
-	key := flags.String("key", "", "the join key (first join only)")
+	master := flags.String("master", "", "the master's URL, e.g. https://203.0.113.7:8800 (required)")
+	pin := flags.String("pin", "", "the master's certificate pin, sha256//<base64> (MASTER_PIN of the join command); every call accepts only that key")
+	keyFile := flags.String("key-file", "", "a file holding the join key (first join only); join-node.sh passes the key in "+joinKeyVariable+" instead")
 	leave := flags.Bool("leave", false, "leave the cluster: release this node, take the tunnel down, delete the identity")
 	stateDir := flags.String("state-dir", "/var/lib/gridweave", "where the node's identity is kept (0600)")
 	hostname := flags.String("hostname", "", "the node's name (default: this machine's hostname)")
@@ -56,8 +58,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "join-node: --master is required (join-node.sh sets it from MASTER_IP)")
 		return 2
 	}
+	key, err := joinKey(*keyFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "join-node:", err)
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := joinagent.Options{Master: *master, StateDir: *stateDir, Key: *key, Hostname: *hostname, Version: version,
+	opts := joinagent.Options{Master: *master, MasterPin: *pin, StateDir: *stateDir, Key: key, Hostname: *hostname, Version: version,
 		Tunnel: &joinagent.WireGuardTunnel{Interface: *iface}, Logger: log}
 	if *k3sCommand != "" {
 		opts.K3sAgent = k3sStep(*k3sCommand, *iface, *stateDir, log)
@@ -93,6 +100,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "joined as %s with VPN address %s; %d GPUs; Ray worker group %s\n", res.Hostname, res.VPNIP, res.GPUs, group)
 	return 0
+}
+
+// joinKeyVariable carries the join key from join-node.sh to the agent:
+// the environment of a root process is readable by root only, its
+// command line by every user.
+const joinKeyVariable = "GRIDWEAVE_JOIN_KEY"
+
+// joinKey reads the key from keyFile, else from the environment, and
+// takes it out of the environment so no child (the k3s agent) inherits it.
+func joinKey(keyFile string) (string, error) {
+	key := os.Getenv(joinKeyVariable)
+	if err := os.Unsetenv(joinKeyVariable); err != nil {
+		return "", err
+	}
+	if keyFile != "" {
+		raw, err := os.ReadFile(keyFile)
+		if err != nil {
+			return "", fmt.Errorf("--key-file: %w", err)
+		}
+		key = strings.TrimSpace(string(raw))
+	}
+	return key, nil
 }
 
 // k3sStep starts command in the background (its output in the state

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,15 @@ func TestUsage(t *testing.T) {
 		t.Errorf("--version: %d %q", code, out.String())
 	}
 	errs.Reset()
-	if code := run(context.Background(), []string{"--master", "http://127.0.0.1:1", "--state-dir", t.TempDir(), "--hostname", "box", "--key", "k"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "reach the master") {
+	t.Setenv("GRIDWEAVE_JOIN_KEY", "k")
+	if code := run(context.Background(), []string{"--master", "http://127.0.0.1:1", "--state-dir", t.TempDir(), "--hostname", "box"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "reach the master") {
 		t.Errorf("an unreachable master: %d %q", code, errs.String())
+	}
+	if _, set := os.LookupEnv("GRIDWEAVE_JOIN_KEY"); set {
+		t.Error("the agent left the join key in its environment, where its children inherit it")
+	}
+	errs.Reset()
+	if code := run(context.Background(), []string{"--master", "http://127.0.0.1:1", "--pin", "sha256//" + strings.Repeat("A", 43) + "=", "--state-dir", t.TempDir(), "--hostname", "box"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "https") {
+		t.Errorf("a pin with a plain-HTTP master: %d %q", code, errs.String())
 	}
 }

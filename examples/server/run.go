@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,6 +28,7 @@ import (
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/crd"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
@@ -140,6 +143,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
 		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
 	}
+	publicTLS, err := publicCertificate(&cfg, log)
+	if err != nil {
+		return err
+	}
 	var routes fleet.Routes
 	if _, isDevice := wg.(*wgmesh.Mesh); isDevice {
 		routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
@@ -160,12 +167,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// Bodies are small (MAX_BODY_BYTES): a client that trickles one is cut
 	// off; answers (followed logs) are not bounded in time.
-	listen := func(addr string, h http.Handler) *http.Server {
-		return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	listen := func(addr string, h http.Handler, tlsConfig *tls.Config) *http.Server {
+		return &http.Server{Addr: addr, Handler: h, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	}
-	servers := []*http.Server{listen(*addr, server.Handler())}
+	servers := []*http.Server{listen(*addr, server.Handler(), publicTLS)}
 	if cfg.InternalAddr != "" {
-		servers = append(servers, listen(cfg.InternalAddr, server.InternalHandler()))
+		servers = append(servers, listen(cfg.InternalAddr, server.InternalHandler(), nil))
 	}
 	background := make(chan error, 1)
 	go func() { background <- server.Run(ctx) }()
@@ -185,6 +192,11 @@ func serve(ctx context.Context, servers []*http.Server, timeout time.Duration, l
 		if err != nil {
 			return err
 		}
+		if s.TLSConfig != nil {
+			log.Info("listening (HTTPS)", "addr", ln.Addr().String())
+			go func() { errc <- s.ServeTLS(ln, "", "") }()
+			continue
+		}
 		log.Info("listening", "addr", ln.Addr().String())
 		go func() { errc <- s.Serve(ln) }()
 	}
@@ -201,6 +213,46 @@ func serve(ctx context.Context, servers []*http.Server, timeout time.Duration, l
 		errs = append(errs, s.Shutdown(stop))
 	}
 	return errors.Join(errs...)
+}
+
+// publicCertificate loads the public listener's certificate (TLS_CERT_FILE
+// and TLS_KEY_FILE, or the pair kept beside the ledger, made at first
+// start) and sets cfg.PublicPin, which the join command carries. With
+// TLS off it returns nil and says how exposed that is.
+func publicCertificate(cfg *gridweave.Config, log *slog.Logger) (*tls.Config, error) {
+	if !cfg.UsesTLS() {
+		if !cfg.Dev {
+			log.Warn("INSECURE: TLS=off, so the public listener and the join command are plain HTTP: anyone on the path between a machine and this master can replace the agent it runs as root; use this only behind a TLS-terminating proxy the machines trust")
+		}
+		return nil, nil
+	}
+	addrs := []netip.Addr{cfg.MasterVPNIP}
+	if ip, err := netip.ParseAddr(cfg.MasterIP); err == nil {
+		addrs = append(addrs, ip)
+	}
+	var kp tlspin.KeyPair
+	var err error
+	if cfg.TLSCertFile != "" {
+		if kp, err = tlspin.Load(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("TLS_CERT_FILE: %w", err)
+		}
+		log.Info("tls: certificate from TLS_CERT_FILE", "cert", cfg.TLSCertFile)
+	} else {
+		dir := filepath.Dir(cfg.DBPath)
+		certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+		if kp, err = tlspin.LoadOrCreate(certFile, keyFile, addrs); err != nil {
+			return nil, fmt.Errorf("TLS: the certificate kept beside KUBERAY_DB: %w", err)
+		}
+		if kp.Created {
+			log.Info("tls: made a self-signed certificate for the public listener; join commands pin its key", "cert", certFile, "key", keyFile)
+		}
+		if len(kp.Missing) > 0 {
+			log.Warn("tls: the kept certificate does not name these addresses (pinned joins still work; clients that check names do not); remove both files to make a new pair, after which earlier join commands stop working", "missing", fmt.Sprint(kp.Missing), "cert", certFile)
+		}
+	}
+	cfg.PublicPin = kp.Pin.String()
+	log.Info("tls: public listener serves HTTPS", "pin", cfg.PublicPin)
+	return &tls.Config{Certificates: []tls.Certificate{kp.Certificate}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // loadOrCreateKey reads the master's WireGuard private key, or makes one
@@ -292,6 +344,46 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
+// masterKeyFiles are the master's identity kept beside the ledger: its
+// WireGuard key (every node's tunnel names its public key) and the public
+// listener's generated certificate (every join command pins it). A
+// backup carries them as FILE.<name>, a restore puts them back, so a
+// master restored elsewhere keeps its tunnels and join commands; without
+// them it makes new ones at start, and every node must join again.
+var masterKeyFiles = []string{"wireguard.key", "tls.crt", "tls.key"}
+
+// copyKeyFile copies a key file (0600) when from exists; exclusive
+// refuses a to that exists (a backup never overwrites), else to is
+// replaced whole.
+func copyKeyFile(from, to string, exclusive bool) error {
+	data, err := os.ReadFile(from)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if exclusive {
+		f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		return err
+	}
+	tmp := to + ".restoring"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, to)
+}
+
 // backupOrRestore is `server backup --to FILE` (online, while the server
 // runs: SQLite's backup API) and `server restore --from FILE` (the server
 // stopped), both on the ledger KUBERAY_DB names.
@@ -313,9 +405,27 @@ func backupOrRestore(ctx context.Context, command string, args []string, getenv 
 			return err
 		}
 		fmt.Fprintf(stdout, "backed up %s to %s\n", cfg.DBPath, *to)
+		for _, name := range masterKeyFiles {
+			from := filepath.Join(filepath.Dir(cfg.DBPath), name)
+			if err := copyKeyFile(from, *to+"."+name, true); err != nil {
+				return err
+			}
+			if _, err := os.Stat(*to + "." + name); err == nil {
+				fmt.Fprintf(stdout, "backed up %s to %s\n", from, *to+"."+name)
+			}
+		}
 	case command == "restore" && *from != "":
 		if err := sqlitestore.Restore(ctx, *from, cfg.DBPath); err != nil {
 			return err
+		}
+		for _, name := range masterKeyFiles {
+			to := filepath.Join(filepath.Dir(cfg.DBPath), name)
+			if err := copyKeyFile(*from+"."+name, to, false); err != nil {
+				return err
+			}
+			if _, err := os.Stat(*from + "." + name); err == nil {
+				fmt.Fprintf(stdout, "restored %s from %s\n", to, *from+"."+name)
+			}
 		}
 		fmt.Fprintf(stdout, "restored %s from %s; start the server\n", cfg.DBPath, *from)
 	case command == "backup":

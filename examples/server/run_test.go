@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/wgkey"
 )
 
@@ -40,9 +41,28 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// testClients are the pinned clients of the servers that serve HTTPS,
+// by address.
+var testClients sync.Map
+
+// clientFor returns the client that reaches url: pinned to its server's
+// key when it serves HTTPS.
+func clientFor(url string) *http.Client {
+	for _, scheme := range []string{"https://", "http://"} {
+		if rest, ok := strings.CutPrefix(url, scheme); ok {
+			host, _, _ := strings.Cut(rest, "/")
+			if c, ok := testClients.Load(host); ok {
+				return c.(*http.Client)
+			}
+		}
+	}
+	return http.DefaultClient
+}
+
 // started is a run of the server in this process.
 type started struct {
 	url            string
+	pin            tlspin.Pin // zero for plain HTTP
 	stdout, stderr *syncBuffer
 	stop           context.CancelFunc
 	done           chan error
@@ -58,11 +78,20 @@ func start(t *testing.T, env map[string]string, args ...string) *started {
 	}()
 	t.Cleanup(func() { cancel(); <-s.done })
 	deadline := time.Now().Add(20 * time.Second)
+	dir := filepath.Dir(env["KUBERAY_DB"])
 	for {
-		resp, err := http.Get(s.url + "/healthz")
+		// Outside dev mode the server serves HTTPS with the pair it keeps
+		// beside the ledger: the test pins it, as a joining machine does.
+		if kp, err := tlspin.Load(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")); err == nil {
+			s.url, s.pin = "https://"+addr, kp.Pin
+			testClients.Store(addr, &http.Client{Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin)}})
+		}
+		resp, err := clientFor(s.url).Get(s.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			return s
+			if resp.StatusCode == 200 {
+				return s
+			}
 		}
 		select {
 		case err := <-s.done:
@@ -84,7 +113,7 @@ func post(t *testing.T, url, token string, body any) (int, map[string]any) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := clientFor(url).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/gpus"
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/wgkey"
 )
@@ -23,8 +24,13 @@ import (
 // Options configure Join and Leave. Master and StateDir are required; the
 // rest default as documented.
 type Options struct {
-	// Master is the master's base URL, e.g. http://203.0.113.7:8800.
+	// Master is the master's base URL, e.g. https://203.0.113.7:8800.
 	Master string
+	// MasterPin pins the master's certificate ("sha256//<base64>", the
+	// MASTER_PIN of the join command): every HTTPS call accepts only the
+	// key it names (tlspin). Empty: an https Master is checked against the
+	// system's CAs, an http one is plain (a master in dev mode or TLS=off).
+	MasterPin string
 	// StateDir keeps the node's identity (0600); e.g. /var/lib/gridweave.
 	StateDir string
 	// Key is the join key; needed for the first join only.
@@ -48,7 +54,8 @@ type Options struct {
 	ImageImportWait time.Duration
 	// DetectGPUs reports the GPUs; default gpus.Detect.
 	DetectGPUs func(ctx context.Context) ([]gpus.GPU, error)
-	// HTTPClient talks to the master; default one with a 30 s timeout.
+	// HTTPClient talks to the master; default one with a 30 s timeout
+	// that pins MasterPin. A client given here is used as it is.
 	HTTPClient *http.Client
 	// Logger receives one line per step; default discards.
 	Logger *slog.Logger
@@ -106,8 +113,19 @@ func (o *Options) defaults() error {
 	if o.ImageImportWait == 0 {
 		o.ImageImportWait = time.Minute
 	}
+	if o.MasterPin != "" && !strings.HasPrefix(o.Master, "https://") {
+		return fmt.Errorf("joinagent: a pinned master is reached over https, not %s", o.Master)
+	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		if o.MasterPin != "" {
+			pin, err := tlspin.Parse(o.MasterPin)
+			if err != nil {
+				return fmt.Errorf("joinagent: the master's pin: %w", err)
+			}
+			transport.TLSClientConfig = tlspin.ClientConfig(pin)
+		}
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: transport}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

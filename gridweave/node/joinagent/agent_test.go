@@ -2,20 +2,25 @@ package joinagent_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/netip"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/node/gpus"
 	"gridweave.dev/gridweave/node/joinagent"
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh"
@@ -34,12 +39,35 @@ func master(t *testing.T) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 // masterWith is master with more environment (e.g. WORKER_IMAGE_TAR).
 func masterWith(t *testing.T, extra map[string]string) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 	t.Helper()
+	url, m, kr = serveMaster(t, extra, nil)
+	return url, m, kr
+}
+
+// pinnedMaster is master over HTTPS with a key pair of its own; it
+// returns the pin its join command carries.
+func pinnedMaster(t *testing.T) (url string, pin tlspin.Pin, kr *joinkeys.Keyring) {
+	t.Helper()
+	dir := t.TempDir()
+	kp, err := tlspin.LoadOrCreate(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), []netip.Addr{netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _, kr = serveMaster(t, map[string]string{"TLS": "on"}, &kp)
+	return url, kp.Pin, kr
+}
+
+// serveMaster serves the service, over TLS with kp when it is not nil.
+func serveMaster(t *testing.T, extra map[string]string, kp *tlspin.KeyPair) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
+	t.Helper()
 	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
 		"MASTER_IP": "198.18.0.1", "VPN_CIDR": "198.18.128.0/20", "MASTER_VPN_IP": "198.18.128.1", "K3S_URL": "https://198.18.128.1:6443"}
 	maps.Copy(env, extra)
 	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if kp != nil {
+		cfg.PublicPin = kp.Pin.String()
 	}
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	kr, _ = joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
@@ -50,9 +78,87 @@ func masterWith(t *testing.T, extra map[string]string) (url string, m mesh.Mesh,
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.Handler())
+	srv := httptest.NewUnstartedServer(s.Handler())
+	if kp != nil {
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{kp.Certificate}}
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return srv.URL, m, kr
+}
+
+// manInTheMiddle terminates TLS with a key pair of its own and relays
+// every request to target, counting them: what someone on the path
+// between a machine and its master would run.
+func manInTheMiddle(t *testing.T, target string) (url string, relayed *atomic.Int64) {
+	t.Helper()
+	dir := t.TempDir()
+	kp, err := tlspin.LoadOrCreate(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), []netip.Addr{netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, _ := neturl.Parse(target)
+	proxy := httputil.NewSingleHostReverseProxy(to)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	relayed = new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		relayed.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{kp.Certificate}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL, relayed
+}
+
+// The agent pins the master's key on every call: through the real
+// master it joins; through a man in the middle that relays to the same
+// master it stops at the handshake, before the key leaves the machine.
+func TestJoinPinsTheMaster(t *testing.T) {
+	ctx := context.Background()
+	url, pin, kr := pinnedMaster(t)
+	pinned := &http.Client{Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(pin)}}
+	opts := joinagent.Options{Master: url, MasterPin: pin.String(), StateDir: t.TempDir(), Key: mintKeyWith(t, pinned, url), Hostname: "pinned-box", Version: "1.2.3",
+		Tunnel: &fakeTunnel{}, DetectGPUs: func(context.Context) ([]gpus.GPU, error) { return nil, nil }}
+
+	mitm, relayed := manInTheMiddle(t, url)
+	tunnel := &fakeTunnel{}
+	attacked := opts
+	attacked.Master, attacked.Tunnel, attacked.StateDir = mitm, tunnel, t.TempDir()
+	_, err := joinagent.Join(ctx, attacked)
+	if !errors.Is(err, tlspin.ErrPinMismatch) {
+		t.Fatalf("through a man in the middle: %v, want the pin mismatch", err)
+	}
+	if relayed.Load() != 0 || len(tunnel.up) != 0 {
+		t.Fatalf("through a man in the middle: %d requests relayed, %d tunnels up", relayed.Load(), len(tunnel.up))
+	}
+	if _, err := kr.Node(ctx, "pinned-box"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Fatalf("the ledger after the attempt: %v", err)
+	}
+	if err := joinagent.Leave(ctx, attacked); err != nil {
+		t.Fatalf("leave of a node that never joined: %v", err)
+	}
+
+	if _, err := joinagent.Join(ctx, opts); err != nil {
+		t.Fatalf("the pinned master: %v", err)
+	}
+	if n, err := kr.Node(ctx, "pinned-box"); err != nil || n.Status != joinkeys.StatusRegistered {
+		t.Fatalf("the ledger after the join: %+v, %v", n, err)
+	}
+	// The same master without the pin is refused too: its certificate
+	// is self-signed, so only the pin makes it trusted.
+	unpinned := opts
+	unpinned.MasterPin, unpinned.StateDir = "", t.TempDir()
+	if _, err := joinagent.Join(ctx, unpinned); err == nil {
+		t.Fatal("an unpinned join trusted a self-signed master")
+	}
+	wrong := opts
+	wrong.Master = strings.Replace(url, "https://", "http://", 1)
+	if _, err := joinagent.Join(ctx, wrong); err == nil || !strings.Contains(err.Error(), "https") {
+		t.Fatalf("a pin with an http master: %v", err)
+	}
 }
 
 func mintKey(t *testing.T, url string) string { return mintKeyWith(t, http.DefaultClient, url) }
