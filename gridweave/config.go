@@ -67,7 +67,7 @@ type Config struct {
 	// "bundles" beside KUBERAY_DB); KubeTorchMaxBundle bounds an upload
 	// (KUBETORCH_MAX_BUNDLE_BYTES, default 256 MiB); KubeTorchBaseURL is
 	// where Ray workers fetch bundles (KUBETORCH_BASE_URL, default
-	// http://MASTER_VPN_IP:KUBERAY_PORT).
+	// http://MASTER_VPN_IP:VPN_HTTP_PORT, the VPN listener).
 	KubeTorchDir       string
 	KubeTorchMaxBundle int64
 	KubeTorchBaseURL   string
@@ -120,6 +120,17 @@ type Config struct {
 	// listener serves (tlspin's "sha256//..." form), set by the program
 	// that loaded it; the join command carries it. Empty: plain HTTP.
 	PublicPin string
+	// VPNHTTPPort is the VPN listener's port (VPN_HTTP_PORT, 8880): plain
+	// HTTP on MasterVPNIP, reached only through the tunnels (WireGuard
+	// authenticates and encrypts), serving what joined nodes and their
+	// Ray workers call: register, report-version, leave, the worker image
+	// and KubeTorch bundles.
+	VPNHTTPPort int
+	// VPNURL is that listener's URL, set by the program that serves it
+	// (http://MasterVPNIP:VPNHTTPPort); validate tells nodes to call it
+	// once their tunnel is up. Empty: no VPN listener (dev mode, a
+	// master whose peers are in memory), and nodes keep the public URL.
+	VPNURL string
 	// AgentDir holds the join agent binaries the node side downloads,
 	// named join-node-<os>-<arch> (AGENT_DIR); empty means none.
 	AgentDir string
@@ -186,6 +197,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	if c.WireGuardPort, err = envInt(env, "WG_PORT", 51820, 1, 65535); err != nil {
+		return Config{}, err
+	}
+	if c.VPNHTTPPort, err = envInt(env, "VPN_HTTP_PORT", 8880, 1, 65535); err != nil {
 		return Config{}, err
 	}
 	if c.RateLimitPerMinute, err = envInt(env, "RATE_LIMIT_PER_MINUTE", 6000, 1, 1<<30); err != nil {

@@ -42,7 +42,7 @@ func (s *Server) bundles() *kubetorch.Store {
 func (s *Server) bundleURL(id string) string {
 	base := s.cfg.KubeTorchBaseURL
 	if base == "" {
-		base = "http://" + net.JoinHostPort(s.cfg.MasterVPNIP.String(), strconv.Itoa(s.cfg.Port))
+		base = "http://" + net.JoinHostPort(s.cfg.MasterVPNIP.String(), strconv.Itoa(s.cfg.VPNHTTPPort))
 	}
 	return base + "/v1/kubetorch/bundles/" + id + ".zip"
 }
@@ -114,7 +114,8 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "bundle synced", "id", b.ID, "size", b.Size, "files", b.Files)
+	// The id is the bundle's address: the log keeps a prefix to match.
+	s.log.InfoContext(r.Context(), "bundle synced", "id_prefix", b.ID[:12], "size", b.Size, "files", b.Files)
 	writeJSON(w, http.StatusCreated, api.BundleSynced{ID: b.ID, URL: s.bundleURL(b.ID), Size: b.Size, Files: b.Files})
 }
 

@@ -65,7 +65,7 @@ func userJWT(t *testing.T, sub string) string {
 
 // TestKubeTorch: a bundle synced (raw and multipart, content-addressed,
 // refused entries named, the size bound), served back without
-// credentials; training launched on a real cluster's ready GPU workers
+// credentials on the internal listener (never the public one); training launched on a real cluster's ready GPU workers
 // through a dashboard with the real API's shapes, recorded as a
 // GridweaveJob whose status follows the Ray job; health per group; a user
 // sees only their own job.
@@ -73,7 +73,7 @@ func TestKubeTorch(t *testing.T) {
 	tc := testcluster.Shared(t)
 	ctx := context.Background()
 	d := rayctltest.NewDashboard(t, "")
-	pub, _, ns := proxyServer(t, tc, d.URL, func(c *gridweave.Config) {
+	pub, internal, ns := proxyServer(t, tc, d.URL, func(c *gridweave.Config) {
 		c.KubeTorchDir = t.TempDir()
 		c.KubeTorchMaxBundle = 64 << 10
 		c.KubeTorchBaseURL = "http://198.18.128.1:8800"
@@ -114,7 +114,10 @@ func TestKubeTorch(t *testing.T) {
 	if anon := send(t, pub, "/v1/kubetorch/sync", "", "application/gzip", code); anon.status != 401 {
 		t.Errorf("an upload without credentials: %d", anon.status)
 	}
-	resp, err := http.Get(pub.url + "/v1/kubetorch/bundles/" + id + ".zip")
+	if r := pub.do("GET", "/v1/kubetorch/bundles/"+id+".zip", "", nil); r.status != 404 {
+		t.Errorf("a bundle on the public listener: %d", r.status)
+	}
+	resp, err := http.Get(internal.url + "/v1/kubetorch/bundles/" + id + ".zip")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +127,7 @@ func TestKubeTorch(t *testing.T) {
 	if resp.StatusCode != 200 || err != nil || len(zr.File) != 2 || !strings.HasPrefix(zr.File[0].Name, "bundle/") {
 		t.Fatalf("the bundle served back: %d %v", resp.StatusCode, err)
 	}
-	if r := pub.do("GET", "/v1/kubetorch/bundles/"+strings.Repeat("0", 64)+".zip", "", nil); r.status != 404 {
+	if r := internal.do("GET", "/v1/kubetorch/bundles/"+strings.Repeat("0", 64)+".zip", "", nil); r.status != 404 {
 		t.Errorf("an unknown bundle: %d", r.status)
 	}
 

@@ -240,7 +240,7 @@ func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 		return api.ValidateResponse{
 			VPNIP: v.Node.VPNIP.String(), MasterVPNIP: s.cfg.MasterVPNIP.String(), VPNCIDR: s.cfg.VPNCIDR.String(),
 			MasterPublicKey: s.masterKey.String(), MasterEndpoint: s.masterEndpoint(), K3sURL: s.cfg.K3sURL,
-			K3sToken: s.k3sToken, NodeToken: v.NodeToken,
+			K3sToken: s.k3sToken, NodeToken: v.NodeToken, MasterVPNURL: s.cfg.VPNURL,
 		}, nil
 	})(w, r)
 }

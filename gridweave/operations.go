@@ -202,10 +202,11 @@ func operations() map[string]operation {
 			description: "The body is the archive (`Content-Type: application/gzip` for a tar.gz, `application/zip`), or the multipart field `bundle`. " +
 				"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
 				"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
-				"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, as the zip Ray's working_dir takes.",
+				"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, on the VPN listener, as the zip Ray's working_dir takes.",
 			status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}},
 		"GET /v1/kubetorch/bundles/{file}": {id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
-			status: 200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}},
+			description: "Served on the VPN listener (MASTER_VPN_IP:VPN_HTTP_PORT, through the tunnels) and the internal listener; the public listener answers 404.",
+			status:      200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}},
 		"POST /v1/kubetorch/train": {id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
 			description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
 			request:     api.TrainRequest{}, status: 201, response: api.TrainResponse{}, errors: []int{404, 409, 502, 503, 504}},

@@ -108,12 +108,40 @@ func (s *Server) routeTable() []route {
 	}
 }
 
-// routes builds the public handler (the whole table) and the internal one
-// (metrics without credentials), each behind the middleware chain.
-func (s *Server) routes() (public, internal http.Handler) {
+// vpnRoutes are what the VPN listener (Config.VPNURL) serves, with the
+// same credentials as on the public one: the calls a joined node makes
+// through its tunnel, and the KubeTorch bundles its Ray workers fetch.
+var vpnRoutes = map[string]bool{
+	"GET /healthz":                      true,
+	"POST /v1/nodes/register":           true,
+	"POST /v1/nodes/report-version":     true,
+	"POST /v1/nodes/leave":              true,
+	"GET /v1/nodes/worker-image":        true,
+	"GET /v1/nodes/worker-image/sha256": true,
+	bundleRoute:                         true,
+}
+
+// bundleRoute serves bundles at their unguessable URLs without
+// credentials: on the VPN and internal listeners only, never to the
+// world on the public one.
+const bundleRoute = "GET /v1/kubetorch/bundles/{file}"
+
+// routes builds the public handler (the whole table but the bundles), the
+// internal one (the internal routes and metrics without credentials, and
+// the bundles) and the VPN one (vpnRoutes), each behind the middleware
+// chain.
+func (s *Server) routes() (public, internal, vpn http.Handler) {
 	mux := http.NewServeMux()
+	vmux := http.NewServeMux()
+	var vpnTable []route
 	for _, rt := range s.routeTable() {
 		h := http.Handler(rt.handler)
+		if rt.pattern == bundleRoute {
+			vmux.Handle(rt.pattern, s.named(rt.pattern, h))
+			vpnTable = append(vpnTable, rt)
+			mux.Handle(rt.pattern, s.named(rt.pattern, http.HandlerFunc(s.bundleNotHere)))
+			continue
+		}
 		switch rt.auth {
 		case authAdmin:
 			h = s.requireRole(h, RoleAdmin)
@@ -125,23 +153,36 @@ func (s *Server) routes() (public, internal http.Handler) {
 			h = s.requireRole(h, RoleAdmin, RoleUser)
 		}
 		mux.Handle(rt.pattern, s.named(rt.pattern, h))
+		if vpnRoutes[rt.pattern] {
+			vmux.Handle(rt.pattern, s.named(rt.pattern, h))
+			vpnTable = append(vpnTable, rt)
+		}
 	}
 	mux.Handle("/", s.named("unmatched", s.notFound(s.routeTable())))
 	public = chain(mux, withRequestID, s.withAccessLog, s.withCORS, s.withRateLimit, s.withBodyLimit)
+	vmux.Handle("/", s.named("unmatched", s.notFound(vpnTable)))
+	vpn = chain(vmux, withRequestID, s.withAccessLog, s.withRateLimit, s.withBodyLimit)
 
 	imux := http.NewServeMux()
 	imux.Handle("GET /metrics", s.named("GET /metrics", s.metrics.handler()))
 	imux.Handle("GET /healthz", s.named("GET /healthz", http.HandlerFunc(s.handleHealthz)))
 	var internalRoutes []route
 	for _, rt := range s.routeTable() {
-		if rt.auth == authInternal {
+		if rt.auth == authInternal || rt.pattern == bundleRoute {
 			imux.Handle(rt.pattern, s.named(rt.pattern, rt.handler))
 			internalRoutes = append(internalRoutes, rt)
 		}
 	}
 	imux.Handle("/", s.named("unmatched", s.notFound(internalRoutes)))
 	internal = chain(imux, withRequestID, s.withAccessLog, s.withBodyLimit)
-	return public, internal
+	return public, internal, vpn
+}
+
+// bundleNotHere is the public listener's answer for a bundle: they are
+// fetched through the tunnel or from the internal listener.
+func (s *Server) bundleNotHere(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
+		message: "bundles are served on the VPN listener (http://MASTER_VPN_IP:VPN_HTTP_PORT, reached through a node's tunnel) and the internal listener, not on the public one"})
 }
 
 // named records the route pattern for the access log and the metrics.

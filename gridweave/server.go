@@ -69,6 +69,7 @@ type Server struct {
 
 	public   http.Handler
 	internal http.Handler
+	vpn      http.Handler
 
 	openapiCache
 }
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if s.fleet, err = fleet.New(fleet.Config{ServerVersion: cfg.ServerVersion, ValidatedTTL: cfg.ValidatedTTL, ReapInterval: cfg.ReapInterval}, fb); err != nil {
 		return nil, err
 	}
-	s.public, s.internal = s.routes()
+	s.public, s.internal, s.vpn = s.routes()
 	return s, nil
 }
 
@@ -151,8 +152,16 @@ func (s *Server) Fleet() *fleet.Service { return s.fleet }
 func (s *Server) Handler() http.Handler { return s.public }
 
 // InternalHandler serves the internal listener (Config.InternalAddr):
-// the internal routes without credentials, and /metrics.
+// the internal routes without credentials, /metrics and KubeTorch
+// bundles.
 func (s *Server) InternalHandler() http.Handler { return s.internal }
+
+// VPNHandler serves the VPN listener (Config.VPNURL, on MasterVPNIP):
+// what joined nodes call through their tunnels (register,
+// report-version, leave, the worker image) and the KubeTorch bundles
+// their Ray workers fetch, plain HTTP since WireGuard authenticates and
+// encrypts every packet there.
+func (s *Server) VPNHandler() http.Handler { return s.vpn }
 
 // Ready reports which backend, if any, does not answer.
 func (s *Server) Ready(ctx context.Context) error {

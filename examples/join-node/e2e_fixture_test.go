@@ -180,6 +180,7 @@ func startMaster(t *testing.T) *master {
 		"KUBERAY_NAMESPACE="+m.namespace,
 		"KUBERAY_DB="+filepath.Join(m.dir, "db", "kuberay.db"),
 		"KUBERAY_PORT="+strconv.Itoa(port),
+		"VPN_HTTP_PORT="+strconv.Itoa(freeTCPPort(t)),
 		"MASTER_IP="+masterUnderIP,
 		"VPN_CIDR="+m.vpnPrefix.String(),
 		"MASTER_VPN_IP="+m.vpnIP.String(),
@@ -517,6 +518,19 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// callersOf returns the remote addresses of the server's access-log lines
+// for route ("POST /v1/nodes/register").
+func (m *master) callersOf(route string) []string {
+	var remotes []string
+	for _, line := range strings.Split(m.logs(), "\n") {
+		var entry struct{ Route, Remote string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Route == route {
+			remotes = append(remotes, entry.Remote)
+		}
+	}
+	return remotes
 }
 
 // port is the public listener's port.

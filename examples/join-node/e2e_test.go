@@ -73,6 +73,13 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if err := within(10*time.Second, func() error { return gpuNode.echo(toMaster) }); err != nil {
 		t.Fatalf("the master's VPN address does not answer through the tunnel: %v", err)
 	}
+	// Validate went to the public listener (HTTPS, pinned); everything
+	// after it, through the tunnel to the VPN listener.
+	for route, from := range map[string]string{"POST /v1/nodes/validate": "198.18.241.6", "POST /v1/nodes/register": vpnIP.String(), "POST /v1/nodes/report-version": vpnIP.String()} {
+		if callers := m.callersOf(route); len(callers) != 1 || callers[0] != from {
+			t.Errorf("%s came from %v, want once from %s", route, callers, from)
+		}
+	}
 	if args := gpuNode.record(recordK3sArgs); args != "https://"+m.vpnIP.String()+":6443\n"+vpnIP.String()+"\ngridweave0" {
 		t.Errorf("the k3s agent step ran with %q", args)
 	}

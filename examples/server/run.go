@@ -148,8 +148,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	var routes fleet.Routes
-	if _, isDevice := wg.(*wgmesh.Mesh); isDevice {
+	_, isDevice := wg.(*wgmesh.Mesh)
+	if isDevice {
 		routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
+		// Joined nodes call the master through their tunnels: plain HTTP
+		// on the VPN address, which only WireGuard peers reach.
+		cfg.VPNURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
+	} else {
+		log.Warn("VPN listener off: the mesh is in memory, so nodes keep calling the public listener after validate")
 	}
 	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Logger: log})
 	if err != nil {
@@ -170,9 +176,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	listen := func(addr string, h http.Handler, tlsConfig *tls.Config) *http.Server {
 		return &http.Server{Addr: addr, Handler: h, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	}
-	servers := []*http.Server{listen(*addr, server.Handler(), publicTLS)}
+	servers := []listener{{server: listen(*addr, server.Handler(), publicTLS)}}
 	if cfg.InternalAddr != "" {
-		servers = append(servers, listen(cfg.InternalAddr, server.InternalHandler(), nil))
+		servers = append(servers, listener{server: listen(cfg.InternalAddr, server.InternalHandler(), nil)})
+	}
+	if cfg.VPNURL != "" {
+		// Bound before the address exists (the device may come up later,
+		// or be re-made): the kernel delivers to it once it does.
+		vpnAddr := net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
+		servers = append(servers, listener{server: listen(vpnAddr, server.VPNHandler(), nil), freebind: true})
 	}
 	background := make(chan error, 1)
 	go func() { background <- server.Run(ctx) }()
@@ -183,15 +195,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return errors.Join(err, <-background)
 }
 
+// listener is one of the server's listeners; freebind binds its address
+// even while no interface holds it.
+type listener struct {
+	server   *http.Server
+	freebind bool
+}
+
 // serve runs the listeners until ctx ends (SIGTERM), then lets in-flight
 // requests finish within timeout.
-func serve(ctx context.Context, servers []*http.Server, timeout time.Duration, log *slog.Logger) error {
-	errc := make(chan error, len(servers))
-	for _, s := range servers {
-		ln, err := net.Listen("tcp", s.Addr)
+func serve(ctx context.Context, listeners []listener, timeout time.Duration, log *slog.Logger) error {
+	errc := make(chan error, len(listeners))
+	var servers []*http.Server
+	for _, l := range listeners {
+		s := l.server
+		ln, err := listenTCP(ctx, s.Addr, l.freebind)
 		if err != nil {
 			return err
 		}
+		servers = append(servers, s)
 		if s.TLSConfig != nil {
 			log.Info("listening (HTTPS)", "addr", ln.Addr().String())
 			go func() { errc <- s.ServeTLS(ln, "", "") }()

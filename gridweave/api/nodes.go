@@ -76,6 +76,7 @@ type ValidateResponse struct {
 	K3sURL          string `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
 	K3sToken        string `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
 	NodeToken       string `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
+	MasterVPNURL    string `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
 }
 
 // GPU is one GPU of a node, as the node reports it at register and as

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -163,6 +164,9 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	st.NodeToken, st.VPNIP = v.NodeToken, v.VPNIP
+	if st.MasterVPNURL, err = vpnURL(v); err != nil {
+		return Result{}, err
+	}
 	// The identity is kept before anything else happens: a run that fails
 	// later re-joins with the token and keeps its address.
 	if err := st.save(o.StateDir); err != nil {
@@ -178,6 +182,11 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("joinagent: bring up the tunnel: %w", err)
 	}
 	o.Logger.InfoContext(ctx, "tunnel up", "address", cfg.Address, "master", cfg.MasterEndpoint)
+	if st.MasterVPNURL != "" {
+		// From here on the master is called through the tunnel, which
+		// WireGuard authenticates and encrypts.
+		o.Master = st.MasterVPNURL
+	}
 	if o.K3sAgent != nil && v.K3sURL != "" {
 		if err := o.K3sAgent(ctx, v.K3sURL, v.K3sToken, cfg.Address.Addr()); err != nil {
 			return Result{}, fmt.Errorf("joinagent: the k3s agent step: %w", err)
@@ -220,7 +229,7 @@ func Leave(ctx context.Context, o Options) error {
 		return err
 	}
 	if st.NodeToken != "" {
-		err := o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, api.HostnameRequest{Hostname: o.Hostname}, nil)
+		err := o.leaveThroughTunnel(ctx, st)
 		var me *MasterError
 		switch {
 		case errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token":
@@ -235,6 +244,42 @@ func Leave(ctx context.Context, o Options) error {
 		return fmt.Errorf("joinagent: take the tunnel down: %w", err)
 	}
 	return removeState(o.StateDir)
+}
+
+// leaveThroughTunnel asks the master to release the node through the
+// tunnel, or, when that does not answer (the tunnel is down), at the
+// public URL.
+func (o *Options) leaveThroughTunnel(ctx context.Context, st State) error {
+	body := api.HostnameRequest{Hostname: o.Hostname}
+	if st.MasterVPNURL != "" {
+		tunnel := *o
+		tunnel.Master = st.MasterVPNURL
+		err := tunnel.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, body, nil)
+		var me *MasterError
+		if err == nil || errors.As(err, &me) || ctx.Err() != nil {
+			return err
+		}
+		o.Logger.InfoContext(ctx, "the master does not answer through the tunnel; leaving at its public URL", "error", err)
+	}
+	return o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, body, nil)
+}
+
+// vpnURL checks the URL validate gave for calls through the tunnel: plain
+// HTTP to an address inside the VPN, or nothing.
+func vpnURL(v api.ValidateResponse) (string, error) {
+	if v.MasterVPNURL == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v.MasterVPNURL)
+	cidr, cidrErr := netip.ParsePrefix(v.VPNCIDR)
+	var ip netip.Addr
+	if err == nil {
+		ip, err = netip.ParseAddr(u.Hostname())
+	}
+	if err != nil || cidrErr != nil || u.Scheme != "http" || u.Path != "" && u.Path != "/" || !cidr.Contains(ip) {
+		return "", fmt.Errorf("joinagent: the master's validate answer: master_vpn_url %q is not http://<address in %s>:<port>", v.MasterVPNURL, v.VPNCIDR)
+	}
+	return strings.TrimRight(v.MasterVPNURL, "/"), nil
 }
 
 func tunnelConfig(key wgkey.PrivateKey, v api.ValidateResponse) (TunnelConfig, error) {

@@ -16,6 +16,9 @@ type State struct {
 	PrivateKey wgkey.PrivateKey
 	NodeToken  string // empty until the first validate
 	VPNIP      string
+	// MasterVPNURL is where the master answers through the tunnel (empty:
+	// it has no VPN listener); leave tries it first.
+	MasterVPNURL string
 }
 
 // stateFile is the file in the state directory; written 0600.
@@ -26,6 +29,7 @@ type stateJSON struct {
 	PrivateKey string `json:"private_key"`
 	NodeToken  string `json:"node_token"`
 	VPNIP      string `json:"vpn_ip"`
+	MasterVPN  string `json:"master_vpn_url,omitempty"`
 }
 
 // LoadState reads the identity in dir, or makes a new key pair for
@@ -54,7 +58,7 @@ func LoadState(dir, hostname string) (State, error) {
 	if j.Hostname != hostname {
 		return State{}, fmt.Errorf("joinagent: this machine joined as %q and is now called %q; run with --leave first, then join again", j.Hostname, hostname)
 	}
-	return State{Hostname: j.Hostname, PrivateKey: key, NodeToken: j.NodeToken, VPNIP: j.VPNIP}, nil
+	return State{Hostname: j.Hostname, PrivateKey: key, NodeToken: j.NodeToken, VPNIP: j.VPNIP, MasterVPNURL: j.MasterVPN}, nil
 }
 
 // save writes the identity atomically, readable by root only.
@@ -62,7 +66,7 @@ func (s State) save(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(stateJSON{Hostname: s.Hostname, PrivateKey: s.PrivateKey.Base64(), NodeToken: s.NodeToken, VPNIP: s.VPNIP}, "", "  ")
+	raw, err := json.MarshalIndent(stateJSON{Hostname: s.Hostname, PrivateKey: s.PrivateKey.Base64(), NodeToken: s.NodeToken, VPNIP: s.VPNIP, MasterVPN: s.MasterVPNURL}, "", "  ")
 	if err != nil {
 		return err
 	}

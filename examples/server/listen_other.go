@@ -1,0 +1,15 @@
+//go:build !linux
+
+package main
+
+import (
+	"context"
+	"net"
+)
+
+// listenTCP listens on addr; freebind is Linux's alone, so elsewhere the
+// address must already be on an interface.
+func listenTCP(ctx context.Context, addr string, _ bool) (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(ctx, "tcp", addr)
+}
