@@ -84,6 +84,8 @@ func fleetError(err error) *apiError {
 		switch {
 		case errors.Is(fe.Kind, fleet.ErrCredentialRequired):
 			return &apiError{status: http.StatusUnauthorized, code: "unauthenticated", field: fe.Field, message: fe.Message}
+		case errors.Is(fe.Kind, fleet.ErrHostnameInCluster):
+			return &apiError{status: http.StatusConflict, code: "hostname_in_cluster", field: fe.Field, message: fe.Message}
 		case errors.Is(fe.Kind, fleet.ErrPublicKeyMismatch):
 			return &apiError{status: http.StatusConflict, code: "public_key_mismatch", field: fe.Field, message: fe.Message}
 		default:
@@ -270,7 +272,7 @@ var errorCodes = map[int][]string{
 	http.StatusForbidden:             {"forbidden", "internal_route"},
 	http.StatusNotFound:              {"node_not_found", "join_key_not_found", "not_found", "no_such_route", "no_agent", "no_worker_image"},
 	http.StatusMethodNotAllowed:      {"method_not_allowed"},
-	http.StatusConflict:              {"hostname_taken", "node_token_required", "node_disconnected", "public_key_taken", "public_key_mismatch", "pod_cidr_conflict", "allowed_ip_conflict", "vpn_pool_exhausted", "worker_group_exists", "already_exists", "conflict", "imperative_applications", "no_gpu_workers"},
+	http.StatusConflict:              {"hostname_taken", "hostname_in_cluster", "node_token_required", "node_disconnected", "public_key_taken", "public_key_mismatch", "pod_cidr_conflict", "allowed_ip_conflict", "vpn_pool_exhausted", "worker_group_exists", "already_exists", "conflict", "imperative_applications", "no_gpu_workers"},
 	http.StatusRequestEntityTooLarge: {"body_too_large"},
 	http.StatusUnsupportedMediaType:  {"unsupported_media_type"},
 	http.StatusUnprocessableEntity:   {"invalid_spec", "rejected_by_kubernetes"},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/openapitest"
 	"gridweave.dev/joinkeys"
@@ -275,11 +277,36 @@ func (h *harness) register(n *node, gpus []map[string]any) reply {
 	return h.do("POST", "/v1/nodes/register", "", map[string]any{"node_token": n.token, "hostname": n.hostname, "version": "1.4.2", "gpus": gpus})
 }
 
-// kubeNode adds the Kubernetes Node k3s would have registered.
-func (h *harness) kubeNode(hostname, podCIDR string) {
+// kubeNode adds the Kubernetes Node k3s would have registered for n, with
+// the mark validate asks the agent to pass (fleet.MarkLabel).
+func (h *harness) kubeNode(n *node, podCIDR string) {
 	h.t.Helper()
+	h.createKubeNode(n.hostname, podCIDR, markOf(h.t, n))
+}
+
+// markOf is the label k3s registers n's Node with (fleet.MarkLabel).
+func markOf(t testing.TB, n *node) map[string]string {
+	t.Helper()
+	pub, err := wgkey.Parse(n.public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{fleet.MarkLabel: fleet.Mark(pub)}
+}
+
+// foreignNode adds a Kubernetes Node no Gridweave join made (the
+// master's, a machine joined to k3s otherwise).
+func (h *harness) foreignNode(hostname, podCIDR string) {
+	h.t.Helper()
+	h.createKubeNode(hostname, podCIDR, nil)
+}
+
+func (h *harness) createKubeNode(hostname, podCIDR string, labels map[string]string) {
+	h.t.Helper()
+	all := map[string]string{corev1.LabelHostname: hostname}
+	maps.Copy(all, labels)
 	_, err := h.fakes.Kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: hostname, Labels: map[string]string{corev1.LabelHostname: hostname}},
+		ObjectMeta: metav1.ObjectMeta{Name: hostname, Labels: all},
 		Spec:       corev1.NodeSpec{PodCIDR: podCIDR},
 	}, metav1.CreateOptions{})
 	if err != nil {

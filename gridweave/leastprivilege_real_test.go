@@ -362,8 +362,8 @@ func privilegeSteps() []step {
 	// Pod CIDRs: two per run, in 198.19.0.0/16, clear of the VPN pool
 	// (198.18.128.0/20), which the ledger refuses to overlap.
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-	joinGPU := func(r *privilegeRun, host string) (string, error) {
-		n := newNode(r.t, host)
+	joinGPU := func(r *privilegeRun, n *node) (string, error) {
+		host := n.hostname
 		if err := expect(r.h.validate(n, r.key), 200, "validate "+host); err != nil {
 			return "", err
 		}
@@ -378,11 +378,12 @@ func privilegeSteps() []step {
 	return []step{
 		{"a GPU node joins and gets a worker group", func(r *privilegeRun) error {
 			_, r.key = r.h.mint("org")
-			if _, err := r.tc.AddNode(context.Background(), fmt.Sprintf("rbac-%d-a", r.seq), gpu, nil, fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100))); err != nil {
+			n := newNode(r.t, fmt.Sprintf("rbac-%d-a", r.seq))
+			if _, err := r.tc.AddNode(context.Background(), n.hostname, gpu, markOf(r.t, n), fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100))); err != nil {
 				return err
 			}
 			var err error
-			group, err = joinGPU(r, fmt.Sprintf("rbac-%d-a", r.seq))
+			group, err = joinGPU(r, n)
 			if err == nil && group == "" {
 				err = errors.New("no worker group")
 			}
@@ -424,12 +425,13 @@ func privilegeSteps() []step {
 			return expect(r.h.do("DELETE", "/v1/kuberay/clusters/"+r.cluster+"/worker-groups/"+group+"/pods", testAdminToken, nil), 200, "delete the group's pods")
 		}},
 		{"the informer routes the pod CIDR of a Node that comes later", func(r *privilegeRun) error {
-			host := fmt.Sprintf("rbac-%d-b", r.seq)
-			if _, err := joinGPU(r, host); err != nil {
+			n := newNode(r.t, fmt.Sprintf("rbac-%d-b", r.seq))
+			host := n.hostname
+			if _, err := joinGPU(r, n); err != nil {
 				return err
 			}
 			cidr := fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100)+1)
-			if _, err := r.tc.AddNode(context.Background(), host, gpu, nil, cidr); err != nil {
+			if _, err := r.tc.AddNode(context.Background(), host, gpu, markOf(r.t, n), cidr); err != nil {
 				return err
 			}
 			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/wgkey"
 )
 
 // TestVPNListenerServesTheTunnelRoutes: validate tells a node where the
@@ -82,5 +84,24 @@ func TestValidateWithoutAVPNListener(t *testing.T) {
 	v := h.want(h.validate(newNode(t, "plain-box"), key), 200, "validate")
 	if _, named := v.body["master_vpn_url"]; named {
 		t.Errorf("validate named a VPN listener that is not there: %v", v.body["master_vpn_url"])
+	}
+}
+
+// A first join under the name of a Kubernetes Node no Gridweave join made
+// (here the master's) is 409 hostname_in_cluster; validate names the mark
+// the node's own Node must carry.
+func TestValidateRefusesAnotherNodesName(t *testing.T) {
+	h := newHarness(t, nil)
+	h.foreignNode("master-1", "10.42.0.0/24")
+	_, key := h.mint("org")
+	r := h.validate(newNode(t, "master-1"), key)
+	if r.status != 409 || r.errorField("code") != "hostname_in_cluster" || r.errorField("field") != "hostname" {
+		t.Fatalf("a join as the master's Node: %d %s", r.status, r.raw)
+	}
+	n := newNode(t, "gpu-7")
+	v := h.want(h.validate(n, key), 200, "validate")
+	pub, _ := wgkey.Parse(n.public)
+	if labels, _ := v.body["node_labels"].([]any); len(labels) != 1 || labels[0] != fleet.MarkLabel+"="+fleet.Mark(pub) {
+		t.Errorf("node_labels %v", v.body["node_labels"])
 	}
 }

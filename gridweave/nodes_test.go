@@ -56,7 +56,7 @@ func TestJoinFlow(t *testing.T) {
 
 		// Validate: the VPN address is reserved and the peer added eagerly.
 		gpu := newNode(t, "gpu-1")
-		h.kubeNode("gpu-1", "10.42.1.0/24")
+		h.kubeNode(gpu, "10.42.1.0/24")
 		v := h.want(h.validate(gpu, key), 200, "validate")
 		for _, f := range []string{"vpn_ip", "master_vpn_ip", "vpn_cidr", "master_public_key", "master_endpoint", "k3s_url", "k3s_token", "node_token"} {
 			if _, ok := v.body[f]; !ok {

@@ -102,7 +102,7 @@ func operations() map[string]operation {
 			status:      200, response: api.Key{}, errors: []int{404}},
 		"POST /v1/nodes/validate": {id: "validateNode", tag: "nodes", summary: "Join step 1: check the key, reserve the VPN address, add the WireGuard peer",
 			description: "The first join presents `key`; a re-join of the same public key presents `node_token` (the key alone is then 409 `node_token_required`). " +
-				"A hostname held by another public key is 409 `hostname_taken`. A different major version is 426 `version_mismatch` (run the join command again on the node).",
+				"A hostname held by another public key is 409 `hostname_taken`; a first join under the name of a Kubernetes Node no Gridweave join made is 409 `hostname_in_cluster`. A different major version is 426 `version_mismatch` (run the join command again on the node).",
 			request: api.ValidateRequest{}, status: 200, response: api.ValidateResponse{}, errors: []int{409, 426}},
 		"POST /v1/nodes/register": {id: "registerNode", tag: "nodes", summary: "Join step 2: finalise the peer; a GPU node joins its worker group",
 			description: "`key` completes a reservation made by validate (same public key); every later register presents `node_token`. " +

@@ -94,11 +94,11 @@ func TestGPUNodeRunsAWorkerOnTheRealControlPlane(t *testing.T) {
 	h, tc, ns := realHarness(t)
 	ctx := context.Background()
 	host := fmt.Sprintf("h100-%d", realSeq.Load())
-	if _, err := tc.AddNode(ctx, host, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}, nil, fmt.Sprintf("198.18.%d.0/24", 200+realSeq.Load())); err != nil {
+	n := newNode(t, host)
+	if _, err := tc.AddNode(ctx, host, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}, markOf(t, n), fmt.Sprintf("198.18.%d.0/24", 200+realSeq.Load())); err != nil {
 		t.Fatal(err)
 	}
 	_, key := h.mint("org")
-	n := newNode(t, host)
 	h.want(h.validate(n, key), 200, "validate")
 	reg := h.want(h.register(n, h100s(8)), 200, "register")
 	group, _ := reg.body["worker_group"].(string)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
@@ -35,7 +34,7 @@ func TestRestoreMeshAfterARestart(t *testing.T) {
 	h := newHarness(t, nil)
 	_, key := h.mint("org")
 	a, b, gone := newNode(t, "a"), newNode(t, "b"), newNode(t, "gone")
-	h.kubeNode("b", "10.42.9.0/24")
+	h.kubeNode(b, "10.42.9.0/24")
 	h.want(h.validate(a, key), 200, "validate a")
 	h.want(h.validate(b, key), 200, "validate b")
 	h.want(h.register(b, nil), 200, "register b")
@@ -103,7 +102,7 @@ func TestRunFollowsKubernetesNodes(t *testing.T) {
 	h.want(h.validate(n, key), 200, "validate")
 	reg := h.want(h.register(n, h100s(4)), 200, "register")
 	group := reg.body["worker_group"].(string)
-	h.kubeNode("late-node", "10.42.33.0/24")
+	h.kubeNode(n, "10.42.33.0/24")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		node, _ := h.kr.Node(ctx, "late-node")
@@ -122,10 +121,7 @@ func TestRunFollowsKubernetesNodes(t *testing.T) {
 	other := newNode(t, "other")
 	h.want(h.validate(other, key), 200, "validate other")
 	h.want(h.register(other, nil), 200, "register other")
-	_, err := h.fakes.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Spec: corev1.NodeSpec{PodCIDR: "10.42.33.128/25"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h.kubeNode(other, "10.42.33.128/25")
 	deadline = time.Now().Add(20 * time.Second)
 	for !strings.Contains(h.logs.String(), `"msg":"syncing a Kubernetes node","node":"other"`) {
 		if time.Now().After(deadline) {

@@ -29,7 +29,7 @@ func TestDisconnectFinishesWhatAFailedOneLeft(t *testing.T) {
 		h := newHarness(t, &harnessOptions{store: store(t)})
 		_, key := h.mint("org")
 		n := newNode(t, "flaky")
-		h.kubeNode("flaky", "")
+		h.kubeNode(n, "")
 		h.want(h.validate(n, key), 200, "validate")
 		h.want(h.register(n, h100s(2)), 200, "register")
 		failures := 1
@@ -126,7 +126,7 @@ func TestAMovedNodeTakesItsOwnPod(t *testing.T) {
 	_, key := h.mint("org")
 	a, b := newNode(t, "node-a"), newNode(t, "node-b")
 	for _, n := range []*node{a, b} {
-		h.kubeNode(n.hostname, "")
+		h.kubeNode(n, "")
 		h.want(h.validate(n, key), 200, "validate")
 		h.want(h.register(n, h100s(8)), 200, "register")
 	}

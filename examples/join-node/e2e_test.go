@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/prometheustest"
+	"gridweave.dev/wgkey"
 )
 
 var joinedLine = regexp.MustCompile(`joined as (\S+) with VPN address (\S+); (\d+) GPUs; Ray worker group (\S+)`)
@@ -80,7 +82,15 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 			t.Errorf("%s came from %v, want once from %s", route, callers, from)
 		}
 	}
-	if args := gpuNode.record(recordK3sArgs); args != "https://"+m.vpnIP.String()+":6443\n"+vpnIP.String()+"\ngridweave0" {
+	// k3s registers the Node under the hostname with the mark of the
+	// node's key: the master touches no other Node.
+	_, listed := m.api("GET", "/v1/nodes/gpu-e2e", nil)
+	pub, err := wgkey.Parse(fmt.Sprint(listed["node"].(map[string]any)["public_key"]))
+	if err != nil {
+		t.Fatalf("the node's public key: %v (%v)", err, listed)
+	}
+	wantArgs := strings.Join([]string{"https://" + m.vpnIP.String() + ":6443", vpnIP.String(), "gridweave0", "gpu-e2e", fleet.MarkLabel + "=" + fleet.Mark(pub)}, "\n")
+	if args := gpuNode.record(recordK3sArgs); args != wantArgs {
 		t.Errorf("the k3s agent step ran with %q", args)
 	}
 	if imports := gpuNode.record(recordImports); imports != m.imageSum+"\n" {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,10 +21,11 @@ import (
 var version = "0.0.1"
 
 // defaultK3sCommand starts the k3s agent in the background when k3s is
-// installed; K3S_URL, K3S_TOKEN and NODE_IP come from the join. k3s reads
-// the token from K3S_TOKEN itself: on the command line it would show in
-// the process list.
-const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE"`
+// installed; K3S_URL, K3S_TOKEN, NODE_IP, NODE_NAME and NODE_LABELS (the
+// labels the master needs on the Node, space-separated key=value, no
+// spaces within) come from the join. k3s reads the token from K3S_TOKEN
+// itself: on the command line it would show in the process list.
+const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE" --node-name "$NODE_NAME" $(for l in $NODE_LABELS; do printf -- '--node-label=%s ' "$l"; done)`
 
 // The worker image step's default commands, for k3s's containerd.
 const (
@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stateDir := flags.String("state-dir", "/var/lib/gridweave", "where the node's identity is kept (0600)")
 	hostname := flags.String("hostname", "", "the node's name (default: this machine's hostname)")
 	iface := flags.String("interface", "gridweave0", "the WireGuard device")
-	k3sCommand := flags.String("k3s-command", defaultK3sCommand, "shell command of the k3s agent step, started in the background with K3S_URL, K3S_TOKEN, NODE_IP and WG_INTERFACE set; empty skips it")
+	k3sCommand := flags.String("k3s-command", defaultK3sCommand, "shell command of the k3s agent step, started in the background with K3S_URL, K3S_TOKEN, NODE_IP, NODE_NAME, NODE_LABELS and WG_INTERFACE set; empty skips it")
 	imageImport := flags.String("image-import-command", defaultImageImportCommand, "shell command importing the master's worker image tarball (IMAGE_TAR) into the container runtime; empty skips the step")
 	imageCheck := flags.String("image-check-command", defaultImageCheckCommand, "shell command that exits 0 when the container runtime has the image IMAGE_NAME")
 	showVersion := flags.Bool("version", false, "print the agent's version")
@@ -126,8 +126,8 @@ func joinKey(keyFile string) (string, error) {
 
 // k3sStep starts command in the background (its output in the state
 // directory), unless k3s is not installed, which it says.
-func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Context, string, string, netip.Addr) error {
-	return func(ctx context.Context, url, token string, nodeIP netip.Addr) error {
+func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Context, joinagent.K3sJoin) error {
+	return func(ctx context.Context, join joinagent.K3sJoin) error {
 		if command == defaultK3sCommand {
 			if _, err := exec.LookPath("k3s"); err != nil {
 				log.Warn("k3s is not installed: the k3s agent step is skipped; install k3s or pass --k3s-command")
@@ -140,7 +140,13 @@ func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Con
 		}
 		defer out.Close()
 		cmd := exec.Command("sh", "-c", command)
-		cmd.Env = append(os.Environ(), "K3S_URL="+url, "K3S_TOKEN="+token, "NODE_IP="+nodeIP.String(), "WG_INTERFACE="+iface)
+		for _, label := range join.NodeLabels {
+			if strings.ContainsAny(label, " \t\n'\"$`\\") {
+				return fmt.Errorf("the master asked for Node label %q, which is not key=value of label characters", label)
+			}
+		}
+		cmd.Env = append(os.Environ(), "K3S_URL="+join.URL, "K3S_TOKEN="+join.Token, "NODE_IP="+join.NodeIP.String(), "WG_INTERFACE="+iface,
+			"NODE_NAME="+join.NodeName, "NODE_LABELS="+strings.Join(join.NodeLabels, " "))
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the agent
 		if err := cmd.Start(); err != nil {

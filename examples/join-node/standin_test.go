@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +28,10 @@ import (
 // The end-to-end test's node has no k3s. In its place, /usr/local/bin/k3s
 // is a script that runs this test binary as a stand-in (standInEnv=k3s):
 //
-//   - `k3s agent --server URL --token T --node-ip IP --flannel-iface DEV`
+//   - `k3s agent --server URL --node-ip IP --flannel-iface DEV --node-name N --node-label K=V...`
 //     does what k3s's registration does for the cluster: it creates the
-//     node's Node (kwok-managed, its GPU as allocatable, its pod CIDR as
-//     k3s's IPAM would give) through the API server at URL, which the test
+//     node's Node (kwok-managed, its labels, its GPU as allocatable, its
+//     pod CIDR as k3s's IPAM would give) through the API server at URL, which the test
 //     serves on the master's VPN address, so it only works through the
 //     tunnel; it checks the agent token, and records its arguments;
 //   - `k3s ctr images import FILE` checks FILE against the worker image's
@@ -93,10 +94,29 @@ func standInAgent(dir string, args []string) error {
 	token := flags.String("token", "", "")
 	nodeIP := flags.String("node-ip", "", "")
 	iface := flags.String("flannel-iface", "", "")
+	nodeName := flags.String("node-name", "", "")
+	labels := map[string]string{}
+	flags.Func("node-label", "", func(v string) error {
+		key, value, ok := strings.Cut(v, "=")
+		if !ok {
+			return fmt.Errorf("--node-label %q is not key=value", v)
+		}
+		labels[key] = value
+		return nil
+	})
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, recordK3sArgs), []byte(strings.Join([]string{*server, *nodeIP, *iface}, "\n")), 0o644); err != nil {
+	if flags.NArg() != 0 {
+		return fmt.Errorf("k3s agent takes no arguments, got %q", flags.Args())
+	}
+	var labelList []string
+	for k, v := range labels {
+		labelList = append(labelList, k+"="+v)
+	}
+	slices.Sort(labelList)
+	record := strings.Join(append([]string{*server, *nodeIP, *iface, *nodeName}, labelList...), "\n")
+	if err := os.WriteFile(filepath.Join(dir, recordK3sArgs), []byte(record), 0o644); err != nil {
 		return err
 	}
 	// Like k3s, the token comes from K3S_TOKEN (never on the command line).
@@ -121,9 +141,16 @@ func standInAgent(dir string, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *nodeName != hostname {
+		return fmt.Errorf("--node-name %q is not the machine's hostname %q", *nodeName, hostname)
+	}
 	node, err := testcluster.KwokNode(hostname, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil, os.Getenv(standInPodCIDR))
 	if err != nil {
 		return err
+	}
+	// k3s registers the Node with its --node-label labels.
+	for k, v := range labels {
+		node.Labels[k] = v
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

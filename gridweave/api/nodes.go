@@ -68,15 +68,16 @@ type ValidateRequest struct {
 // ValidateResponse is what a node needs to bring up its tunnel and its
 // k3s agent. NodeToken is the node's credential from now on.
 type ValidateResponse struct {
-	VPNIP           string `json:"vpn_ip" description:"The node's WireGuard address."`
-	MasterVPNIP     string `json:"master_vpn_ip"`
-	VPNCIDR         string `json:"vpn_cidr"`
-	MasterPublicKey string `json:"master_public_key" description:"The master's WireGuard public key."`
-	MasterEndpoint  string `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when MASTER_IP is not set."`
-	K3sURL          string `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
-	K3sToken        string `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
-	NodeToken       string `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
-	MasterVPNURL    string `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
+	VPNIP           string   `json:"vpn_ip" description:"The node's WireGuard address."`
+	MasterVPNIP     string   `json:"master_vpn_ip"`
+	VPNCIDR         string   `json:"vpn_cidr"`
+	MasterPublicKey string   `json:"master_public_key" description:"The master's WireGuard public key."`
+	MasterEndpoint  string   `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when MASTER_IP is not set."`
+	K3sURL          string   `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
+	K3sToken        string   `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
+	NodeToken       string   `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
+	NodeLabels      []string `json:"node_labels" description:"Labels (key=value) the k3s agent must register the node's Kubernetes Node with: the master labels, routes and deletes only a Node that carries them."`
+	MasterVPNURL    string   `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
 }
 
 // GPU is one GPU of a node, as the node reports it at register and as

@@ -35,8 +35,10 @@ func Example() {
 	}
 	fmt.Println("validated:", v.Node.Hostname, v.Node.VPNIP)
 
-	// k3s on the machine registers its Kubernetes Node with a pod CIDR.
-	nodes.Put(fleet.KubeNode{Name: "gpu-1", PodCIDR: netip.MustParsePrefix("198.19.1.0/24")})
+	// k3s on the machine registers its Kubernetes Node with a pod CIDR and
+	// the labels validate named (the fleet touches only a Node with its mark).
+	nodes.Put(fleet.KubeNode{Name: "gpu-1", PodCIDR: netip.MustParsePrefix("198.19.1.0/24"),
+		Labels: map[string]string{fleet.MarkLabel: fleet.Mark(machineKey)}})
 	reg, err := svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: "gpu-1", Version: "1.4.2",
 		GPUs: []joinkeys.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-0"}}})
 	if err != nil {

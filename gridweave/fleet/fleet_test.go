@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -45,8 +46,8 @@ type world struct {
 	peers   mesh.Mesh
 	routes  *memfleet.Routes
 	targets *memfleet.Targets
-	// kubeNode makes the Kubernetes Node k3s would register.
-	kubeNode func(t *testing.T, name, podCIDR string, gpus int)
+	// kubeNode makes the Kubernetes Node k3s would register, with labels.
+	kubeNode func(t *testing.T, name, podCIDR string, gpus int, labels map[string]string)
 	// kube reads a Node: its labels and annotations; ok false when gone.
 	kube func(t *testing.T, name string) (labels, annotations map[string]string, ok bool)
 	// group says how many replicas a pool's worker group has (0: none).
@@ -60,8 +61,12 @@ var worldSeq atomic.Int32
 func memoryWorld(t *testing.T) *world {
 	nodes, placement := new(memfleet.Nodes), new(memfleet.Placement)
 	w := newWorld(t, nodes, placement, nil)
-	w.kubeNode = func(_ *testing.T, name, podCIDR string, _ int) {
-		nodes.Put(fleet.KubeNode{Name: name, PodCIDR: netip.MustParsePrefix(podCIDR)})
+	w.kubeNode = func(_ *testing.T, name, podCIDR string, _ int, labels map[string]string) {
+		kn := fleet.KubeNode{Name: name, Labels: labels}
+		if podCIDR != "" {
+			kn.PodCIDR = netip.MustParsePrefix(podCIDR)
+		}
+		nodes.Put(kn)
 	}
 	w.kube = func(_ *testing.T, name string) (map[string]string, map[string]string, bool) {
 		kn, err := nodes.Get(context.Background(), name)
@@ -91,12 +96,12 @@ func kubernetesWorld(t *testing.T) *world {
 			HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}
 	})
 	w.labelsPools = true
-	w.kubeNode = func(t *testing.T, name, podCIDR string, gpus int) {
+	w.kubeNode = func(t *testing.T, name, podCIDR string, gpus int, labels map[string]string) {
 		alloc := corev1.ResourceList{}
 		if gpus > 0 {
 			alloc["nvidia.com/gpu"] = resource.MustParse(fmt.Sprint(gpus))
 		}
-		if _, err := tc.AddNode(ctx, name, alloc, nil, podCIDR); err != nil {
+		if _, err := tc.AddNode(ctx, name, alloc, labels, podCIDR); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
@@ -180,6 +185,17 @@ func publicKey(t *testing.T) string {
 	return pub.String()
 }
 
+// marked are the labels k3s registers a joined node's Node with: the
+// mark of its public key.
+func marked(t *testing.T, pub string) map[string]string {
+	t.Helper()
+	k, err := wgkey.Parse(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{fleet.MarkLabel: fleet.Mark(k)}
+}
+
 func (w *world) peerOf(t *testing.T, pub string) (mesh.Peer, bool) {
 	t.Helper()
 	peers, err := w.peers.Peers(context.Background())
@@ -220,7 +236,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if p, ok := w.peerOf(t, pub); !ok || len(p.AllowedIPs) != 1 || p.AllowedIPs[0] != netip.PrefixFrom(v.Node.VPNIP, 32) {
 			t.Fatalf("after validate the peer is %+v (%v), want %s/32 only", p, ok, v.Node.VPNIP)
 		}
-		w.kubeNode(t, host, podCIDR, 8)
+		w.kubeNode(t, host, podCIDR, 8, marked(t, pub))
 		reg, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.2", GPUs: h100s(8)})
 		if err != nil {
 			t.Fatal(err)
@@ -381,7 +397,7 @@ func TestSyncNodeFollowsKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cidr := netip.MustParsePrefix("198.19.200.0/24")
-	if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: host, PodCIDR: cidr}); err != nil {
+	if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: host, PodCIDR: cidr, Labels: marked(t, pub)}); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := w.ledger.Node(ctx, host); n.PodCIDR != cidr {
@@ -600,4 +616,72 @@ func TestConcurrentRegistersShareWrites(t *testing.T) {
 			t.Errorf("group %s has %d replicas, the ledger %d nodes", p, got, n)
 		}
 	}
+}
+
+// TestForeignNodesAreNeverTouched: a Kubernetes Node no Gridweave join
+// made (the master's, a machine joined to k3s otherwise) cannot be taken
+// over by name; and a Node that carries a joined node's name but not its
+// mark is neither routed, labelled, annotated nor deleted.
+func TestForeignNodesAreNeverTouched(t *testing.T) {
+	worlds(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		victim := hostname("victim")
+		victimCIDR := fmt.Sprintf("198.19.%d.0/24", hostSeq.Load()%200)
+		w.kubeNode(t, victim, victimCIDR, 8, map[string]string{"team": "infra"})
+		before, beforeAnn, _ := w.kube(t, victim)
+
+		// A first join under its name: refused, nothing written.
+		_, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: victim, PublicKey: publicKey(t), Version: "1.4.2"})
+		var fe *fleet.Error
+		if !errors.Is(err, fleet.ErrHostnameInCluster) || !errors.As(err, &fe) || fe.Field != "hostname" {
+			t.Fatalf("a join as an existing Node: %v, want ErrHostnameInCluster naming hostname", err)
+		}
+		if _, err := w.ledger.Node(ctx, victim); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+			t.Errorf("the refused join is in the ledger: %v", err)
+		}
+		if peers, _ := w.peers.Peers(ctx); len(peers) != 0 {
+			t.Errorf("the refused join left %d peers", len(peers))
+		}
+
+		// A node that joined before a Node of its name appeared without
+		// its mark: the fleet leaves that Node alone through register,
+		// report-version, the watch and disconnect.
+		lookalike, pub := hostname("lookalike"), publicKey(t)
+		v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: lookalike, PublicKey: pub, Version: "1.4.2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lookalikeCIDR := fmt.Sprintf("198.19.%d.0/24", 200+hostSeq.Load()%50)
+		w.kubeNode(t, lookalike, lookalikeCIDR, 8, map[string]string{fleet.MarkLabel: strings.Repeat("0", 40)})
+		reg, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: lookalike, Version: "1.4.2", GPUs: h100s(8)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reg.Node.PodCIDR.IsValid() {
+			t.Errorf("the pod CIDR of a Node that is not the node's was recorded: %s", reg.Node.PodCIDR)
+		}
+		if _, err := w.svc.ReportVersion(ctx, lookalike, v.NodeToken, "1.4.3"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: lookalike, PodCIDR: netip.MustParsePrefix(lookalikeCIDR), Labels: map[string]string{fleet.MarkLabel: strings.Repeat("0", 40)}}); err != nil {
+			t.Fatal(err)
+		}
+		if routed := w.routes.Routed(); len(routed) != 0 {
+			t.Errorf("routed %v, the pod CIDRs of Nodes that are not the fleet's", routed)
+		}
+		labels, ann, _ := w.kube(t, lookalike)
+		if labels[fleet.PoolLabel] != "" || ann[fleet.VersionAnnotation] != "" {
+			t.Errorf("the look-alike's Node was written: labels %v, annotations %v", labels, ann)
+		}
+		if released, err := w.svc.Disconnect(ctx, lookalike, "admin:test"); err != nil || !released {
+			t.Fatalf("disconnect: %v, %v", released, err)
+		}
+		if _, _, ok := w.kube(t, lookalike); !ok {
+			t.Error("disconnect deleted a Node that was not the node's")
+		}
+		after, afterAnn, ok := w.kube(t, victim)
+		if !ok || !maps.Equal(before, after) || !maps.Equal(beforeAnn, afterAnn) {
+			t.Errorf("the victim's Node changed: %v %v, then %v %v (there: %v)", before, beforeAnn, after, afterAnn, ok)
+		}
+	})
 }

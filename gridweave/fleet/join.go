@@ -71,6 +71,11 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated,
 		return Validated{}, err
 	}
 	defer unlock()
+	if req.NodeToken == "" {
+		if err := s.checkNotForeign(ctx, req.Hostname); err != nil {
+			return Validated{}, err
+		}
+	}
 	res, err := s.ledger.Join(ctx, joinkeys.JoinRequest{Key: req.Key, NodeToken: req.NodeToken, Hostname: req.Hostname,
 		PublicKey: req.PublicKey, Version: req.Version, Source: req.Source})
 	if err != nil {
@@ -267,15 +272,9 @@ func checkGPUs(in []joinkeys.GPU) ([]joinkeys.GPU, error) {
 // syncPodCIDR records the pod CIDR Kubernetes gave the node, if it has
 // one and it changed.
 func (s *Service) syncPodCIDR(ctx context.Context, n joinkeys.Node) (joinkeys.Node, error) {
-	if s.nodes == nil {
-		return n, nil
-	}
-	kn, err := s.nodes.Get(ctx, n.Hostname)
-	if errors.Is(err, ErrNoKubeNode) {
-		return n, nil // k3s has not registered it yet
-	}
-	if err != nil {
-		return n, err
+	kn, found, err := s.ownedNode(ctx, n)
+	if err != nil || !found {
+		return n, err // none yet (k3s registers it after the tunnel), or not its own
 	}
 	if !kn.PodCIDR.IsValid() || kn.PodCIDR == n.PodCIDR {
 		return n, nil

@@ -76,7 +76,9 @@ func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string
 			return false, fmt.Errorf("remove the DCGM scrape target of %s: %w", hostname, err)
 		}
 	}
-	if s.nodes != nil {
+	if _, found, err := s.ownedNode(ctx, node); err != nil {
+		return false, err
+	} else if found {
 		if err := s.nodes.Delete(ctx, hostname); err != nil {
 			return false, fmt.Errorf("delete the Kubernetes node %s: %w", hostname, err)
 		}
@@ -118,7 +120,9 @@ func (s *Service) ReportVersion(ctx context.Context, hostname, nodeToken, versio
 	if err != nil {
 		return joinkeys.Node{}, err
 	}
-	if s.nodes != nil {
+	if _, found, err := s.ownedNode(ctx, node); err != nil {
+		return joinkeys.Node{}, err
+	} else if found {
 		if err := s.nodes.SetAnnotation(ctx, hostname, VersionAnnotation, version); err != nil {
 			return joinkeys.Node{}, err
 		}

@@ -120,7 +120,13 @@ func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string,
 	if !ok && !had {
 		return "", nil // CPU-only before and after: no group to touch
 	}
-	if err := g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name); err != nil {
+	// The label goes onto the node's own Node only; one k3s has not
+	// registered yet gets it from Observe when it appears.
+	if kn, err := g.nodes().Get(ctx, n.Hostname); err == nil && Owns(kn, n) {
+		if err := g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name); err != nil {
+			return "", err
+		}
+	} else if err != nil && !errors.Is(err, ErrNoKubeNode) {
 		return "", err
 	}
 	var leaving *joinkeys.Node

@@ -109,8 +109,9 @@ func (s *Service) releaseHalfFinished(ctx context.Context, n joinkeys.Node) (boo
 
 // SyncNode brings one ledger node in step with its Kubernetes Node: the
 // pod CIDR Kubernetes gave it (ledger, peer and route) and what the
-// placement keeps on the Node. A Node the ledger does not know is not
-// the fleet's and is left alone.
+// placement keeps on the Node. A Node the ledger does not know, or whose
+// mark (MarkLabel) is not the ledger node's, is not the fleet's and is
+// left alone.
 func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 	unlock, err := s.locks.Lock(ctx, kn.Name)
 	if err != nil {
@@ -123,6 +124,12 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 	}
 	if err != nil || n.Status == joinkeys.StatusDisconnected {
 		return err
+	}
+	if !Owns(kn, n) {
+		// A Node of the same name that k3s did not register for this
+		// node: its pod CIDR is not routed into the tunnel, nothing of it
+		// is changed.
+		return nil
 	}
 	if kn.PodCIDR.IsValid() && kn.PodCIDR != n.PodCIDR {
 		old := n.PodCIDR

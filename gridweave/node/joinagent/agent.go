@@ -43,10 +43,12 @@ type Options struct {
 	// Tunnel brings the WireGuard tunnel up and down; default a
 	// WireGuardTunnel on device "gridweave0".
 	Tunnel Tunnel
-	// K3sAgent runs the k3s agent step with the URL and agent token the
-	// master gave, and the node's VPN address; nil skips the step (the
-	// master said nothing about k3s, or the machine is set up otherwise).
-	K3sAgent func(ctx context.Context, url, token string, nodeIP netip.Addr) error
+	// K3sAgent runs the k3s agent step with what the join gives it (the
+	// URL and agent token the master sent, the node's VPN address, its
+	// name and the labels the master needs on its Node; see K3sJoin);
+	// nil skips the step (the master said nothing about k3s, or the
+	// machine is set up otherwise).
+	K3sAgent func(ctx context.Context, join K3sJoin) error
 	// Images makes the master's GPU worker image present in the node's
 	// container runtime (GET /v1/nodes/worker-image); nil skips the step.
 	Images ImageRuntime
@@ -60,6 +62,18 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives one line per step; default discards.
 	Logger *slog.Logger
+}
+
+// K3sJoin is what the k3s agent step needs to register the machine's
+// Kubernetes Node: the server URL and agent token, the node's VPN
+// address (k3s's --node-ip), its name (--node-name) and the labels the
+// master needs on its Node (--node-label; the master touches only a Node
+// that carries them).
+type K3sJoin struct {
+	URL, Token string
+	NodeIP     netip.Addr
+	NodeName   string
+	NodeLabels []string
 }
 
 // Result is what a join achieved.
@@ -188,7 +202,8 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		o.Master = st.MasterVPNURL
 	}
 	if o.K3sAgent != nil && v.K3sURL != "" {
-		if err := o.K3sAgent(ctx, v.K3sURL, v.K3sToken, cfg.Address.Addr()); err != nil {
+		join := K3sJoin{URL: v.K3sURL, Token: v.K3sToken, NodeIP: cfg.Address.Addr(), NodeName: o.Hostname, NodeLabels: v.NodeLabels}
+		if err := o.K3sAgent(ctx, join); err != nil {
 			return Result{}, fmt.Errorf("joinagent: the k3s agent step: %w", err)
 		}
 	}

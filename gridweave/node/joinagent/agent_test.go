@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -210,8 +211,8 @@ func TestJoinIsRepeatableAndLeaveCleansUp(t *testing.T) {
 	var k3s []string
 	opts := joinagent.Options{
 		Master: url, StateDir: state, Key: key, Hostname: "gpu-box", Version: "1.2.3", Tunnel: tunnel,
-		K3sAgent: func(_ context.Context, u, token string, ip netip.Addr) error {
-			k3s = append(k3s, u+" "+ip.String())
+		K3sAgent: func(_ context.Context, j joinagent.K3sJoin) error {
+			k3s = append(k3s, fmt.Sprint(j.URL, " ", j.NodeIP, " ", j.NodeName, " ", j.NodeLabels))
 			return nil
 		},
 		DetectGPUs: func(context.Context) ([]gpus.GPU, error) {
@@ -229,7 +230,8 @@ func TestJoinIsRepeatableAndLeaveCleansUp(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("identity file: %v %v", fi, err)
 	}
-	if len(tunnel.up) != 1 || tunnel.up[0].Address.String() != first.VPNIP.String()+"/20" || tunnel.up[0].MasterEndpoint.String() != "198.18.0.1:51820" || len(k3s) != 1 {
+	if len(tunnel.up) != 1 || tunnel.up[0].Address.String() != first.VPNIP.String()+"/20" || tunnel.up[0].MasterEndpoint.String() != "198.18.0.1:51820" || len(k3s) != 1 ||
+		!strings.HasPrefix(k3s[0], "https://198.18.128.1:6443 "+first.VPNIP.String()+" gpu-box [gridweave.dev/node=") {
 		t.Errorf("tunnel %+v, k3s %v", tunnel.up, k3s)
 	}
 	node, _ := kr.Node(ctx, "gpu-box")

@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
@@ -78,7 +80,7 @@ func TestJoinOverARealTunnel(t *testing.T) {
 
 	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
 		return map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
-			"MASTER_IP": "198.18.211.1", "VPN_CIDR": "198.19.211.0/24", "MASTER_VPN_IP": "198.19.211.1"}[k]
+			"MASTER_IP": "198.18.211.1", "VPN_CIDR": "198.19.211.0/24", "MASTER_VPN_IP": "198.19.211.1", "K3S_URL": "https://198.19.211.1:6443"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,10 +124,20 @@ func TestJoinOverARealTunnel(t *testing.T) {
 			return []gpus.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-e2e"}}, nil
 		},
 	}
-	// k3s registered the node and gave it a pod CIDR (its IPAM, not the node).
-	if _, err := cluster.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-e2e"},
-		Spec: corev1.NodeSpec{PodCIDR: "198.19.212.0/24"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// The k3s step registers the node with the labels validate named and
+	// a pod CIDR (k3s's IPAM, not the node).
+	opts.K3sAgent = func(ctx context.Context, j joinagent.K3sJoin) error {
+		labels := map[string]string{}
+		for _, l := range j.NodeLabels {
+			k, v, _ := strings.Cut(l, "=")
+			labels[k] = v
+		}
+		_, err := cluster.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: j.NodeName, Labels: labels},
+			Spec: corev1.NodeSpec{PodCIDR: "198.19.212.0/24"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
 	}
 	started := time.Now()
 	first, err := joinagent.Join(ctx, opts)
