@@ -55,6 +55,11 @@ type Config struct {
 	// 10.100.0.1) inside VPNCIDR (VPN_CIDR, 10.100.0.0/16).
 	MasterVPNIP netip.Addr
 	VPNCIDR     netip.Prefix
+	// ServiceCIDR is the cluster's Service address range (SERVICE_CIDR,
+	// 10.43.0.0/16, k3s's default --service-cidr): with MASTER_IP and the
+	// pod CIDRs and addresses of the cluster's other Nodes, no node's pod
+	// CIDR may overlap it, so none can be routed into a tunnel.
+	ServiceCIDR netip.Prefix
 	// WireGuardInterface and WireGuardPort are the master's device
 	// (WG_INTERFACE, wg0; WG_PORT, 51820).
 	WireGuardInterface string
@@ -215,6 +220,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.VPNCIDR, err = netip.ParsePrefix(env("VPN_CIDR", "10.100.0.0/16")); err != nil {
 		return Config{}, &ConfigError{"VPN_CIDR", fmt.Sprintf("%q is not a CIDR", env("VPN_CIDR", ""))}
+	}
+	if c.ServiceCIDR, err = netip.ParsePrefix(env("SERVICE_CIDR", "10.43.0.0/16")); err != nil || c.ServiceCIDR.Masked() != c.ServiceCIDR {
+		return Config{}, &ConfigError{"SERVICE_CIDR", fmt.Sprintf("%q is not a CIDR such as 10.43.0.0/16 (k3s's --service-cidr)", env("SERVICE_CIDR", ""))}
 	}
 	if !c.VPNCIDR.Contains(c.MasterVPNIP) {
 		return Config{}, &ConfigError{"MASTER_VPN_IP", fmt.Sprintf("%s is not inside VPN_CIDR %s", c.MasterVPNIP, c.VPNCIDR)}

@@ -359,8 +359,9 @@ func ptrTo[T any](v T) *T { return &v }
 
 // privilegeSteps are the server's life, in order.
 func privilegeSteps() []step {
-	// Pod CIDRs: two per run, in 198.19.0.0/16, clear of the VPN pool
-	// (198.18.128.0/20), which the ledger refuses to overlap.
+	// Pod CIDRs: two per run, in 198.18.0.0/17, clear of the VPN pool
+	// (198.18.128.0/20) and the test cluster's Service range
+	// (198.19.0.0/16), which the ledger refuses to overlap.
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	joinGPU := func(r *privilegeRun, n *node) (string, error) {
 		host := n.hostname
@@ -379,7 +380,7 @@ func privilegeSteps() []step {
 		{"a GPU node joins and gets a worker group", func(r *privilegeRun) error {
 			_, r.key = r.h.mint("org")
 			n := newNode(r.t, fmt.Sprintf("rbac-%d-a", r.seq))
-			if _, err := r.tc.AddNode(context.Background(), n.hostname, gpu, markOf(r.t, n), fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100))); err != nil {
+			if _, err := r.tc.AddNode(context.Background(), n.hostname, gpu, markOf(r.t, n), fmt.Sprintf("198.18.%d.0/24", 2*(r.seq%60))); err != nil {
 				return err
 			}
 			var err error
@@ -430,7 +431,7 @@ func privilegeSteps() []step {
 			if _, err := joinGPU(r, n); err != nil {
 				return err
 			}
-			cidr := fmt.Sprintf("198.19.%d.0/24", 2*(r.seq%100)+1)
+			cidr := fmt.Sprintf("198.18.%d.0/24", 2*(r.seq%60)+1)
 			if _, err := r.tc.AddNode(context.Background(), host, gpu, markOf(r.t, n), cidr); err != nil {
 				return err
 			}

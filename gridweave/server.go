@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -128,6 +129,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.metrics = newMetrics(s)
 	nodes := &fleet.KubeNodes{Client: b.Kube, Logger: s.log}
 	fb := fleet.Backends{Ledger: b.Keyring, Peers: b.Mesh, Routes: b.Routes, Nodes: nodes,
+		ServiceRanges: fleet.KubeServiceCIDRs{Client: b.Kube},
 		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Nodes: nodes, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
 			HeadImage: cfg.RayImage, WorkerImage: cfg.RayImageWorker},
 		Logger: s.log, Now: s.now}
@@ -138,7 +140,14 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		}
 		fb.Targets = dir
 	}
-	if s.fleet, err = fleet.New(fleet.Config{ServerVersion: cfg.ServerVersion, ValidatedTTL: cfg.ValidatedTTL, ReapInterval: cfg.ReapInterval}, fb); err != nil {
+	// The master's own prefixes; Run adds those of the cluster's Nodes
+	// that are not the fleet's.
+	masterPrefixes := []netip.Prefix{cfg.ServiceCIDR}
+	if ip, err := netip.ParseAddr(cfg.MasterIP); err == nil {
+		masterPrefixes = append(masterPrefixes, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	if s.fleet, err = fleet.New(fleet.Config{ServerVersion: cfg.ServerVersion, ValidatedTTL: cfg.ValidatedTTL, ReapInterval: cfg.ReapInterval,
+		MasterPrefixes: masterPrefixes}, fb); err != nil {
 		return nil, err
 	}
 	s.public, s.internal, s.vpn = s.routes()

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -44,6 +45,29 @@ type Options struct {
 	MasterPrefixes []netip.Prefix
 }
 
+// SetMasterPrefixes replaces the master's prefixes (Options.MasterPrefixes)
+// while the Keyring is in use: a caller following the cluster (its other
+// Nodes' pod CIDRs and addresses) keeps them current. Pod CIDRs recorded
+// before are not re-checked.
+func (k *Keyring) SetMasterPrefixes(prefixes []netip.Prefix) error {
+	for i, p := range prefixes {
+		if !p.IsValid() {
+			return fieldError("master_prefixes", "entry %d is not a valid prefix", i)
+		}
+	}
+	kept := slices.Clone(prefixes)
+	k.masterPrefixes.Store(&kept)
+	return nil
+}
+
+// MasterPrefixes returns the master's prefixes as last set.
+func (k *Keyring) MasterPrefixes() []netip.Prefix {
+	if p := k.masterPrefixes.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
 // MinJWTSecretLen is the shortest JWT secret a Keyring accepts: HS256 keys
 // shorter than the hash output weaken it (RFC 7518 §3.2).
 const MinJWTSecretLen = 32
@@ -65,7 +89,7 @@ type Keyring struct {
 	parser *jwt.Parser
 	claims *jwt.Validator
 
-	masterPrefixes []netip.Prefix
+	masterPrefixes atomic.Pointer[[]netip.Prefix]
 }
 
 // New returns a Keyring over store.
@@ -88,13 +112,9 @@ func New(store Store, opts *Options) (*Keyring, error) {
 		now:      opts.Now,
 		log:      opts.Logger,
 		maxTTL:   opts.MaxTTL,
-
-		masterPrefixes: slices.Clone(opts.MasterPrefixes),
 	}
-	for i, p := range k.masterPrefixes {
-		if !p.IsValid() {
-			return nil, fieldError("master_prefixes", "entry %d is not a valid prefix", i)
-		}
+	if err := k.SetMasterPrefixes(opts.MasterPrefixes); err != nil {
+		return nil, err
 	}
 	if k.issuer == "" {
 		k.issuer = "gridweave"

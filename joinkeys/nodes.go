@@ -377,7 +377,7 @@ func (k *Keyring) checkPodCIDR(p netip.Prefix) error {
 	if pool := k.pool.Prefix(); pool.IsValid() && pool.Overlaps(p) {
 		return &PodCIDRConflictError{PodCIDR: p, Overlaps: pool, What: "the VPN pool"}
 	}
-	for _, m := range k.masterPrefixes {
+	for _, m := range *k.masterPrefixes.Load() {
 		if m.Overlaps(p) {
 			return &PodCIDRConflictError{PodCIDR: p, Overlaps: m, What: "the master's addresses"}
 		}

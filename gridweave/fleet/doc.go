@@ -21,6 +21,15 @@
 //	Nodes      KubeNodes (client-go)         memfleet.Nodes
 //	Placement  RayGroups (KubeRay)           memfleet.Placement
 //	Targets    *scrapetargets.Dir            memfleet.Targets
+//	ServiceRanges KubeServiceCIDRs           memfleet.ServiceRanges
+//
+// A Kubernetes Node is the fleet's only when k3s registered it with the
+// mark of the node's WireGuard key (MarkLabel, Mark; validate's
+// NodeLabels): the fleet labels, annotates, routes and deletes no other,
+// refuses a first join under another's name (ErrHostnameInCluster), and
+// keeps the pod CIDRs and addresses of the others, with the cluster's
+// Service ranges and Config.MasterPrefixes, as the ledger's master
+// prefixes, which no node's pod CIDR may overlap.
 //
 // RayGroups puts GPU machines into one worker group per kind of machine
 // (GPU vendor, model and count: Pool, PoolOf) of one RayCluster, so the
@@ -28,7 +37,7 @@
 // registrations share its writes.
 //
 // Errors are typed: *Error (ErrInvalid with the field at fault,
-// ErrCredentialRequired, ErrPublicKeyMismatch), *VersionMismatchError, and
+// ErrCredentialRequired, ErrPublicKeyMismatch, ErrHostnameInCluster), *VersionMismatchError, and
 // the ledger's own (joinkeys.ErrKeyExpired, *joinkeys.HostnameTakenError,
 // ...), which pass through unchanged; package gridweave maps them all to
 // HTTP in one place. The work on one hostname is serialised, so a teardown

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
 	"time"
 
 	"gridweave.dev/internal/keyedlock"
@@ -21,6 +24,13 @@ type Config struct {
 	ValidatedTTL time.Duration
 	// ReapInterval is how often Run looks for such nodes; default a minute.
 	ReapInterval time.Duration
+	// MasterPrefixes are addresses the master routes itself (its underlay
+	// address, the cluster's service CIDR). With the pod CIDRs and
+	// InternalIPs of the cluster's Nodes that are not the fleet's, which
+	// Run follows, they are the ledger's master prefixes: no node's pod
+	// CIDR may overlap them (joinkeys.Keyring.SetMasterPrefixes). The
+	// ledger's own Options.MasterPrefixes stay among them.
+	MasterPrefixes []netip.Prefix
 }
 
 // Backends are the fleet's dependencies. Ledger and Peers are required;
@@ -28,12 +38,16 @@ type Config struct {
 // routes, no worker groups, no scrape targets), and a nil Nodes means
 // there is no Kubernetes to read pod CIDRs from or write Nodes to.
 type Backends struct {
-	Ledger    *joinkeys.Keyring
-	Peers     mesh.Mesh
-	Routes    Routes
-	Nodes     Nodes
-	Placement Placement
-	Targets   Targets
+	Ledger *joinkeys.Keyring
+	Peers  mesh.Mesh
+	Routes Routes
+	Nodes  Nodes
+	// ServiceRanges are the cluster's Service ranges, read before a pod
+	// CIDR is recorded (cached for minutes); nil: only
+	// Config.MasterPrefixes.
+	ServiceRanges ServiceRanges
+	Placement     Placement
+	Targets       Targets
 	// Logger receives the fleet's events; default discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -58,6 +72,15 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	locks     keyedlock.Locks
+
+	// The master's prefixes: staticPrefixes, and the prefixes of every
+	// Kubernetes Node that is not the fleet's, by name.
+	staticPrefixes []netip.Prefix
+	services       ServiceRanges
+	foreignMu      sync.Mutex
+	foreign        map[string][]netip.Prefix
+	serviceRanges  []netip.Prefix
+	servicesRead   time.Time
 }
 
 // New returns the fleet over b.
@@ -75,12 +98,16 @@ func New(cfg Config, b Backends) (*Service, error) {
 		cfg.ReapInterval = time.Minute
 	}
 	s := &Service{cfg: cfg, ledger: b.Ledger, peers: b.Peers, routes: b.Routes, nodes: b.Nodes,
-		placement: b.Placement, targets: b.Targets, log: b.Logger, now: b.Now}
+		placement: b.Placement, targets: b.Targets, services: b.ServiceRanges, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	s.staticPrefixes = append(slices.Clone(cfg.MasterPrefixes), b.Ledger.MasterPrefixes()...)
+	if err := s.ledger.SetMasterPrefixes(s.staticPrefixes); err != nil {
+		return nil, fmt.Errorf("fleet: Config.MasterPrefixes: %w", err)
 	}
 	return s, nil
 }

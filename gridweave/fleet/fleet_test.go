@@ -685,3 +685,143 @@ func TestForeignNodesAreNeverTouched(t *testing.T) {
 		}
 	})
 }
+
+// TestPodCIDRsStayClearOfOtherNodes: the pod CIDRs and addresses of the
+// cluster's Nodes that are not the fleet's (the master's) are the
+// master's to route: a node whose Node claims an overlapping pod CIDR is
+// refused and nothing is routed; once that Node is gone, the same pod
+// CIDR is the node's.
+func TestPodCIDRsStayClearOfOtherNodes(t *testing.T) {
+	worlds(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		seq := hostSeq.Add(1) % 200
+		masterCIDR := netip.MustParsePrefix(fmt.Sprintf("198.19.%d.0/24", seq))
+		masterNode := fleet.KubeNode{Name: hostname("master"), PodCIDR: masterCIDR, PodCIDRs: []netip.Prefix{masterCIDR},
+			InternalIPs: []netip.Addr{netip.MustParseAddr("198.18.250.1")}}
+		if err := w.svc.SyncNode(ctx, masterNode); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.ledger.MasterPrefixes(); !slices.Contains(got, masterCIDR) || !slices.Contains(got, netip.MustParsePrefix("198.18.250.1/32")) {
+			t.Fatalf("the ledger's master prefixes %v lack the master Node's pod CIDR and address", got)
+		}
+
+		host, pub := hostname("greedy"), publicKey(t)
+		v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		greedy := netip.MustParsePrefix(fmt.Sprintf("198.19.%d.128/25", seq))
+		w.kubeNode(t, host, greedy.String(), 0, marked(t, pub))
+		_, err = w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.2"})
+		var conflict *joinkeys.PodCIDRConflictError
+		if !errors.As(err, &conflict) || conflict.Overlaps != masterCIDR {
+			t.Fatalf("a pod CIDR inside the master Node's: %v, want a conflict with %s", err, masterCIDR)
+		}
+		if len(w.routes.Routed()) != 0 {
+			t.Errorf("routed %v", w.routes.Routed())
+		}
+		// An address of the master Node inside a pod CIDR: refused too.
+		kn := fleet.KubeNode{Name: host, PodCIDR: netip.MustParsePrefix("198.18.250.0/24"), Labels: marked(t, pub)}
+		if err := w.svc.SyncNode(ctx, kn); !errors.As(err, &conflict) {
+			t.Errorf("a pod CIDR over the master Node's address: %v", err)
+		}
+
+		gone := masterNode
+		gone.Deleted = true
+		if err := w.svc.SyncNode(ctx, gone); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(w.ledger.MasterPrefixes(), masterCIDR) {
+			t.Fatalf("a deleted Node's pod CIDR is still the master's: %v", w.ledger.MasterPrefixes())
+		}
+		if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: host, PodCIDR: greedy, Labels: marked(t, pub)}); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := w.ledger.Node(ctx, host); n.PodCIDR != greedy || !slices.Contains(w.routes.Routed(), greedy) {
+			t.Errorf("after the master Node went: pod CIDR %s, routes %v", n.PodCIDR, w.routes.Routed())
+		}
+	})
+}
+
+// TestKubeNodesWatchReportsAddressesAndDeletes: the real Watch tells a
+// Node's pod CIDRs and InternalIPs, and that it is gone.
+func TestKubeNodesWatchReportsAddressesAndDeletes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the test control plane; run make test")
+	}
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	name := hostname("watched")
+	seen := make(chan fleet.KubeNode, 16)
+	nodes := &fleet.KubeNodes{Client: tc.Kube}
+	go func() {
+		_ = nodes.Watch(ctx, func(kn fleet.KubeNode) {
+			if kn.Name == name {
+				seen <- kn
+			}
+		})
+	}()
+	if _, err := tc.AddNode(ctx, name, nil, nil, "198.19.251.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	next := func() fleet.KubeNode {
+		select {
+		case kn := <-seen:
+			return kn
+		case <-time.After(30 * time.Second):
+			t.Fatal("the watch reported nothing within 30 s")
+			return fleet.KubeNode{}
+		}
+	}
+	var kn fleet.KubeNode
+	for kn = next(); len(kn.InternalIPs) == 0; kn = next() { // kwok fills the status after the create
+	}
+	if !slices.Contains(kn.PodCIDRs, netip.MustParsePrefix("198.19.251.0/24")) || kn.Deleted {
+		t.Errorf("the watched Node: %+v", kn)
+	}
+	if err := tc.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for kn = next(); !kn.Deleted; kn = next() {
+	}
+}
+
+// TestServiceRangesFromTheCluster: the real API server's Service range
+// (the test cluster's --service-cluster-ip-range, 198.19.0.0/16) is read
+// from its ServiceCIDR objects, and a pod CIDR inside it is refused.
+func TestServiceRangesFromTheCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the test control plane; run make test")
+	}
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	ranges, err := fleet.KubeServiceCIDRs{Client: tc.Kube}.ServiceCIDRs(ctx)
+	if err != nil || !slices.Contains(ranges, netip.MustParsePrefix("198.19.0.0/16")) {
+		t.Fatalf("the cluster's service CIDRs: %v, %v", ranges, err)
+	}
+	pool, _ := joinkeys.NewPool(netip.MustParsePrefix("198.18.64.0/20"), netip.MustParseAddr("198.18.64.1"))
+	ledger, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte("a-jwt-secret-of-at-least-32-bytes"), Pool: pool})
+	_, masterKey, _ := wgkey.GeneratePair()
+	nodes, routes := new(memfleet.Nodes), new(memfleet.Routes)
+	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: nodes, Routes: routes,
+		ServiceRanges: fleet.KubeServiceCIDRs{Client: tc.Kube}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ledger.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	host, pub := hostname("svc"), publicKey(t)
+	v, err := svc.Validate(ctx, fleet.ValidateRequest{Key: key.Secret, Hostname: host, PublicKey: pub, Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes.Put(fleet.KubeNode{Name: host, PodCIDR: netip.MustParsePrefix("198.19.7.0/24"), Labels: marked(t, pub)})
+	_, err = svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0"})
+	var conflict *joinkeys.PodCIDRConflictError
+	if !errors.As(err, &conflict) || conflict.Overlaps != netip.MustParsePrefix("198.19.0.0/16") {
+		t.Fatalf("a pod CIDR inside the Service range: %v", err)
+	}
+	if len(routes.Routed()) != 0 {
+		t.Errorf("routed %v", routes.Routed())
+	}
+}

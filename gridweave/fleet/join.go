@@ -276,8 +276,14 @@ func (s *Service) syncPodCIDR(ctx context.Context, n joinkeys.Node) (joinkeys.No
 	if err != nil || !found {
 		return n, err // none yet (k3s registers it after the tunnel), or not its own
 	}
+	if err := s.observeForeign(ctx, n.Hostname, nil); err != nil { // its own, whatever the watch saw first
+		return n, err
+	}
 	if !kn.PodCIDR.IsValid() || kn.PodCIDR == n.PodCIDR {
 		return n, nil
+	}
+	if err := s.readServiceRanges(ctx); err != nil {
+		return n, err
 	}
 	return s.ledger.SetNodePodCIDR(ctx, n.Hostname, kn.PodCIDR)
 }

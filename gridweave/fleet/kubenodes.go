@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -69,12 +70,25 @@ func (k *KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
 
 func kubeNodeOf(n *corev1.Node) (KubeNode, error) {
 	kn := KubeNode{Name: n.Name, Labels: maps.Clone(n.Labels)} // a cached Node is shared: never hand out its maps
-	if n.Spec.PodCIDR != "" {
-		p, err := netip.ParsePrefix(n.Spec.PodCIDR)
-		if err != nil {
-			return kn, fmt.Errorf("node %s: Kubernetes gave it pod CIDR %q, which is not a CIDR", n.Name, n.Spec.PodCIDR)
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+			kn.InternalIPs = append(kn.InternalIPs, ip)
 		}
-		kn.PodCIDR = p
+	}
+	for _, c := range append([]string{n.Spec.PodCIDR}, n.Spec.PodCIDRs...) {
+		if c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return kn, fmt.Errorf("node %s: Kubernetes gave it pod CIDR %q, which is not a CIDR", n.Name, c)
+		}
+		if !slices.Contains(kn.PodCIDRs, p) {
+			kn.PodCIDRs = append(kn.PodCIDRs, p)
+		}
+	}
+	if n.Spec.PodCIDR != "" {
+		kn.PodCIDR = kn.PodCIDRs[0]
 	}
 	return kn, nil
 }
@@ -134,9 +148,20 @@ func (k *KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 			observe(kn)
 		}
 	}
+	gone := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if n, ok := obj.(*corev1.Node); ok {
+			kn, _ := kubeNodeOf(n)
+			kn.Deleted = true
+			observe(kn)
+		}
+	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    on,
 		UpdateFunc: func(_, obj any) { on(obj) },
+		DeleteFunc: gone,
 	}); err != nil {
 		return err
 	}

@@ -5,6 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/wgkey"
@@ -81,4 +85,53 @@ func (s *Service) ownedNode(ctx context.Context, n joinkeys.Node) (kn KubeNode, 
 		return KubeNode{}, false, nil
 	}
 	return kn, true, nil
+}
+
+// observeForeign keeps the prefixes of a Kubernetes Node that is not the
+// fleet's (nil: it is the fleet's, or gone) among the ledger's master
+// prefixes, so no node's pod CIDR can overlap another Node's pods or
+// addresses.
+func (s *Service) observeForeign(ctx context.Context, name string, prefixes []netip.Prefix) error {
+	s.foreignMu.Lock()
+	defer s.foreignMu.Unlock()
+	if slices.Equal(s.foreign[name], prefixes) {
+		return nil
+	}
+	if s.foreign == nil {
+		s.foreign = map[string][]netip.Prefix{}
+	}
+	if prefixes == nil {
+		delete(s.foreign, name)
+	} else {
+		s.foreign[name] = prefixes
+	}
+	s.log.DebugContext(ctx, "a Kubernetes Node's prefixes are the master's", "node", name, "prefixes", fmt.Sprint(prefixes))
+	return s.pushMasterPrefixesLocked()
+}
+
+// pushMasterPrefixesLocked gives the ledger the master's prefixes: the
+// configured ones, the cluster's Service ranges and the other Nodes'.
+// foreignMu is held.
+func (s *Service) pushMasterPrefixesLocked() error {
+	all := slices.Concat(s.staticPrefixes, s.serviceRanges)
+	for _, name := range slices.Sorted(maps.Keys(s.foreign)) {
+		all = append(all, s.foreign[name]...)
+	}
+	return s.ledger.SetMasterPrefixes(all)
+}
+
+// prefixesOf are what a Node holds: its pod CIDRs and its InternalIPs
+// (one address each).
+func prefixesOf(kn KubeNode) []netip.Prefix {
+	out := slices.Clone(kn.PodCIDRs)
+	if kn.PodCIDR.IsValid() && !slices.Contains(out, kn.PodCIDR) {
+		out = append(out, kn.PodCIDR)
+	}
+	for _, ip := range kn.InternalIPs {
+		out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	if out == nil {
+		out = []netip.Prefix{} // a foreign Node with nothing yet is still foreign
+	}
+	return out
 }

@@ -118,20 +118,39 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		return err
 	}
 	defer unlock()
+	if kn.Deleted {
+		return s.observeForeign(ctx, kn.Name, nil)
+	}
 	n, err := s.ledger.Node(ctx, kn.Name)
 	if errors.Is(err, joinkeys.ErrNodeNotFound) {
-		return nil
+		if kn.Labels[MarkLabel] != "" {
+			// Made by a join: one whose validate this event overtook, or
+			// one that left while k3s kept its Node. Not the master's.
+			return s.observeForeign(ctx, kn.Name, nil)
+		}
+		// Not the fleet's: its pods and addresses are the master's to
+		// route, so no node's pod CIDR may overlap them.
+		return s.observeForeign(ctx, kn.Name, prefixesOf(kn))
 	}
-	if err != nil || n.Status == joinkeys.StatusDisconnected {
+	if err != nil {
 		return err
 	}
 	if !Owns(kn, n) {
 		// A Node of the same name that k3s did not register for this
 		// node: its pod CIDR is not routed into the tunnel, nothing of it
-		// is changed.
+		// is changed, and no node's pod CIDR may overlap it.
+		return s.observeForeign(ctx, kn.Name, prefixesOf(kn))
+	}
+	if err := s.observeForeign(ctx, kn.Name, nil); err != nil {
+		return err
+	}
+	if n.Status == joinkeys.StatusDisconnected {
 		return nil
 	}
 	if kn.PodCIDR.IsValid() && kn.PodCIDR != n.PodCIDR {
+		if err := s.readServiceRanges(ctx); err != nil {
+			return err
+		}
 		old := n.PodCIDR
 		if n, err = s.ledger.SetNodePodCIDR(ctx, n.Hostname, kn.PodCIDR); err != nil {
 			return err

@@ -31,6 +31,14 @@ type KubeNode struct {
 	// PodCIDR is spec.podCIDR; the zero Prefix until Kubernetes set one.
 	PodCIDR netip.Prefix
 	Labels  map[string]string
+	// PodCIDRs are every pod CIDR of the Node (spec.podCIDRs, dual stack),
+	// InternalIPs its addresses (status.addresses of type InternalIP):
+	// what another node's pod CIDR must not overlap when this Node is
+	// not the fleet's.
+	PodCIDRs    []netip.Prefix
+	InternalIPs []netip.Addr
+	// Deleted is set when Watch reports the Node gone.
+	Deleted bool
 }
 
 // ErrNoKubeNode is returned by Nodes.Get for a name Kubernetes does not
@@ -50,7 +58,7 @@ type Nodes interface {
 	// Delete deletes the Node.
 	Delete(ctx context.Context, name string) error
 	// Watch calls observe with every Node there is and then with every
-	// Node added or changed, until ctx ends.
+	// Node added, changed or deleted (KubeNode.Deleted), until ctx ends.
 	Watch(ctx context.Context, observe func(KubeNode)) error
 }
 
@@ -85,4 +93,15 @@ var (
 	_ Nodes     = (*KubeNodes)(nil)
 	_ Placement = (*RayGroups)(nil)
 	_ Targets   = (*scrapetargets.Dir)(nil)
+
+	_ ServiceRanges = KubeServiceCIDRs{}
 )
+
+// ServiceRanges tell the cluster's Service address ranges, which no
+// node's pod CIDR may overlap. Real: KubeServiceCIDRs. In memory:
+// memfleet.ServiceRanges.
+type ServiceRanges interface {
+	// ServiceCIDRs returns the ranges; none (and no error) when the
+	// cluster does not publish them.
+	ServiceCIDRs(ctx context.Context) ([]netip.Prefix, error)
+}

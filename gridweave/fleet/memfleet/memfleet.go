@@ -72,6 +72,10 @@ func (n *Nodes) Put(kn fleet.KubeNode) {
 		n.nodes = map[string]*node{}
 	}
 	kn.Labels = maps.Clone(kn.Labels)
+	kn.PodCIDRs, kn.InternalIPs = slices.Clone(kn.PodCIDRs), slices.Clone(kn.InternalIPs)
+	if kn.PodCIDR.IsValid() && !slices.Contains(kn.PodCIDRs, kn.PodCIDR) {
+		kn.PodCIDRs = append([]netip.Prefix{kn.PodCIDR}, kn.PodCIDRs...)
+	}
 	if old, ok := n.nodes[kn.Name]; ok {
 		old.kn = kn
 	} else {
@@ -87,6 +91,7 @@ func (n *Nodes) Put(kn fleet.KubeNode) {
 
 func clone(kn fleet.KubeNode) fleet.KubeNode {
 	kn.Labels = maps.Clone(kn.Labels)
+	kn.PodCIDRs, kn.InternalIPs = slices.Clone(kn.PodCIDRs), slices.Clone(kn.InternalIPs)
 	return kn
 }
 
@@ -138,11 +143,22 @@ func (n *Nodes) SetAnnotation(_ context.Context, name, key, value string) error 
 	return nil
 }
 
-// Delete implements fleet.Nodes.
+// Delete implements fleet.Nodes; the watchers hear of it (Deleted).
 func (n *Nodes) Delete(_ context.Context, name string) error {
+	n.dispatch.Lock()
+	defer n.dispatch.Unlock()
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	nd, ok := n.nodes[name]
 	delete(n.nodes, name)
+	watchers := slices.Collect(maps.Values(n.watchers))
+	n.mu.Unlock()
+	if ok {
+		gone := clone(nd.kn)
+		gone.Deleted = true
+		for _, w := range watchers {
+			w(clone(gone))
+		}
+	}
 	return nil
 }
 
@@ -255,3 +271,11 @@ var (
 	_ fleet.Placement = (*Placement)(nil)
 	_ fleet.Targets   = (*Targets)(nil)
 )
+
+// ServiceRanges is fleet.ServiceRanges as a fixed list.
+type ServiceRanges []netip.Prefix
+
+// ServiceCIDRs implements fleet.ServiceRanges.
+func (r ServiceRanges) ServiceCIDRs(context.Context) ([]netip.Prefix, error) {
+	return slices.Clone(r), nil
+}
