@@ -192,6 +192,9 @@ func startMaster(t *testing.T) *master {
 		"WORKER_IMAGE_TAR="+image,
 		"RAY_IMAGE_WORKER="+e2eImageName,
 		"DCGM_TARGETS_DIR="+m.targets,
+		// Nothing to run: the server programs routes over netlink, as
+		// it must in its image, where there is no ip executable.
+		"PATH="+t.TempDir(),
 	)
 	// Where each machine's own directories are mounted.
 	for _, mountpoint := range []string{"/var/lib/gridweave", "/run/wireguard"} {

@@ -38,3 +38,27 @@ func TestServerLinksNoTestCode(t *testing.T) {
 		}
 	}
 }
+
+// TestServerExecsNothingOfItsOwn: no package of this module that the
+// server links starts a program (os/exec, syscall.Exec): the static
+// binary runs in an image that holds nothing else, so routes, the
+// WireGuard device and everything else go through system calls
+// (netlink, wgctrl). Programs a kubeconfig names for credentials are the
+// operator's (client-go's exec plugin), not ours.
+func TestServerExecsNothingOfItsOwn(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, "\t")
+		if !strings.HasPrefix(pkg, "gridweave.dev/") {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if imp == "os/exec" {
+				t.Errorf("%s, linked into the server, imports os/exec", pkg)
+			}
+		}
+	}
+}

@@ -17,7 +17,7 @@
 //	seam       real                          in memory
 //	ledger     *joinkeys.Keyring (SQLite)    *joinkeys.Keyring (memstore)
 //	Peers      mesh/wgmesh                   mesh/memmesh
-//	Routes     DeviceRoutes                  memfleet.Routes
+//	Routes     DeviceRoutes (netlink)        memfleet.Routes
 //	Nodes      KubeNodes (client-go)         memfleet.Nodes
 //	Placement  RayGroups (KubeRay)           memfleet.Placement
 //	Targets    *scrapetargets.Dir            memfleet.Targets

@@ -825,3 +825,37 @@ func TestServiceRangesFromTheCluster(t *testing.T) {
 		t.Errorf("routed %v", routes.Routed())
 	}
 }
+
+// TestReleasedJoinTakesItsRoute: a node that validated, had its Node's
+// pod CIDR routed and never registered is released with its route.
+func TestReleasedJoinTakesItsRoute(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := joinkeys.NewPool(netip.MustParsePrefix("198.18.64.0/20"), netip.MustParseAddr("198.18.64.1"))
+	ledger, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte("a-jwt-secret-of-at-least-32-bytes"), Pool: pool})
+	_, masterKey, _ := wgkey.GeneratePair()
+	routes := new(memfleet.Routes)
+	later := func() time.Time { return time.Now().Add(time.Hour) } // past every validated node's TTL
+	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: new(memfleet.Nodes), Routes: routes, Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ledger.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	host, pub := hostname("gave-up"), publicKey(t)
+	if _, err := svc.Validate(ctx, fleet.ValidateRequest{Key: key.Secret, Hostname: host, PublicKey: pub, Version: "1.4.0"}); err != nil {
+		t.Fatal(err)
+	}
+	cidr := netip.MustParsePrefix("198.19.77.0/24")
+	if err := svc.SyncNode(ctx, fleet.KubeNode{Name: host, PodCIDR: cidr, Labels: marked(t, pub)}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(routes.Routed(), cidr) {
+		t.Fatalf("the validated node's pod CIDR is not routed: %v", routes.Routed())
+	}
+	released, err := svc.ReleaseHalfFinishedJoins(ctx)
+	if err != nil || len(released) != 1 {
+		t.Fatalf("released %v, %v", released, err)
+	}
+	if got := routes.Routed(); len(got) != 0 {
+		t.Errorf("the released node's route stayed: %v", got)
+	}
+}

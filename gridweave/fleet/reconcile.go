@@ -103,6 +103,11 @@ func (s *Service) releaseHalfFinished(ctx context.Context, n joinkeys.Node) (boo
 	case err != nil:
 		return false, err
 	}
+	// A Node k3s registered before the node gave up had its pod CIDR
+	// routed: the route goes with the node.
+	if err := s.unroute(ctx, n.PodCIDR); err != nil {
+		return true, fmt.Errorf("remove the pod CIDR route of %s: %w", n.Hostname, err)
+	}
 	s.log.InfoContext(ctx, "half-finished join released", "hostname", n.Hostname, "vpn_ip", n.VPNIP)
 	return true, nil
 }
