@@ -36,7 +36,7 @@ func (s *Server) agentFile(r *http.Request) (string, error) {
 		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "there is no join agent for " + goos + "/" + arch + "; agents exist for linux/amd64 and linux/arm64"}
 	}
 	if s.cfg.AgentDir == "" {
-		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "this server has no join agent binaries (AGENT_DIR is not set)"}
+		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "this server has no join agent binaries: AGENT_DIR is not set and the binary was built without them (make server-static builds them in)"}
 	}
 	path := filepath.Join(s.cfg.AgentDir, "join-node-"+goos+"-"+arch)
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {

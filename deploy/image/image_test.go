@@ -6,13 +6,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -61,6 +66,7 @@ func TestServerImage(t *testing.T) {
 		}
 	}
 	f.Close()
+	servesItsAgents(t, first)
 
 	img, err := image.Build(image.Options{Binary: first, Version: "9.8.7", Revision: "abc123"})
 	if err != nil {
@@ -158,6 +164,66 @@ func untar(t *testing.T, r io.Reader, dir string) map[string]bool {
 			if err := os.WriteFile(path, data, os.FileMode(h.Mode)&os.ModePerm); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// servesItsAgents starts the static server with only the variables a
+// first start needs (no AGENT_DIR, no kubeconfig, no WireGuard device)
+// and fetches each agent it carries: an ELF binary of that machine whose
+// SHA-256 is the one the server announces.
+func servesItsAgents(t *testing.T, binary string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.Command(binary, "--addr", "127.0.0.1:"+port)
+	cmd.Env = []string{"ADMIN_TOKEN=agents-test-admin-token-0123456789", "JWT_SECRET=" + strings.Repeat("s", 40),
+		"KUBERAY_DB=" + filepath.Join(t.TempDir(), "kuberay.db"), "KUBERAY_PORT=" + port, "MASTER_IP=198.18.0.9", "TLS=off", "WG_INTERFACE=none"}
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	base := "http://127.0.0.1:" + port
+	get := func(path string) ([]byte, int) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			return nil, 0
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return body, resp.StatusCode
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, status := get("/healthz"); status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the static server does not answer: %s", logs.String())
+		}
+	}
+	machines := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for _, p := range image.AgentPlatforms {
+		agent, status := get("/v1/nodes/agent/" + p.OS + "/" + p.Arch)
+		announced, sumStatus := get("/v1/nodes/agent/" + p.OS + "/" + p.Arch + "/sha256")
+		if status != 200 || sumStatus != 200 {
+			t.Fatalf("the %s/%s agent: %d, its sum %d: %s\n%s", p.OS, p.Arch, status, sumStatus, agent, logs.String())
+		}
+		sum := sha256.Sum256(agent)
+		if strings.TrimSpace(string(announced)) != hex.EncodeToString(sum[:]) {
+			t.Errorf("the %s/%s agent's SHA-256 is %x, the server announces %s", p.OS, p.Arch, sum, announced)
+		}
+		f, err := elf.NewFile(bytes.NewReader(agent))
+		if err != nil {
+			t.Fatalf("the %s/%s agent is not ELF: %v", p.OS, p.Arch, err)
+		}
+		if f.Machine != machines[p.Arch] {
+			t.Errorf("the %s/%s agent is for %v", p.OS, p.Arch, f.Machine)
 		}
 	}
 }

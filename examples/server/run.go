@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -143,6 +145,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
 		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
 	}
+	if err := placeAgents(&cfg, embeddedAgents(), log); err != nil {
+		return err
+	}
 	publicTLS, err := publicCertificate(&cfg, log)
 	if err != nil {
 		return err
@@ -235,6 +240,48 @@ func serve(ctx context.Context, listeners []listener, timeout time.Duration, log
 		errs = append(errs, s.Shutdown(stop))
 	}
 	return errors.Join(errs...)
+}
+
+// placeAgents serves the join agents built into the binary (make
+// server-static) when AGENT_DIR does not name others: they are written
+// beside the ledger (agents/, only what changed) and served from there.
+func placeAgents(cfg *gridweave.Config, embedded fs.FS, log *slog.Logger) error {
+	switch {
+	case cfg.AgentDir != "":
+		log.Info("join agents: AGENT_DIR", "dir", cfg.AgentDir)
+		return nil
+	case embedded == nil:
+		log.Warn("no join agents: this binary was built without them (make server-static embeds them) and AGENT_DIR is not set, so the join command cannot fetch one")
+		return nil
+	}
+	dir := filepath.Join(filepath.Dir(cfg.DBPath), "agents")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("the join agents: %w", err)
+	}
+	names, err := fs.Glob(embedded, "join-node-*")
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		data, err := fs.ReadFile(embedded, name)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, name)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			continue
+		}
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, data, 0o755); err != nil {
+			return fmt.Errorf("the join agents: %w", err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("the join agents: %w", err)
+		}
+	}
+	cfg.AgentDir = dir
+	log.Info("join agents: built into this binary", "dir", dir, "agents", fmt.Sprint(names))
+	return nil
 }
 
 // publicCertificate loads the public listener's certificate (TLS_CERT_FILE
