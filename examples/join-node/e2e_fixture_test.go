@@ -59,6 +59,7 @@ var e2eBinaries struct {
 	once                  sync.Once
 	dir                   string
 	server, agent, future string // the server, the agent (e2eVersion), an agent a major version ahead
+	past                  string // an agent a major version behind
 	err                   error
 }
 
@@ -74,10 +75,12 @@ func buildE2EBinaries(t *testing.T) {
 		e2eBinaries.server = filepath.Join(dir, "server")
 		e2eBinaries.agent = filepath.Join(dir, "agents", "join-node-linux-amd64")
 		e2eBinaries.future = filepath.Join(dir, "future", "join-node")
+		e2eBinaries.past = filepath.Join(dir, "past", "join-node")
 		builds := [][]string{
 			{"-o", e2eBinaries.server, "../server"},
 			{"-ldflags", "-X main.version=" + e2eVersion, "-o", e2eBinaries.agent, "."},
 			{"-ldflags", "-X main.version=2.0.0", "-o", e2eBinaries.future, "."},
+			{"-ldflags", "-X main.version=0.9.0", "-o", e2eBinaries.past, "."},
 		}
 		for _, args := range builds {
 			out, err := exec.Command("go", append([]string{"build"}, args...)...).CombinedOutput()

@@ -199,6 +199,35 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "426") || !strings.Contains(stderr, "run the join command again") {
 		t.Errorf("an agent a major version ahead: exit %d: %s", code, stderr)
 	}
+	// A machine whose agent is a major version behind the master's (the
+	// master was upgraded): 426, naming the command that updates it; that
+	// command (the join command again) replaces the agent with the
+	// master's and joins with the machine's identity and address.
+	behind := m.newNode(6, "cpu-behind", false)
+	code, stdout, stderr = behind.run(m.joinCommand())
+	if code != 0 {
+		t.Fatalf("the first join of cpu-behind (%d):\n%s\n%s", code, stdout, stderr)
+	}
+	firstIP, _ := joined(t, stdout)
+	code, _, stderr = behind.run(fmt.Sprintf("%s --master %s --pin %s --state-dir /var/lib/gridweave --k3s-command ''", e2eBinaries.past, m.url, m.pin))
+	if code == 0 || !strings.Contains(stderr, "426") || !strings.Contains(stderr, "run the join command again") {
+		t.Errorf("an agent a major version behind: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr = behind.run(m.joinCommand())
+	if code != 0 {
+		t.Fatalf("the join command run again to update (%d):\n%s\n%s", code, stdout, stderr)
+	}
+	if again, _ := joined(t, stdout); again != firstIP {
+		t.Errorf("after the update cpu-behind has %s, before %s", again, firstIP)
+	}
+	if _, node := m.api("GET", "/v1/nodes/cpu-behind", nil); node["node"].(map[string]any)["version"] != e2eVersion {
+		t.Errorf("after the update the master records version %v, want %s", node["node"].(map[string]any)["version"], e2eVersion)
+	}
+	if status, _ := m.api("POST", "/v1/nodes/disconnect", map[string]any{"hostname": "cpu-behind"}); status != 200 {
+		t.Errorf("disconnect cpu-behind: %d", status)
+	}
+	peersBefore = peerSet(m)
+
 	// A man in the middle at the master's address, with a certificate of
 	// its own: the pinned join command fetches nothing through it, so
 	// nothing runs and nothing is written on either side.
