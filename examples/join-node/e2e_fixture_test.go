@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -100,7 +101,8 @@ type master struct {
 	t         *testing.T
 	tc        *testcluster.Cluster
 	namespace string // Kubernetes namespace of the RayCluster
-	dev       *wgdevice.Device
+	device    string // the WireGuard device the server makes (wireguard-go in its process here)
+	wgPort    int
 	vpnPrefix netip.Prefix
 	vpnIP     netip.Addr
 	url       string     // https://, the public listener
@@ -152,11 +154,11 @@ func startMaster(t *testing.T) *master {
 	netnstest.IP(t, "addr", "add", masterUnderIP+"/32", "dev", underlay)
 	netnstest.IP(t, "link", "set", underlay, "up")
 
-	// The WireGuard device; the server sets its key and port.
-	m.dev = wgdevice.Start(t, nil, "gwm", 0)
+	// No WireGuard device: the server makes its own (no kernel WireGuard
+	// here, so wireguard-go inside the server) with MASTER_VPN_IP.
+	m.device, m.wgPort = netnstest.UniqueName("gwm"), freeUDPPort(t)
 	m.vpnPrefix = netip.MustParsePrefix(fmt.Sprintf("198.19.%d.0/24", 240+seq%10))
 	m.vpnIP = m.vpnPrefix.Addr().Next()
-	m.dev.Up(t, nil, netip.PrefixFrom(m.vpnIP, 24).String())
 
 	// The API server reached as k3s agents reach their server: at the
 	// master's VPN address, so through the tunnel.
@@ -187,8 +189,8 @@ func startMaster(t *testing.T) *master {
 		"MASTER_IP="+masterUnderIP,
 		"VPN_CIDR="+m.vpnPrefix.String(),
 		"MASTER_VPN_IP="+m.vpnIP.String(),
-		"WG_INTERFACE="+m.dev.Name,
-		"WG_PORT="+strconv.Itoa(m.dev.ListenPort),
+		"WG_INTERFACE="+m.device,
+		"WG_PORT="+strconv.Itoa(m.wgPort),
 		"K3S_URL=https://"+k3sAddr,
 		"K3S_AGENT_TOKEN_FILE="+tokenFile,
 		"AGENT_DIR="+filepath.Dir(e2eBinaries.agent),
@@ -323,7 +325,7 @@ func (m *master) peers() []wgtypes.Peer {
 		m.t.Fatal(err)
 	}
 	defer c.Close()
-	d, err := c.Device(m.dev.Name)
+	d, err := c.Device(m.device)
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -472,7 +474,16 @@ func within(limit time.Duration, f func() error) error {
 // until the test ends; it returns the address it listens on.
 func forward(t *testing.T, listen, target string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", listen)
+	// Bound before the master's VPN address exists (the server makes
+	// its device), and kept across the server's restarts.
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var opErr error
+		if err := c.Control(func(fd uintptr) { opErr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, unix.IP_FREEBIND, 1) }); err != nil {
+			return err
+		}
+		return opErr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,6 +507,16 @@ func forward(t *testing.T, listen, target string) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenPacket("udp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
 func freeTCPPort(t *testing.T) int {

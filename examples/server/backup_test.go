@@ -18,7 +18,7 @@ import (
 // key that was minted.
 func TestBackupWhileServingAndRestore(t *testing.T) {
 	dir := t.TempDir()
-	env := map[string]string{"KUBERAY_DB": filepath.Join(dir, "data", "kuberay.db"), "KUBECONFIG": "", "WG_INTERFACE": "gwtest-none0",
+	env := map[string]string{"KUBERAY_DB": filepath.Join(dir, "data", "kuberay.db"), "KUBECONFIG": "", "WG_INTERFACE": "none",
 		"ADMIN_TOKEN": "backup-test-admin-token-0123456789", "JWT_SECRET": strings.Repeat("j", 40)}
 	s := start(t, env)
 	var ids []string
@@ -84,7 +84,7 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 // says how exposed that is.
 func TestCertificateSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
-	env := map[string]string{"KUBERAY_DB": filepath.Join(dir, "kuberay.db"), "KUBECONFIG": "", "WG_INTERFACE": "gwtest-none0", "MASTER_IP": "198.18.0.9",
+	env := map[string]string{"KUBERAY_DB": filepath.Join(dir, "kuberay.db"), "KUBECONFIG": "", "WG_INTERFACE": "none", "MASTER_IP": "198.18.0.9",
 		"ADMIN_TOKEN": "restart-test-admin-token-0123456789", "JWT_SECRET": strings.Repeat("j", 40)}
 	first := start(t, env)
 	if !strings.HasPrefix(first.url, "https://") || !strings.Contains(first.stderr.String(), first.pin.String()) {

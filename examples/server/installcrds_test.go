@@ -29,7 +29,7 @@ func TestInstallCRDs(t *testing.T) {
 	if err := tc.CreateNamespace(ctx, "gridweave"); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"KUBERAY_DB": filepath.Join(t.TempDir(), "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath, "WG_INTERFACE": "gwtest-none0",
+	env := map[string]string{"KUBERAY_DB": filepath.Join(t.TempDir(), "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath, "WG_INTERFACE": "none",
 		"ADMIN_TOKEN": "install-crds-admin-token-0123456789", "JWT_SECRET": strings.Repeat("j", 40), "INTERNAL_TOKEN": "install-crds-internal-token-0123456789"}
 	s := start(t, env, "--install-crds")
 	for _, n := range names {

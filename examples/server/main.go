@@ -2,8 +2,9 @@
 // join flow and the clusters API of gridweave.dev/gridweave, configured
 // from the environment (see the README's table). It picks its backends at
 // start and says which: the SQLite ledger at KUBERAY_DB; the WireGuard
-// device WG_INTERFACE through wgctrl when it exists, else an in-memory
-// mesh; Kubernetes through KUBECONFIG or the in-cluster config, else an
+// device WG_INTERFACE through wgctrl, adopted or made (a kernel link, else
+// wireguard-go in the process), or peers in memory for WG_INTERFACE=none
+// and dev mode; Kubernetes through KUBECONFIG or the in-cluster config, else an
 // embedded in-memory cluster where the API works and nothing runs.
 //
 //	server [--dev] [--addr HOST:PORT] [--version]

@@ -24,7 +24,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if block == nil {
 		t.Fatal("README.md has no walkthrough block")
 	}
-	s := start(t, map[string]string{"KUBERAY_DB": t.TempDir() + "/kuberay.db", "WG_INTERFACE": "gwtest-none0"}, "--dev")
+	s := start(t, map[string]string{"KUBERAY_DB": t.TempDir() + "/kuberay.db", "WG_INTERFACE": "none"}, "--dev")
 	token := regexp.MustCompile(`admin token of this run is ([0-9a-f]+)`).FindStringSubmatch(s.stdout.String())
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", string(block[1]))
 	cmd.Env = append(os.Environ(), "BASE="+s.url, "ADMIN_TOKEN="+token[1])

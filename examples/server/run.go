@@ -114,11 +114,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	wg, err := openMesh(ctx, cfg, masterKey, log)
+	wg, closeMesh, err := openMesh(ctx, cfg, masterKey, log)
 	if err != nil {
 		return err
 	}
-	defer wg.Close()
+	defer closeMesh()
 	kube, ray, dyn, err := openKubernetes(getenv, cfg.Namespace, log)
 	if err != nil {
 		return err
@@ -351,26 +351,44 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
-// openMesh drives the WireGuard device when it exists, else keeps peers
-// in memory (and says so loudly: no tunnel is up then).
-func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, log *slog.Logger) (mesh.Mesh, error) {
-	if _, err := net.InterfaceByName(cfg.WireGuardInterface); err == nil {
-		if err := wgmesh.SetPrivateKey(ctx, cfg.WireGuardInterface, key, cfg.WireGuardPort); err != nil {
-			return nil, fmt.Errorf("WG_INTERFACE %s: %w", cfg.WireGuardInterface, err)
-		}
-		m, err := wgmesh.New(ctx, cfg.WireGuardInterface, &wgmesh.Options{Logger: log})
+// openMesh drives the WireGuard device WG_INTERFACE: an existing one is
+// adopted, a missing one made (a kernel link, else wireguard-go in this
+// process) with MASTER_VPN_IP and brought up. Peers kept only in memory
+// are for WG_INTERFACE=none and for dev mode without the device, each
+// said loudly (no tunnel comes up); anything else that fails stops the
+// start. The returned close takes a made device away.
+func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, log *slog.Logger) (mesh.Mesh, func() error, error) {
+	inMemory := func(why string) (mesh.Mesh, func() error, error) {
+		pub, err := key.Public()
 		if err != nil {
-			return nil, fmt.Errorf("WG_INTERFACE %s: %w", cfg.WireGuardInterface, err)
+			return nil, nil, err
 		}
-		log.Info("mesh: WireGuard device", "interface", cfg.WireGuardInterface)
-		return m, nil
+		log.Warn("MESH IN MEMORY: "+why+", so peers are only remembered and no tunnel comes up", "interface", cfg.WireGuardInterface)
+		m := memmesh.New(pub)
+		return m, m.Close, nil
 	}
-	pub, err := key.Public()
+	if cfg.WireGuardInterface == "none" {
+		return inMemory("WG_INTERFACE=none")
+	}
+	if _, err := net.InterfaceByName(cfg.WireGuardInterface); err != nil && cfg.Dev {
+		return inMemory("dev mode and no WireGuard device " + cfg.WireGuardInterface)
+	}
+	dev, err := wgmesh.OpenDevice(ctx, cfg.WireGuardInterface, netip.PrefixFrom(cfg.MasterVPNIP, cfg.VPNCIDR.Bits()), log)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("WG_INTERFACE %s: %w (WG_INTERFACE=none keeps peers in memory, with no tunnel)", cfg.WireGuardInterface, err)
 	}
-	log.Warn("MESH IN MEMORY: WireGuard interface not found, so peers are only remembered and no tunnel comes up", "interface", cfg.WireGuardInterface)
-	return memmesh.New(pub), nil
+	fail := func(err error) (mesh.Mesh, func() error, error) {
+		return nil, nil, errors.Join(fmt.Errorf("WG_INTERFACE %s: %w", cfg.WireGuardInterface, err), dev.Close())
+	}
+	if err := wgmesh.SetPrivateKey(ctx, cfg.WireGuardInterface, key, cfg.WireGuardPort); err != nil {
+		return fail(err)
+	}
+	m, err := wgmesh.New(ctx, cfg.WireGuardInterface, &wgmesh.Options{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("mesh: WireGuard device", "interface", cfg.WireGuardInterface, "device", string(dev.Kind), "port", cfg.WireGuardPort)
+	return m, func() error { return errors.Join(m.Close(), dev.Close()) }, nil
 }
 
 // openKubernetes uses KUBECONFIG, else the in-cluster config, else an

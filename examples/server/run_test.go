@@ -132,7 +132,7 @@ func post(t *testing.T, url, token string, body any) (int, map[string]any) {
 // node with the admin token it printed, restarts, and stops on cancel.
 func TestDevModeServesTheJoinFlow(t *testing.T) {
 	dir := t.TempDir()
-	env := map[string]string{"KUBERAY_DB": filepath.Join(dir, "data", "kuberay.db"), "KUBECONFIG": "", "WG_INTERFACE": "gwtest-none0"}
+	env := map[string]string{"KUBERAY_DB": filepath.Join(dir, "data", "kuberay.db"), "KUBECONFIG": "", "WG_INTERFACE": "none"}
 	s := start(t, env, "--dev")
 	token := regexp.MustCompile(`admin token of this run is ([0-9a-f]+)`).FindStringSubmatch(s.stdout.String())
 	if token == nil {
@@ -208,7 +208,7 @@ func TestRefusesUnsafeDefaults(t *testing.T) {
 // without --addr it listens on loopback only.
 func TestDevModeListensOnLoopback(t *testing.T) {
 	_, port, _ := net.SplitHostPort(freeAddr(t))
-	env := map[string]string{"KUBERAY_DB": t.TempDir() + "/kuberay.db", "WG_INTERFACE": "gwtest-none1", "KUBERAY_PORT": port}
+	env := map[string]string{"KUBERAY_DB": t.TempDir() + "/kuberay.db", "WG_INTERFACE": "none", "KUBERAY_PORT": port}
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)

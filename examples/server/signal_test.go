@@ -28,7 +28,7 @@ func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--dev", "--addr", addr)
-	cmd.Env = append(os.Environ(), "KUBERAY_DB="+filepath.Join(t.TempDir(), "k.db"), "KUBECONFIG=", "WG_INTERFACE=gwtest-none0")
+	cmd.Env = append(os.Environ(), "KUBERAY_DB="+filepath.Join(t.TempDir(), "k.db"), "KUBECONFIG=", "WG_INTERFACE=none")
 	stdout := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = stdout, &syncBuffer{}
 	if err := cmd.Start(); err != nil {
