@@ -64,9 +64,10 @@ type Config struct {
 	// (WG_INTERFACE, wg0; WG_PORT, 51820).
 	WireGuardInterface string
 	WireGuardPort      int
-	// RayDashboardURL and RayHeadAddress are where the Ray proxy reaches
-	// Serve and the Ray client (RAY_DASHBOARD_URL, RAY_HEAD_ADDRESS);
-	// derived from MasterVPNIP when empty.
+	// RayDashboardURL is where the Ray proxy and KubeTorch reach the Ray
+	// dashboard (RAY_DASHBOARD_URL); the server program defaults it to
+	// http://MASTER_VPN_IP:8265 against a real cluster. Empty: /v1/ray
+	// and KubeTorch training answer 503.
 	RayDashboardURL string
 	// KubeTorchDir keeps the code bundles (KUBETORCH_DIR, default
 	// "bundles" beside KUBERAY_DB); KubeTorchMaxBundle bounds an upload
@@ -88,7 +89,6 @@ type Config struct {
 	// RayDashboardTimeout bounds each call of the Ray proxy
 	// (RAY_DASHBOARD_TIMEOUT, default 15s): a slower dashboard is a 504.
 	RayDashboardTimeout time.Duration
-	RayHeadAddress      string
 	// CORSOrigins are the origins granted cross-origin access (CORS_ORIGINS,
 	// "*"; comma-separated).
 	CORSOrigins []string
@@ -184,7 +184,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		MasterIP:           env("MASTER_IP", ""),
 		WireGuardInterface: env("WG_INTERFACE", "wg0"),
 		RayDashboardURL:    env("RAY_DASHBOARD_URL", ""),
-		RayHeadAddress:     env("RAY_HEAD_ADDRESS", ""),
 		K3sURL:             env("K3S_URL", ""),
 		K3sAgentTokenFile:  env("K3S_AGENT_TOKEN_FILE", ""),
 		InternalAddr:       env("INTERNAL_ADDR", ""),

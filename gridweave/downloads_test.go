@@ -132,6 +132,12 @@ func TestJoinScriptPinsTheMaster(t *testing.T) {
 		t.Fatalf("the state directory after a refused download holds %v", entries)
 	}
 
+	// A pin with a plain-HTTP URL (curl would ignore the pin there): refused.
+	out, _, err = runJoinScript(t, script, strings.Replace(h.url, "https://", "http://", 1), []string{"MASTER_PIN=" + pin}, key)
+	if err == nil || !strings.Contains(out, "pins an https master") {
+		t.Fatalf("join-node.sh with a pin and an http URL: %v\n%s", err, out)
+	}
+
 	// Without the pin a TLS master's script does not fall back to HTTP.
 	out, _, err = runJoinScript(t, script, "", nil, key)
 	if err == nil || !strings.Contains(out, "MASTER_PIN is missing") {

@@ -42,6 +42,9 @@ func (s *Server) bundles() *kubetorch.Store {
 func (s *Server) bundleURL(id string) string {
 	base := s.cfg.KubeTorchBaseURL
 	if base == "" {
+		base = s.cfg.VPNURL
+	}
+	if base == "" {
 		base = "http://" + net.JoinHostPort(s.cfg.MasterVPNIP.String(), strconv.Itoa(s.cfg.VPNHTTPPort))
 	}
 	return base + "/v1/kubetorch/bundles/" + id + ".zip"

@@ -3,6 +3,7 @@ package gridweave_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -17,8 +18,10 @@ import (
 // worker image, bundles) and nothing else; bundles are not served on the
 // public listener at all, only there and on the internal one.
 func TestVPNListenerServesTheTunnelRoutes(t *testing.T) {
+	// The test's callers are on loopback: here the VPN is loopback's.
 	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) {
-		c.VPNURL = "http://198.18.0.1:8880"
+		c.VPNCIDR, c.MasterVPNIP = netip.MustParsePrefix("127.0.0.0/24"), netip.MustParseAddr("127.0.0.1")
+		c.VPNURL = "http://127.0.0.1:8880"
 		c.KubeTorchDir = t.TempDir()
 	}})
 	serve := func(handler http.Handler) *harness {
@@ -33,7 +36,7 @@ func TestVPNListenerServesTheTunnelRoutes(t *testing.T) {
 	_, key := h.mint("org")
 	n := newNode(t, "tunnel-box")
 	v := h.want(h.validate(n, key), 200, "validate")
-	if v.body["master_vpn_url"] != "http://198.18.0.1:8880" {
+	if v.body["master_vpn_url"] != "http://127.0.0.1:8880" {
 		t.Fatalf("validate's master_vpn_url: %v", v.body["master_vpn_url"])
 	}
 	vpn.want(vpn.register(n, h100s(1)), 200, "register through the tunnel")
@@ -57,7 +60,7 @@ func TestVPNListenerServesTheTunnelRoutes(t *testing.T) {
 		t.Fatalf("sync: %d %s", synced.status, synced.raw)
 	}
 	id := synced.body["id"].(string)
-	if url := synced.body["url"]; url != "http://198.18.0.1:8880/v1/kubetorch/bundles/"+id+".zip" {
+	if url := synced.body["url"]; url != "http://127.0.0.1:8880/v1/kubetorch/bundles/"+id+".zip" {
 		t.Errorf("the bundle's URL %v, want one on the VPN listener", url)
 	}
 	bundle := "/v1/kubetorch/bundles/" + id + ".zip"
@@ -74,6 +77,19 @@ func TestVPNListenerServesTheTunnelRoutes(t *testing.T) {
 	}
 
 	vpn.want(vpn.do("POST", "/v1/nodes/leave", n.token, map[string]any{"hostname": n.hostname}), 200, "leave through the tunnel")
+
+	// A caller outside the VPN (here: a master whose VPN is 198.18/16,
+	// called from loopback) is refused before any route.
+	other := newHarness(t, nil)
+	srv := httptest.NewServer(other.server.VPNHandler())
+	t.Cleanup(srv.Close)
+	outside := *other
+	outside.url, outside.client = srv.URL, http.DefaultClient
+	for _, path := range []string{"/healthz", "/v1/kubetorch/bundles/" + id + ".zip"} {
+		if r := outside.do("GET", path, "", nil); r.status != 403 || r.errorField("code") != "outside_vpn" {
+			t.Errorf("GET %s from outside the VPN: %d %s", path, r.status, r.raw)
+		}
+	}
 }
 
 // Without a VPN listener (dev mode, peers in memory) validate names none

@@ -3,6 +3,7 @@ package gridweave
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -161,7 +162,7 @@ func (s *Server) routes() (public, internal, vpn http.Handler) {
 	mux.Handle("/", s.named("unmatched", s.notFound(s.routeTable())))
 	public = chain(mux, withRequestID, s.withAccessLog, s.withCORS, s.withRateLimit, s.withBodyLimit)
 	vmux.Handle("/", s.named("unmatched", s.notFound(vpnTable)))
-	vpn = chain(vmux, withRequestID, s.withAccessLog, s.withRateLimit, s.withBodyLimit)
+	vpn = chain(vmux, withRequestID, s.withAccessLog, s.throughTunnelOnly, s.withRateLimit, s.withBodyLimit)
 
 	imux := http.NewServeMux()
 	imux.Handle("GET /metrics", s.named("GET /metrics", s.metrics.handler()))
@@ -176,6 +177,22 @@ func (s *Server) routes() (public, internal, vpn http.Handler) {
 	imux.Handle("/", s.named("unmatched", s.notFound(internalRoutes)))
 	internal = chain(imux, withRequestID, s.withAccessLog, s.withBodyLimit)
 	return public, internal, vpn
+}
+
+// throughTunnelOnly refuses a caller whose address is not inside the VPN:
+// the kernel delivers packets for the VPN address arriving on any
+// interface, but only a peer of the tunnel has an address inside it (a
+// connection from elsewhere with a forged one cannot complete, its
+// answers go into the tunnel).
+func (s *Server) throughTunnelOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip, err := netip.ParseAddr(clientIP(r))
+		if err != nil || !s.cfg.VPNCIDR.Contains(ip.Unmap()) {
+			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "outside_vpn", message: "this listener answers only through the WireGuard tunnel (callers inside VPN_CIDR); use the public listener"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // bundleNotHere is the public listener's answer for a bundle: they are

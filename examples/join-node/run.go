@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -102,6 +103,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// nodeLabel is a Kubernetes label as key=value: nothing a shell expands
+// or splits, so the k3s command can pass it unquoted.
+var nodeLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,252}[A-Za-z0-9])?=([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+
 // joinKeyVariable carries the join key from join-node.sh to the agent:
 // the environment of a root process is readable by root only, its
 // command line by every user.
@@ -141,8 +146,8 @@ func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Con
 		defer out.Close()
 		cmd := exec.Command("sh", "-c", command)
 		for _, label := range join.NodeLabels {
-			if strings.ContainsAny(label, " \t\n'\"$`\\") {
-				return fmt.Errorf("the master asked for Node label %q, which is not key=value of label characters", label)
+			if !nodeLabel.MatchString(label) {
+				return fmt.Errorf("the master asked for Node label %q, which is not key=value of Kubernetes label characters", label)
 			}
 		}
 		cmd.Env = append(os.Environ(), "K3S_URL="+join.URL, "K3S_TOKEN="+join.Token, "NODE_IP="+join.NodeIP.String(), "WG_INTERFACE="+iface,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/wgkey"
 )
 
@@ -23,6 +24,9 @@ type Options struct {
 	Nodes, Clients  int
 	GPUs            bool
 	Prefix, Version string
+	// Pin pins an https server's certificate (the MASTER_PIN of its join
+	// command, sha256//...).
+	Pin string
 }
 
 // Report is what a run measured.
@@ -58,7 +62,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Nodes <= 0 || o.Clients <= 0 {
 		return Report{}, errors.New("nodes and clients must be positive")
 	}
-	c := &client{base: strings.TrimRight(o.URL, "/"), http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: o.Clients}}}
+	transport := &http.Transport{MaxIdleConnsPerHost: o.Clients}
+	if o.Pin != "" {
+		pin, err := tlspin.Parse(o.Pin)
+		if err != nil {
+			return Report{}, err
+		}
+		transport.TLSClientConfig = tlspin.ClientConfig(pin)
+	}
+	c := &client{base: strings.TrimRight(o.URL, "/"), http: &http.Client{Timeout: time.Minute, Transport: transport}}
 	if o.Version == "" {
 		var h api.Health
 		if err := c.do(ctx, "GET", "/healthz", "", nil, &h); err != nil {

@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	flags.BoolVar(&o.GPUs, "gpus", false, "give the machines GPUs (three kinds)")
 	flags.StringVar(&o.Prefix, "prefix", "load", "hostname prefix: <prefix>-<n>")
 	flags.StringVar(&o.Version, "version", "", "the agent version the machines report (default the server's)")
+	flags.StringVar(&o.Pin, "pin", "", "an https server's certificate pin (MASTER_PIN of its join command, sha256//...)")
 	timeout := flags.Duration("timeout", 10*time.Minute, "stop after this long")
 	if err := flags.Parse(args); err != nil {
 		return err

@@ -42,4 +42,8 @@ func TestInstallCRDs(t *testing.T) {
 	if status != 201 {
 		t.Errorf("a GridweaveJob through the server: %d %v", status, body)
 	}
+	// Against a real cluster the Ray dashboard defaults to the master's.
+	if !strings.Contains(s.stderr.String(), `"url":"http://10.100.0.1:8265"`) {
+		t.Errorf("the start-up log does not give the default RAY_DASHBOARD_URL:\n%s", s.stderr.String())
+	}
 }

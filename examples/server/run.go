@@ -123,6 +123,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if cfg.RayDashboardURL == "" && dyn != nil {
+		// A real cluster: its Ray head's dashboard, reached on the master.
+		cfg.RayDashboardURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), "8265")
+		log.Info("RAY_DASHBOARD_URL is not set: the Ray proxy and KubeTorch use the master's", "url", cfg.RayDashboardURL)
+	}
 	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
 	if err != nil {
 		return err
@@ -488,6 +493,11 @@ func backupOrRestore(ctx context.Context, command string, args []string, getenv 
 	}
 	switch {
 	case command == "backup" && *to != "":
+		for _, name := range masterKeyFiles { // refused before anything is written
+			if _, err := os.Stat(*to + "." + name); err == nil {
+				return fmt.Errorf("server backup: %s exists; choose a new --to", *to+"."+name)
+			}
+		}
 		if err := sqlitestore.Backup(ctx, cfg.DBPath, *to); err != nil {
 			return err
 		}
@@ -512,6 +522,8 @@ func backupOrRestore(ctx context.Context, command string, args []string, getenv 
 			}
 			if _, err := os.Stat(*from + "." + name); err == nil {
 				fmt.Fprintf(stdout, "restored %s from %s\n", to, *from+"."+name)
+			} else {
+				fmt.Fprintf(stdout, "the backup holds no %s: the master keeps %s as it is (made at start when missing)\n", name, to)
 			}
 		}
 		fmt.Fprintf(stdout, "restored %s from %s; start the server\n", cfg.DBPath, *from)

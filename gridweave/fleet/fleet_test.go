@@ -859,3 +859,40 @@ func TestReleasedJoinTakesItsRoute(t *testing.T) {
 		t.Errorf("the released node's route stayed: %v", got)
 	}
 }
+
+// TestRunFollowsNodesWhileNodesLeave: with Run following the in-memory
+// Nodes, a node leaves (its Node deleted while the fleet holds its
+// hostname's lock) and the watch hears of it without a deadlock.
+func TestRunFollowsNodesWhileNodesLeave(t *testing.T) {
+	w := memoryWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.svc.Run(ctx) }()
+	host, pub := hostname("leaving"), publicKey(t)
+	v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.kubeNode(t, host, "198.19.88.0/24", 0, marked(t, pub))
+	if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0"}); err != nil {
+		t.Fatal(err)
+	}
+	left := make(chan error, 1)
+	go func() { _, err := w.svc.Leave(ctx, host, v.NodeToken); left <- err }()
+	select {
+	case err := <-left:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("leave did not return within 10 s while Run follows the Nodes")
+	}
+	if _, _, ok := w.kube(t, host); ok {
+		t.Error("the Node outlived the leave")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -272,6 +272,12 @@ func checkGPUs(in []joinkeys.GPU) ([]joinkeys.GPU, error) {
 // syncPodCIDR records the pod CIDR Kubernetes gave the node, if it has
 // one and it changed.
 func (s *Service) syncPodCIDR(ctx context.Context, n joinkeys.Node) (joinkeys.Node, error) {
+	if synced, ok := s.nodes.(interface{ Synced() bool }); ok && !synced.Synced() {
+		// Run's watch has not listed every Node yet, so the pod CIDRs
+		// this one must not overlap are not all known: the watch records
+		// it once they are.
+		return n, nil
+	}
 	kn, found, err := s.ownedNode(ctx, n)
 	if err != nil || !found {
 		return n, err // none yet (k3s registers it after the tunnel), or not its own

@@ -36,8 +36,14 @@ type KubeNodes struct {
 	// a CIDR); default discards.
 	Logger *slog.Logger
 
-	cache atomic.Pointer[nodeCache] // set while Watch runs, once synced
+	cache    atomic.Pointer[nodeCache] // set while Watch runs, once synced
+	watching atomic.Bool               // Watch runs and has not delivered its first listing yet
 }
+
+// Synced reports whether a running Watch has delivered every Node there
+// was when it started (true too when no Watch runs): until then the
+// Nodes that are not the fleet's are not all known.
+func (k *KubeNodes) Synced() bool { return !k.watching.Load() }
 
 // nodeCache is Watch's informer cache.
 type nodeCache struct{ lister corelisters.NodeLister }
@@ -158,17 +164,21 @@ func (k *KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 			observe(kn)
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	k.watching.Store(true)
+	defer k.watching.Store(false)
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    on,
 		UpdateFunc: func(_, obj any) { on(obj) },
 		DeleteFunc: gone,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	lister := factory.Core().V1().Nodes().Lister()
 	factory.Start(ctx.Done())
-	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced, registration.HasSynced) {
 		k.cache.Store(&nodeCache{lister: lister})
+		k.watching.Store(false)
 	}
 	<-ctx.Done()
 	k.cache.Store(nil)

@@ -128,12 +128,8 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 	}
 	n, err := s.ledger.Node(ctx, kn.Name)
 	if errors.Is(err, joinkeys.ErrNodeNotFound) {
-		if kn.Labels[MarkLabel] != "" {
-			// Made by a join: one whose validate this event overtook, or
-			// one that left while k3s kept its Node. Not the master's.
-			return s.observeForeign(ctx, kn.Name, nil)
-		}
-		// Not the fleet's: its pods and addresses are the master's to
+		// Not the fleet's (a mark is no proof: a kubelet labels its own
+		// Node; the node that validates later is cleared at register): its pods and addresses are the master's to
 		// route, so no node's pod CIDR may overlap them.
 		return s.observeForeign(ctx, kn.Name, prefixesOf(kn))
 	}

@@ -58,18 +58,14 @@ var ErrPinMismatch = errors.New("tlspin: the server's certificate does not match
 func ClientConfig(pin Pin) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		// The pin replaces the CA check; VerifyPeerCertificate below
-		// still runs and refuses every other key.
+		// The pin replaces the CA check; VerifyConnection below still
+		// runs, on resumed sessions too, and refuses every other key.
 		InsecureSkipVerify: true, //nolint:gosec // pinned below
-		VerifyPeerCertificate: func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
-			if len(rawCerts) == 0 {
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
 				return ErrPinMismatch
 			}
-			leaf, err := x509.ParseCertificate(rawCerts[0])
-			if err != nil {
-				return fmt.Errorf("tlspin: the server's certificate: %w", err)
-			}
-			got := Of(leaf)
+			got := Of(cs.PeerCertificates[0])
 			if subtle.ConstantTimeCompare(got[:], pin[:]) != 1 {
 				return fmt.Errorf("%w: it presented %s, the join command pinned %s", ErrPinMismatch, got, pin)
 			}

@@ -143,21 +143,27 @@ func (n *Nodes) SetAnnotation(_ context.Context, name, key, value string) error 
 	return nil
 }
 
-// Delete implements fleet.Nodes; the watchers hear of it (Deleted).
+// Delete implements fleet.Nodes. The watchers hear of it (Deleted) from
+// another goroutine, as from an informer: the fleet deletes a Node while
+// it holds the lock its watcher takes.
 func (n *Nodes) Delete(_ context.Context, name string) error {
-	n.dispatch.Lock()
-	defer n.dispatch.Unlock()
 	n.mu.Lock()
 	nd, ok := n.nodes[name]
 	delete(n.nodes, name)
-	watchers := slices.Collect(maps.Values(n.watchers))
 	n.mu.Unlock()
 	if ok {
 		gone := clone(nd.kn)
 		gone.Deleted = true
-		for _, w := range watchers {
-			w(clone(gone))
-		}
+		go func() {
+			n.dispatch.Lock()
+			defer n.dispatch.Unlock()
+			n.mu.Lock()
+			watchers := slices.Collect(maps.Values(n.watchers))
+			n.mu.Unlock()
+			for _, w := range watchers {
+				w(clone(gone))
+			}
+		}()
 	}
 	return nil
 }

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"gridweave.dev/gridweave/api"
@@ -131,6 +133,9 @@ func (o *Options) defaults() error {
 	if o.MasterPin != "" && !strings.HasPrefix(o.Master, "https://") {
 		return fmt.Errorf("joinagent: a pinned master is reached over https, not %s", o.Master)
 	}
+	if o.MasterPin != "" && o.HTTPClient != nil {
+		return errors.New("joinagent: MasterPin and HTTPClient together: the pin is applied to the default client only; pin in your client's TLS configuration (tlspin.ClientConfig) and leave MasterPin empty")
+	}
 	if o.HTTPClient == nil {
 		transport := http.DefaultTransport.(*http.Transport).Clone()
 		if o.MasterPin != "" {
@@ -199,7 +204,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	if st.MasterVPNURL != "" {
 		// From here on the master is called through the tunnel, which
 		// WireGuard authenticates and encrypts.
-		o.Master = st.MasterVPNURL
+		o.Master, o.HTTPClient = st.MasterVPNURL, o.tunnelClient()
 	}
 	if o.K3sAgent != nil && v.K3sURL != "" {
 		join := K3sJoin{URL: v.K3sURL, Token: v.K3sToken, NodeIP: cfg.Address.Addr(), NodeName: o.Hostname, NodeLabels: v.NodeLabels}
@@ -268,7 +273,7 @@ func (o *Options) leaveThroughTunnel(ctx context.Context, st State) error {
 	body := api.HostnameRequest{Hostname: o.Hostname}
 	if st.MasterVPNURL != "" {
 		tunnel := *o
-		tunnel.Master = st.MasterVPNURL
+		tunnel.Master, tunnel.HTTPClient = st.MasterVPNURL, o.tunnelClient()
 		err := tunnel.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, body, nil)
 		var me *MasterError
 		if err == nil || errors.As(err, &me) || ctx.Err() != nil {
@@ -277,6 +282,28 @@ func (o *Options) leaveThroughTunnel(ctx context.Context, st State) error {
 		o.Logger.InfoContext(ctx, "the master does not answer through the tunnel; leaving at its public URL", "error", err)
 	}
 	return o.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, body, nil)
+}
+
+// tunnelClient is the client for the master's VPN address: plain HTTP
+// that must travel through the tunnel. When the tunnel names its device,
+// every connection is bound to it, so with the device gone (a reboot) a
+// call fails instead of leaving, token and all, by another route; no
+// proxy from the environment ever sees it.
+func (o *Options) tunnelClient() *http.Client {
+	transport := &http.Transport{Proxy: nil, ForceAttemptHTTP2: false, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	if d, ok := o.Tunnel.(interface{ Device() string }); ok && d.Device() != "" {
+		device := d.Device()
+		dialer.Control = func(_, _ string, c syscall.RawConn) error {
+			var opErr error
+			if err := c.Control(func(fd uintptr) { opErr = bindToDevice(int(fd), device) }); err != nil {
+				return err
+			}
+			return opErr
+		}
+	}
+	transport.DialContext = dialer.DialContext
+	return &http.Client{Timeout: 30 * time.Second, Transport: transport}
 }
 
 // vpnURL checks the URL validate gave for calls through the tunnel: plain

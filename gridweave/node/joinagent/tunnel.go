@@ -139,3 +139,8 @@ func waitForDevice(ctx context.Context, name string) error {
 		}
 	}
 }
+
+// Device names the WireGuard device: calls to the master's VPN address
+// are bound to it (SO_BINDTODEVICE), so they travel through the tunnel
+// or not at all.
+func (t *WireGuardTunnel) Device() string { return t.Interface }

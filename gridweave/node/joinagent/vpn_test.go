@@ -126,6 +126,23 @@ func TestJoinCallsThroughTheTunnel(t *testing.T) {
 		t.Errorf("leave: %d through the tunnel, %d public", vpnSide.count("/v1/nodes/leave"), publicSide.count("/v1/nodes/leave"))
 	}
 
+	// Joined again, then the machine restarts and its tunnel device is
+	// gone: leave does not send the node token to the VPN address by
+	// another route (something answers there), it leaves at the public
+	// URL.
+	opts.Key = mintKeyWith(t, pinned, public.URL)
+	if _, err := joinagent.Join(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	rebooted := opts
+	rebooted.Tunnel = goneDevice{&fakeTunnel{}}
+	if err := joinagent.Leave(ctx, rebooted); err != nil {
+		t.Fatalf("leave with the tunnel device gone: %v", err)
+	}
+	if vpnSide.count("/v1/nodes/leave") != 1 || publicSide.count("/v1/nodes/leave") != 1 {
+		t.Errorf("leave with the device gone: %d calls to the VPN address, %d public; want 1 (the first leave) and 1", vpnSide.count("/v1/nodes/leave"), publicSide.count("/v1/nodes/leave"))
+	}
+
 	// Joined again, then the tunnel stops answering: leave still reaches
 	// the master, at its public URL.
 	opts.Key = mintKeyWith(t, pinned, public.URL)
@@ -136,10 +153,16 @@ func TestJoinCallsThroughTheTunnel(t *testing.T) {
 	if err := joinagent.Leave(ctx, opts); err != nil {
 		t.Fatalf("leave with the tunnel down: %v", err)
 	}
-	if publicSide.count("/v1/nodes/leave") != 1 {
+	if publicSide.count("/v1/nodes/leave") != 2 {
 		t.Errorf("leave with the tunnel down: %d public calls", publicSide.count("/v1/nodes/leave"))
 	}
 	if _, err := kr.Node(ctx, "tunnel-box"); err == nil {
 		t.Error("the node is still in the ledger after leave")
 	}
 }
+
+// goneDevice is a tunnel whose device no longer exists (the machine
+// restarted since the join).
+type goneDevice struct{ *fakeTunnel }
+
+func (goneDevice) Device() string { return "gwgone0" }
