@@ -202,3 +202,65 @@ func TestShippedPlaceholdersAreRefused(t *testing.T) {
 		t.Errorf("the shipped example starts: %v", err)
 	}
 }
+
+// TestDeployFilesSetWhatTheServerReads: every variable a deploy file sets
+// (the Deployment's env, the systemd unit's Environment= and the example
+// server.env, its commented options too) is one the server reads, and
+// both deploy paths wire the join end to end: k3s, DCGM targets, the
+// worker image.
+func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
+	read := map[string]bool{"KUBECONFIG": true} // the program's own, beside the configuration
+	if _, err := gridweave.ConfigFromEnv(func(k string) string { read[k] = true; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]map[string]bool{} // file -> variables
+	add := func(file, name string) {
+		if set[file] == nil {
+			set[file] = map[string]bool{}
+		}
+		set[file][name] = true
+	}
+	for _, d := range kubernetesDocuments(t) {
+		if d.Object.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(d.Object.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
+			for _, e := range env {
+				add("kubernetes/server.yaml", e.(map[string]any)["name"].(string))
+			}
+		}
+	}
+	example, _ := fs.ReadFile(deploy.Files, "systemd/server.env.example")
+	for _, line := range strings.Split(string(example), "\n") {
+		line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "#"))
+		if k, _, ok := strings.Cut(line, "="); ok && k != "" && strings.ToUpper(k) == k && !strings.ContainsAny(k, " :/") {
+			add("systemd", k)
+		}
+	}
+	unit, _ := fs.ReadFile(deploy.Files, "systemd/gridweave-server.service")
+	for _, line := range strings.Split(string(unit), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Environment="); ok {
+			for _, kv := range strings.Fields(rest) {
+				k, _, _ := strings.Cut(kv, "=")
+				add("systemd", k)
+			}
+		}
+	}
+	for file, vars := range set {
+		for v := range vars {
+			if !read[v] {
+				t.Errorf("%s sets %s, which the server does not read", file, v)
+			}
+		}
+		for _, v := range []string{"K3S_URL", "K3S_AGENT_TOKEN_FILE", "DCGM_TARGETS_DIR", "WORKER_IMAGE_TAR", "ADMIN_TOKEN", "JWT_SECRET", "KUBERAY_DB"} {
+			if !vars[v] {
+				t.Errorf("%s does not set %s", file, v)
+			}
+		}
+	}
+	if len(set) != 2 {
+		t.Fatalf("read the variables of %d deploy paths, want 2: %v", len(set), set)
+	}
+}

@@ -896,3 +896,27 @@ func TestRunFollowsNodesWhileNodesLeave(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestRestoreMeshWritesScrapeTargets: a target directory that a reboot
+// emptied (/run) gets every registered GPU node's target back at start.
+func TestRestoreMeshWritesScrapeTargets(t *testing.T) {
+	w := memoryWorld(t)
+	ctx := context.Background()
+	host, pub := hostname("scraped"), publicKey(t)
+	v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0", GPUs: h100s(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.targets.Remove(host); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.RestoreMesh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tg, ok := w.targets.Targets()[host]; !ok || tg.GPUCount != 2 {
+		t.Errorf("after RestoreMesh the target is %+v (%v)", tg, ok)
+	}
+}

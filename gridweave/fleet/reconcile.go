@@ -35,6 +35,12 @@ func (s *Service) RestoreMesh(ctx context.Context) error {
 		if err := s.route(ctx, n.PodCIDR); err != nil {
 			errs = append(errs, fmt.Errorf("pod CIDR route of %s: %w", n.Hostname, err))
 		}
+		// Scrape targets in a directory a reboot empties (/run) come back.
+		if n.Status == joinkeys.StatusRegistered {
+			if err := s.syncScrapeTarget(ctx, n); err != nil {
+				errs = append(errs, fmt.Errorf("DCGM scrape target of %s: %w", n.Hostname, err))
+			}
+		}
 		restored++
 	}
 	peers, err := s.peers.Peers(ctx)
