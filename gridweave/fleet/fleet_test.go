@@ -920,3 +920,39 @@ func TestRestoreMeshWritesScrapeTargets(t *testing.T) {
 		t.Errorf("after RestoreMesh the target is %+v (%v)", tg, ok)
 	}
 }
+
+// TestKubeNodesDeleteOnlyTheNodeRead: a Node replaced by another of the
+// same name after it was read is not deleted in its place.
+func TestKubeNodesDeleteOnlyTheNodeRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the test control plane; run make test")
+	}
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	name := hostname("replaced")
+	if _, err := tc.AddNode(ctx, name, nil, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	nodes := &fleet.KubeNodes{Client: tc.Kube}
+	read, err := nodes.Get(ctx, name)
+	if err != nil || read.UID == "" {
+		t.Fatalf("read %+v, %v", read, err)
+	}
+	if err := tc.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.AddNode(ctx, name, nil, map[string]string{"team": "infra"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes.Delete(ctx, read); err == nil {
+		t.Error("deleting the Node read deleted its replacement")
+	}
+	if n, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil || n.Labels["team"] != "infra" {
+		t.Errorf("the replacement after the delete: %v", err)
+	}
+	again, _ := nodes.Get(ctx, name)
+	if err := nodes.Delete(ctx, again); err != nil {
+		t.Errorf("deleting the Node as read now: %v", err)
+	}
+}

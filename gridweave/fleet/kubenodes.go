@@ -75,7 +75,7 @@ func (k *KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
 }
 
 func kubeNodeOf(n *corev1.Node) (KubeNode, error) {
-	kn := KubeNode{Name: n.Name, Labels: maps.Clone(n.Labels)} // a cached Node is shared: never hand out its maps
+	kn := KubeNode{Name: n.Name, UID: string(n.UID), Labels: maps.Clone(n.Labels)} // a cached Node is shared: never hand out its maps
 	for _, a := range n.Status.Addresses {
 		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
 			kn.InternalIPs = append(kn.InternalIPs, ip)
@@ -122,11 +122,19 @@ func (k *KubeNodes) patchMeta(ctx context.Context, name, field, key, value strin
 	return err
 }
 
-// Delete implements Nodes.
-func (k *KubeNodes) Delete(ctx context.Context, name string) error {
-	err := k.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+// Delete implements Nodes, with the UID as a precondition.
+func (k *KubeNodes) Delete(ctx context.Context, kn KubeNode) error {
+	opts := metav1.DeleteOptions{}
+	if kn.UID != "" {
+		uid := types.UID(kn.UID)
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err := k.Client.CoreV1().Nodes().Delete(ctx, kn.Name, opts)
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("node %s was replaced by another object since it was read; not deleted: %w", kn.Name, err)
 	}
 	return err
 }

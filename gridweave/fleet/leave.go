@@ -76,10 +76,10 @@ func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string
 			return false, fmt.Errorf("remove the DCGM scrape target of %s: %w", hostname, err)
 		}
 	}
-	if _, found, err := s.ownedNode(ctx, node); err != nil {
+	if kn, found, err := s.ownedNode(ctx, node); err != nil {
 		return false, err
 	} else if found {
-		if err := s.nodes.Delete(ctx, hostname); err != nil {
+		if err := s.nodes.Delete(ctx, kn); err != nil {
 			return false, fmt.Errorf("delete the Kubernetes node %s: %w", hostname, err)
 		}
 	}

@@ -39,6 +39,8 @@ type KubeNode struct {
 	InternalIPs []netip.Addr
 	// Deleted is set when Watch reports the Node gone.
 	Deleted bool
+	// UID is the object's metadata.uid (empty when unknown).
+	UID string
 }
 
 // ErrNoKubeNode is returned by Nodes.Get for a name Kubernetes does not
@@ -55,8 +57,10 @@ type Nodes interface {
 	SetLabel(ctx context.Context, name, key, value string) error
 	// SetAnnotation sets an annotation of the Node.
 	SetAnnotation(ctx context.Context, name, key, value string) error
-	// Delete deletes the Node.
-	Delete(ctx context.Context, name string) error
+	// Delete deletes the Node kn.Name, and only the very object read as
+	// kn when kn.UID is set: a Node replaced since by another of the same
+	// name is left alone.
+	Delete(ctx context.Context, kn KubeNode) error
 	// Watch calls observe with every Node there is and then with every
 	// Node added, changed or deleted (KubeNode.Deleted), until ctx ends.
 	Watch(ctx context.Context, observe func(KubeNode)) error

@@ -2,6 +2,7 @@ package memfleet
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -146,10 +147,14 @@ func (n *Nodes) SetAnnotation(_ context.Context, name, key, value string) error 
 // Delete implements fleet.Nodes. The watchers hear of it (Deleted) from
 // another goroutine, as from an informer: the fleet deletes a Node while
 // it holds the lock its watcher takes.
-func (n *Nodes) Delete(_ context.Context, name string) error {
+func (n *Nodes) Delete(_ context.Context, kn fleet.KubeNode) error {
 	n.mu.Lock()
-	nd, ok := n.nodes[name]
-	delete(n.nodes, name)
+	nd, ok := n.nodes[kn.Name]
+	if ok && kn.UID != "" && nd.kn.UID != "" && kn.UID != nd.kn.UID {
+		n.mu.Unlock()
+		return fmt.Errorf("node %s was replaced by another object since it was read; not deleted", kn.Name)
+	}
+	delete(n.nodes, kn.Name)
 	n.mu.Unlock()
 	if ok {
 		gone := clone(nd.kn)
