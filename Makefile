@@ -21,8 +21,9 @@ test: vet testcluster ## everything CI runs: vet, unit and real-component tests,
 	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
 .PHONY: run
-run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, on 127.0.0.1:8800
-	KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
+run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, join agents, on 127.0.0.1:8800
+	for arch in amd64 arm64; do CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -o ./data/agents/join-node-linux-$$arch ./examples/join-node || exit 1; done
+	AGENT_DIR=./data/agents KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
 
 .PHONY: playground
 playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; Ctrl-C stops it

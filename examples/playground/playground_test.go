@@ -114,6 +114,18 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 	if resp.StatusCode != 201 || !strings.Contains(string(body), `"join_command"`) {
 		t.Fatalf("mint in the playground: %d %s", resp.StatusCode, body)
 	}
+	// The join command's download: the playground serves the agents.
+	for _, arch := range []string{"amd64", "arm64"} {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/v1/nodes/agent/linux/" + arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.HasPrefix(agent, []byte("\x7fELF")) {
+			t.Errorf("the playground's %s agent: %d, %d bytes", arch, resp.StatusCode, len(agent))
+		}
+	}
 
 	_ = cmd.Process.Signal(os.Interrupt)
 	select {

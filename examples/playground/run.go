@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -70,6 +72,13 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		return err
+	}
+	// The join agents, built now for the server to serve (the join
+	// command's script fetches one).
+	cfg.AgentDir = filepath.Join(tc.Dir, "agents")
+	if err := buildAgents(ctx, cfg.AgentDir, cfg.ServerVersion); err != nil {
+		fmt.Fprintf(stderr, "playground: no join agents (%v): the join command's download answers 404\n", err)
+		cfg.AgentDir = ""
 	}
 	log := slog.New(gridweave.LogHandler(slog.NewJSONHandler(io.Discard, nil)))
 	store, err := sqlitestore.Open(ctx, filepath.Join(tc.Dir, "kuberay.db"), nil)
@@ -181,4 +190,18 @@ func randomHex(n int) string {
 		panic(errors.New("no randomness"))
 	}
 	return hex.EncodeToString(b)
+}
+
+// buildAgents builds the join agent for linux/amd64 and linux/arm64 into
+// dir with the Go toolchain that runs the playground (go run).
+func buildAgents(ctx context.Context, dir, version string) error {
+	for _, arch := range []string{"amd64", "arm64"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version,
+			"-o", filepath.Join(dir, "join-node-linux-"+arch), "gridweave.dev/examples/join-node")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build the %s agent: %w: %s", arch, err, out)
+		}
+	}
+	return nil
 }
