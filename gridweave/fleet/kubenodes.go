@@ -59,6 +59,21 @@ func (k *KubeNodes) cached(name string) (n *corev1.Node, found, synced bool) {
 	return n, err == nil, true
 }
 
+// Peek is Get that trusts a synced watch cache for a Node it does not
+// hold (ErrNoKubeNode, with no request to the API server): for the join's
+// hot path, where a Node registered a moment ago is taken care of by the
+// watch when it arrives. Without a synced cache it is Get.
+func (k *KubeNodes) Peek(ctx context.Context, name string) (KubeNode, error) {
+	n, found, synced := k.cached(name)
+	switch {
+	case found:
+		return kubeNodeOf(n)
+	case synced:
+		return KubeNode{}, ErrNoKubeNode
+	}
+	return k.Get(ctx, name)
+}
+
 // Get implements Nodes.
 func (k *KubeNodes) Get(ctx context.Context, name string) (KubeNode, error) {
 	if n, found, _ := k.cached(name); found {

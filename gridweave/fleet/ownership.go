@@ -54,7 +54,7 @@ func (s *Service) checkNotForeign(ctx context.Context, hostname string) error {
 	if s.nodes == nil {
 		return nil
 	}
-	kn, err := s.nodes.Get(ctx, hostname)
+	kn, err := peek(ctx, s.nodes, hostname)
 	switch {
 	case errors.Is(err, ErrNoKubeNode):
 		return nil
@@ -67,8 +67,22 @@ func (s *Service) checkNotForeign(ctx context.Context, hostname string) error {
 	return nil
 }
 
+// peek reads a Node for the join's hot path: from a synced watch cache
+// when nodes has one (KubeNodes.Peek), else Get.
+func peek(ctx context.Context, nodes Nodes, name string) (KubeNode, error) {
+	if p, ok := nodes.(interface {
+		Peek(context.Context, string) (KubeNode, error)
+	}); ok {
+		return p.Peek(ctx, name)
+	}
+	return nodes.Get(ctx, name)
+}
+
 // ownedNode returns n's Kubernetes Node when there is one and it is n's;
-// found is false otherwise (none yet, or another's).
+// found is false otherwise (none yet, or another's). It asks the API
+// server when the watch cache does not hold the Node: a register must see
+// the pod CIDR of a Node k3s registered a moment ago, a teardown must not
+// miss it.
 func (s *Service) ownedNode(ctx context.Context, n joinkeys.Node) (kn KubeNode, found bool, err error) {
 	if s.nodes == nil {
 		return KubeNode{}, false, nil

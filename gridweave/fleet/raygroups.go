@@ -122,7 +122,7 @@ func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string,
 	}
 	// The label goes onto the node's own Node only; one k3s has not
 	// registered yet gets it from Observe when it appears.
-	if kn, err := g.nodes().Get(ctx, n.Hostname); err == nil && Owns(kn, n) {
+	if kn, err := peek(ctx, g.nodes(), n.Hostname); err == nil && Owns(kn, n) {
 		if err := g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name); err != nil {
 			return "", err
 		}
