@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // AgentPlatforms are the machines the server carries a join agent for.
@@ -26,6 +27,17 @@ const agentsDir = "examples/server/agents"
 // them wherever it runs.
 func BuildStatic(ctx context.Context, moduleDir, out, version string) error {
 	agents := filepath.Join(moduleDir, agentsDir)
+	// One build at a time uses the directory (go test runs packages that
+	// build the server side by side).
+	lock, err := os.OpenFile(agents+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	if err := os.MkdirAll(agents, 0o755); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -30,6 +31,8 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"gridweave.dev/deploy"
+	"gridweave.dev/deploy/image"
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/childproc"
 	"gridweave.dev/internal/netnstest"
@@ -105,6 +108,8 @@ type master struct {
 	wgPort    int
 	vpnPrefix netip.Prefix
 	vpnIP     netip.Addr
+	binary    string // the server binary and its arguments
+	args      []string
 	url       string     // https://, the public listener
 	pin       tlspin.Pin // the key of the certificate the server made at first start
 	client    *http.Client
@@ -131,7 +136,15 @@ func nextSeq() int {
 }
 
 // startMaster sets up a master host and starts the server on it.
-func startMaster(t *testing.T) *master {
+func startMaster(t *testing.T) *master { return startMasterWith(t, false) }
+
+// startMasterWith is startMaster; deployed runs the server as the
+// README's systemd path does: the static binary of make server-static
+// (agents built in, no AGENT_DIR), the variables of
+// deploy/systemd/server.env.example and the unit's Environment= with the
+// secrets filled in and the addresses moved to test addresses, no
+// arguments (the unit's ExecStart).
+func startMasterWith(t *testing.T, deployed bool) *master {
 	t.Helper()
 	netnstest.RequireRoot(t)
 	buildE2EBinaries(t)
@@ -177,30 +190,41 @@ func startMaster(t *testing.T) *master {
 	m.targets = filepath.Join(m.dir, "dcgm-targets")
 	port := freeTCPPort(t)
 	m.url = "https://" + masterUnderIP + ":" + strconv.Itoa(port)
-	m.env = append(os.Environ(),
-		"ADMIN_TOKEN="+e2eAdminToken,
+	overrides := []string{
+		"ADMIN_TOKEN=" + e2eAdminToken,
 		"JWT_SECRET=e2e-jwt-secret-0123456789abcdef0123456789",
-		"SERVER_VERSION="+e2eVersion,
-		"KUBECONFIG="+tc.KubeconfigPath,
-		"KUBERAY_NAMESPACE="+m.namespace,
-		"KUBERAY_DB="+filepath.Join(m.dir, "db", "kuberay.db"),
-		"KUBERAY_PORT="+strconv.Itoa(port),
-		"VPN_HTTP_PORT="+strconv.Itoa(freeTCPPort(t)),
-		"MASTER_IP="+masterUnderIP,
-		"VPN_CIDR="+m.vpnPrefix.String(),
-		"MASTER_VPN_IP="+m.vpnIP.String(),
-		"WG_INTERFACE="+m.device,
-		"WG_PORT="+strconv.Itoa(m.wgPort),
-		"K3S_URL=https://"+k3sAddr,
-		"K3S_AGENT_TOKEN_FILE="+tokenFile,
-		"AGENT_DIR="+filepath.Dir(e2eBinaries.agent),
-		"WORKER_IMAGE_TAR="+image,
-		"RAY_IMAGE_WORKER="+e2eImageName,
-		"DCGM_TARGETS_DIR="+m.targets,
-		// Nothing to run: the server programs routes over netlink, as
-		// it must in its image, where there is no ip executable.
-		"PATH="+t.TempDir(),
-	)
+		"KUBERAY_NAMESPACE=" + m.namespace,
+		"KUBERAY_DB=" + filepath.Join(m.dir, "db", "kuberay.db"),
+		"KUBERAY_PORT=" + strconv.Itoa(port),
+		"VPN_HTTP_PORT=" + strconv.Itoa(freeTCPPort(t)),
+		"MASTER_IP=" + masterUnderIP,
+		"VPN_CIDR=" + m.vpnPrefix.String(),
+		"MASTER_VPN_IP=" + m.vpnIP.String(),
+		"WG_INTERFACE=" + m.device,
+		"WG_PORT=" + strconv.Itoa(m.wgPort),
+		"K3S_URL=https://" + k3sAddr,
+		"WORKER_IMAGE_TAR=" + image,
+		"RAY_IMAGE_WORKER=" + e2eImageName,
+		"DCGM_TARGETS_DIR=" + m.targets,
+		// Nothing to run: the server programs routes over netlink, as it
+		// must in its image, where there is no ip executable.
+		"PATH=" + t.TempDir(),
+	}
+	if deployed {
+		m.binary, m.args = staticServer(t), nil
+		creds := t.TempDir() // the unit's credentials directory (%d)
+		copyFile(t, tc.KubeconfigPath, filepath.Join(creds, "kubeconfig"))
+		copyFile(t, tokenFile, filepath.Join(creds, "k3s-agent-token"))
+		m.env = append(deployedEnv(t, creds), overrides...)
+	} else {
+		m.binary, m.args = e2eBinaries.server, []string{"--addr", strings.TrimPrefix(m.url, "https://")}
+		m.env = append(append(os.Environ(), overrides...),
+			"SERVER_VERSION="+e2eVersion,
+			"KUBECONFIG="+tc.KubeconfigPath,
+			"K3S_AGENT_TOKEN_FILE="+tokenFile,
+			"AGENT_DIR="+filepath.Dir(e2eBinaries.agent),
+		)
+	}
 	// Where each machine's own directories are mounted.
 	for _, mountpoint := range []string{"/var/lib/gridweave", "/run/wireguard"} {
 		if _, err := os.Stat(mountpoint); err == nil {
@@ -220,7 +244,7 @@ func startMaster(t *testing.T) *master {
 func (m *master) start() {
 	t := m.t
 	t.Helper()
-	m.proc = exec.Command(e2eBinaries.server, "--addr", strings.TrimPrefix(m.url, "https://"))
+	m.proc = exec.Command(m.binary, m.args...)
 	m.proc.Env = m.env
 	w := &lockedWriter{mu: m.logMu, w: m.log}
 	m.proc.Stdout, m.proc.Stderr = w, w
@@ -565,4 +589,72 @@ func (m *master) port() int {
 	u, _ := url.Parse(m.url)
 	p, _ := strconv.Atoi(u.Port())
 	return p
+}
+
+// e2eStatic is the server as make server-static builds it, once per test
+// binary.
+var e2eStatic struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func staticServer(t *testing.T) string {
+	t.Helper()
+	e2eStatic.once.Do(func() {
+		dir, err := os.MkdirTemp("", "gridweave-e2e-static-")
+		if err != nil {
+			e2eStatic.err = err
+			return
+		}
+		module, err := filepath.Abs("../..")
+		if err != nil {
+			e2eStatic.err = err
+			return
+		}
+		e2eStatic.path = filepath.Join(dir, "gridweave-server")
+		e2eStatic.err = image.BuildStatic(context.Background(), module, e2eStatic.path, e2eVersion)
+	})
+	if e2eStatic.err != nil {
+		t.Fatal(e2eStatic.err)
+	}
+	return e2eStatic.path
+}
+
+// deployedEnv is the environment the systemd unit gives the server: its
+// Environment= lines (%d: the credentials directory creds) and the
+// variables of server.env.example, as shipped.
+func deployedEnv(t *testing.T, creds string) []string {
+	t.Helper()
+	var env []string
+	example, err := fs.ReadFile(deploy.Files, "systemd/server.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(example), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			env = append(env, line)
+		}
+	}
+	unit, err := fs.ReadFile(deploy.Files, "systemd/gridweave-server.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Environment="); ok {
+			for _, kv := range strings.Fields(rest) {
+				env = append(env, strings.ReplaceAll(kv, "%d", creds))
+			}
+		}
+	}
+	return env
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	raw, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, to, string(raw), 0o600)
 }

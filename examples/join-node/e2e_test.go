@@ -436,3 +436,58 @@ func keyOf(t *testing.T, command string) string {
 	fields := strings.Fields(command)
 	return fields[len(fields)-1]
 }
+
+// TestDeployedAsDocumented follows the README's systemd path: the static
+// binary of make server-static, started as the unit starts it (no
+// arguments, the example server.env and the unit's Environment=, secrets
+// filled in, addresses moved to test ones), with no WireGuard device made
+// for it, no AGENT_DIR and no ip on its PATH. A machine pastes the join
+// command and joins to the end: the agent built into the server, the
+// tunnel both ways, its pod CIDR routed, its worker pod Running, its DCGM
+// target written.
+func TestDeployedAsDocumented(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the static server, network namespaces and the test control plane; run make test")
+	}
+	ctx := context.Background()
+	m := startMasterWith(t, true)
+	for _, says := range []string{"join agents: built into this binary", `"msg":"mesh: WireGuard device"`, "tls: public listener serves HTTPS"} {
+		if !strings.Contains(m.logs(), says) {
+			t.Errorf("the deployed server's log does not say %q:\n%s", says, m.logs())
+		}
+	}
+	toMaster := netip.AddrPortFrom(m.vpnIP, 7777).String()
+	echoServer(t, nil, toMaster)
+	n := m.newNode(30, "gpu-deployed", true)
+	code, stdout, stderr := n.run(m.joinCommand())
+	if code != 0 {
+		t.Fatalf("the join command against the deployed server (%d):\n%s\n%s", code, stdout, stderr)
+	}
+	vpnIP, group := joined(t, stdout)
+	if err := within(10*time.Second, func() error { return n.echo(toMaster) }); err != nil {
+		t.Fatalf("the tunnel to the deployed master: %v", err)
+	}
+	podAddr := netip.AddrPortFrom(n.podCIDR.Addr().Next(), 7778).String()
+	n.ns.IP(t, "address", "add", n.podCIDR.Addr().Next().String()+"/32", "dev", "lo")
+	echoServer(t, n.ns, podAddr)
+	if err := within(30*time.Second, func() error { return echoIn(nil, podAddr) }); err != nil {
+		t.Fatalf("the node's pod CIDR from the deployed master (route %q): %v", m.route(n.podCIDR.String()), err)
+	}
+	if err := within(120*time.Second, func() error {
+		pods, err := m.tc.Kube.CoreV1().Pods(m.namespace).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/group=" + group})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "gpu-deployed" && p.Status.Phase == corev1.PodRunning {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d pods of group %s, none running on gpu-deployed", len(pods.Items), group)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := os.ReadFile(filepath.Join(m.targets, "gpu-deployed.json")); err != nil || !strings.Contains(string(raw), vpnIP.String()+":9400") {
+		t.Errorf("the DCGM target: %s, %v", raw, err)
+	}
+}
