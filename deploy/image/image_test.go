@@ -66,7 +66,6 @@ func TestServerImage(t *testing.T) {
 		}
 	}
 	f.Close()
-	servesItsAgents(t, first)
 
 	img, err := image.Build(image.Options{Binary: first, Version: "9.8.7", Revision: "abc123"})
 	if err != nil {
@@ -134,6 +133,9 @@ func TestServerImage(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != "9.8.7" {
 		t.Errorf("chroot rootfs %s --version: %v: %s", image.Entrypoint, err, out)
 	}
+	// The image holds everything the server runs: started inside it, it
+	// serves the join agents it carries.
+	servesItsAgents(t, []string{"chroot", root, image.Entrypoint}, "/data/kuberay.db")
 }
 
 // untar unpacks a layer into dir and returns the names it holds.
@@ -168,11 +170,12 @@ func untar(t *testing.T, r io.Reader, dir string) map[string]bool {
 	}
 }
 
-// servesItsAgents starts the static server with only the variables a
-// first start needs (no AGENT_DIR, no kubeconfig, no WireGuard device)
-// and fetches each agent it carries: an ELF binary of that machine whose
-// SHA-256 is the one the server announces.
-func servesItsAgents(t *testing.T, binary string) {
+// servesItsAgents starts the static server (command: how to run it, here
+// inside the image's root filesystem) with only the variables a first
+// start needs (no AGENT_DIR, no kubeconfig, no WireGuard device, its
+// ledger at db) and fetches each agent it carries: an ELF binary of that
+// machine whose SHA-256 is the one the server announces.
+func servesItsAgents(t *testing.T, command []string, db string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -180,9 +183,9 @@ func servesItsAgents(t *testing.T, binary string) {
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
-	cmd := exec.Command(binary, "--addr", "127.0.0.1:"+port)
+	cmd := exec.Command(command[0], append(command[1:], "--addr", "127.0.0.1:"+port)...)
 	cmd.Env = []string{"ADMIN_TOKEN=agents-test-admin-token-0123456789", "JWT_SECRET=" + strings.Repeat("s", 40),
-		"KUBERAY_DB=" + filepath.Join(t.TempDir(), "kuberay.db"), "KUBERAY_PORT=" + port, "MASTER_IP=198.18.0.9", "TLS=off", "WG_INTERFACE=none"}
+		"KUBERAY_DB=" + db, "KUBERAY_PORT=" + port, "MASTER_IP=198.18.0.9", "TLS=off", "WG_INTERFACE=none"}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
