@@ -26,8 +26,12 @@ run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mes
 	AGENT_DIR=./data/agents KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
 
 .PHONY: playground
-playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; Ctrl-C stops it
+playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; as root, machines can join it; Ctrl-C stops it
 	$(GO) run ./examples/playground
+
+.PHONY: playground-machine
+playground-machine: ## as root, with the playground running: a new machine (a network namespace) runs its join command
+	$(GO) run ./examples/playground machine
 
 # The server as one static binary (cgo SQLite linked in) and its image,
 # reproducible: the same source gives the same bytes and the same digest

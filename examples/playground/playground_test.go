@@ -127,6 +127,35 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 		}
 	}
 
+	// As root, a machine on this host joins the playground with the join
+	// command it printed: over its veth, through a real tunnel.
+	if os.Geteuid() == 0 {
+		if !strings.Contains(text, "join command: curl -fsSL http://198.18.250.1:"+strconv.Itoa(port)+"/join-node.sh") {
+			t.Errorf("the banner gives no join command for machines:\n%s", text)
+		}
+		out, err := exec.Command(filepath.Join(bin, "playground"), "machine").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "machine-1 joined") || !strings.Contains(string(out), "k3s is not installed") {
+			t.Fatalf("playground machine: %v\n%s", err, out)
+		}
+		req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(port)+"/v1/nodes/machine-1", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(node), `"status":"registered"`) || !strings.Contains(string(node), `"vpn_ip":"198.19.250.`) {
+			t.Errorf("the machine in the ledger: %d %s", resp.StatusCode, node)
+		}
+		// Its tunnel carries traffic: the machine reaches the master's
+		// VPN address (the VPN listener answers /healthz there).
+		health := exec.Command("ip", "netns", "exec", "gwpg-m1", "curl", "-fsS", "--max-time", "10", "http://198.19.250.1:"+vpnPort(t, text)+"/healthz")
+		if out, err := health.CombinedOutput(); err != nil || !strings.Contains(string(out), `"status":"ok"`) {
+			t.Errorf("the master's VPN listener through the machine's tunnel: %v: %s", err, out)
+		}
+	}
+
 	_ = cmd.Process.Signal(os.Interrupt)
 	select {
 	case err := <-exited:
@@ -137,10 +166,23 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the playground did not stop 2 minutes after Ctrl-C:\n%s", stderr.String())
 	}
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "gwpg-m") {
+		t.Errorf("machines left after the playground stopped: %s", out)
+	}
 	if left, err := testcluster.Leftovers(id[1]); err != nil || len(left) > 0 {
 		t.Errorf("processes left after the playground stopped: %v %v", left, err)
 	}
 	if _, err := os.Stat(filepath.Dir(kubeconfig)); !os.IsNotExist(err) {
 		t.Errorf("the playground's temporary directory %s is still there: %v", filepath.Dir(kubeconfig), err)
 	}
+}
+
+// vpnPort is the port of the playground's VPN listener, from its banner.
+func vpnPort(t *testing.T, banner string) string {
+	t.Helper()
+	m := regexp.MustCompile(`VPN listener: http://198\.19\.250\.1:(\d+)`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("the banner names no VPN listener:\n%s", banner)
+	}
+	return m[1]
 }

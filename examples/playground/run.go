@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +25,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
+	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgmesh"
 	"gridweave.dev/rayctl"
 	"gridweave.dev/wgkey"
 )
@@ -39,6 +43,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gpuNodes := flags.Int("gpu-nodes", 2, "kwok nodes with 8 nvidia.com/gpu each")
 	cpuNodes := flags.Int("cpu-nodes", 1, "kwok CPU nodes")
 	dir := flags.String("dir", "", "where the cluster's state, kubeconfig and the server's SQLite file live (default: a temporary directory, removed at the end)")
+	if len(args) > 0 && args[0] == "machine" {
+		if err := machine(ctx, stdout, stderr); err != nil {
+			fmt.Fprintln(stderr, "playground machine:", err)
+			return 1
+		}
+		return 0
+	}
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -69,6 +80,18 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	adminToken, jwtSecret := randomHex(24), randomHex(32)
 	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": jwtSecret, "SERVER_VERSION": "0.1.0", "KUBERAY_PORT": strconv.Itoa(port),
 		"MASTER_IP": "127.0.0.1", "KUBERAY_NAMESPACE": "gridweave", "GRIDWEAVE_DEV": "1"}
+	machines := os.Geteuid() == 0
+	if machines {
+		// Machines on this host join it: the master's underlay address
+		// and WireGuard device, as on a real master.
+		removeNetwork, err := masterUnderlayUp()
+		if err != nil {
+			return fmt.Errorf("the master's network for machines: %w", err)
+		}
+		defer removeNetwork()
+		env["MASTER_IP"], env["VPN_CIDR"], env["MASTER_VPN_IP"] = masterUnderlay, playgroundVPN, playgroundVPNIP
+		env["WG_INTERFACE"], env["WG_PORT"] = wireguardDevice, strconv.Itoa(wireguardPort)
+	}
 	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		return err
@@ -94,15 +117,39 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	if err != nil {
 		return err
 	}
-	_, masterKey, err := wgkey.GeneratePair()
+	masterPrivate, masterKey, err := wgkey.GeneratePair()
 	if err != nil {
 		return err
+	}
+	var peers mesh.Mesh = memmesh.New(masterKey)
+	var routes fleet.Routes
+	var vpn net.Listener
+	if machines {
+		dev, err := wgmesh.OpenDevice(ctx, wireguardDevice, netip.PrefixFrom(cfg.MasterVPNIP, cfg.VPNCIDR.Bits()), log)
+		if err != nil {
+			return fmt.Errorf("the master's WireGuard device: %w", err)
+		}
+		defer dev.Close()
+		if err := wgmesh.SetPrivateKey(ctx, wireguardDevice, masterPrivate, wireguardPort); err != nil {
+			return err
+		}
+		m, err := wgmesh.New(ctx, wireguardDevice, &wgmesh.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		peers, routes = m, fleet.DeviceRoutes{Interface: wireguardDevice}
+		// The VPN listener: what machines call through their tunnels.
+		if vpn, err = net.Listen("tcp", net.JoinHostPort(playgroundVPNIP, "0")); err != nil {
+			return err
+		}
+		cfg.VPNURL = "http://" + vpn.Addr().String()
 	}
 	rc, err := rayctl.New(tc.Kube, tc.Ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
 	if err != nil {
 		return err
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: memmesh.New(masterKey), Ray: rc, Kube: tc.Kube, Logger: log})
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: peers, Routes: routes, Ray: rc, Kube: tc.Kube, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -112,6 +159,16 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	}
 	web := &http.Server{Handler: server.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = web.Serve(ln) }()
+	if machines {
+		underlay, err := net.Listen("tcp", net.JoinHostPort(masterUnderlay, strconv.Itoa(port)))
+		if err != nil {
+			return err
+		}
+		go func() { _ = web.Serve(underlay) }()
+		tunnel := &http.Server{Handler: server.VPNHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = tunnel.Serve(vpn) }()
+		defer tunnel.Close()
+	}
 	background, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- server.Run(background) }()
@@ -124,6 +181,26 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	}()
 
 	url := "http://" + ln.Addr().String()
+	machinesNote := "Run it as root (sudo make playground) and machines on this host can join it."
+	if machines {
+		command, err := mintJoinCommand(url, adminToken)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(machinesDir, "join-command"), []byte(command+"\n"), 0o600); err != nil {
+			return err
+		}
+		machinesNote = fmt.Sprintf(`Machines on this host join it: the master is at %s (a veth) with WireGuard
+device %s. The join command, for a machine:
+
+  join command: %s
+
+VPN listener: %s (through the tunnels)
+
+sudo make playground-machine runs it on a new machine (a network namespace with its own
+hostname and wireguard-go); it joins the mesh and the ledger (GET /v1/nodes lists it).
+The k3s step is off here: machines do not become Kubernetes Nodes.`, masterUnderlay, wireguardDevice, command, cfg.VPNURL)
+	}
 	fmt.Fprintf(stdout, `
 The playground is up: a Kubernetes %s control plane with the KubeRay %s operator,
 %d GPU nodes (8 nvidia.com/gpu each) and %d CPU nodes, simulated by kwok: pods are
@@ -144,10 +221,12 @@ And the join flow, as an administrator:
 
   curl -s %s/v1/nodes/join-keys -H "Authorization: Bearer %s" --json '{"kind":"org","org":"acme","ttl_seconds":3600}'
 
+%s
+
 Ctrl-C stops everything.
 playground ready
 `, testcluster.KubernetesVersion, testcluster.KubeRayVersion, gpuNodes, cpuNodes, tc.ID, tc.KubeconfigPath, url, url, adminToken,
-		tc.KubeconfigPath, url, adminToken)
+		tc.KubeconfigPath, url, adminToken, machinesNote)
 	<-ctx.Done()
 	return nil
 }
