@@ -107,6 +107,11 @@ type Config struct {
 	// DCGMTargetsDir is where each GPU node's DCGM scrape target is kept as
 	// a Prometheus file_sd file (DCGM_TARGETS_DIR); empty means off.
 	DCGMTargetsDir string
+	// K3sBinary is the k3s the master runs (K3S_BINARY, default
+	// /usr/local/bin/k3s, where k3s installs itself), served to joining
+	// machines of the master's own OS and architecture that lack k3s;
+	// missing: machines install k3s themselves.
+	K3sBinary string
 	// WorkerImageTar is the GPU worker image (RayImageWorker) as a tarball
 	// nodes download and import (WORKER_IMAGE_TAR); empty means nodes pull
 	// it themselves.
@@ -189,6 +194,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		InternalAddr:       env("INTERNAL_ADDR", ""),
 		AgentDir:           env("AGENT_DIR", ""),
 		WorkerImageTar:     env("WORKER_IMAGE_TAR", ""),
+		K3sBinary:          env("K3S_BINARY", "/usr/local/bin/k3s"),
 		DCGMTargetsDir:     env("DCGM_TARGETS_DIR", ""),
 		TLS:                strings.ToLower(env("TLS", "")),
 		TLSCertFile:        env("TLS_CERT_FILE", ""),

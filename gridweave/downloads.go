@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -168,4 +169,37 @@ func (c *fileSums) of(path string) (string, error) {
 	c.sums[path] = fileSum{size: fi.Size(), mod: fi.ModTime(), hex: sum}
 	c.mu.Unlock()
 	return sum, nil
+}
+
+// k3sFile returns the master's k3s binary for the request's {os}/{arch},
+// or the answer to give: only the master's own platform is served (it is
+// the k3s the master runs).
+func (s *Server) k3sFile(r *http.Request) (string, error) {
+	goos, arch := r.PathValue("os"), r.PathValue("arch")
+	if goos != runtime.GOOS || arch != runtime.GOARCH {
+		return "", &apiError{status: http.StatusNotFound, code: "no_k3s", message: "this master serves the k3s it runs, for " + runtime.GOOS + "/" + runtime.GOARCH + "; install k3s on a " + goos + "/" + arch + " machine yourself"}
+	}
+	if fi, err := os.Stat(s.cfg.K3sBinary); s.cfg.K3sBinary == "" || err != nil || !fi.Mode().IsRegular() {
+		return "", &apiError{status: http.StatusNotFound, code: "no_k3s", message: "this master serves no k3s binary (K3S_BINARY names none); install k3s on the machine yourself"}
+	}
+	return s.cfg.K3sBinary, nil
+}
+
+// handleK3s serves the k3s binary a machine without k3s installs.
+func (s *Server) handleK3s(w http.ResponseWriter, r *http.Request) {
+	path, err := s.k3sFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.serveChecked(w, r, path)
+}
+
+func (s *Server) handleK3sSum(w http.ResponseWriter, r *http.Request) {
+	path, err := s.k3sFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.serveSum(w, r, path)
 }

@@ -86,6 +86,11 @@ func operations() map[string]operation {
 		"GET /v1/nodes/agent/{os}/{arch}/sha256": {id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
 			status: 200, responseType: "text/plain", response: "", errors: []int{404}},
 
+		"GET /v1/nodes/agent/{os}/{arch}/k3s": {id: "k3sBinary", tag: "nodes", summary: "The k3s binary the master runs, for a machine without k3s",
+			description: "K3S_BINARY, for the master's own OS and architecture only (404 `no_k3s` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256.",
+			status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}},
+		"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256": {id: "k3sBinarySum", tag: "nodes", summary: "The SHA-256 of the k3s binary, in hex",
+			status: 200, responseType: "text/plain", response: "", errors: []int{404}},
 		"GET /v1/nodes/worker-image": {id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
 			description: "WORKER_IMAGE_TAR, the image RAY_IMAGE_WORKER names (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
 			status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}},

@@ -54,6 +54,8 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/nodes/agent/{os}/{arch}/sha256", authNone, s.handleAgentSum},
 		{"GET /v1/nodes/worker-image", authNone, s.handleWorkerImage},
 		{"GET /v1/nodes/worker-image/sha256", authNone, s.handleWorkerImageSum},
+		{"GET /v1/nodes/agent/{os}/{arch}/k3s", authNone, s.handleK3s},
+		{"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", authNone, s.handleK3sSum},
 
 		// The join flow (docs/api.md).
 		{"POST /v1/nodes/join-keys", authAdmin, s.handleMintKey},
@@ -113,13 +115,15 @@ func (s *Server) routeTable() []route {
 // same credentials as on the public one: the calls a joined node makes
 // through its tunnel, and the KubeTorch bundles its Ray workers fetch.
 var vpnRoutes = map[string]bool{
-	"GET /healthz":                      true,
-	"POST /v1/nodes/register":           true,
-	"POST /v1/nodes/report-version":     true,
-	"POST /v1/nodes/leave":              true,
-	"GET /v1/nodes/worker-image":        true,
-	"GET /v1/nodes/worker-image/sha256": true,
-	bundleRoute:                         true,
+	"GET /healthz":                               true,
+	"POST /v1/nodes/register":                    true,
+	"POST /v1/nodes/report-version":              true,
+	"POST /v1/nodes/leave":                       true,
+	"GET /v1/nodes/worker-image":                 true,
+	"GET /v1/nodes/worker-image/sha256":          true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s":        true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256": true,
+	bundleRoute: true,
 }
 
 // bundleRoute serves bundles at their unguessable URLs without

@@ -415,6 +415,7 @@ hostname "$NODE_HOSTNAME"
 mount --bind "$NODE_DIR/bin" /usr/local/bin
 mount --bind "$NODE_DIR/state" /var/lib/gridweave
 mount --bind "$NODE_DIR/wireguard" /run/wireguard
+if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi # the machine runs no systemd
 cd "$NODE_DIR/work"
 exec bash -c "$NODE_COMMAND"`
 	cmd := n.ns.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -20,13 +19,6 @@ import (
 
 // version is the agent's version, for the master's version gate.
 var version = "0.0.1"
-
-// defaultK3sCommand starts the k3s agent in the background when k3s is
-// installed; K3S_URL, K3S_TOKEN, NODE_IP, NODE_NAME and NODE_LABELS (the
-// labels the master needs on the Node, space-separated key=value, no
-// spaces within) come from the join. k3s reads the token from K3S_TOKEN
-// itself: on the command line it would show in the process list.
-const defaultK3sCommand = `exec k3s agent --server "$K3S_URL" --node-ip "$NODE_IP" --flannel-iface "$WG_INTERFACE" --node-name "$NODE_NAME" $(for l in $NODE_LABELS; do printf -- '--node-label=%s ' "$l"; done)`
 
 // The worker image step's default commands, for k3s's containerd.
 const (
@@ -44,7 +36,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stateDir := flags.String("state-dir", "/var/lib/gridweave", "where the node's identity is kept (0600)")
 	hostname := flags.String("hostname", "", "the node's name (default: this machine's hostname)")
 	iface := flags.String("interface", "gridweave0", "the WireGuard device")
-	k3sCommand := flags.String("k3s-command", defaultK3sCommand, "shell command of the k3s agent step, started in the background with K3S_URL, K3S_TOKEN, NODE_IP, NODE_NAME, NODE_LABELS and WG_INTERFACE set; empty skips it")
+	k3sMode := flags.String("k3s", "service", "the k3s agent step: service (k3s-agent.service where systemd runs the machine, else k3s agent started directly) or off")
+	k3sBinary := flags.String("k3s-binary", "/usr/local/bin/k3s", "where k3s is; when it is missing, the master's is installed there")
+	k3sCommand := flags.String("k3s-command", "", "a shell command run in the background instead of the built-in k3s step, with K3S_URL, K3S_TOKEN_FILE, NODE_IP, NODE_NAME, NODE_LABELS and WG_INTERFACE set")
+	unitDir := flags.String("systemd-unit-dir", "/etc/systemd/system", "where the k3s-agent.service unit is written")
 	imageImport := flags.String("image-import-command", defaultImageImportCommand, "shell command importing the master's worker image tarball (IMAGE_TAR) into the container runtime; empty skips the step")
 	imageCheck := flags.String("image-check-command", defaultImageCheckCommand, "shell command that exits 0 when the container runtime has the image IMAGE_NAME")
 	showVersion := flags.Bool("version", false, "print the agent's version")
@@ -67,15 +62,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts := joinagent.Options{Master: *master, MasterPin: *pin, StateDir: *stateDir, Key: key, Hostname: *hostname, Version: version,
 		Tunnel: &joinagent.WireGuardTunnel{Interface: *iface}, Logger: log}
-	if *k3sCommand != "" {
+	switch {
+	case *k3sMode == "off":
+	case *k3sCommand != "":
 		opts.K3sAgent = k3sStep(*k3sCommand, *iface, *stateDir, log)
+	case *k3sMode == "service":
+		opts.K3sAgent, opts.K3sBinary = k3sService(*k3sBinary, *iface, *stateDir, *unitDir, log), *k3sBinary
+	default:
+		fmt.Fprintf(stderr, "join-node: --k3s %q is neither service nor off\n", *k3sMode)
+		return 2
 	}
 	if *imageImport != "" {
-		_, err := exec.LookPath("k3s")
-		if *imageImport == defaultImageImportCommand && err != nil {
-			log.Warn("k3s is not installed: the worker image step is skipped; the container runtime pulls the image, or pass --image-import-command")
+		images := joinagent.CommandImageRuntime{CheckCommand: *imageCheck, ImportCommand: *imageImport}
+		if *imageImport == defaultImageImportCommand {
+			// k3s may be installed by the k3s step, which runs first.
+			opts.Images = k3sImages{images, log}
 		} else {
-			opts.Images = joinagent.CommandImageRuntime{CheckCommand: *imageCheck, ImportCommand: *imageImport}
+			opts.Images = images
 		}
 	}
 	if *leave {
@@ -103,10 +106,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// nodeLabel is a Kubernetes label as key=value: nothing a shell expands
-// or splits, so the k3s command can pass it unquoted.
-var nodeLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,252}[A-Za-z0-9])?=([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
-
 // joinKeyVariable carries the join key from join-node.sh to the agent:
 // the environment of a root process is readable by root only, its
 // command line by every user.
@@ -129,16 +128,10 @@ func joinKey(keyFile string) (string, error) {
 	return key, nil
 }
 
-// k3sStep starts command in the background (its output in the state
-// directory), unless k3s is not installed, which it says.
+// k3sStep starts a custom command in the background (its output in the
+// state directory) instead of the built-in step.
 func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Context, joinagent.K3sJoin) error {
 	return func(ctx context.Context, join joinagent.K3sJoin) error {
-		if command == defaultK3sCommand {
-			if _, err := exec.LookPath("k3s"); err != nil {
-				log.Warn("k3s is not installed: the k3s agent step is skipped; install k3s or pass --k3s-command")
-				return nil
-			}
-		}
 		out, err := os.OpenFile(filepath.Join(stateDir, "k3s-agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
@@ -150,7 +143,11 @@ func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Con
 				return fmt.Errorf("the master asked for Node label %q, which is not key=value of Kubernetes label characters", label)
 			}
 		}
-		cmd.Env = append(os.Environ(), "K3S_URL="+join.URL, "K3S_TOKEN="+join.Token, "NODE_IP="+join.NodeIP.String(), "WG_INTERFACE="+iface,
+		tokenFile := filepath.Join(stateDir, joinagent.K3sTokenFile)
+		if err := os.WriteFile(tokenFile, []byte(join.Token+"\n"), 0o600); err != nil {
+			return err
+		}
+		cmd.Env = append(os.Environ(), "K3S_URL="+join.URL, "K3S_TOKEN_FILE="+tokenFile, "NODE_IP="+join.NodeIP.String(), "WG_INTERFACE="+iface,
 			"NODE_NAME="+join.NodeName, "NODE_LABELS="+strings.Join(join.NodeLabels, " "))
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the agent
@@ -160,4 +157,27 @@ func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Con
 		log.Info("k3s agent started", "pid", cmd.Process.Pid, "log", out.Name())
 		return cmd.Process.Release()
 	}
+}
+
+// k3sImages is the default worker image step, through k3s's containerd:
+// skipped, and said, when k3s is not there when the step runs (after the
+// k3s step, which may have installed it).
+type k3sImages struct {
+	joinagent.CommandImageRuntime
+	log *slog.Logger
+}
+
+func (k k3sImages) Has(ctx context.Context, name string) (bool, error) {
+	if _, err := exec.LookPath("k3s"); err != nil {
+		return false, nil
+	}
+	return k.CommandImageRuntime.Has(ctx, name)
+}
+
+func (k k3sImages) Import(ctx context.Context, tarball string) error {
+	if _, err := exec.LookPath("k3s"); err != nil {
+		k.log.Warn("k3s is not installed: the worker image is not imported; the container runtime pulls it, or pass --image-import-command")
+		return nil
+	}
+	return k.CommandImageRuntime.Import(ctx, tarball)
 }

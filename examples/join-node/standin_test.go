@@ -28,7 +28,7 @@ import (
 // The end-to-end test's node has no k3s. In its place, /usr/local/bin/k3s
 // is a script that runs this test binary as a stand-in (standInEnv=k3s):
 //
-//   - `k3s agent --server URL --node-ip IP --flannel-iface DEV --node-name N --node-label K=V...`
+//   - `k3s agent --server URL --token-file F --node-ip IP --flannel-iface DEV --node-name N --node-label K=V...`
 //     does what k3s's registration does for the cluster: it creates the
 //     node's Node (kwok-managed, its labels, its GPU as allocatable, its
 //     pod CIDR as k3s's IPAM would give) through the API server at URL, which the test
@@ -92,6 +92,7 @@ func standInAgent(dir string, args []string) error {
 	flags := flag.NewFlagSet("k3s agent", flag.ContinueOnError)
 	server := flags.String("server", "", "")
 	token := flags.String("token", "", "")
+	tokenFile := flags.String("token-file", "", "")
 	nodeIP := flags.String("node-ip", "", "")
 	iface := flags.String("flannel-iface", "", "")
 	nodeName := flags.String("node-name", "", "")
@@ -119,12 +120,19 @@ func standInAgent(dir string, args []string) error {
 	if err := os.WriteFile(filepath.Join(dir, recordK3sArgs), []byte(record), 0o644); err != nil {
 		return err
 	}
-	// Like k3s, the token comes from K3S_TOKEN (never on the command line).
+	// The token comes in a file (never on the command line).
 	if *token != "" {
 		return errors.New("the agent token was passed on the command line, where the process list shows it")
 	}
-	if os.Getenv("K3S_TOKEN") != os.Getenv(standInK3sToken) {
-		return errors.New("the agent token (K3S_TOKEN) is not the cluster's")
+	raw, err := os.ReadFile(*tokenFile)
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	if fi, _ := os.Stat(*tokenFile); fi == nil || fi.Mode().Perm() != 0o600 {
+		return fmt.Errorf("--token-file %s is not 0600", *tokenFile)
+	}
+	if strings.TrimSpace(string(raw)) != os.Getenv(standInK3sToken) {
+		return errors.New("the agent token (--token-file) is not the cluster's")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags(*server, os.Getenv(standInKubeconfig))
 	if err != nil {

@@ -154,6 +154,7 @@ hostname "$MACHINE_HOSTNAME"
 mount --bind "$MACHINE_HOME/state" /var/lib/gridweave
 mount --bind "$MACHINE_HOME/wireguard" /run/wireguard
 mount --bind "$MACHINE_HOME/bin" /usr/local/bin
+if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi # the host's systemd is not the machine's
 cd "$MACHINE_HOME/work"
 exec bash -c "$MACHINE_COMMAND"`
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)

@@ -51,6 +51,11 @@ type Options struct {
 	// nil skips the step (the master said nothing about k3s, or the
 	// machine is set up otherwise).
 	K3sAgent func(ctx context.Context, join K3sJoin) error
+	// K3sBinary is where k3s lives on the machine (e.g.
+	// /usr/local/bin/k3s): when it is missing there, Join installs the
+	// master's (GET /v1/nodes/agent/{os}/{arch}/k3s, its SHA-256 checked)
+	// before the k3s step. Empty: never installed.
+	K3sBinary string
 	// Images makes the master's GPU worker image present in the node's
 	// container runtime (GET /v1/nodes/worker-image); nil skips the step.
 	Images ImageRuntime
@@ -206,7 +211,15 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		// WireGuard authenticates and encrypts.
 		o.Master, o.HTTPClient = st.MasterVPNURL, o.tunnelClient()
 	}
+	if o.K3sAgent != nil && v.K3sURL == "" {
+		o.Logger.InfoContext(ctx, "the master runs no k3s step (no K3S_URL): this machine joins the mesh and the ledger, not Kubernetes")
+	}
 	if o.K3sAgent != nil && v.K3sURL != "" {
+		if o.K3sBinary != "" {
+			if err := o.installK3s(ctx); err != nil {
+				return Result{}, fmt.Errorf("joinagent: the k3s step: %w", err)
+			}
+		}
 		join := K3sJoin{URL: v.K3sURL, Token: v.K3sToken, NodeIP: cfg.Address.Addr(), NodeName: o.Hostname, NodeLabels: v.NodeLabels}
 		if err := o.K3sAgent(ctx, join); err != nil {
 			return Result{}, fmt.Errorf("joinagent: the k3s agent step: %w", err)

@@ -21,6 +21,11 @@ type State struct {
 	MasterVPNURL string
 }
 
+// K3sTokenFile is the file in the state directory that holds the k3s
+// agent token for the k3s step (0600, never on a command line); Leave
+// removes it.
+const K3sTokenFile = "k3s-agent-token"
+
 // stateFile is the file in the state directory; written 0600.
 const stateFile = "identity.json"
 
@@ -97,7 +102,7 @@ func (s State) save(dir string) error {
 // worker image record.
 func removeState(dir string) error {
 	var errs []error
-	for _, name := range []string{stateFile, imageRecord} {
+	for _, name := range []string{stateFile, imageRecord, K3sTokenFile} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gridweave.dev/gridweave/node/joinagent"
+)
+
+// TestK3sUnitVerifies: the k3s-agent.service the k3s step writes passes
+// systemd-analyze verify, and runs exactly the flags of k3sAgentFlags
+// (the table that cites where k3s defines each), the token in a file.
+func TestK3sUnitVerifies(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Fatalf("systemd-analyze (Debian's systemd package; .ci/run installs it): %v", err)
+	}
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "k3s")
+	if err := os.WriteFile(binary, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	join := joinagent.K3sJoin{URL: "https://198.19.0.1:6443", Token: "K10secret::node:token", NodeIP: netip.MustParseAddr("198.19.0.7"),
+		NodeName: "gpu-7", NodeLabels: []string{"gridweave.dev/node=0123456789abcdef0123456789abcdef01234567"}}
+	args := k3sAgentArgs(binary, join, "gridweave0", filepath.Join(dir, "k3s-agent-token"))
+	unit := k3sUnit(args)
+	if strings.Contains(unit, join.Token) {
+		t.Fatal("the unit holds the agent token")
+	}
+	var flags []string
+	for _, a := range args[2:] {
+		if strings.HasPrefix(a, "--") && !slices.Contains(flags, a) {
+			flags = append(flags, a)
+		}
+	}
+	var cited []string
+	for _, f := range k3sAgentFlags {
+		cited = append(cited, f.flag)
+	}
+	if !slices.Equal(flags, cited) {
+		t.Errorf("the unit passes %v; the table cites %v", flags, cited)
+	}
+	path := filepath.Join(dir, "k3s-agent.service")
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s\n%s", err, out, unit)
+	}
+}
