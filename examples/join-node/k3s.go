@@ -80,33 +80,49 @@ func k3sService(binary, iface, stateDir, unitDir string, log *slog.Logger) func(
 			log.Warn("k3s is not installed (and the master serves none): the k3s agent step is skipped; install k3s to join Kubernetes", "path", binary)
 			return nil
 		}
-		for _, label := range join.NodeLabels {
-			if !nodeLabel.MatchString(label) {
-				return fmt.Errorf("the master asked for Node label %q, which is not key=value of Kubernetes label characters", label)
-			}
-		}
-		tokenFile := filepath.Join(stateDir, joinagent.K3sTokenFile)
-		if err := os.WriteFile(tokenFile, []byte(join.Token+"\n"), 0o600); err != nil {
+		tokenFile, err := k3sToken(stateDir, join)
+		if err != nil {
 			return err
 		}
 		args := k3sAgentArgs(binary, join, iface, tokenFile)
 		if _, err := os.Stat("/run/systemd/system"); err == nil {
 			return startUnit(ctx, unitDir, args, log)
 		}
-		out, err := os.OpenFile(filepath.Join(stateDir, "k3s-agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		defer out.Close()
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the agent
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start k3s agent: %w", err)
-		}
-		log.Info("k3s agent started (no systemd here)", "pid", cmd.Process.Pid, "log", out.Name())
-		return cmd.Process.Release()
+		return startInBackground(exec.Command(args[0], args[1:]...), stateDir, log)
 	}
+}
+
+// k3sToken checks the labels the master asked for and writes the agent
+// token to its 0600 file in the state directory, whose path it returns.
+func k3sToken(stateDir string, join joinagent.K3sJoin) (string, error) {
+	for _, label := range join.NodeLabels {
+		if !nodeLabel.MatchString(label) {
+			return "", fmt.Errorf("the master asked for Node label %q, which is not key=value of Kubernetes label characters", label)
+		}
+	}
+	tokenFile := filepath.Join(stateDir, joinagent.K3sTokenFile)
+	if err := os.WriteFile(tokenFile, []byte(join.Token+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return tokenFile, nil
+}
+
+// startInBackground starts the k3s agent (or the command that replaces
+// it) in a session of its own, so it outlives the join agent, its output
+// in the state directory.
+func startInBackground(cmd *exec.Cmd, stateDir string, log *slog.Logger) error {
+	out, err := os.OpenFile(filepath.Join(stateDir, "k3s-agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the k3s agent: %w", err)
+	}
+	log.Info("k3s agent started", "pid", cmd.Process.Pid, "log", out.Name())
+	return cmd.Process.Release()
 }
 
 // startUnit writes k3s-agent.service and (re)starts it.

@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"gridweave.dev/gridweave/node/joinagent"
 )
@@ -132,30 +130,14 @@ func joinKey(keyFile string) (string, error) {
 // state directory) instead of the built-in step.
 func k3sStep(command, iface, stateDir string, log *slog.Logger) func(context.Context, joinagent.K3sJoin) error {
 	return func(ctx context.Context, join joinagent.K3sJoin) error {
-		out, err := os.OpenFile(filepath.Join(stateDir, "k3s-agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		tokenFile, err := k3sToken(stateDir, join)
 		if err != nil {
 			return err
 		}
-		defer out.Close()
 		cmd := exec.Command("sh", "-c", command)
-		for _, label := range join.NodeLabels {
-			if !nodeLabel.MatchString(label) {
-				return fmt.Errorf("the master asked for Node label %q, which is not key=value of Kubernetes label characters", label)
-			}
-		}
-		tokenFile := filepath.Join(stateDir, joinagent.K3sTokenFile)
-		if err := os.WriteFile(tokenFile, []byte(join.Token+"\n"), 0o600); err != nil {
-			return err
-		}
 		cmd.Env = append(os.Environ(), "K3S_URL="+join.URL, "K3S_TOKEN_FILE="+tokenFile, "NODE_IP="+join.NodeIP.String(), "WG_INTERFACE="+iface,
 			"NODE_NAME="+join.NodeName, "NODE_LABELS="+strings.Join(join.NodeLabels, " "))
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the agent
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start %q: %w", command, err)
-		}
-		log.Info("k3s agent started", "pid", cmd.Process.Pid, "log", out.Name())
-		return cmd.Process.Release()
+		return startInBackground(cmd, stateDir, log)
 	}
 }
 
