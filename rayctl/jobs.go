@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -16,10 +15,10 @@ import (
 func (c *Client) CreateJob(ctx context.Context, job *rayv1.RayJob) (*rayv1.RayJob, error) {
 	job = job.DeepCopy()
 	job.Namespace = c.ns(job.Namespace)
-	if err := rayutils.ValidateRayJobMetadata(job.ObjectMeta); err != nil {
+	if err := operatorJobMetadata(job.ObjectMeta); err != nil {
 		return nil, &InvalidSpecError{Field: "metadata.name", Problem: err.Error()}
 	}
-	if err := rayutils.ValidateRayJobSpec(job); err != nil {
+	if err := operatorJobSpec(job); err != nil {
 		return nil, &InvalidSpecError{Field: "spec", Problem: err.Error()}
 	}
 	out, err := c.ray.RayV1().RayJobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager})
@@ -79,10 +78,10 @@ func (c *Client) DeleteJob(ctx context.Context, namespace, name string) error {
 func (c *Client) CreateService(ctx context.Context, svc *rayv1.RayService) (*rayv1.RayService, error) {
 	svc = svc.DeepCopy()
 	svc.Namespace = c.ns(svc.Namespace)
-	if err := rayutils.ValidateRayServiceMetadata(svc.ObjectMeta); err != nil {
+	if err := operatorServiceMetadata(svc.ObjectMeta); err != nil {
 		return nil, &InvalidSpecError{Field: "metadata", Problem: err.Error()}
 	}
-	if err := rayutils.ValidateRayServiceSpec(svc); err != nil {
+	if err := operatorServiceSpec(svc); err != nil {
 		return nil, &InvalidSpecError{Field: "spec", Problem: err.Error()}
 	}
 	out, err := c.ray.RayV1().RayServices(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: FieldManager})

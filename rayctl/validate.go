@@ -4,17 +4,16 @@ import (
 	"fmt"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// ValidateCluster checks a RayCluster with KubeRay v1.6.0's own rules
-// (ValidateRayClusterMetadata and ValidateRayClusterSpec, called from the
-// operator's module, the same code the operator runs before reconciling),
-// plus unique worker group names and group names usable as label values.
+// ValidateCluster checks a RayCluster with the rules the KubeRay v1.6.0
+// operator checks before reconciling (operatorrules.go, kept equal to the
+// operator's own code by a differential test), plus unique worker group
+// names and group names usable as label values.
 // Errors wrap ErrInvalidSpec.
 func ValidateCluster(rc *rayv1.RayCluster) error {
-	if err := rayutils.ValidateRayClusterMetadata(rc.ObjectMeta); err != nil {
+	if err := operatorClusterMetadata(rc.ObjectMeta); err != nil {
 		return &InvalidSpecError{Field: "metadata.name", Problem: err.Error()}
 	}
 	seen := map[string]bool{}
@@ -31,7 +30,7 @@ func ValidateCluster(rc *rayv1.RayCluster) error {
 		}
 		seen[g.GroupName] = true
 	}
-	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, rc.Annotations); err != nil {
+	if err := operatorClusterSpec(&rc.Spec, rc.Annotations); err != nil {
 		return &InvalidSpecError{Field: "spec", Problem: err.Error()}
 	}
 	return nil
