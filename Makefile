@@ -16,7 +16,7 @@ build: ## compile every package and example binary
 	$(GO) build $(PKGS)
 
 .PHONY: test
-test: vet testcluster ## everything CI runs: vet, unit and real-component tests, then a check for leftover processes
+test: vet testcluster ray-venv ## everything CI runs: vet, unit and real-component tests, then a check for leftover processes
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
@@ -71,6 +71,11 @@ lint: ## gofmt, go vet and staticcheck (pinned, run from the module proxy)
 testcluster: ## build (once, cached) etcd, kube-apiserver, controller-manager, scheduler, kwok, KubeRay operator
 	$(GO) run ./internal/testcluster/cmd/testcluster-build
 
+.PHONY: ray-venv
+ray-venv: ## create (once, cached) the Python environment with Ray and torch the real-Ray tests use (about 7 GB)
+	$(GO) run ./internal/raytest/cmd/raytest-venv
+
 .PHONY: clean-cache
-clean-cache: ## remove the cached control-plane binaries
+clean-cache: ## remove the cached control-plane binaries and Ray environment
 	$(GO) run ./internal/testcluster/cmd/testcluster-build -clean
+	$(GO) run ./internal/raytest/cmd/raytest-venv -clean

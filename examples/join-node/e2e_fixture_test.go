@@ -67,7 +67,7 @@ var e2eBinaries struct {
 	err                   error
 }
 
-func buildE2EBinaries(t *testing.T) {
+func buildE2EBinaries(t testing.TB) {
 	t.Helper()
 	e2eBinaries.once.Do(func() {
 		dir, err := os.MkdirTemp("", "gridweave-e2e-bin-")
@@ -101,7 +101,7 @@ func buildE2EBinaries(t *testing.T) {
 
 // master is the control plane's host.
 type master struct {
-	t         *testing.T
+	t         testing.TB
 	tc        *testcluster.Cluster
 	namespace string // Kubernetes namespace of the RayCluster
 	device    string // the WireGuard device the server makes (wireguard-go in its process here)
@@ -136,7 +136,7 @@ func nextSeq() int {
 }
 
 // startMaster sets up a master host and starts the server on it.
-func startMaster(t *testing.T) *master { return startMasterWith(t, false) }
+func startMaster(t testing.TB) *master { return startMasterWith(t, false) }
 
 // startMasterWith is startMaster; deployed runs the server as the
 // README's systemd path does: the static binary of make server-static
@@ -144,7 +144,7 @@ func startMaster(t *testing.T) *master { return startMasterWith(t, false) }
 // deploy/systemd/server.env.example and the unit's Environment= with the
 // secrets filled in and the addresses moved to test addresses, no
 // arguments (the unit's ExecStart).
-func startMasterWith(t *testing.T, deployed bool) *master {
+func startMasterWith(t testing.TB, deployed bool) *master {
 	t.Helper()
 	netnstest.RequireRoot(t)
 	buildE2EBinaries(t)
@@ -364,7 +364,7 @@ func (m *master) route(p string) string {
 
 // node is a machine that joins.
 type node struct {
-	t        *testing.T
+	t        testing.TB
 	m        *master
 	ns       *netnstest.Namespace
 	hostname string
@@ -478,7 +478,7 @@ func (n *node) echo(addr string) error { return netnstest.Echo(n.ns, addr) }
 
 func echoIn(ns *netnstest.Namespace, addr string) error { return netnstest.Echo(ns, addr) }
 
-func echoServer(t *testing.T, ns *netnstest.Namespace, addr string) {
+func echoServer(t testing.TB, ns *netnstest.Namespace, addr string) {
 	netnstest.EchoServer(t, ns, addr)
 }
 
@@ -497,7 +497,7 @@ func within(limit time.Duration, f func() error) error {
 
 // forward accepts TCP on listen and relays each connection to target,
 // until the test ends; it returns the address it listens on.
-func forward(t *testing.T, listen, target string) string {
+func forward(t testing.TB, listen, target string) string {
 	t.Helper()
 	// Bound before the master's VPN address exists (the server makes
 	// its device), and kept across the server's restarts.
@@ -534,7 +534,7 @@ func forward(t *testing.T, listen, target string) string {
 	return ln.Addr().String()
 }
 
-func freeUDPPort(t *testing.T) int {
+func freeUDPPort(t testing.TB) int {
 	t.Helper()
 	c, err := net.ListenPacket("udp", ":0")
 	if err != nil {
@@ -544,7 +544,7 @@ func freeUDPPort(t *testing.T) int {
 	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
-func freeTCPPort(t *testing.T) int {
+func freeTCPPort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -554,7 +554,7 @@ func freeTCPPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+func writeFile(t testing.TB, path, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), mode); err != nil {
 		t.Fatal(err)
@@ -600,7 +600,7 @@ var e2eStatic struct {
 	err  error
 }
 
-func staticServer(t *testing.T) string {
+func staticServer(t testing.TB) string {
 	t.Helper()
 	e2eStatic.once.Do(func() {
 		dir, err := os.MkdirTemp("", "gridweave-e2e-static-")
@@ -625,7 +625,7 @@ func staticServer(t *testing.T) string {
 // deployedEnv is the environment the systemd unit gives the server: its
 // Environment= lines (%d: the credentials directory creds) and the
 // variables of server.env.example, as shipped.
-func deployedEnv(t *testing.T, creds string) []string {
+func deployedEnv(t testing.TB, creds string) []string {
 	t.Helper()
 	var env []string
 	example, err := fs.ReadFile(deploy.Files, "systemd/server.env.example")
@@ -651,7 +651,7 @@ func deployedEnv(t *testing.T, creds string) []string {
 	return env
 }
 
-func copyFile(t *testing.T, from, to string) {
+func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	raw, err := os.ReadFile(from)
 	if err != nil {

@@ -30,7 +30,7 @@ import (
 var joinedLine = regexp.MustCompile(`joined as (\S+) with VPN address (\S+); (\d+) GPUs; Ray worker group (\S+)`)
 
 // joined parses the agent's last line.
-func joined(t *testing.T, stdout string) (vpnIP netip.Addr, group string) {
+func joined(t testing.TB, stdout string) (vpnIP netip.Addr, group string) {
 	t.Helper()
 	m := joinedLine.FindStringSubmatch(stdout)
 	if m == nil {
@@ -91,8 +91,15 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 		t.Fatalf("the node's public key: %v (%v)", err, listed)
 	}
 	wantArgs := strings.Join([]string{"https://" + m.vpnIP.String() + ":6443", vpnIP.String(), "gridweave0", "gpu-e2e", fleet.MarkLabel + "=" + fleet.Mark(pub)}, "\n")
-	if args := gpuNode.record(recordK3sArgs); args != wantArgs {
-		t.Errorf("the k3s agent step ran with %q", args)
+	// k3s starts in the background (the join command does not wait for
+	// it), so its record may come a moment after the command returned.
+	if err := within(30*time.Second, func() error {
+		if args := gpuNode.record(recordK3sArgs); args != wantArgs {
+			return fmt.Errorf("the k3s agent step ran with %q, want %q", args, wantArgs)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 	if imports := gpuNode.record(recordImports); imports != m.imageSum+"\n" {
 		t.Errorf("worker image imports %q, want one of %s", imports, m.imageSum)

@@ -57,7 +57,12 @@ const (
 
 // ownerEnv is set in every child's environment to this cluster's id, so that
 // leftovers can be found in /proc even after they were re-parented.
-const ownerEnv = "GRIDWEAVE_TESTCLUSTER_OWNER"
+const ownerEnv = OwnerEnv
+
+// OwnerEnv is the environment variable that marks a harness process with
+// its owner's id; Leftovers finds processes by it. Other harnesses (Ray
+// nodes, internal/raytest) set it too, so `make test` checks them as well.
+const OwnerEnv = "GRIDWEAVE_TESTCLUSTER_OWNER"
 
 // Cluster is a running control plane: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok and the KubeRay operator,

@@ -2,8 +2,10 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // SubmitRequest is POST /api/jobs/.
@@ -50,9 +52,13 @@ func (j JobDetails) Terminal() bool {
 }
 
 // SubmitJob submits a job. A reused submission_id is an error wrapping
-// ErrSubmissionIDExists.
+// ErrSubmissionIDExists. An empty entrypoint is refused here: Ray accepts
+// it and runs an empty command.
 func (c *Client) SubmitJob(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
 	var out SubmitResponse
+	if strings.TrimSpace(req.Entrypoint) == "" {
+		return out, errors.New("dashboard: submit job: entrypoint is required")
+	}
 	err := c.do(ctx, http.MethodPost, "/api/jobs/", nil, req, &out)
 	return out, err
 }
@@ -90,10 +96,13 @@ func (c *Client) StopJob(ctx context.Context, id string) (bool, error) {
 	return out.Stopped, err
 }
 
-// DeleteJob deletes a finished job's record and logs. Ray refuses running
-// jobs (an *APIError with status 500 or 400).
+// DeleteJob deletes a finished job's record and logs (Ray answers
+// {"deleted": true}). Ray refuses a job that has not finished (an
+// *APIError with status 400).
 func (c *Client) DeleteJob(ctx context.Context, id string) (bool, error) {
-	var deleted bool
-	err := c.do(ctx, http.MethodDelete, "/api/jobs/"+url.PathEscape(id), nil, nil, &deleted)
-	return deleted, err
+	var out struct {
+		Deleted bool `json:"deleted"`
+	}
+	err := c.do(ctx, http.MethodDelete, "/api/jobs/"+url.PathEscape(id), nil, nil, &out)
+	return out.Deleted, err
 }

@@ -11,7 +11,6 @@ import (
 
 // ServeDetails is GET /api/serve/applications/ (ServeInstanceDetails).
 type ServeDetails struct {
-	DeployMode     string                 `json:"deploy_mode"`
 	ProxyLocation  string                 `json:"proxy_location"`
 	HTTPOptions    map[string]any         `json:"http_options"`
 	GRPCOptions    map[string]any         `json:"grpc_options"`
