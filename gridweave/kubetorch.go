@@ -50,6 +50,31 @@ func (s *Server) bundleURL(id string) string {
 	return base + "/v1/kubetorch/bundles/" + id + ".zip"
 }
 
+// sendBundle makes the bundle a package of the Ray cluster, sent once
+// (content-addressed), and returns its URI for runtime_env.working_dir.
+// Ray takes http(s) working dirs only over HTTPS it can verify, which the
+// master's internal listener is not; a package the cluster holds is
+// fetched by every node from Ray itself, as `ray job submit
+// --working-dir` does.
+func (s *Server) sendBundle(ctx context.Context, d *dashboard.Client, id string) (string, error) {
+	uri := kubetorch.PackageURI(id)
+	held, err := d.PackageExists(ctx, uri)
+	if err != nil {
+		return "", s.dashboardError(err)
+	}
+	if held {
+		return uri, nil
+	}
+	var pkg bytes.Buffer
+	if err := s.bundles().WritePackage(id, &pkg); err != nil {
+		return "", err
+	}
+	if err := d.UploadPackage(ctx, uri, pkg.Bytes()); err != nil {
+		return "", s.dashboardError(err)
+	}
+	return uri, nil
+}
+
 // uploadFormat is the bundle's format from a content type or file name.
 func uploadFormat(contentType, filename string) string {
 	mt, _, _ := mime.ParseMediaType(contentType)
@@ -149,16 +174,41 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 // Train's torch backend (which sets MASTER_ADDR, MASTER_PORT, RANK,
 // WORLD_SIZE and LOCAL_RANK, as torchrun does): one Ray Train worker per
 // GPU, nodes x GPUs per node of them.
-const trainScript = `import os, subprocess, sys
+//
+// Two things make a user's own torch.distributed.init_process_group work
+// inside it. Ray Train's process group already holds MASTER_PORT on rank
+// 0 (its TCPStore listens there), so rank 0 picks a free port and sends
+// it to the others over that group, and the command's ranks meet there.
+// And Ray Train's backend for GPU workers is NCCL, which needs CUDA:
+// where the GPUs Ray was told about have no CUDA (a node that declares
+// GPUs it cannot drive), the backend is gloo, so training runs instead of
+// failing in NCCL's setup. The command runs in the bundle's directory:
+// Ray Train would otherwise move each worker into its run's storage
+// directory first (RAY_CHDIR_TO_TRIAL_DIR=0 keeps the working_dir).
+const trainScript = `import os, socket, subprocess, sys
+import ray
 from ray.train import ScalingConfig
-from ray.train.torch import TorchTrainer
+from ray.train.torch import TorchConfig, TorchTrainer
 nodes, per_node, command = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
+@ray.remote(num_gpus=1)
+def cuda_available():
+    import torch
+    return torch.cuda.is_available()
+backend = "nccl" if ray.get(cuda_available.remote()) else "gloo"
+print(f"kubetorch: {nodes * per_node} workers, torch.distributed backend {backend}", flush=True)
 def run(_):
-    import ray.train
+    import ray.train, torch.distributed as dist
     ctx = ray.train.get_context()
-    env = dict(os.environ, RANK=str(ctx.get_world_rank()), WORLD_SIZE=str(ctx.get_world_size()), LOCAL_RANK=str(ctx.get_local_rank()), LOCAL_WORLD_SIZE=str(ctx.get_local_world_size()), NODE_RANK=str(ctx.get_node_rank()))
+    port = [0]
+    if ctx.get_world_rank() == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port[0] = s.getsockname()[1]
+    dist.broadcast_object_list(port, src=0)
+    env = dict(os.environ, MASTER_PORT=str(port[0]), RANK=str(ctx.get_world_rank()), WORLD_SIZE=str(ctx.get_world_size()), LOCAL_RANK=str(ctx.get_local_rank()), LOCAL_WORLD_SIZE=str(ctx.get_local_world_size()), NODE_RANK=str(ctx.get_node_rank()))
     subprocess.run(command, shell=True, check=True, env=env)
-TorchTrainer(run, scaling_config=ScalingConfig(num_workers=nodes * per_node, use_gpu=True, resources_per_worker={"GPU": 1})).fit()
+TorchTrainer(run, torch_config=TorchConfig(backend=backend), scaling_config=ScalingConfig(num_workers=nodes * per_node, use_gpu=True, resources_per_worker={"GPU": 1})).fit()
 `
 
 func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
@@ -211,9 +261,14 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 	}
 	id := "kubetorch-" + randomSuffix()
 	entry := fmt.Sprintf("python -c %s %d %d %s", shellWord(trainScript), nodes, perNode, shellWord(req.Command))
-	runtimeEnv := map[string]any{"working_dir": s.bundleURL(req.Bundle), "env_vars": req.Env}
 	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
 	defer cancel()
+	pkg, err := s.sendBundle(ctx, d, req.Bundle)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	runtimeEnv := map[string]any{"working_dir": pkg, "env_vars": req.Env}
 	if _, err := d.SubmitJob(ctx, dashboard.SubmitRequest{Entrypoint: entry, SubmissionID: id, RuntimeEnv: runtimeEnv,
 		Metadata: map[string]string{"owner": req.Owner, "gridweave": "kubetorch"}}); err != nil {
 		s.writeError(w, r, s.dashboardError(err))

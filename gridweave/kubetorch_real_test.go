@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/crd/v1alpha1"
+	"gridweave.dev/gridweave/kubetorch"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/rayctl/rayctltest"
 )
@@ -167,8 +169,21 @@ func TestKubeTorch(t *testing.T) {
 	}
 	env, _ := jobs[0]["runtime_env"].(map[string]any)
 	entry, _ := jobs[0]["entrypoint"].(string)
-	if env["working_dir"] != synced.body["url"] || !strings.Contains(entry, "TorchTrainer") || !strings.Contains(entry, "' 2 4 'python train.py --epochs 3'") {
+	if env["working_dir"] != kubetorch.PackageURI(id) || !strings.Contains(entry, "TorchTrainer") || !strings.Contains(entry, "' 2 4 'python train.py --epochs 3'") {
 		t.Errorf("the submitted job: entrypoint %q, runtime_env %v", entry, env)
+	}
+	// The bundle went to the cluster as a package, its files at the top.
+	held := d.Packages()[kubetorch.PackageURI(id)]
+	pkg, err := zip.NewReader(bytes.NewReader(held), int64(len(held)))
+	if err != nil {
+		t.Fatalf("the package the dashboard holds: %v", err)
+	}
+	var names []string
+	for _, f := range pkg.File {
+		names = append(names, f.Name)
+	}
+	if slices.Sort(names); strings.Join(names, " ") != "lib/model.py train.py" {
+		t.Errorf("the package holds %v", names)
 	}
 	gj, err := tc.Dynamic.Resource(v1alpha1.GroupVersion.WithResource(v1alpha1.JobResource)).Namespace(ns).Get(ctx, jobID, metav1.GetOptions{})
 	if err != nil {

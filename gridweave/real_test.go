@@ -19,6 +19,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
@@ -27,7 +28,9 @@ import (
 	"gridweave.dev/wgkey"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(raytest.RunMain(raytest.RunFunc(func() int { return testcluster.RunMain(m) })))
+}
 
 var realSeq atomic.Int32
 

@@ -446,3 +446,52 @@ func countFiles(path string) (int, error) {
 	}
 	return n, nil
 }
+
+// PackageURI is the bundle's name as a package of the Ray cluster
+// (gcs://, the scheme runtime_env.working_dir takes for a package held by
+// the cluster itself): content-addressed like the bundle.
+func PackageURI(id string) string {
+	return "gcs://_ray_pkg_" + id[:min(len(id), 32)] + ".zip"
+}
+
+// WritePackage writes the bundle as the package Ray's job API takes
+// (PUT /api/packages/gcs/...): the same files at the top level, since Ray
+// unpacks a cluster-held package as it is (it strips the top-level
+// directory only from packages it downloads). Entries are copied without
+// recompression.
+func (s *Store) WritePackage(id string, w io.Writer) error {
+	f, err := s.Open(id)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	zr, err := zip.NewReader(f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("kubetorch: bundle %s: %w", id, err)
+	}
+	zw := zip.NewWriter(w)
+	for _, e := range zr.File {
+		name, ok := strings.CutPrefix(e.Name, Root+"/")
+		if !ok || name == "" {
+			continue // the top-level directory itself
+		}
+		header := e.FileHeader
+		header.Name = name
+		raw, err := e.OpenRaw()
+		if err != nil {
+			return err
+		}
+		out, err := zw.CreateRaw(&header)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, raw); err != nil {
+			return err
+		}
+	}
+	return zw.Close()
+}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,4 +223,41 @@ func FuzzPut(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPackageHoldsTheFilesAtTheTop: the package Ray holds for a bundle
+// has the same entries and bytes, without the top-level directory.
+func TestPackageHoldsTheFilesAtTheTop(t *testing.T) {
+	s := &kubetorch.Store{Dir: t.TempDir()}
+	b, err := s.Put(bytes.NewReader(tarGz(t, entry{name: "train.py", body: "print(1)\n"}, entry{name: "pkg/model.py", body: "x = 1\n"})), kubetorch.FormatTarGz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg bytes.Buffer
+	if err := s.WritePackage(b.ID, &pkg); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(pkg.Bytes()), int64(pkg.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range zr.File {
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r)
+		r.Close()
+		got[f.Name] = string(body)
+	}
+	if len(got) != 2 || got["train.py"] != "print(1)\n" || got["pkg/model.py"] != "x = 1\n" {
+		t.Errorf("the package holds %v", got)
+	}
+	if uri := kubetorch.PackageURI(b.ID); uri != "gcs://_ray_pkg_"+b.ID[:32]+".zip" {
+		t.Errorf("PackageURI = %s", uri)
+	}
+	if err := s.WritePackage(strings.Repeat("0", 64), &pkg); err == nil {
+		t.Error("an unknown bundle made a package")
+	}
 }
