@@ -21,13 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/manifest"
 	"gridweave.dev/rayctl"
 )
 
 func TestMain(m *testing.M) {
-	code := testcluster.RunMain(m)
+	code := raytest.RunMain(raytest.RunFunc(func() int { return testcluster.RunMain(m) }))
 	if launcherBinary.path != "" {
 		_ = os.RemoveAll(filepath.Dir(launcherBinary.path))
 	}

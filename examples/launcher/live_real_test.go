@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/launch"
+	"gridweave.dev/rayctl/dashboard"
 	"gridweave.dev/rayctl/rayctltest"
 )
 
@@ -459,7 +459,11 @@ func TestDevSendsOnlyWhatChanged(t *testing.T) {
 	tc := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := liveNamespace(t, tc, "live-dev")
-	d := rayctltest.NewDashboard(t, "")
+	head := raytest.Shared(t)
+	d, err := dashboard.New(head.DashboardURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	code := t.TempDir()
 	for name, content := range map[string]string{"train.py": "import trainer\n", "trainer/__init__.py": "", "trainer/loop.py": "def run(): pass\n"} {
 		path := filepath.Join(code, name)
@@ -470,7 +474,7 @@ func TestDevSendsOnlyWhatChanged(t *testing.T) {
 	}
 	dev := func() (int, string) {
 		code, out, errOut := cli(t, tc, "dev", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"), "-n", ns,
-			"--dir", code, "--dashboard-url", d.URL, "--timeout", "3m")
+			"--dir", code, "--dashboard-url", head.DashboardURL, "--timeout", "3m")
 		return code, out + errOut
 	}
 	exit, out := dev()
@@ -495,26 +499,31 @@ func TestDevSendsOnlyWhatChanged(t *testing.T) {
 	if exit != 0 || strings.Count(out, "sent ") != 1 || !strings.Contains(out, "sent module trainer") || !strings.Contains(out, "working dir unchanged") {
 		t.Errorf("dev after an edit: exit %d\n%s", exit, out)
 	}
-	held := d.Packages()
-	if len(held) != 3 {
-		t.Errorf("the dashboard holds %d packages, want 3 (working dir, trainer twice)", len(held))
-	}
-	_, listed, _ := cli(t, tc, "job", "list", "--dashboard-url", d.URL, "-o", "json")
+	// Ray holds every package a job names: the working dir once, the
+	// module twice (before and after the edit).
+	_, listed, _ := cli(t, tc, "job", "list", "--dashboard-url", head.DashboardURL, "-o", "json")
 	var jobs []map[string]any
 	if err := json.Unmarshal([]byte(listed), &jobs); err != nil || len(jobs) != 3 {
 		t.Fatalf("jobs: %v\n%s", err, listed)
 	}
+	packages := map[string]bool{}
 	for _, j := range jobs {
 		env, _ := j["runtime_env"].(map[string]any)
 		wd, _ := env["working_dir"].(string)
 		mods, _ := env["py_modules"].([]any)
-		if _, ok := held[wd]; !ok || len(mods) != 1 {
+		if wd == "" || len(mods) != 1 {
 			t.Errorf("job %v: working_dir %q, py_modules %v", j["submission_id"], wd, mods)
 			continue
 		}
-		if _, ok := held[mods[0].(string)]; !ok {
-			t.Errorf("job %v names a package the dashboard lacks: %v", j["submission_id"], mods[0])
+		for _, uri := range []string{wd, mods[0].(string)} {
+			packages[uri] = true
+			if held, err := d.PackageExists(ctx, uri); err != nil || !held {
+				t.Errorf("job %v names %s, which Ray does not hold (%v)", j["submission_id"], uri, err)
+			}
 		}
+	}
+	if len(packages) != 3 {
+		t.Errorf("the jobs name %d packages, want 3 (working dir, trainer twice): %v", len(packages), packages)
 	}
 	if exit, out, _ := cli(t, tc, "cluster", "down", "grpo-swe", "-n", ns); exit != 0 {
 		t.Errorf("cluster down: exit %d\n%s", exit, out)
@@ -565,13 +574,14 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestJobCommandsThroughTheServiceProxy reaches a dashboard the way the
-// launcher reaches a real one without --dashboard-url: through the API
+// TestJobCommandsThroughTheServiceProxy reaches a real Ray dashboard the
+// way the launcher reaches one without --dashboard-url: through the API
 // server's service proxy to the RayCluster's head service. The head pod
 // runs on a kwok node whose pod CIDR the test routes into a network
-// namespace of its own; there, on the head pod's IP and the dashboard
-// port, a fake dashboard answers. So the request crosses the real API
-// server, the head service KubeRay made and its endpoints.
+// namespace of its own; there, at the head pod's IP and the dashboard
+// port, a real Ray head runs. So `job list`, `logs` and `stop` cross the
+// real API server, the head service KubeRay made and its endpoints, and
+// reach Ray itself.
 func TestJobCommandsThroughTheServiceProxy(t *testing.T) {
 	tc := testcluster.Shared(t)
 	netnstest.RequireRoot(t)
@@ -605,41 +615,51 @@ func TestJobCommandsThroughTheServiceProxy(t *testing.T) {
 	netnstest.IP(t, "route", "add", "198.18.252.0/24", "via", "198.18.253.2")
 	t.Cleanup(func() { _ = exec.Command("ip", "route", "del", "198.18.252.0/24").Run() })
 	host.IP(t, "address", "add", podIP+"/32", "dev", "lo")
-	host.IP(t, "route", "add", "default", "via", "198.18.253.1")
-	d := rayctltest.NewDashboard(t, "")
-	var ln net.Listener
-	if err := host.Do(func() (err error) { ln, err = net.Listen("tcp", podIP+":8265"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: d.Config.Handler, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-
-	resp, err := d.Client().Post(d.URL+"/api/jobs/", "application/json", strings.NewReader(`{"entrypoint":"python train.py","submission_id":"raysubmit_proxy"}`))
+	host.IP(t, "route", "add", "default", "via", "198.18.253.1", "src", podIP)
+	head := raytest.StartNodeT(t, raytest.NodeOptions{NetNS: host.Name, IP: podIP, DashboardPort: 8265, NumCPUs: 1}, "")
+	d, err := dashboard.New(head.DashboardURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	d.SetJobStatus("raysubmit_proxy", "RUNNING", "epoch 3 through the proxy")
+	if _, err := d.SubmitJob(ctx, dashboard.SubmitRequest{SubmissionID: "raysubmit_proxy", EntrypointNumCPUs: 0.1,
+		Entrypoint: `python -c "import time; print('epoch 3 through the proxy', flush=True); time.sleep(600)"`}); err != nil {
+		t.Fatal(err)
+	}
 	var code int
 	var out, errOut string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		// The endpoints follow the pod's readiness a moment later.
-		if code, out, errOut = cli(t, tc, "job", "list", "--cluster", "dash", "-n", ns); code == 0 {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		// The endpoints follow the pod's readiness a moment later, and Ray
+		// starts the job's driver a moment after the submission.
+		if code, out, errOut = cli(t, tc, "job", "list", "--cluster", "dash", "-n", ns); code == 0 && strings.Contains(out, "RUNNING") {
 			break
 		}
 	}
 	if code != 0 || !strings.Contains(out, "raysubmit_proxy") || !strings.Contains(out, "RUNNING") {
 		t.Fatalf("job list through the service proxy: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if code, out, _ = cli(t, tc, "job", "logs", "raysubmit_proxy", "--cluster", "dash", "-n", ns); code != 0 || !strings.Contains(out, "epoch 3 through the proxy") {
-		t.Errorf("job logs through the service proxy: exit %d\n%s", code, out)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		code, out, _ = cli(t, tc, "job", "logs", "raysubmit_proxy", "--cluster", "dash", "-n", ns)
+		if code == 0 && strings.Contains(out, "epoch 3 through the proxy") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job logs through the service proxy: exit %d\n%s", code, out)
+		}
 	}
 	if code, out, _ = cli(t, tc, "job", "stop", "raysubmit_proxy", "--cluster", "dash", "-n", ns); code != 0 || !strings.Contains(out, "stopping") {
 		t.Errorf("job stop through the service proxy: exit %d\n%s", code, out)
 	}
-	if reqs := strings.Join(d.Requests(), "\n"); !strings.Contains(reqs, "POST /api/jobs/raysubmit_proxy/stop") {
-		t.Errorf("the dashboard did not see the stop: %s", reqs)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		j, err := d.GetJob(ctx, "raysubmit_proxy")
+		if err == nil && j.Status == "STOPPED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ray did not stop the job: %+v %v", j, err)
+		}
+	}
+	if code, out, _ = cli(t, tc, "job", "stop", "raysubmit_proxy", "--cluster", "dash", "-n", ns); code != 0 || !strings.Contains(out, "was not running") {
+		t.Errorf("stopping a stopped job: exit %d\n%s", code, out)
 	}
 }
 

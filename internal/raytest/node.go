@@ -40,6 +40,8 @@ type NodeOptions struct {
 	// HeadAddress is the GCS address (ip:port) of the head to join; empty
 	// starts a head, with its dashboard on IP.
 	HeadAddress string
+	// DashboardPort is a head's dashboard port; default a free one.
+	DashboardPort int
 	// NumCPUs and NumGPUs are the node's logical CPUs (default 1) and GPUs.
 	NumCPUs, NumGPUs int
 	// Resources are custom resources, e.g. {"node:gpu-1": 1}.
@@ -129,6 +131,9 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 		args = append(args, "--resources="+string(res))
 	}
 	if opts.HeadAddress == "" {
+		if opts.DashboardPort != 0 {
+			ports[7] = opts.DashboardPort
+		}
 		n.GCSAddress = net.JoinHostPort(opts.IP, strconv.Itoa(ports[6]))
 		n.DashboardURL = "http://" + net.JoinHostPort(opts.IP, strconv.Itoa(ports[7]))
 		headDashboard = n.DashboardURL
