@@ -54,5 +54,7 @@
 // gridweave), the node's join agent and the launcher CLI. launch is the
 // launcher's live half. internal/ holds
 // helpers the SDK's own tests use, such as internal/testcluster, which starts
-// a real kube-apiserver with the real KubeRay operator and kwok GPU nodes.
+// a real kube-apiserver with the real KubeRay operator and kwok GPU nodes,
+// and internal/raytest, which runs real Ray nodes (from a cached Python
+// environment) in network namespaces.
 package gridweave

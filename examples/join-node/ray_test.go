@@ -91,8 +91,6 @@ func startRayMesh(t testing.TB) *rayMesh {
 		r.vpnIPs[hostname] = ip
 	}
 
-	// The master forwards: between tunnels, and to the head's namespace.
-	enableForwarding(t)
 	headIP := lastAddr(m.vpnPrefix)
 	for _, ip := range r.vpnIPs {
 		if ip == headIP {
@@ -103,8 +101,14 @@ func startRayMesh(t testing.TB) *rayMesh {
 	seq := nextSeq()
 	hostEnd, nsEnd := fmt.Sprintf("198.18.242.%d", 4*(seq%60)+1), fmt.Sprintf("198.18.242.%d", 4*(seq%60)+2)
 	hostLink, _ := netnstest.LinkToHost(t, hostEnd+"/30", r.headNS, nsEnd+"/30")
+	// The server forwards what comes in on its WireGuard device (between
+	// tunnels, and to the head); the test adds the head's link.
+	enableForwarding(t, hostLink)
 	r.headNS.IP(t, "addr", "add", headIP.String()+"/32", "dev", "lo")
-	r.headNS.IP(t, "route", "add", "default", "via", hostEnd, "src", headIP.String())
+	// Only the VPN range goes back through the master (from the head's
+	// VPN address): nothing else has a route out of the namespace, so no
+	// Ray process reaches past the test's own addresses.
+	r.headNS.IP(t, "route", "add", m.vpnPrefix.String(), "via", hostEnd, "src", headIP.String())
 	netnstest.IP(t, "route", "add", headIP.String()+"/32", "via", nsEnd, "dev", hostLink)
 
 	// Before Ray: the head's namespace and each machine reach each other
@@ -261,18 +265,21 @@ func BenchmarkRayObjectTransferOverMesh(b *testing.B) {
 	b.ReportMetric(256*float64(b.N)/total, "MiB/s")
 }
 
-// enableForwarding turns IPv4 forwarding on for the test (the master
-// forwards between its tunnels) and restores the setting after.
-func enableForwarding(t testing.TB) {
-	const path = "/proc/sys/net/ipv4/ip_forward"
-	was, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+// enableForwarding turns IPv4 forwarding on for packets that arrive on
+// the given devices (IPv4 decides by the incoming device) and restores
+// each setting after the test.
+func enableForwarding(t testing.TB, devices ...string) {
+	for _, dev := range devices {
+		path := "/proc/sys/net/ipv4/conf/" + dev + "/forwarding"
+		was, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(path, was, 0o644) })
 	}
-	if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.WriteFile(path, was, 0o644) })
 }
 
 // lastAddr is the last host address of an IPv4 prefix.

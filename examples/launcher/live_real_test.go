@@ -615,7 +615,6 @@ func TestJobCommandsThroughTheServiceProxy(t *testing.T) {
 	netnstest.IP(t, "route", "add", "198.18.252.0/24", "via", "198.18.253.2")
 	t.Cleanup(func() { _ = exec.Command("ip", "route", "del", "198.18.252.0/24").Run() })
 	host.IP(t, "address", "add", podIP+"/32", "dev", "lo")
-	host.IP(t, "route", "add", "default", "via", "198.18.253.1", "src", podIP)
 	head := raytest.StartNodeT(t, raytest.NodeOptions{NetNS: host.Name, IP: podIP, DashboardPort: 8265, NumCPUs: 1}, "")
 	d, err := dashboard.New(head.DashboardURL, nil)
 	if err != nil {
