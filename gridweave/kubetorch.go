@@ -69,11 +69,25 @@ func (s *Server) sendBundle(ctx context.Context, d *dashboard.Client, id string)
 	if err := s.bundles().WritePackage(id, &pkg); err != nil {
 		return "", err
 	}
-	if err := d.UploadPackage(ctx, uri, pkg.Bytes()); err != nil {
+	if pkg.Len() >= rayMaxPackage {
+		return "", badField("bundle", "bundle %s is %d bytes as a Ray package; Ray holds packages under %d bytes: sync a smaller bundle (keep data out of it)", id, pkg.Len(), rayMaxPackage)
+	}
+	// The upload gets time by its size (at least 10 MB/s) beyond the
+	// bound of an ordinary dashboard call, and finishes even if the caller
+	// goes (the package is content-addressed: a retry finds it).
+	upload, err := dashboard.New(s.cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: s.rayTimeout() + time.Duration(pkg.Len()/(10<<20))*time.Second}})
+	if err != nil {
+		return "", err
+	}
+	if err := upload.UploadPackage(context.WithoutCancel(ctx), uri, pkg.Bytes()); err != nil {
 		return "", s.dashboardError(err)
 	}
 	return uri, nil
 }
+
+// rayMaxPackage is the largest package Ray 2.54's GCS holds (its
+// GCS_STORAGE_MAX_SIZE, 512 MiB); a larger one is refused with a 500.
+const rayMaxPackage = 512 << 20
 
 // uploadFormat is the bundle's format from a content type or file name.
 func uploadFormat(contentType, filename string) string {
@@ -261,13 +275,13 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 	}
 	id := "kubetorch-" + randomSuffix()
 	entry := fmt.Sprintf("python -c %s %d %d %s", shellWord(trainScript), nodes, perNode, shellWord(req.Command))
-	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
-	defer cancel()
-	pkg, err := s.sendBundle(ctx, d, req.Bundle)
+	pkg, err := s.sendBundle(r.Context(), d, req.Bundle)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
+	defer cancel()
 	runtimeEnv := map[string]any{"working_dir": pkg, "env_vars": req.Env}
 	if _, err := d.SubmitJob(ctx, dashboard.SubmitRequest{Entrypoint: entry, SubmissionID: id, RuntimeEnv: runtimeEnv,
 		Metadata: map[string]string{"owner": req.Owner, "gridweave": "kubetorch"}}); err != nil {

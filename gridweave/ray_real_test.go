@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -135,8 +134,8 @@ dist.destroy_process_group()
 
 // TestKubeTorchOnRealRay: a bundle synced, then trained with real Ray
 // Train on two Ray nodes that declare a GPU each and have no CUDA (so
-// gloo, not NCCL); Ray fetches the bundle from the master's internal
-// listener as working_dir; the user's script calls
+// gloo, not NCCL); the bundle reaches Ray as a package the cluster holds
+// (working_dir gcs://...); the user's script calls
 // torch.distributed.init_process_group itself; the job's status and logs
 // come through /v1/kubetorch/jobs/{id}.
 func TestKubeTorchOnRealRay(t *testing.T) {
@@ -147,19 +146,7 @@ func TestKubeTorchOnRealRay(t *testing.T) {
 	for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
 		raytest.StartNodeT(t, raytest.NodeOptions{NetNS: ns.Name, IP: ip, HeadAddress: head.GCSAddress, NumCPUs: 1, NumGPUs: 1}, head.DashboardURL)
 	}
-
-	// The internal listener where the Ray namespace reaches the master.
-	l, err := net.Listen("tcp", ns.HostIP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, internal, _ := proxyServer(t, tc, head.DashboardURL, func(c *gridweave.Config) {
-		c.KubeTorchDir = t.TempDir()
-		c.KubeTorchBaseURL = "http://" + l.Addr().String()
-	})
-	srv := &http.Server{Handler: internal.server.InternalHandler()}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
+	pub, _, _ := proxyServer(t, tc, head.DashboardURL, func(c *gridweave.Config) { c.KubeTorchDir = t.TempDir() })
 
 	code := codeTarGz(t, map[string]string{"train.py": distributedScript})
 	synced := send(t, pub, "/v1/kubetorch/sync", testAdminToken, "application/gzip", code)

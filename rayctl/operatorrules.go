@@ -1,6 +1,7 @@
 package rayctl
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -444,7 +445,11 @@ func deletionRules(job *rayv1.RayJob) error {
 		ttls[key][rule.Policy] = c.TTLSeconds
 	}
 	// Workers go first, then the cluster, then the RayJob itself: a later
-	// step may not have a shorter TTL than an earlier one.
+	// step may not have a shorter TTL than an earlier one. The operator
+	// reports the JobStatus conditions before the JobDeploymentStatus ones.
+	slices.SortStableFunc(conditions, func(a, b condition) int {
+		return cmp.Compare(b.kind, a.kind) // "JobStatus" sorts after "JobDeploymentStatus": reversed, it comes first
+	})
 	for _, key := range conditions {
 		var prev rayv1.DeletionPolicyType
 		seen := false

@@ -117,6 +117,18 @@ var clusterMutations = []clusterMutation{
 		s.AuthOptions.SecretName = ptr.To("s")
 	}},
 	{"ray 2.55", func(s *rayv1.RayClusterSpec, _ map[string]string) { s.RayVersion = "2.55.1" }},
+	{"autoscaling with v2", func(s *rayv1.RayClusterSpec, _ map[string]string) {
+		s.EnableInTreeAutoscaling = ptr.To(true)
+		s.AutoscalerOptions = &rayv1.AutoscalerOptions{Version: ptr.To(rayv1.AutoscalerVersionV2)}
+	}},
+	{"k8s token auth on 2.55", func(s *rayv1.RayClusterSpec, _ map[string]string) {
+		s.RayVersion = "2.55.0"
+		s.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, EnableK8sTokenAuth: ptr.To(true)}
+	}},
+	{"k8s token auth on 2.55 with a secret", func(s *rayv1.RayClusterSpec, _ map[string]string) {
+		s.RayVersion = "2.55.0"
+		s.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken, EnableK8sTokenAuth: ptr.To(true), SecretName: ptr.To("s")}
+	}},
 	{"named head service", func(s *rayv1.RayClusterSpec, _ map[string]string) {
 		s.HeadGroupSpec.HeadService = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
 	}},
@@ -231,6 +243,9 @@ func jobVariants(spec rayv1.RayClusterSpec, annotations map[string]string) []*ra
 		j.Spec.ClusterSelector, j.Spec.BackoffLimit = map[string]string{"ray.io/cluster": "c"}, ptr.To[int32](2)
 	})
 	add("no-cluster", func(j *rayv1.RayJob) { j.Spec.RayClusterSpec = nil })
+	add("selector-suspended", func(j *rayv1.RayJob) {
+		j.Spec.RayClusterSpec, j.Spec.Suspend, j.Spec.ClusterSelector = nil, true, map[string]string{"ray.io/cluster": "c"}
+	})
 	add("interactive-backoff", func(j *rayv1.RayJob) {
 		j.Spec.SubmissionMode, j.Spec.BackoffLimit = rayv1.InteractiveMode, ptr.To[int32](1)
 	})
@@ -256,6 +271,13 @@ func jobVariants(spec rayv1.RayClusterSpec, annotations map[string]string) []*ra
 	})
 	add("legacy-unset", func(j *rayv1.RayJob) {
 		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: &rayv1.DeletionPolicy{}, OnFailure: policy(rayv1.DeleteCluster)}
+	})
+	add("legacy-failure-unset", func(j *rayv1.RayJob) {
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster), OnFailure: &rayv1.DeletionPolicy{}}
+	})
+	add("legacy-selector-cluster-on-success", func(j *rayv1.RayJob) {
+		j.Spec.ClusterSelector = map[string]string{"ray.io/cluster": "c"}
+		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteCluster), OnFailure: policy(rayv1.DeleteSelf)}
 	})
 	add("legacy-workers", func(j *rayv1.RayJob) {
 		j.Spec.DeletionStrategy = &rayv1.DeletionStrategy{OnSuccess: policy(rayv1.DeleteWorkers), OnFailure: policy(rayv1.DeleteCluster)}

@@ -101,9 +101,9 @@ func startRayMesh(t testing.TB) *rayMesh {
 	seq := nextSeq()
 	hostEnd, nsEnd := fmt.Sprintf("198.18.242.%d", 4*(seq%60)+1), fmt.Sprintf("198.18.242.%d", 4*(seq%60)+2)
 	hostLink, _ := netnstest.LinkToHost(t, hostEnd+"/30", r.headNS, nsEnd+"/30")
-	// The server forwards what comes in on its WireGuard device (between
-	// tunnels, and to the head); the test adds the head's link.
-	enableForwarding(t, hostLink)
+	// The master forwards what comes in on its WireGuard device (between
+	// tunnels, and to the head) and on the head's link, nothing else.
+	enableForwarding(t, m.device, hostLink)
 	r.headNS.IP(t, "addr", "add", headIP.String()+"/32", "dev", "lo")
 	// Only the VPN range goes back through the master (from the head's
 	// VPN address): nothing else has a route out of the namespace, so no

@@ -340,8 +340,8 @@ func convert(up *os.File, size int64, format string, lim Limits, zw *zip.Writer)
 }
 
 // link accepts a link whose target stays inside the root, and stores it
-// as a symlink entry (Ray's unzip recreates it); a link pointing out is
-// refused.
+// as a symlink entry (WritePackage turns it into a copy of its target for
+// Ray, whose unzip does not make links); a link pointing out is refused.
 func link(name, target string, hard bool, c *counter, zw *zip.Writer) error {
 	clean, err := entryName(name)
 	if err != nil {
@@ -457,8 +457,10 @@ func PackageURI(id string) string {
 // WritePackage writes the bundle as the package Ray's job API takes
 // (PUT /api/packages/gcs/...): the same files at the top level, since Ray
 // unpacks a cluster-held package as it is (it strips the top-level
-// directory only from packages it downloads). Entries are copied without
-// recompression.
+// directory only from packages it downloads). Ray's unzip writes a link
+// entry as a plain file holding the target's path, so each link becomes
+// a copy of what it points to (a file, or a directory's files); a link
+// to nothing is left out. Entries are copied without recompression.
 func (s *Store) WritePackage(id string, w io.Writer) error {
 	f, err := s.Open(id)
 	if err != nil {
@@ -473,25 +475,95 @@ func (s *Store) WritePackage(id string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("kubetorch: bundle %s: %w", id, err)
 	}
-	zw := zip.NewWriter(w)
+	entries := map[string]*zip.File{} // name inside the root, without a trailing slash
+	var names []string
 	for _, e := range zr.File {
 		name, ok := strings.CutPrefix(e.Name, Root+"/")
-		if !ok || name == "" {
+		if !ok || strings.TrimSuffix(name, "/") == "" {
 			continue // the top-level directory itself
 		}
-		header := e.FileHeader
-		header.Name = name
-		raw, err := e.OpenRaw()
-		if err != nil {
-			return err
+		entries[strings.TrimSuffix(name, "/")] = e
+		names = append(names, name)
+	}
+	zw := zip.NewWriter(w)
+	for _, name := range names {
+		e := entries[strings.TrimSuffix(name, "/")]
+		if e.Mode()&os.ModeSymlink == 0 {
+			if err := copyRaw(zw, e, name); err != nil {
+				return err
+			}
+			continue
 		}
-		out, err := zw.CreateRaw(&header)
-		if err != nil {
-			return err
+		target, ok := resolveLink(entries, name)
+		if !ok {
+			continue
 		}
-		if _, err := io.Copy(out, raw); err != nil {
-			return err
+		t := entries[target]
+		if !t.Mode().IsDir() {
+			if err := copyRaw(zw, t, name); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, under := range names { // a link to a directory: what it holds
+			inside, ok := strings.CutPrefix(under, target+"/")
+			if !ok || inside == "" {
+				continue
+			}
+			held := strings.TrimSuffix(under, "/")
+			if entries[held].Mode()&os.ModeSymlink != 0 {
+				// A link inside: a copy of its file (a link from there to
+				// a directory is left out rather than walked again).
+				if held, ok = resolveLink(entries, held); !ok || entries[held].Mode().IsDir() {
+					continue
+				}
+			}
+			if err := copyRaw(zw, entries[held], name+"/"+inside); err != nil {
+				return err
+			}
 		}
 	}
 	return zw.Close()
+}
+
+// resolveLink follows a link entry (and links it lands on, a few hops at
+// most) to the entry it names.
+func resolveLink(entries map[string]*zip.File, name string) (string, bool) {
+	at := name
+	for range 8 {
+		e, ok := entries[at]
+		if !ok {
+			return "", false
+		}
+		if e.Mode()&os.ModeSymlink == 0 {
+			return at, true
+		}
+		r, err := e.Open()
+		if err != nil {
+			return "", false
+		}
+		target, err := io.ReadAll(io.LimitReader(r, 4096))
+		r.Close()
+		if err != nil {
+			return "", false
+		}
+		at = path.Clean(path.Join(path.Dir(at), string(target)))
+	}
+	return "", false
+}
+
+// copyRaw writes entry e under name, its compressed bytes as they are.
+func copyRaw(zw *zip.Writer, e *zip.File, name string) error {
+	header := e.FileHeader
+	header.Name = name
+	raw, err := e.OpenRaw()
+	if err != nil {
+		return err
+	}
+	out, err := zw.CreateRaw(&header)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, raw)
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,7 +230,9 @@ func FuzzPut(f *testing.F) {
 // has the same entries and bytes, without the top-level directory.
 func TestPackageHoldsTheFilesAtTheTop(t *testing.T) {
 	s := &kubetorch.Store{Dir: t.TempDir()}
-	b, err := s.Put(bytes.NewReader(tarGz(t, entry{name: "train.py", body: "print(1)\n"}, entry{name: "pkg/model.py", body: "x = 1\n"})), kubetorch.FormatTarGz)
+	b, err := s.Put(bytes.NewReader(tarGz(t, entry{name: "train.py", body: "print(1)\n"}, entry{name: "pkg/", kind: tar.TypeDir}, entry{name: "pkg/model.py", body: "x = 1\n"},
+		entry{name: "pkg/latest.py", kind: tar.TypeSymlink, link: "model.py"}, entry{name: "lib", kind: tar.TypeSymlink, link: "pkg"},
+		entry{name: "gone.py", kind: tar.TypeSymlink, link: "pkg/missing.py"})), kubetorch.FormatTarGz)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +254,10 @@ func TestPackageHoldsTheFilesAtTheTop(t *testing.T) {
 		r.Close()
 		got[f.Name] = string(body)
 	}
-	if len(got) != 2 || got["train.py"] != "print(1)\n" || got["pkg/model.py"] != "x = 1\n" {
+	// Links became copies of their targets (Ray's unzip makes no links);
+	// a link to nothing is left out.
+	want := map[string]string{"train.py": "print(1)\n", "pkg/": "", "pkg/model.py": "x = 1\n", "pkg/latest.py": "x = 1\n", "lib/model.py": "x = 1\n", "lib/latest.py": "x = 1\n"}
+	if !maps.Equal(got, want) {
 		t.Errorf("the package holds %v", got)
 	}
 	if uri := kubetorch.PackageURI(b.ID); uri != "gcs://_ray_pkg_"+b.ID[:32]+".zip" {

@@ -1,11 +1,14 @@
 package raytest
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +30,15 @@ const hostLinkRange = "198.19.160.0"
 
 // NewNamespace creates a namespace with loopback up and a /30 link to the
 // host, on a subnet no interface of the host uses yet.
-func NewNamespace() (*Namespace, error) {
+func NewNamespace() (_ *Namespace, err error) {
+	// One process at a time picks a link subnet and makes it, so two test
+	// packages never take the same one.
+	unlock, err := lockFile(context.Background(), filepath.Join(os.TempDir(), "gridweave-raytest-links.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	sweepStaleNamespaces()
 	id := randomID()[:8]
 	ns := &Namespace{Name: "rt-" + id}
 	base := net.ParseIP(hostLinkRange).To4()
@@ -52,8 +63,14 @@ func NewNamespace() (*Namespace, error) {
 		}
 	}
 	hostLink, nsLink := "rth-"+id, "rtn-"+id
+	if out, err := exec.Command("ip", "netns", "add", ns.Name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("raytest: ip netns add %s: %v: %s (Ray namespaces need root and iproute2)", ns.Name, err, out)
+	}
+	if err := os.WriteFile(ownerFile(ns.Name), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		ns.Close()
+		return nil, err
+	}
 	steps := [][]string{
-		{"netns", "add", ns.Name},
 		{"-n", ns.Name, "link", "set", "lo", "up"},
 		{"link", "add", hostLink, "type", "veth", "peer", "name", nsLink, "netns", ns.Name},
 		{"addr", "add", ns.HostIP + "/30", "dev", hostLink},
@@ -97,4 +114,29 @@ func (ns *Namespace) Close() {
 		}
 	}
 	_ = exec.Command("ip", "netns", "del", ns.Name).Run()
+	_ = os.Remove(ownerFile(ns.Name))
+}
+
+// ownerFile records which process made a namespace, so a later run can
+// remove the namespaces of a test process that died without Close.
+func ownerFile(name string) string {
+	return filepath.Join(os.TempDir(), "gridweave-raytest-"+name+".owner")
+}
+
+// sweepStaleNamespaces removes the namespaces (and what runs in them)
+// whose owner process is gone.
+func sweepStaleNamespaces() {
+	owners, _ := filepath.Glob(filepath.Join(os.TempDir(), "gridweave-raytest-rt-*.owner"))
+	for _, path := range owners {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			continue // its owner still runs
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "gridweave-raytest-"), ".owner")
+		(&Namespace{Name: name}).Close()
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"gridweave.dev/internal/childproc"
 	"gridweave.dev/internal/testcluster"
 )
 
@@ -26,14 +27,15 @@ import (
 type NodeOptions struct {
 	// Venv holds Ray; required.
 	Venv *Venv
-	// NetNS is the network namespace to run in (by `ip netns exec`); empty
-	// means the caller's.
+	// NetNS is the network namespace to run in (by `ip netns exec`);
+	// required: Ray's GCS and raylet listen on every address of their
+	// namespace and run whatever they are sent, so a node never runs in the
+	// host's.
 	NetNS string
 	// Hostname, if set, is the node's host name (a UTS namespace of its
 	// own), as a machine of its own would have.
 	Hostname string
-	// IP is the address the node advertises (Ray's GCS and raylet listen
-	// on every address of the namespace); required. Ray replaces
+	// IP is the address the node advertises; required. Ray replaces
 	// 127.0.0.1 with the host's own address, so a node on loopback takes
 	// another 127/8 address.
 	IP string
@@ -81,6 +83,9 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 	if opts.Venv == nil {
 		return nil, errors.New("raytest: NodeOptions.Venv is required")
 	}
+	if opts.NetNS == "" {
+		return nil, errors.New("raytest: NodeOptions.NetNS is required (Ray listens on every address of its network namespace)")
+	}
 	if opts.IP == "" || opts.IP == "127.0.0.1" {
 		return nil, errors.New("raytest: NodeOptions.IP is required and not 127.0.0.1 (Ray would advertise the host's address instead)")
 	}
@@ -102,11 +107,16 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(temp)
+		}
+	}()
 	ports, err := freePorts(9)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{ID: id, IP: opts.IP, TempDir: temp, log: &lockedWriter{}, exited: make(chan struct{})}
+	node := &Node{ID: id, IP: opts.IP, TempDir: temp, log: &lockedWriter{}, exited: make(chan struct{})}
 	args := []string{"start", "--block", "--disable-usage-stats",
 		"--node-ip-address=" + opts.IP,
 		"--num-cpus=" + strconv.Itoa(opts.NumCPUs),
@@ -134,9 +144,9 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 		if opts.DashboardPort != 0 {
 			ports[7] = opts.DashboardPort
 		}
-		n.GCSAddress = net.JoinHostPort(opts.IP, strconv.Itoa(ports[6]))
-		n.DashboardURL = "http://" + net.JoinHostPort(opts.IP, strconv.Itoa(ports[7]))
-		headDashboard = n.DashboardURL
+		node.GCSAddress = net.JoinHostPort(opts.IP, strconv.Itoa(ports[6]))
+		node.DashboardURL = "http://" + net.JoinHostPort(opts.IP, strconv.Itoa(ports[7]))
+		headDashboard = node.DashboardURL
 		args = append(args, "--head",
 			"--port="+strconv.Itoa(ports[6]),
 			"--dashboard-host="+opts.IP,
@@ -144,7 +154,7 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 			"--ray-client-server-port="+strconv.Itoa(ports[8]),
 		)
 	} else {
-		n.GCSAddress = opts.HeadAddress
+		node.GCSAddress = opts.HeadAddress
 		args = append(args, "--address="+opts.HeadAddress)
 	}
 
@@ -155,33 +165,33 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 	if opts.NetNS != "" {
 		name, argv = "ip", append([]string{"netns", "exec", opts.NetNS, name}, argv...)
 	}
-	n.cmd = exec.Command(name, argv...)
-	n.cmd.Dir = temp
-	n.cmd.Env = append(os.Environ(),
+	node.cmd = exec.Command(name, argv...)
+	node.cmd.Dir = temp
+	node.cmd.Env = append(os.Environ(),
 		"RAY_USAGE_STATS_ENABLED=0",
 		testcluster.OwnerEnv+"=ray-"+id,
 		"PATH="+filepath.Dir(opts.Venv.Python)+":"+os.Getenv("PATH"),
 	)
-	n.cmd.Env = append(n.cmd.Env, opts.Env...)
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := n.cmd.Start(); err != nil {
+	node.cmd.Env = append(node.cmd.Env, opts.Env...)
+	node.cmd.Stdout, node.cmd.Stderr = node.log, node.log
+	// Its own process group, so Stop reaches every process Ray starts; and
+	// killed with the test process (Ray's reaper then ends the group), so
+	// a test that panics or times out leaves no Ray behind.
+	node.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	node.cmd.WaitDelay = 5 * time.Second // a leftover holding the output pipe does not stall Wait
+	exited, err := childproc.Start(node.cmd)
+	if err != nil {
 		return nil, fmt.Errorf("raytest: start %s: %w", name, err)
 	}
-	go func() { _ = n.cmd.Wait(); close(n.exited) }()
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("%w\n%s", err, n.Logs(8<<10))
-			n.Stop()
+	go func() { <-exited; close(node.exited) }()
+	if headDashboard != "" {
+		if err := node.waitAlive(ctx, headDashboard); err != nil {
+			err = fmt.Errorf("%w\n%s", err, node.Logs(8<<10))
+			node.Stop()
+			return nil, err
 		}
-	}()
-	if headDashboard == "" {
-		return n, nil
 	}
-	if err := n.waitAlive(ctx, headDashboard); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return node, nil
 }
 
 // waitAlive polls the head's dashboard until it lists this node alive.

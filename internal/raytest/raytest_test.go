@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"gridweave.dev/internal/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(RunMain(m)) }
@@ -33,6 +35,9 @@ func TestHeadAndWorkerOnLoopback(t *testing.T) {
 		t.Fatalf("the worker node is not listed alive with its resource: %+v", nodes)
 	}
 	worker.Stop()
+	if left, err := testcluster.Leftovers("ray-" + worker.ID); err != nil || len(left) > 0 {
+		t.Errorf("processes of the stopped worker still run: %v %v", left, err)
+	}
 	for {
 		nodes, err := ListNodes(ctx, http.DefaultClient, head.DashboardURL)
 		if err != nil {

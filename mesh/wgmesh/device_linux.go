@@ -29,7 +29,6 @@ func OpenDevice(ctx context.Context, name string, address netip.Prefix, log *slo
 		log = slog.New(slog.DiscardHandler)
 	}
 	if _, err := net.InterfaceByName(name); err == nil {
-		forward(ctx, name, log)
 		return &Device{Name: name, Kind: DeviceAdopted, close: func() error { return nil }}, nil
 	}
 	d, err := kernelDevice(name)
@@ -43,22 +42,7 @@ func OpenDevice(ctx context.Context, name string, address netip.Prefix, log *slo
 		_ = d.Close()
 		return nil, err
 	}
-	forward(ctx, name, log)
 	return d, nil
-}
-
-// forward turns on IPv4 forwarding for packets that arrive on the device
-// (Linux decides by the incoming device), so traffic between two nodes —
-// Ray's object transfers, one node's pods to another's — passes through
-// the hub. Where /proc/sys is read-only (a container that is not
-// privileged) it says how to do it instead of failing.
-func forward(ctx context.Context, name string, log *slog.Logger) {
-	path := "/proc/sys/net/ipv4/conf/" + name + "/forwarding"
-	if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
-		log.WarnContext(ctx, "cannot forward between nodes through the hub; run sysctl -w net.ipv4.conf."+name+".forwarding=1 on the master", "device", name, "error", err.Error())
-		return
-	}
-	log.InfoContext(ctx, "forwarding between nodes through the hub", "device", name)
 }
 
 // kernelDevice adds a kernel WireGuard link.

@@ -146,8 +146,9 @@ func caseJobLifecycle(t *testing.T, b backend, c *dashboard.Client, prefix strin
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if ok, err := c.DeleteJob(ctx, id); err == nil || ok {
-		t.Errorf("deleting a running job: %v, %v", ok, err)
+	var apiErr *dashboard.APIError
+	if ok, err := c.DeleteJob(ctx, id); !errors.As(err, &apiErr) || apiErr.StatusCode != 500 || ok {
+		t.Errorf("deleting a running job: %v, %v; want Ray's 500", ok, err)
 	}
 	if stopped, err := c.StopJob(ctx, id); err != nil || !stopped {
 		t.Fatalf("StopJob = %v, %v", stopped, err)
@@ -189,7 +190,7 @@ func caseJobErrors(t *testing.T, b backend, c *dashboard.Client, prefix string) 
 		t.Errorf("reused submission id: %v", err)
 	}
 	// Ray runs an empty entrypoint; the client refuses it before sending.
-	if _, err := c.SubmitJob(ctx, dashboard.SubmitRequest{SubmissionID: prefix + "-empty"}); err == nil || !strings.Contains(err.Error(), "entrypoint is required") {
+	if _, err := c.SubmitJob(ctx, dashboard.SubmitRequest{SubmissionID: prefix + "-empty"}); !errors.Is(err, dashboard.ErrInvalidRequest) || !strings.Contains(err.Error(), "entrypoint is required") {
 		t.Errorf("no entrypoint: %v", err)
 	}
 	if _, err := c.GetJob(ctx, prefix+"-empty"); !errors.Is(err, dashboard.ErrNotFound) {
@@ -255,7 +256,8 @@ app = Model.bind()
 `
 
 // caseServe: two applications PUT declaratively, their statuses read,
-// one removed by name while the other keeps its config, a strict PUT.
+// one removed by name while the other keeps its config, a PUT Ray
+// refuses changing nothing.
 func caseServe(t *testing.T, b backend, c *dashboard.Client, prefix string) {
 	ctx := context.Background()
 	uri, data := packageZip(t, map[string]string{"model.py": serveModule})

@@ -18,6 +18,8 @@ var (
 	ErrNotFound           = errors.New("not found")
 	ErrSubmissionIDExists = errors.New("submission_id already used")
 	ErrImperativeApps     = errors.New("serve runs applications deployed imperatively; a declarative update would remove them")
+	// ErrInvalidRequest is a request the client refuses before sending it.
+	ErrInvalidRequest = errors.New("invalid request")
 )
 
 // APIError is a non-2xx answer of the dashboard.

@@ -2,7 +2,7 @@ package dashboard
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,7 +57,7 @@ func (j JobDetails) Terminal() bool {
 func (c *Client) SubmitJob(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
 	var out SubmitResponse
 	if strings.TrimSpace(req.Entrypoint) == "" {
-		return out, errors.New("dashboard: submit job: entrypoint is required")
+		return out, fmt.Errorf("dashboard: submit job: %w: entrypoint is required", ErrInvalidRequest)
 	}
 	err := c.do(ctx, http.MethodPost, "/api/jobs/", nil, req, &out)
 	return out, err
@@ -98,7 +98,7 @@ func (c *Client) StopJob(ctx context.Context, id string) (bool, error) {
 
 // DeleteJob deletes a finished job's record and logs (Ray answers
 // {"deleted": true}). Ray refuses a job that has not finished (an
-// *APIError with status 400).
+// *APIError with status 500: Ray 2.54 raises it as an internal error).
 func (c *Client) DeleteJob(ctx context.Context, id string) (bool, error) {
 	var out struct {
 		Deleted bool `json:"deleted"`
