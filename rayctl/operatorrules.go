@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 the messages are the KubeRay operator's, word for word (capitals and all)
+
 package rayctl
 
 import (
