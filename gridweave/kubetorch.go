@@ -65,24 +65,64 @@ func (s *Server) sendBundle(ctx context.Context, d *dashboard.Client, id string)
 	if held {
 		return uri, nil
 	}
-	var pkg bytes.Buffer
-	if err := s.bundles().WritePackage(id, &pkg); err != nil {
-		return "", err
+	f, err := s.bundles().Open(id)
+	if err != nil {
+		return "", badField("bundle", "no bundle %s: sync it first", id)
 	}
-	if pkg.Len() >= rayMaxPackage {
-		return "", badField("bundle", "bundle %s is %d bytes as a Ray package; Ray holds packages under %d bytes: sync a smaller bundle (keep data out of it)", id, pkg.Len(), rayMaxPackage)
-	}
-	// The upload gets time by its size (at least 10 MB/s) beyond the
-	// bound of an ordinary dashboard call, and finishes even if the caller
-	// goes (the package is content-addressed: a retry finds it).
-	upload, err := dashboard.New(s.cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: s.rayTimeout() + time.Duration(pkg.Len()/(10<<20))*time.Second}})
+	fi, err := f.Stat()
+	f.Close()
 	if err != nil {
 		return "", err
 	}
-	if err := upload.UploadPackage(context.WithoutCancel(ctx), uri, pkg.Bytes()); err != nil {
-		return "", s.dashboardError(err)
+	// The package streams from the bundle to Ray, never whole in memory;
+	// past Ray's limit the upload stops and the answer names the bundle.
+	pr, pw := io.Pipe()
+	limited := &capWriter{w: pw, max: rayMaxPackage}
+	written := make(chan error, 1)
+	go func() {
+		err := s.bundles().WritePackage(id, limited)
+		pw.CloseWithError(err)
+		written <- err
+	}()
+	// The upload gets time by its size (at least 10 MB/s) beyond the
+	// bound of an ordinary dashboard call, and finishes even if the caller
+	// goes (the package is content-addressed: a retry finds it).
+	upload, err := dashboard.New(s.cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: s.rayTimeout() + time.Duration(fi.Size()/(10<<20))*time.Second}})
+	if err != nil {
+		pr.Close()
+		<-written
+		return "", err
+	}
+	uploadErr := upload.UploadPackageFrom(context.WithoutCancel(ctx), uri, pr)
+	pr.CloseWithError(io.ErrClosedPipe) // the writer stops if the upload ended first
+	writeErr := <-written
+	switch {
+	case errors.Is(writeErr, errPackageTooLarge):
+		return "", badField("bundle", "bundle %s is larger than %d bytes as a Ray package, the most Ray holds: sync a smaller bundle (keep data out of it)", id, rayMaxPackage)
+	case writeErr != nil && !errors.Is(writeErr, io.ErrClosedPipe):
+		return "", writeErr
+	case uploadErr != nil:
+		return "", s.dashboardError(uploadErr)
 	}
 	return uri, nil
+}
+
+var errPackageTooLarge = errors.New("package too large for Ray")
+
+// capWriter passes at most max bytes to w, then fails with
+// errPackageTooLarge.
+type capWriter struct {
+	w       io.Writer
+	max, at int64
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if c.at+int64(len(p)) >= c.max {
+		return 0, errPackageTooLarge
+	}
+	n, err := c.w.Write(p)
+	c.at += int64(n)
+	return n, err
 }
 
 // rayMaxPackage is the largest package Ray 2.54's GCS holds (its

@@ -43,11 +43,17 @@ func (c *Client) PackageExists(ctx context.Context, uri string) (bool, error) {
 
 // UploadPackage sends a package (a zip) under its URI.
 func (c *Client) UploadPackage(ctx context.Context, uri string, zip []byte) error {
+	return c.UploadPackageFrom(ctx, uri, bytes.NewReader(zip))
+}
+
+// UploadPackageFrom sends a package read from body, streamed (the zip
+// need not be in memory); an error reading body ends the upload with it.
+func (c *Client) UploadPackageFrom(ctx context.Context, uri string, body io.Reader) error {
 	path, err := packagePath(uri)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base.JoinPath(path).String(), bytes.NewReader(zip))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base.JoinPath(path).String(), body)
 	if err != nil {
 		return err
 	}
@@ -59,9 +65,9 @@ func (c *Client) UploadPackage(ctx context.Context, uri string, zip []byte) erro
 		return fmt.Errorf("ray dashboard PUT %s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &APIError{Method: http.MethodPut, Path: path, StatusCode: resp.StatusCode, Body: string(body)}
+		return &APIError{Method: http.MethodPut, Path: path, StatusCode: resp.StatusCode, Body: string(answer)}
 	}
 	return nil
 }
