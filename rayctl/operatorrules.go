@@ -51,34 +51,32 @@ const (
 )
 
 func operatorClusterMetadata(meta metav1.ObjectMeta) error {
-	if len(meta.Name) > maxRayClusterNameLength {
-		return fmt.Errorf("RayCluster name should be no more than %d characters", maxRayClusterNameLength)
-	}
-	if errs := validation.IsDNS1035Label(meta.Name); len(errs) > 0 {
-		return fmt.Errorf("RayCluster name should be a valid DNS1035 label: %v", errs)
-	}
-	return nil
+	return operatorName(meta.Name, "RayCluster", maxRayClusterNameLength, "")
 }
 
 func operatorJobMetadata(meta metav1.ObjectMeta) error {
-	if len(meta.Name) > maxRayJobNameLength {
-		return fmt.Errorf("The RayJob metadata is invalid: RayJob name should be no more than %d characters", maxRayJobNameLength)
+	return operatorName(meta.Name, "RayJob", maxRayJobNameLength, "The RayJob metadata is invalid: ")
+}
+
+func operatorServiceMetadata(meta metav1.ObjectMeta) error {
+	if err := operatorName(meta.Name, "RayService", maxRayServiceNameLength, "The RayService metadata is invalid: "); err != nil {
+		return err
 	}
-	if errs := validation.IsDNS1035Label(meta.Name); len(errs) > 0 {
-		return fmt.Errorf("The RayJob metadata is invalid: RayJob name should be a valid DNS1035 label: %v", errs)
+	if err := initializingTimeout(meta.Annotations); err != nil {
+		return fmt.Errorf("The RayService metadata is invalid: RayService annotations is invalid: %w", err)
 	}
 	return nil
 }
 
-func operatorServiceMetadata(meta metav1.ObjectMeta) error {
-	if len(meta.Name) > maxRayServiceNameLength {
-		return fmt.Errorf("The RayService metadata is invalid: RayService name should be no more than %d characters", maxRayServiceNameLength)
+// operatorName is the operator's name rule of a kind: at most max
+// characters, a DNS-1035 label; prefix leads the message as the
+// operator's does for that kind.
+func operatorName(name, kind string, max int, prefix string) error {
+	if len(name) > max {
+		return fmt.Errorf("%s%s name should be no more than %d characters", prefix, kind, max)
 	}
-	if errs := validation.IsDNS1035Label(meta.Name); len(errs) > 0 {
-		return fmt.Errorf("The RayService metadata is invalid: RayService name should be a valid DNS1035 label: %v", errs)
-	}
-	if err := initializingTimeout(meta.Annotations); err != nil {
-		return fmt.Errorf("The RayService metadata is invalid: RayService annotations is invalid: %w", err)
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+		return fmt.Errorf("%s%s name should be a valid DNS1035 label: %v", prefix, kind, errs)
 	}
 	return nil
 }

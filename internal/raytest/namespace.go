@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"gridweave.dev/internal/testcluster"
 )
 
 // Namespace is a network namespace for Ray nodes, linked to the host by a
@@ -33,7 +35,7 @@ const hostLinkRange = "198.19.160.0"
 func NewNamespace() (_ *Namespace, err error) {
 	// One process at a time picks a link subnet and makes it, so two test
 	// packages never take the same one.
-	unlock, err := lockFile(context.Background(), filepath.Join(os.TempDir(), "gridweave-raytest-links.lock"))
+	unlock, err := testcluster.LockFile(context.Background(), filepath.Join(os.TempDir(), "gridweave-raytest-links.lock"))
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 			_ = os.RemoveAll(temp)
 		}
 	}()
-	ports, err := freePorts(9)
+	ports, err := testcluster.FreePorts(9)
 	if err != nil {
 		return nil, err
 	}
@@ -316,25 +316,6 @@ func (n *Node) reap() {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomID() string {

@@ -6,15 +6,15 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"gridweave.dev/internal/testcluster"
 )
 
 // Requirements is the pip requirements file the environment is built from.
@@ -104,7 +104,7 @@ func EnsureVenv(ctx context.Context, cacheRoot string, progress io.Writer) (*Ven
 	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
 		return venvIn(dir), nil
 	}
-	unlock, err := lockFile(ctx, dir+".lock")
+	unlock, err := testcluster.LockFile(ctx, dir+".lock")
 	if err != nil {
 		return nil, err
 	}
@@ -154,32 +154,4 @@ func run(ctx context.Context, progress io.Writer, name string, args ...string) e
 		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel
-// the wait. The returned function releases it.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("wait for lock %s: %w", path, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }

@@ -141,7 +141,7 @@ func EnsureBinaries(ctx context.Context, cacheRoot string, progress io.Writer) (
 		return binariesIn(final), nil
 	}
 
-	unlock, err := lockFile(ctx, filepath.Join(cacheRoot, key+".lock"))
+	unlock, err := LockFile(ctx, filepath.Join(cacheRoot, key+".lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -175,9 +175,10 @@ func EnsureBinaries(ctx context.Context, cacheRoot string, progress io.Writer) (
 	return binariesIn(final), nil
 }
 
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel
-// the wait. The returned function releases it.
-func lockFile(ctx context.Context, path string) (func(), error) {
+// LockFile takes an exclusive flock on path, polling so that ctx can cancel
+// the wait; other processes (test packages) wait for it. The returned
+// function releases it.
+func LockFile(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err

@@ -366,7 +366,7 @@ func (c *Cluster) startComponent(ctx context.Context, name string, nPorts int, a
 	const attempts = 3
 	env := append(os.Environ(), ownerEnv+"="+c.ID)
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(nPorts)
+		ports, err := FreePorts(nPorts)
 		if err != nil {
 			return nil, err
 		}
@@ -470,8 +470,8 @@ func (c *Cluster) writeKubeconfig() error {
 	return clientcmd.WriteToFile(*cfg, c.KubeconfigPath)
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct loopback TCP ports that were free a moment ago.
+func FreePorts(n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {

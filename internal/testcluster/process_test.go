@@ -49,7 +49,7 @@ func TestCacheKeyNamesVersionsAndIsStable(t *testing.T) {
 }
 
 func TestFreePortsAreDistinct(t *testing.T) {
-	ports, err := freePorts(8)
+	ports, err := FreePorts(8)
 	if err != nil {
 		t.Fatal(err)
 	}
