@@ -1,11 +1,7 @@
 package gridweave_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"strings"
@@ -21,32 +17,6 @@ import (
 	"gridweave.dev/rayctl/dashboard"
 )
 
-// serveModel is a Serve application small enough for a test's CPUs.
-const serveModel = `from ray import serve
-
-@serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": 0.1})
-class Model:
-    def __call__(self, request):
-        return "ok"
-
-app = Model.bind()
-`
-
-func zipOf(t *testing.T, files map[string]string) (uri string, data []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	w := zip.NewWriter(&buf)
-	for name, body := range files {
-		f, _ := w.Create(name)
-		_, _ = f.Write([]byte(body))
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return "gcs://_ray_pkg_" + hex.EncodeToString(sum[:8]) + ".zip", buf.Bytes()
-}
-
 // TestRayProxyOnRealRay: /v1/ray/serve/statuses and DELETE
 // /v1/ray/serve/applications/{app} against real Serve applications on a
 // real Ray head.
@@ -58,7 +28,10 @@ func TestRayProxyOnRealRay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uri, data := zipOf(t, map[string]string{"model.py": serveModel})
+	uri, data, err := raytest.Package(map[string]string{"model.py": raytest.ServeModule})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.UploadPackage(ctx, uri, data); err != nil {
 		t.Fatal(err)
 	}

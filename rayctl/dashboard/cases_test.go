@@ -1,11 +1,7 @@
 package dashboard_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -212,23 +208,13 @@ func caseJobErrors(t *testing.T, b backend, c *dashboard.Client, prefix string) 
 	}
 }
 
-// packageZip is a runtime-env package holding files, and its URI (named
-// by the content's hash, as Ray names working_dir packages).
+// packageZip is raytest.Package, failing the test on an error.
 func packageZip(t *testing.T, files map[string]string) (string, []byte) {
-	var buf bytes.Buffer
-	w := zip.NewWriter(&buf)
-	for name, body := range files {
-		f, err := w.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Write([]byte(body))
-	}
-	if err := w.Close(); err != nil {
+	uri, data, err := raytest.Package(files)
+	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	return "gcs://_ray_pkg_" + hex.EncodeToString(sum[:8]) + ".zip", buf.Bytes()
+	return uri, data
 }
 
 func casePackages(t *testing.T, _ backend, c *dashboard.Client, prefix string) {
@@ -245,22 +231,12 @@ func casePackages(t *testing.T, _ backend, c *dashboard.Client, prefix string) {
 	}
 }
 
-const serveModule = `from ray import serve
-
-@serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": 0.1})
-class Model:
-    def __call__(self, request):
-        return "ok"
-
-app = Model.bind()
-`
-
 // caseServe: two applications PUT declaratively, their statuses read,
 // one removed by name while the other keeps its config, a PUT Ray
 // refuses changing nothing.
 func caseServe(t *testing.T, b backend, c *dashboard.Client, prefix string) {
 	ctx := context.Background()
-	uri, data := packageZip(t, map[string]string{"model.py": serveModule})
+	uri, data := packageZip(t, map[string]string{"model.py": raytest.ServeModule})
 	if err := c.UploadPackage(ctx, uri, data); err != nil {
 		t.Fatal(err)
 	}
