@@ -82,9 +82,14 @@ type ledgerCollector struct{ s *Server }
 var (
 	nodesDesc = prometheus.NewDesc("gridweave_nodes", "Nodes in the ledger by status.", []string{"status"}, nil)
 	peersDesc = prometheus.NewDesc("gridweave_mesh_peers", "WireGuard peers of the master.", nil, nil)
+	linksDesc = prometheus.NewDesc("gridweave_mesh_links", "Links between pairs of nodes by state, as their agents last reported them: direct (machine to machine), relayed (through the master) or connecting.", []string{"state"}, nil)
 )
 
-func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- nodesDesc; ch <- peersDesc }
+func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- nodesDesc
+	ch <- peersDesc
+	ch <- linksDesc
+}
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -100,5 +105,8 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if peers, err := c.s.mesh.Peers(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(peers)))
+	}
+	for state, n := range c.s.linkPairs() {
+		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(n), string(state))
 	}
 }

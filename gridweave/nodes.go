@@ -346,6 +346,7 @@ func (s *Server) handleListNodes(w http.ResponseWriter, r *http.Request) {
 	views := make([]api.Node, len(nodes))
 	for i, n := range nodes {
 		views[i] = viewNode(n)
+		views[i].Links = s.linkCounts(n.Hostname)
 	}
 	writeJSON(w, http.StatusOK, api.NodeList{Nodes: views, Continue: continueToken(next)})
 }
@@ -395,5 +396,7 @@ func (s *Server) handleGetNode(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.NodeEnvelope{Node: viewNode(n)})
+	view := viewNode(n)
+	view.Links = s.linkCounts(n.Hostname)
+	writeJSON(w, http.StatusOK, api.NodeEnvelope{Node: view})
 }

@@ -124,6 +124,21 @@ func operations() map[string]operation {
 		"POST /v1/nodes/report-version": {id: "reportVersion", tag: "nodes", summary: "A node reports its worker version (its node token as bearer)",
 			description: "Recorded in the ledger and as the annotation `" + fleet.VersionAnnotation + "` on the Kubernetes Node.",
 			request:     api.ReportVersionRequest{}, status: 200, response: api.NodeEnvelope{}, errors: []int{404, 409}},
+		"GET /v1/nodes/peers": {id: "nodePeers", tag: "nodes", summary: "A node waits for the other nodes it links to directly (its node token as bearer)",
+			description: "Every node with a tunnel: public key, VPN address, pod CIDR and the endpoints to try (where the master's WireGuard device sees its packets come from, then the ones its agent reported). " +
+				"With `since` (the `revision` of the last answer) and `wait`, the answer comes when the directory differs from that revision, or after `wait` seconds with the same one (a long poll: call again). " +
+				"A node missing from an answer has left: its peer goes. Served on the VPN listener as on the public one.",
+			query: []param{
+				{"hostname", "The calling node (required).", stringParam},
+				{"since", "The revision the node holds; the answer waits while the directory is at it.", stringParam},
+				{"wait", "How long to wait for a change, in seconds (0 to 60; default 0, answer at once).", intParam},
+			},
+			status: 200, response: api.PeerDirectory{}, errors: []int{404}},
+		"POST /v1/nodes/links": {id: "reportLinks", tag: "nodes", summary: "A node reports the state of its links to the other nodes (its node token as bearer)",
+			description: "Per other node: direct, relayed (through the master) or connecting, the endpoint, the last handshake and bytes. Kept in memory; an agent reports every few seconds.",
+			request:     api.LinksReport{}, status: 200, response: api.LinksAccepted{}, errors: []int{404}},
+		"GET /v1/nodes/{hostname}/links": {id: "getNodeLinks", tag: "nodes", summary: "A node's links to the other nodes, as its agent last reported them",
+			status: 200, response: api.NodeLinks{}, errors: []int{404}},
 		"GET /v1/nodes": {id: "listNodes", tag: "nodes", summary: "List nodes, a page at a time, by hostname",
 			query: pageParams, status: 200, response: api.NodeList{}},
 		"GET /v1/nodes/{hostname}": {id: "getNode", tag: "nodes", summary: "Get a node",

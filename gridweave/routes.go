@@ -67,8 +67,11 @@ func (s *Server) routeTable() []route {
 		{"POST /v1/nodes/leave", authNodeToken, s.handleLeave},
 		{"POST /v1/nodes/verify-provider", authProvider, s.handleVerifyProvider},
 		{"POST /v1/nodes/report-version", authNodeToken, s.handleReportVersion},
+		{"GET /v1/nodes/peers", authNodeToken, s.handlePeers},
+		{"POST /v1/nodes/links", authNodeToken, s.handleReportLinks},
 		{"GET /v1/nodes", authAdmin, s.handleListNodes},
 		{"GET /v1/nodes/{hostname}", authAdmin, s.handleGetNode},
+		{"GET /v1/nodes/{hostname}/links", authAdmin, s.handleNodeLinks},
 
 		// RayClusters.
 		{"POST /v1/kuberay/clusters", authAdmin, s.handleCreateCluster},
@@ -119,11 +122,13 @@ var vpnRoutes = map[string]bool{
 	"POST /v1/nodes/register":                    true,
 	"POST /v1/nodes/report-version":              true,
 	"POST /v1/nodes/leave":                       true,
+	"GET /v1/nodes/peers":                        true,
+	"POST /v1/nodes/links":                       true,
 	"GET /v1/nodes/worker-image":                 true,
 	"GET /v1/nodes/worker-image/sha256":          true,
 	"GET /v1/nodes/agent/{os}/{arch}/k3s":        true,
 	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256": true,
-	bundleRoute: true,
+	bundleRoute:                                  true,
 }
 
 // bundleRoute serves bundles at their unguessable URLs without

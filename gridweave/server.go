@@ -72,6 +72,11 @@ type Server struct {
 	internal http.Handler
 	vpn      http.Handler
 
+	// peers is the peer directory the agents wait on; links their
+	// reports of their links.
+	peers peerDirectory
+	links linkBook
+
 	openapiCache
 }
 

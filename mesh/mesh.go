@@ -131,3 +131,23 @@ func Equal(a, b Peer) bool {
 	return a.PublicKey == b.PublicKey && slices.Equal(a.AllowedIPs, b.AllowedIPs) &&
 		a.Endpoint == b.Endpoint && a.PersistentKeepalive == b.PersistentKeepalive
 }
+
+// PeerStatus is what a device observed of one peer: where its packets
+// last came from (WireGuard roams to it), when its last handshake
+// completed, and the bytes each way.
+type PeerStatus struct {
+	PublicKey wgkey.Key
+	// Endpoint is the address the peer's packets come from; invalid
+	// until it has sent one.
+	Endpoint      netip.AddrPort
+	LastHandshake time.Time // zero: never
+	RxBytes       int64
+	TxBytes       int64
+}
+
+// Observer is a Mesh that also reports what its device observed of its
+// peers. wgmesh reads the device; memmesh reports what SetStatus gave it.
+type Observer interface {
+	// PeerStatuses lists every peer's status, ordered by public key.
+	PeerStatuses(ctx context.Context) ([]PeerStatus, error)
+}

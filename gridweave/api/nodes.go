@@ -136,19 +136,91 @@ type ReportVersionRequest struct {
 
 // Node is a machine in the ledger.
 type Node struct {
-	Hostname     string     `json:"hostname"`
-	PublicKey    string     `json:"public_key"`
-	VPNIP        string     `json:"vpn_ip"`
-	Org          string     `json:"org"`
-	JoinKeyID    string     `json:"join_key_id"`
-	Version      string     `json:"version"`
-	Status       string     `json:"status" enum:"validated,registered,disconnected" description:"validated after validate, registered after register, disconnected while it is being removed."`
-	GPUs         []GPU      `json:"gpus"`
-	PodCIDR      *string    `json:"pod_cidr" description:"The pod CIDR Kubernetes gave the node; null until it has one."`
-	CreatedAt    time.Time  `json:"created_at"`
-	UpdatedAt    time.Time  `json:"updated_at"`
-	RegisteredAt *time.Time `json:"registered_at"`
-	LastSeen     *time.Time `json:"last_seen"`
+	Hostname     string      `json:"hostname"`
+	PublicKey    string      `json:"public_key"`
+	VPNIP        string      `json:"vpn_ip"`
+	Org          string      `json:"org"`
+	JoinKeyID    string      `json:"join_key_id"`
+	Version      string      `json:"version"`
+	Status       string      `json:"status" enum:"validated,registered,disconnected" description:"validated after validate, registered after register, disconnected while it is being removed."`
+	GPUs         []GPU       `json:"gpus"`
+	PodCIDR      *string     `json:"pod_cidr" description:"The pod CIDR Kubernetes gave the node; null until it has one."`
+	CreatedAt    time.Time   `json:"created_at"`
+	UpdatedAt    time.Time   `json:"updated_at"`
+	RegisteredAt *time.Time  `json:"registered_at"`
+	LastSeen     *time.Time  `json:"last_seen"`
+	Links        *LinkCounts `json:"links" nullable:"true" description:"The node's links to the other nodes as its agent last reported them; null until it reports (an agent that runs no link service never does)."`
+}
+
+// LinkCounts summarises a node's links by state.
+type LinkCounts struct {
+	Direct     int       `json:"direct" description:"Links whose WireGuard handshake with the other node completed: packets go machine to machine."`
+	Relayed    int       `json:"relayed" description:"Links that go through the master (the other node could not be reached directly)."`
+	Connecting int       `json:"connecting" description:"Links trying a direct handshake (for at most the handshake bound, then relayed)."`
+	ReportedAt time.Time `json:"reported_at" description:"When the agent reported them."`
+}
+
+// LinkState is where a link between two nodes is: direct (a WireGuard
+// handshake between the two completed), relayed (through the master) or
+// connecting (a direct handshake is being tried; packets already go
+// to the peer directly).
+type LinkState string
+
+// The link states.
+const (
+	LinkDirect     LinkState = "direct"
+	LinkRelayed    LinkState = "relayed"
+	LinkConnecting LinkState = "connecting"
+)
+
+// Link is one node's view of its link to another node.
+type Link struct {
+	Hostname      string     `json:"hostname" description:"The other node."`
+	PublicKey     string     `json:"public_key" description:"The other node's WireGuard public key."`
+	State         LinkState  `json:"state" enum:"direct,relayed,connecting"`
+	Endpoint      string     `json:"endpoint" description:"host:port the node sends to for a direct link (empty when it knows none)."`
+	LastHandshake *time.Time `json:"last_handshake" description:"The last completed direct handshake; null for never."`
+	RxBytes       int64      `json:"rx_bytes" description:"Bytes received from the other node over the direct link."`
+	TxBytes       int64      `json:"tx_bytes" description:"Bytes sent to the other node over the direct link."`
+}
+
+// LinksReport is a node agent's report of its links (POST
+// /v1/nodes/links, its node token as bearer).
+type LinksReport struct {
+	Hostname   string   `json:"hostname" description:"The reporting node." example:"gpu-node-1"`
+	ListenPort int      `json:"listen_port,omitempty" description:"The port the node's WireGuard device listens on."`
+	Endpoints  []string `json:"endpoints,omitempty" description:"host:port where the node says it can be reached besides the address the master sees it from (at most 8)."`
+	Links      []Link   `json:"links" description:"One entry per other node (at most 10000)."`
+}
+
+// LinksAccepted answers a links report: what the master counted.
+type LinksAccepted struct {
+	Hostname string     `json:"hostname"`
+	Counts   LinkCounts `json:"counts"`
+}
+
+// NodeLinks answers GET /v1/nodes/{hostname}/links: the node's last report.
+type NodeLinks struct {
+	Hostname   string     `json:"hostname"`
+	ReportedAt *time.Time `json:"reported_at" description:"When the node's agent last reported; null when it never did since the server started."`
+	Counts     LinkCounts `json:"counts"`
+	Links      []Link     `json:"links"`
+}
+
+// PeerDirectory answers GET /v1/nodes/peers: every node a node may link
+// to, and the revision to wait on for the next change.
+type PeerDirectory struct {
+	Revision string          `json:"revision" description:"Opaque; pass it as ?since= to wait until the directory differs from this one."`
+	Peers    []DirectoryPeer `json:"peers" description:"Every node with a tunnel, the caller included, by hostname. A node missing from one answer to the next has gone: remove its peer."`
+}
+
+// DirectoryPeer is one node as the other nodes configure it.
+type DirectoryPeer struct {
+	Hostname  string   `json:"hostname"`
+	PublicKey string   `json:"public_key"`
+	VPNIP     string   `json:"vpn_ip"`
+	PodCIDR   string   `json:"pod_cidr" description:"The node's pod CIDR; empty until Kubernetes gave it one."`
+	Endpoints []string `json:"endpoints" description:"host:port to try for a direct link: the address the master's WireGuard device sees the node's packets come from, then the ones the node reported."`
 }
 
 // NodeEnvelope answers GET /v1/nodes/{hostname} and report-version.

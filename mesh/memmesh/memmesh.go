@@ -18,10 +18,14 @@ type Mesh struct {
 	key     wgkey.Key
 	peers   map[wgkey.Key]mesh.Peer
 	holders allowedips.Table
+	status  map[wgkey.Key]mesh.PeerStatus
 	closed  bool
 }
 
-var _ mesh.Mesh = (*Mesh)(nil)
+var (
+	_ mesh.Mesh     = (*Mesh)(nil)
+	_ mesh.Observer = (*Mesh)(nil)
+)
 
 // New returns a Mesh whose device has the given public key.
 func New(publicKey wgkey.Key) *Mesh { return &Mesh{key: publicKey} }
@@ -92,6 +96,7 @@ func (m *Mesh) RemovePeer(_ context.Context, key wgkey.Key) error {
 	}
 	m.holders.Remove(key, old.AllowedIPs)
 	delete(m.peers, key)
+	delete(m.status, key)
 	return nil
 }
 
@@ -115,4 +120,42 @@ func (m *Mesh) Close() error {
 	defer m.mu.Unlock()
 	m.closed = true
 	return nil
+}
+
+// SetStatus sets what the in-memory device observed of a peer (its
+// endpoint, last handshake and bytes), as a real device would report it.
+// A peer that is not there is ErrPeerNotFound.
+func (m *Mesh) SetStatus(st mesh.PeerStatus) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if _, ok := m.peers[st.PublicKey]; !ok {
+		return mesh.ErrPeerNotFound
+	}
+	if m.status == nil {
+		m.status = map[wgkey.Key]mesh.PeerStatus{}
+	}
+	m.status[st.PublicKey] = st
+	return nil
+}
+
+// PeerStatuses implements mesh.Observer: every peer, with what SetStatus
+// gave it (nothing observed otherwise; a peer's endpoint until then is the
+// one it was given).
+func (m *Mesh) PeerStatuses(context.Context) ([]mesh.PeerStatus, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := make([]mesh.PeerStatus, 0, len(m.peers))
+	for key, p := range m.peers {
+		st, ok := m.status[key]
+		if !ok {
+			st = mesh.PeerStatus{PublicKey: key, Endpoint: p.Endpoint}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b mesh.PeerStatus) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
+	return out, nil
 }

@@ -341,3 +341,27 @@ func toIPNets(prefixes []netip.Prefix) []net.IPNet {
 	}
 	return out
 }
+
+var _ mesh.Observer = (*Mesh)(nil)
+
+// PeerStatuses implements mesh.Observer: it reads the device now (the
+// cache knows what was programmed, not what was observed), so each call
+// costs one read of the whole device.
+func (m *Mesh) PeerStatuses(context.Context) ([]mesh.PeerStatus, error) {
+	m.mu.Lock()
+	dev, err := m.client.Device(m.device)
+	m.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("wgmesh: read device %s: %w", m.device, err)
+	}
+	out := make([]mesh.PeerStatus, len(dev.Peers))
+	for i, wp := range dev.Peers {
+		out[i] = mesh.PeerStatus{PublicKey: wgkey.Key(wp.PublicKey), LastHandshake: wp.LastHandshakeTime, RxBytes: wp.ReceiveBytes, TxBytes: wp.TransmitBytes}
+		if wp.Endpoint != nil {
+			ap := wp.Endpoint.AddrPort()
+			out[i].Endpoint = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		}
+	}
+	slices.SortFunc(out, func(a, b mesh.PeerStatus) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
+	return out, nil
+}

@@ -1,0 +1,385 @@
+package gridweave
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh"
+	"gridweave.dev/wgkey"
+)
+
+// Direct links between nodes. Each node's agent waits on the peer
+// directory (GET /v1/nodes/peers, a long poll) for the other nodes'
+// keys, endpoints, VPN addresses and pod CIDRs, links to each of them
+// directly, and reports how each link went (POST /v1/nodes/links); the
+// master keeps the reports in memory (an agent reports again within
+// seconds of a restart) and shows them to the admin.
+
+// Bounds of the link routes.
+const (
+	// MaxPeersWait is the longest ?wait= of GET /v1/nodes/peers.
+	MaxPeersWait = 60 * time.Second
+	// directoryMaxAge is how old the directory may be when a caller
+	// reads it: a change reaches the waiting agents within about this.
+	directoryMaxAge      = time.Second
+	maxReportedEndpoints = 8
+	maxReportedLinks     = 10000
+)
+
+// peerDirectory is the last computed directory, shared by every waiting
+// agent: at most one computation per directoryMaxAge, whatever the fleet
+// size.
+type peerDirectory struct {
+	mu       sync.Mutex
+	body     []byte // the encoded api.PeerDirectory
+	revision string
+	at       time.Time // by the wall clock: the cache's age
+	// changed is closed (and replaced) when the revision changes.
+	changed chan struct{}
+}
+
+// linkBook keeps each node's last link report.
+type linkBook struct {
+	mu      sync.Mutex
+	reports map[string]linkReport
+}
+
+type linkReport struct {
+	at         time.Time
+	listenPort int
+	endpoints  []netip.AddrPort
+	links      []api.Link
+	counts     api.LinkCounts
+}
+
+func (b *linkBook) get(hostname string) (linkReport, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.reports[hostname]
+	return r, ok
+}
+
+func (b *linkBook) put(hostname string, r linkReport) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reports == nil {
+		b.reports = map[string]linkReport{}
+	}
+	b.reports[hostname] = r
+}
+
+// keep forgets the reports of nodes that are no longer in the ledger.
+func (b *linkBook) keep(hostnames map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for h := range b.reports {
+		if !hostnames[h] {
+			delete(b.reports, h)
+		}
+	}
+}
+
+// all copies every report, by hostname.
+func (b *linkBook) all() map[string]linkReport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]linkReport, len(b.reports))
+	for h, r := range b.reports {
+		out[h] = r
+	}
+	return out
+}
+
+// countLinks summarises links by state.
+func countLinks(links []api.Link, at time.Time) api.LinkCounts {
+	c := api.LinkCounts{ReportedAt: at}
+	for _, l := range links {
+		switch l.State {
+		case api.LinkDirect:
+			c.Direct++
+		case api.LinkRelayed:
+			c.Relayed++
+		case api.LinkConnecting:
+			c.Connecting++
+		}
+	}
+	return c
+}
+
+// directory returns the peer directory, computed again when it is older
+// than directoryMaxAge, and the channel closed at its next change.
+func (s *Server) directory(ctx context.Context) (body []byte, revision string, changed <-chan struct{}, err error) {
+	d := &s.peers
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.changed == nil {
+		d.changed = make(chan struct{})
+	}
+	if d.body != nil && time.Since(d.at) < directoryMaxAge {
+		return d.body, d.revision, d.changed, nil
+	}
+	dir, err := s.computeDirectory(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	raw, err := json.Marshal(dir.Peers)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	sum := sha256.Sum256(raw)
+	dir.Revision = hex.EncodeToString(sum[:12])
+	body, err = json.Marshal(dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if dir.Revision != d.revision && d.body != nil {
+		close(d.changed)
+		d.changed = make(chan struct{})
+	}
+	d.body, d.revision, d.at = body, dir.Revision, time.Now()
+	return d.body, d.revision, d.changed, nil
+}
+
+// computeDirectory lists the nodes that have a tunnel (validated or
+// registered), each with the endpoints to try: where the master's device
+// sees its packets come from, then what its agent reported.
+func (s *Server) computeDirectory(ctx context.Context) (api.PeerDirectory, error) {
+	nodes, err := s.keyring.Nodes(ctx)
+	if err != nil {
+		return api.PeerDirectory{}, err
+	}
+	observed := map[wgkey.Key]netip.AddrPort{}
+	if o, ok := s.mesh.(mesh.Observer); ok {
+		statuses, err := o.PeerStatuses(ctx)
+		if err != nil {
+			return api.PeerDirectory{}, err
+		}
+		for _, st := range statuses {
+			observed[st.PublicKey] = st.Endpoint
+		}
+	}
+	reports := s.links.all()
+	present := make(map[string]bool, len(nodes))
+	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}}
+	for _, n := range nodes {
+		present[n.Hostname] = true
+		if n.Status == joinkeys.StatusDisconnected || !n.VPNIP.IsValid() {
+			continue
+		}
+		p := api.DirectoryPeer{Hostname: n.Hostname, PublicKey: n.PublicKey.String(), VPNIP: n.VPNIP.String(), Endpoints: []string{}}
+		if n.PodCIDR.IsValid() {
+			p.PodCIDR = n.PodCIDR.String()
+		}
+		var eps []netip.AddrPort
+		if ep, ok := observed[n.PublicKey]; ok && ep.IsValid() {
+			eps = append(eps, ep)
+			if r, ok := reports[n.Hostname]; ok && r.listenPort != 0 && int(ep.Port()) != r.listenPort {
+				// Behind a NAT that keeps the address but not the port:
+				// the device's own port at that address may answer too.
+				eps = append(eps, netip.AddrPortFrom(ep.Addr(), uint16(r.listenPort)))
+			}
+		}
+		if r, ok := reports[n.Hostname]; ok {
+			eps = append(eps, r.endpoints...)
+		}
+		for _, ep := range eps {
+			if !slices.Contains(p.Endpoints, ep.String()) {
+				p.Endpoints = append(p.Endpoints, ep.String())
+			}
+		}
+		dir.Peers = append(dir.Peers, p)
+	}
+	s.links.keep(present)
+	slices.SortFunc(dir.Peers, func(a, b api.DirectoryPeer) int {
+		switch {
+		case a.Hostname < b.Hostname:
+			return -1
+		case a.Hostname > b.Hostname:
+			return 1
+		}
+		return 0
+	})
+	return dir, nil
+}
+
+// handlePeers answers the peer directory to a node: at once, or, with
+// ?since= the revision the node holds and ?wait= seconds, when the
+// directory differs from it or the wait is over (then the same revision
+// again).
+func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	hostname := q.Get("hostname")
+	if _, err := s.keyring.AuthenticateNode(r.Context(), hostname, bearer(r)); err != nil {
+		s.writeError(w, r, s.nodeCredentialError(r, err))
+		return
+	}
+	wait := time.Duration(0)
+	if v := q.Get("wait"); v != "" {
+		secs, err := strconv.Atoi(v)
+		if err != nil || secs < 0 || time.Duration(secs)*time.Second > MaxPeersWait {
+			s.writeError(w, r, badField("wait", "wait must be whole seconds from 0 to %d, got %q", int(MaxPeersWait.Seconds()), v))
+			return
+		}
+		wait = time.Duration(secs) * time.Second
+	}
+	since := q.Get("since")
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(directoryMaxAge)
+	defer tick.Stop()
+	for {
+		body, revision, changed, err := s.directory(r.Context())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if revision != since || wait == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_, _ = w.Write(body)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-deadline.C:
+			wait = 0
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// handleReportLinks keeps a node's report of its links.
+func (s *Server) handleReportLinks(w http.ResponseWriter, r *http.Request) {
+	var req api.LinksReport
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r)); err != nil {
+		s.writeError(w, r, s.nodeCredentialError(r, err))
+		return
+	}
+	report, err := checkLinksReport(req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	report.at = s.now().UTC()
+	report.counts = countLinks(report.links, report.at)
+	s.links.put(req.Hostname, report)
+	writeJSON(w, http.StatusOK, api.LinksAccepted{Hostname: req.Hostname, Counts: report.counts})
+}
+
+// checkLinksReport checks every field of a report, naming the one that
+// is wrong.
+func checkLinksReport(req api.LinksReport) (linkReport, error) {
+	out := linkReport{listenPort: req.ListenPort, links: make([]api.Link, 0, len(req.Links))}
+	if req.ListenPort < 0 || req.ListenPort > 65535 {
+		return linkReport{}, badField("listen_port", "listen_port must be a port from 1 to 65535 (or left out), got %d", req.ListenPort)
+	}
+	if len(req.Endpoints) > maxReportedEndpoints {
+		return linkReport{}, badField("endpoints", "at most %d endpoints, got %d", maxReportedEndpoints, len(req.Endpoints))
+	}
+	for i, e := range req.Endpoints {
+		ep, err := netip.ParseAddrPort(e)
+		if err != nil || ep.Port() == 0 || !ep.Addr().IsGlobalUnicast() {
+			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] must be a unicast address:port, got %q", i, e)
+		}
+		out.endpoints = append(out.endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
+	}
+	if len(req.Links) > maxReportedLinks {
+		return linkReport{}, badField("links", "at most %d links, got %d", maxReportedLinks, len(req.Links))
+	}
+	for i, l := range req.Links {
+		field := fmt.Sprintf("links[%d]", i)
+		if err := joinkeys.ValidateHostname(l.Hostname); err != nil {
+			return linkReport{}, badField(field+".hostname", "%s.hostname: %v", field, err)
+		}
+		if _, err := wgkey.Parse(l.PublicKey); err != nil {
+			return linkReport{}, badField(field+".public_key", "%s.public_key: %v", field, err)
+		}
+		switch l.State {
+		case api.LinkDirect, api.LinkRelayed, api.LinkConnecting:
+		default:
+			return linkReport{}, badField(field+".state", "%s.state must be direct, relayed or connecting, got %q", field, l.State)
+		}
+		if l.Endpoint != "" {
+			if _, err := netip.ParseAddrPort(l.Endpoint); err != nil {
+				return linkReport{}, badField(field+".endpoint", "%s.endpoint must be address:port or empty, got %q", field, l.Endpoint)
+			}
+		}
+		if l.RxBytes < 0 || l.TxBytes < 0 {
+			return linkReport{}, badField(field+".rx_bytes", "%s: byte counts cannot be negative", field)
+		}
+		out.links = append(out.links, l)
+	}
+	return out, nil
+}
+
+// handleNodeLinks answers a node's last link report (admin).
+func (s *Server) handleNodeLinks(w http.ResponseWriter, r *http.Request) {
+	h := r.PathValue("hostname")
+	if err := joinkeys.ValidateHostname(h); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.keyring.Node(r.Context(), h); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.NodeLinks{Hostname: h, Links: []api.Link{}}
+	if rep, ok := s.links.get(h); ok {
+		at := rep.at
+		out.ReportedAt, out.Counts, out.Links = &at, rep.counts, rep.links
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// linkCounts is the node's summary for GET /v1/nodes, nil when its agent
+// never reported.
+func (s *Server) linkCounts(hostname string) *api.LinkCounts {
+	rep, ok := s.links.get(hostname)
+	if !ok {
+		return nil
+	}
+	c := rep.counts
+	return &c
+}
+
+// linkPairs counts the links between pairs of nodes by state, for the
+// metrics: a pair is direct when both ends that reported say direct,
+// relayed when one says relayed, connecting otherwise.
+func (s *Server) linkPairs() map[api.LinkState]int {
+	type pair struct{ a, b string }
+	rank := map[api.LinkState]int{api.LinkDirect: 0, api.LinkConnecting: 1, api.LinkRelayed: 2}
+	worst := map[pair]api.LinkState{}
+	for host, rep := range s.links.all() {
+		for _, l := range rep.links {
+			p := pair{host, l.Hostname}
+			if p.b < p.a {
+				p.a, p.b = p.b, p.a
+			}
+			if cur, ok := worst[p]; !ok || rank[l.State] > rank[cur] {
+				worst[p] = l.State
+			}
+		}
+	}
+	out := map[api.LinkState]int{api.LinkDirect: 0, api.LinkRelayed: 0, api.LinkConnecting: 0}
+	for _, st := range worst {
+		out[st]++
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+package gridweave_test
+
+import (
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/wgkey"
+)
+
+// directoryOf decodes a peer directory answer.
+func directoryOf(t *testing.T, r reply) api.PeerDirectory {
+	t.Helper()
+	var d api.PeerDirectory
+	if err := json.Unmarshal(r.raw, &d); err != nil {
+		t.Fatalf("peers: %v: %s", err, r.raw)
+	}
+	return d
+}
+
+func peerNamed(d api.PeerDirectory, hostname string) (api.DirectoryPeer, bool) {
+	i := slices.IndexFunc(d.Peers, func(p api.DirectoryPeer) bool { return p.Hostname == hostname })
+	if i < 0 {
+		return api.DirectoryPeer{}, false
+	}
+	return d.Peers[i], true
+}
+
+// TestPeerDirectory: a node learns the other nodes (key, VPN address,
+// endpoints: the one the master's device sees, then the ones the node
+// reported) from the directory; a long poll answers at the next change; a
+// node that leaves is gone from the next answer; only a node's own token
+// reads it.
+func TestPeerDirectory(t *testing.T) {
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	a, b := newNode(t, "gpu-a"), newNode(t, "gpu-b")
+	for _, n := range []*node{a, b} {
+		h.want(h.validate(n, key), 200, "validate "+n.hostname)
+		h.want(h.register(n, h100s(1)), 200, "register "+n.hostname)
+	}
+	pubA, _ := wgkey.Parse(a.public)
+	seen := netip.MustParseAddrPort("203.0.113.10:51820")
+	if err := h.mesh.(*memmesh.Mesh).SetStatus(mesh.PeerStatus{PublicKey: pubA, Endpoint: seen, LastHandshake: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a", "", nil), 401, "peers without a credential")
+	h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a", b.token, nil), 401, "peers with another node's token")
+	h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a", testAdminToken, nil), 403, "peers with the admin token")
+	if r := h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a&wait=61", a.token, nil), 400, "a wait too long"); r.errorField("field") != "wait" {
+		t.Errorf("the error names %q, not wait: %s", r.errorField("field"), r.raw)
+	}
+
+	first := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-b", b.token, nil), 200, "peers"))
+	pa, ok := peerNamed(first, "gpu-a")
+	if !ok || len(first.Peers) != 2 || first.Revision == "" {
+		t.Fatalf("the directory holds %+v", first)
+	}
+	if pa.PublicKey != a.public || pa.VPNIP != a.vpnIP || !slices.Equal(pa.Endpoints, []string{seen.String()}) {
+		t.Errorf("gpu-a in the directory: %+v; want key %s, address %s, endpoints [%s]", pa, a.public, a.vpnIP, seen)
+	}
+
+	// Nothing changes: the long poll answers the same revision when the
+	// wait is over.
+	same := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-b&wait=1&since="+first.Revision, b.token, nil), 200, "an idle long poll"))
+	if same.Revision != first.Revision {
+		t.Errorf("an unchanged directory has a new revision: %s, then %s", first.Revision, same.Revision)
+	}
+
+	// A node joins while b waits: b's long poll answers with it.
+	answered := make(chan reply, 1)
+	go func() {
+		answered <- h.do("GET", "/v1/nodes/peers?hostname=gpu-b&wait=60&since="+first.Revision, b.token, nil)
+	}()
+	c := newNode(t, "gpu-c")
+	h.want(h.validate(c, key), 200, "validate gpu-c")
+	var next api.PeerDirectory
+	select {
+	case r := <-answered:
+		next = directoryOf(t, h.want(r, 200, "the long poll"))
+	case <-time.After(50 * time.Second):
+		t.Fatal("the long poll did not answer the new node")
+	}
+	if _, ok := peerNamed(next, "gpu-c"); !ok || next.Revision == first.Revision {
+		t.Errorf("after gpu-c joined the directory is %+v (revision %s, before %s)", next.Peers, next.Revision, first.Revision)
+	}
+
+	// a reports an address of its own: it follows the one the master sees.
+	h.want(h.do("POST", "/v1/nodes/links", a.token, api.LinksReport{Hostname: "gpu-a", ListenPort: 51820, Endpoints: []string{"192.0.2.5:51820"}, Links: []api.Link{}}), 200, "report")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-b", b.token, nil), 200, "peers"))
+		if pa, _ := peerNamed(d, "gpu-a"); slices.Equal(pa.Endpoints, []string{seen.String(), "192.0.2.5:51820"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gpu-a's reported endpoint is not in the directory: %+v", d.Peers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// b leaves: it is gone from the next answer.
+	h.want(h.do("POST", "/v1/nodes/leave", b.token, map[string]any{"hostname": "gpu-b"}), 200, "leave")
+	for {
+		d := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a", a.token, nil), 200, "peers"))
+		if _, ok := peerNamed(d, "gpu-b"); !ok {
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("gpu-b left but is still in the directory: %+v", d.Peers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestLinkReports: a node's report of its links shows in its links route,
+// as counts on the node, and in the metrics; a bad report is a 400 naming
+// the field and changes nothing.
+func TestLinkReports(t *testing.T) {
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	a, b, c := newNode(t, "gpu-a"), newNode(t, "gpu-b"), newNode(t, "gpu-c")
+	for _, n := range []*node{a, b, c} {
+		h.want(h.validate(n, key), 200, "validate "+n.hostname)
+	}
+	r := h.want(h.do("GET", "/v1/nodes/gpu-a/links", testAdminToken, nil), 200, "links before a report")
+	if r.body["reported_at"] != nil || len(r.body["links"].([]any)) != 0 {
+		t.Errorf("links before a report: %s", r.raw)
+	}
+	h.want(h.do("GET", "/v1/nodes/gpu-a/links", a.token, nil), 401, "links with a node token")
+	h.want(h.do("GET", "/v1/nodes/nobody/links", testAdminToken, nil), 404, "links of an unknown node")
+
+	handshake := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+	good := api.LinksReport{Hostname: "gpu-a", ListenPort: 51820, Links: []api.Link{
+		{Hostname: "gpu-b", PublicKey: b.public, State: api.LinkDirect, Endpoint: "198.18.241.10:40000", LastHandshake: &handshake, RxBytes: 10, TxBytes: 20},
+		{Hostname: "gpu-c", PublicKey: c.public, State: api.LinkRelayed, Endpoint: "198.18.241.14:40001"},
+	}}
+	for _, bad := range []struct {
+		field  string
+		change func(*api.LinksReport)
+	}{
+		{"links[0].state", func(r *api.LinksReport) { r.Links[0].State = "sideways" }},
+		{"links[1].public_key", func(r *api.LinksReport) { r.Links[1].PublicKey = "not a key" }},
+		{"links[0].endpoint", func(r *api.LinksReport) { r.Links[0].Endpoint = "nowhere" }},
+		{"links[0].hostname", func(r *api.LinksReport) { r.Links[0].Hostname = "Not_A_Host" }},
+		{"listen_port", func(r *api.LinksReport) { r.ListenPort = 70000 }},
+		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"127.0.0.1:5"} }},
+	} {
+		report := good
+		report.Links = slices.Clone(good.Links)
+		bad.change(&report)
+		r := h.want(h.do("POST", "/v1/nodes/links", a.token, report), 400, "a report with a bad "+bad.field)
+		if r.errorField("field") != bad.field {
+			t.Errorf("a bad %s: the error names %q: %s", bad.field, r.errorField("field"), r.raw)
+		}
+	}
+	if r := h.want(h.do("GET", "/v1/nodes/gpu-a/links", testAdminToken, nil), 200, "links"); r.body["reported_at"] != nil {
+		t.Errorf("a refused report was kept: %s", r.raw)
+	}
+	h.want(h.do("POST", "/v1/nodes/links", b.token, good), 401, "a report with another node's token")
+	h.want(h.do("POST", "/v1/nodes/links", a.token, good), 200, "report")
+	// b's side of the pair says connecting: the pair is not yet direct.
+	h.want(h.do("POST", "/v1/nodes/links", b.token, api.LinksReport{Hostname: "gpu-b", Links: []api.Link{
+		{Hostname: "gpu-a", PublicKey: a.public, State: api.LinkConnecting},
+	}}), 200, "b's report")
+
+	var links api.NodeLinks
+	if err := json.Unmarshal(h.want(h.do("GET", "/v1/nodes/gpu-a/links", testAdminToken, nil), 200, "links").raw, &links); err != nil {
+		t.Fatal(err)
+	}
+	if links.ReportedAt == nil || len(links.Links) != 2 || links.Links[0].State != api.LinkDirect || !links.Links[0].LastHandshake.Equal(handshake) ||
+		links.Counts.Direct != 1 || links.Counts.Relayed != 1 || links.Counts.Connecting != 0 {
+		t.Errorf("gpu-a's links: %+v", links)
+	}
+	var list api.NodeList
+	if err := json.Unmarshal(h.want(h.do("GET", "/v1/nodes", testAdminToken, nil), 200, "nodes").raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range list.Nodes {
+		switch {
+		case n.Hostname == "gpu-a" && (n.Links == nil || n.Links.Direct != 1 || n.Links.Relayed != 1):
+			t.Errorf("gpu-a in the list: links %+v", n.Links)
+		case n.Hostname == "gpu-c" && n.Links != nil:
+			t.Errorf("gpu-c never reported but shows links %+v", n.Links)
+		}
+	}
+	metrics := string(h.want(h.do("GET", "/metrics", testAdminToken, nil), 200, "metrics").raw)
+	for _, want := range []string{`gridweave_mesh_links{state="relayed"} 1`, `gridweave_mesh_links{state="connecting"} 1`, `gridweave_mesh_links{state="direct"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the metrics lack %s", want)
+		}
+	}
+}
