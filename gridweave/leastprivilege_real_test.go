@@ -46,8 +46,9 @@ import (
 // logs listed, a later Node's pod CIDR routed by the informer, the
 // clusters API, a disconnect); every request it makes is recorded. Every
 // granted rule is used, and, one rule at a time, a server whose roles
-// lack that rule fails the step that first needed it, with a 403 from the
-// API server.
+// lack that rule fails the step that first needed it (or, for a call made
+// only at times, a later step that made it too), with a 403 from the API
+// server.
 
 // apiCall is one (verb, resource) the server asked of the API server.
 type apiCall struct{ verb, resource string }
@@ -59,7 +60,8 @@ func (c apiCall) String() string { return c.verb + " " + c.resource }
 type callRecorder struct {
 	mu      sync.Mutex
 	step    string
-	first   map[apiCall]string // the step that first made the call
+	first   map[apiCall]string          // the step that first made the call
+	made    map[apiCall]map[string]bool // every step that made it
 	refused map[apiCall]bool
 }
 
@@ -73,7 +75,9 @@ func (r *callRecorder) RoundTrip(next http.RoundTripper) http.RoundTripper {
 			r.mu.Lock()
 			if _, seen := r.first[call]; !seen {
 				r.first[call] = r.step
+				r.made[call] = map[string]bool{}
 			}
+			r.made[call][r.step] = true
 			if err == nil && resp.StatusCode == http.StatusForbidden {
 				r.refused[call] = true
 			}
@@ -280,7 +284,7 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &callRecorder{first: map[apiCall]string{}, refused: map[apiCall]bool{}, step: "start"}
+	rec := &callRecorder{first: map[apiCall]string{}, made: map[apiCall]map[string]bool{}, refused: map[apiCall]bool{}, step: "start"}
 	cfg := rest.AnonymousClientConfig(tc.Config)
 	cfg.BearerToken = tok.Status.Token
 	cfg.WrapTransport = rec.RoundTrip
@@ -581,6 +585,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// the other (relists, or the watch-list of Kubernetes 1.34+), later but
 	// still correct, so no step fails; that it asks is checked above.
 	informer := map[apiCall]bool{{"list", "nodes"}: true, {"watch", "nodes"}: true}
+	r0made := r.calls.made
 	if _, watched := r.calls.first[apiCall{"watch", "nodes"}]; !watched {
 		t.Error("the server never watched Nodes")
 	}
@@ -595,8 +600,12 @@ func TestLeastPrivilege(t *testing.T) {
 			switch {
 			case err == nil:
 				t.Errorf("every step passed without %s", g)
-			case failed != want:
-				t.Errorf("without %s, step %q failed (%v); want step %q", g, failed, err, want)
+			case failed != want && !r0made[g][failed]:
+				// A call some steps make only at times (a Node read
+				// straight from the API server when the informer has not
+				// seen it yet) may first be needed by a later step that
+				// makes it too; a step that never made it must not fail.
+				t.Errorf("without %s, step %q failed (%v); want step %q or another step that made the call (%v)", g, failed, err, want, r0made[g])
 			case !r.calls.refused[g]:
 				t.Errorf("without %s, step %q failed (%v) but the API server refused no %s", g, failed, err, g)
 			case strings.Contains(err.Error(), "kubernetes_denied") || strings.Contains(err.Error(), "forbidden"):
