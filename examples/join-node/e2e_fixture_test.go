@@ -370,6 +370,10 @@ type node struct {
 	hostname string
 	podCIDR  netip.Prefix
 	dir      string // bin, state, wireguard, records, work
+	// underlay is the machine's own address, hostLink the host's end of
+	// its link (198.18.241.0/24: a /30 per machine).
+	underlay netip.Addr
+	hostLink string
 }
 
 // newNode sets up machine number i (1..60) with its own network and
@@ -380,7 +384,8 @@ func (m *master) newNode(i int, hostname string, gpu bool) *node {
 	n := &node{t: t, m: m, ns: netnstest.New(t, "gwn"), hostname: hostname, dir: t.TempDir(),
 		podCIDR: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 100+i))}
 	hostEnd := fmt.Sprintf("198.18.241.%d", 4*i+1)
-	netnstest.LinkToHost(t, hostEnd+"/30", n.ns, fmt.Sprintf("198.18.241.%d/30", 4*i+2))
+	n.underlay = netip.MustParseAddr(fmt.Sprintf("198.18.241.%d", 4*i+2))
+	n.hostLink, _ = netnstest.LinkToHost(t, hostEnd+"/30", n.ns, n.underlay.String()+"/30")
 	n.ns.IP(t, "route", "add", masterUnderIP+"/32", "via", hostEnd)
 	for _, d := range []string{"bin", "state", "wireguard", "records", "work"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
@@ -410,16 +415,7 @@ func (m *master) newNode(i int, hostname string, gpu bool) *node {
 // /run/wireguard. It returns the exit code, stdout and stderr.
 func (n *node) run(command string) (int, string, string) {
 	n.t.Helper()
-	script := `set -e
-hostname "$NODE_HOSTNAME"
-mount --bind "$NODE_DIR/bin" /usr/local/bin
-mount --bind "$NODE_DIR/state" /var/lib/gridweave
-mount --bind "$NODE_DIR/wireguard" /run/wireguard
-if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi # the machine runs no systemd
-cd "$NODE_DIR/work"
-exec bash -c "$NODE_COMMAND"`
-	cmd := n.ns.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir, "NODE_COMMAND=" + command}
+	cmd := n.command(command)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -431,6 +427,21 @@ exec bash -c "$NODE_COMMAND"`
 		}
 	}
 	return code, stdout.String(), stderr.String()
+}
+
+// command is a shell command that runs as the machine (see run).
+func (n *node) command(command string) *exec.Cmd {
+	script := `set -e
+hostname "$NODE_HOSTNAME"
+mount --bind "$NODE_DIR/bin" /usr/local/bin
+mount --bind "$NODE_DIR/state" /var/lib/gridweave
+mount --bind "$NODE_DIR/wireguard" /run/wireguard
+if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi # the machine runs no systemd
+cd "$NODE_DIR/work"
+exec bash -c "$NODE_COMMAND"`
+	cmd := n.ns.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir, "NODE_COMMAND=" + command}
+	return cmd
 }
 
 // record reads one of the stand-in's records ("" when absent).

@@ -37,10 +37,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	k3sMode := flags.String("k3s", "service", "the k3s agent step: service (k3s-agent.service where systemd runs the machine, else k3s agent started directly) or off")
 	k3sBinary := flags.String("k3s-binary", "/usr/local/bin/k3s", "where k3s is; when it is missing, the master's is installed there")
 	k3sCommand := flags.String("k3s-command", "", "a shell command run in the background instead of the built-in k3s step, with K3S_URL, K3S_TOKEN_FILE, NODE_IP, NODE_NAME, NODE_LABELS and WG_INTERFACE set")
-	unitDir := flags.String("systemd-unit-dir", "/etc/systemd/system", "where the k3s-agent.service unit is written")
+	unitDir := flags.String("systemd-unit-dir", "/etc/systemd/system", "where the k3s-agent.service and "+linkUnitName+" units are written")
 	imageImport := flags.String("image-import-command", defaultImageImportCommand, "shell command importing the master's worker image tarball (IMAGE_TAR) into the container runtime; empty skips the step")
 	imageCheck := flags.String("image-check-command", defaultImageCheckCommand, "shell command that exits 0 when the container runtime has the image IMAGE_NAME")
 	showVersion := flags.Bool("version", false, "print the agent's version")
+	serve := flags.Bool("serve", false, "run the link service (after a join): direct WireGuard links to the other nodes, the master as fallback; the join installs it as "+linkUnitName+" where systemd runs the machine")
+	hubOnly := flags.Bool("hub-only", false, "with --serve: link to no node directly, everything through the master")
+	var advertise endpointList
+	flags.Var(&advertise, "advertise-endpoint", "with --serve: address:port where this node's WireGuard device can be reached besides the address the master sees (repeatable)")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -79,7 +83,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			opts.Images = images
 		}
 	}
+	opts.AdvertiseEndpoints, opts.HubOnly = advertise, *hubOnly
+	if *serve {
+		if err := joinagent.Serve(ctx, opts); err != nil {
+			fmt.Fprintln(stderr, "join-node:", err)
+			return 1
+		}
+		return 0
+	}
 	if *leave {
+		if err := removeLinkService(ctx, *unitDir); err != nil {
+			fmt.Fprintln(stderr, "join-node: stop the link service:", err)
+			return 1
+		}
 		if err := joinagent.Leave(ctx, opts); err != nil {
 			fmt.Fprintln(stderr, "join-node:", err)
 			return 1
@@ -94,6 +110,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &me) && me.Status == http.StatusUpgradeRequired {
 			fmt.Fprintln(stderr, "join-node: run the join command again: join-node.sh fetches the agent that matches the master, and this machine keeps its identity")
 		}
+		return 1
+	}
+	if agent, err := os.Executable(); err != nil {
+		log.Warn("the link service is not installed: where is this agent?", "error", err)
+	} else if err := installLinkService(ctx, *unitDir, linkServiceArgs(agent, args), log); err != nil {
+		fmt.Fprintln(stderr, "join-node: the link service:", err)
 		return 1
 	}
 	group := res.WorkerGroup

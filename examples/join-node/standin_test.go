@@ -57,6 +57,13 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(standInEnv) == "wg-show" {
+		if err := wgShow(os.Args[1], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "wg-show (stand-in):", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(standInEnv) == "k3s" {
 		if err := k3sStandIn(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, "k3s (stand-in):", err)

@@ -69,6 +69,22 @@ type Options struct {
 	HTTPClient *http.Client
 	// Logger receives one line per step; default discards.
 	Logger *slog.Logger
+
+	// The link service (Serve):
+	//
+	// AdvertiseEndpoints are where this node's WireGuard device can be
+	// reached besides the address the master sees it from (a LAN
+	// address with the device's port, a port forwarded on a NAT).
+	AdvertiseEndpoints []netip.AddrPort
+	// HubOnly links to no node directly: everything goes through the
+	// master, as before direct links.
+	HubOnly bool
+	// HandshakeTimeout is how long a direct link may try before the node
+	// goes through the master; default 15 s.
+	HandshakeTimeout time.Duration
+	// ReportInterval is how often the links are reported to the master
+	// at least (a change of state is reported at once); default 5 s.
+	ReportInterval time.Duration
 }
 
 // K3sJoin is what the k3s agent step needs to register the machine's
@@ -187,7 +203,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	if err := o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v); err != nil {
 		return Result{}, err
 	}
-	st.NodeToken, st.VPNIP = v.NodeToken, v.VPNIP
+	st.NodeToken, st.VPNIP, st.MasterPublicKey, st.VPNCIDR = v.NodeToken, v.VPNIP, v.MasterPublicKey, v.VPNCIDR
 	if st.MasterVPNURL, err = vpnURL(v); err != nil {
 		return Result{}, err
 	}

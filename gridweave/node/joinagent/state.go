@@ -19,6 +19,10 @@ type State struct {
 	// MasterVPNURL is where the master answers through the tunnel (empty:
 	// it has no VPN listener); leave tries it first.
 	MasterVPNURL string
+	// MasterPublicKey and VPNCIDR are the master's peer on the device, for
+	// the link service (empty in an identity kept before it existed).
+	MasterPublicKey string
+	VPNCIDR         string
 }
 
 // K3sTokenFile is the file in the state directory that holds the k3s
@@ -35,6 +39,8 @@ type stateJSON struct {
 	NodeToken  string `json:"node_token"`
 	VPNIP      string `json:"vpn_ip"`
 	MasterVPN  string `json:"master_vpn_url,omitempty"`
+	MasterKey  string `json:"master_public_key,omitempty"`
+	VPNCIDR    string `json:"vpn_cidr,omitempty"`
 }
 
 // LoadState reads the identity in dir, or makes a new key pair for
@@ -63,7 +69,8 @@ func LoadState(dir, hostname string) (State, error) {
 	if j.Hostname != hostname {
 		return State{}, fmt.Errorf("joinagent: this machine joined as %q and is now called %q; run with --leave first, then join again", j.Hostname, hostname)
 	}
-	return State{Hostname: j.Hostname, PrivateKey: key, NodeToken: j.NodeToken, VPNIP: j.VPNIP, MasterVPNURL: j.MasterVPN}, nil
+	return State{Hostname: j.Hostname, PrivateKey: key, NodeToken: j.NodeToken, VPNIP: j.VPNIP, MasterVPNURL: j.MasterVPN,
+		MasterPublicKey: j.MasterKey, VPNCIDR: j.VPNCIDR}, nil
 }
 
 // save writes the identity atomically, readable by root only.
@@ -71,7 +78,8 @@ func (s State) save(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(stateJSON{Hostname: s.Hostname, PrivateKey: s.PrivateKey.Base64(), NodeToken: s.NodeToken, VPNIP: s.VPNIP, MasterVPN: s.MasterVPNURL}, "", "  ")
+	raw, err := json.MarshalIndent(stateJSON{Hostname: s.Hostname, PrivateKey: s.PrivateKey.Base64(), NodeToken: s.NodeToken, VPNIP: s.VPNIP, MasterVPN: s.MasterVPNURL,
+		MasterKey: s.MasterPublicKey, VPNCIDR: s.VPNCIDR}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,218 @@
+package joinagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/node/peering"
+	"gridweave.dev/mesh/kernelroutes"
+	"gridweave.dev/wgkey"
+)
+
+// The link service's timing.
+const (
+	// peersWait is how long one long poll of the directory waits at the
+	// master; under the client's 30 s timeout.
+	peersWait = 20 * time.Second
+	// stepInterval is how often the links are moved on.
+	stepInterval = time.Second
+	// maxWatchBackoff bounds the wait between two failed polls.
+	maxWatchBackoff = 15 * time.Second
+	// defaultReportInterval is how often the links are reported at least.
+	defaultReportInterval = 5 * time.Second
+)
+
+// Serve is the node's link service, run after the join until ctx ends
+// (`join-node --serve`, a systemd unit): it waits on the master's peer
+// directory (a long poll through the tunnel, with the node token,
+// resumed after every drop), links this node to each other node directly
+// with the master as fallback (package peering), and reports the links.
+// When the master is down the links stay as they are; the watch comes
+// back with it. A tunnel that is down (after a reboot) is brought up by
+// joining again with the node token first. Serve returns nil when the
+// node's identity is gone (it left).
+func Serve(ctx context.Context, o Options) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	named, ok := o.Tunnel.(interface{ Device() string })
+	if !ok || named.Device() == "" {
+		return errors.New("joinagent: Serve needs a tunnel that names its WireGuard device")
+	}
+	device := named.Device()
+	st, err := LoadState(o.StateDir, o.Hostname)
+	if err != nil {
+		return err
+	}
+	if st.NodeToken == "" {
+		return errors.New("joinagent: this machine has not joined: run the join command first")
+	}
+	if _, err := net.InterfaceByName(device); err != nil || st.MasterPublicKey == "" || st.VPNCIDR == "" {
+		o.Logger.InfoContext(ctx, "the tunnel is not up: joining again with the node token", "device", device)
+		if _, err := Join(ctx, o); err != nil {
+			return err
+		}
+		if st, err = LoadState(o.StateDir, o.Hostname); err != nil {
+			return err
+		}
+	}
+	self, err := st.PrivateKey.Public()
+	if err != nil {
+		return err
+	}
+	master, err := wgkey.Parse(st.MasterPublicKey)
+	if err != nil {
+		return fmt.Errorf("joinagent: the identity's master_public_key: %w", err)
+	}
+	vpn, err := netip.ParsePrefix(st.VPNCIDR)
+	if err != nil {
+		return fmt.Errorf("joinagent: the identity's vpn_cidr: %w", err)
+	}
+	links, err := peering.New(peering.WireGuardDevice{Interface: device}, kernelroutes.Device{Interface: device}, peering.Options{
+		Self: self, Master: master, MasterPrefixes: []netip.Prefix{vpn}, HubOnly: o.HubOnly,
+		HandshakeTimeout: o.HandshakeTimeout, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	call := o
+	if st.MasterVPNURL != "" {
+		call.Master, call.HTTPClient = st.MasterVPNURL, o.tunnelClient()
+	}
+	o.Logger.InfoContext(ctx, "link service started", "device", device, "master", call.Master, "hub_only", o.HubOnly)
+
+	changed := make(chan struct{}, 1)
+	go call.watchPeers(ctx, st, links, changed)
+	step := time.NewTicker(stepInterval)
+	defer step.Stop()
+	interval := o.ReportInterval
+	if interval <= 0 {
+		interval = defaultReportInterval
+	}
+	var reported []api.Link
+	var lastReport time.Time
+	var stepFailing bool
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-step.C:
+		case <-changed:
+		}
+		if _, err := os.Stat(filepath.Join(o.StateDir, stateFile)); errors.Is(err, os.ErrNotExist) {
+			o.Logger.InfoContext(ctx, "this machine left the cluster: the link service stops")
+			return nil
+		}
+		if err := links.Step(ctx); err != nil {
+			if !stepFailing {
+				o.Logger.WarnContext(ctx, "the links could not be brought in line", "error", err)
+			}
+			stepFailing = true
+			continue
+		}
+		stepFailing = false
+		now := links.Links()
+		if time.Since(lastReport) < interval && sameStates(now, reported) {
+			continue
+		}
+		report := api.LinksReport{Hostname: o.Hostname, ListenPort: links.ListenPort(), Links: now}
+		for _, ep := range o.AdvertiseEndpoints {
+			report.Endpoints = append(report.Endpoints, ep.String())
+		}
+		if err := call.post(ctx, "report-links", "/v1/nodes/links", st.NodeToken, report, nil); err != nil {
+			o.Logger.DebugContext(ctx, "the links were not reported", "error", err)
+			lastReport = time.Now() // the master is away: try again at the next interval
+			continue
+		}
+		reported, lastReport = now, time.Now()
+	}
+}
+
+// sameStates reports whether two reports name the same links in the same
+// states (bytes and handshakes move all the time; the interval reports
+// them).
+func sameStates(a, b []api.Link) bool {
+	return slices.EqualFunc(a, b, func(x, y api.Link) bool { return x.PublicKey == y.PublicKey && x.State == y.State })
+}
+
+// watchPeers long-polls the directory until ctx ends, handing each answer
+// to links and signalling changed; after a failure it waits (1 s,
+// doubling to maxWatchBackoff) and resumes with the revision it holds.
+func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, changed chan<- struct{}) {
+	since, backoff, failing := "", time.Second, false
+	for ctx.Err() == nil {
+		dir, err := o.peers(ctx, st, since)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				o.Logger.WarnContext(ctx, "the master's peer directory does not answer; the links stay as they are", "error", err)
+			}
+			failing = true
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxWatchBackoff)
+			continue
+		}
+		if failing {
+			o.Logger.InfoContext(ctx, "the master's peer directory answers again")
+		}
+		failing, backoff = false, time.Second
+		if dir.Revision == since {
+			continue
+		}
+		if err := links.SetPeers(dir.Peers); err != nil {
+			o.Logger.WarnContext(ctx, "some nodes of the directory cannot be linked", "error", err)
+		}
+		since = dir.Revision
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// peers is one long poll of GET /v1/nodes/peers.
+func (o *Options) peers(ctx context.Context, st State, since string) (api.PeerDirectory, error) {
+	q := url.Values{"hostname": {o.Hostname}, "since": {since}, "wait": {strconv.Itoa(int(peersWait.Seconds()))}}
+	if since == "" {
+		q.Set("wait", "0")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.Master+"/v1/nodes/peers?"+q.Encode(), nil)
+	if err != nil {
+		return api.PeerDirectory{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+st.NodeToken)
+	resp, err := o.HTTPClient.Do(req)
+	if err != nil {
+		return api.PeerDirectory{}, fmt.Errorf("peers: reach the master at %s: %w", o.Master, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode != http.StatusOK {
+		var e api.ErrorBody
+		_ = json.Unmarshal(data, &e)
+		return api.PeerDirectory{}, &MasterError{Step: "peers", Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	var dir api.PeerDirectory
+	if err := json.Unmarshal(data, &dir); err != nil {
+		return api.PeerDirectory{}, fmt.Errorf("peers: the master's answer is not the expected JSON: %w", err)
+	}
+	return dir, nil
+}

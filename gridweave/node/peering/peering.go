@@ -1,0 +1,500 @@
+package peering
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/mesh"
+	"gridweave.dev/wgkey"
+)
+
+// DevicePeer is one peer of the node's device, as read.
+type DevicePeer struct {
+	PublicKey     wgkey.Key
+	Endpoint      netip.AddrPort // invalid: none yet
+	AllowedIPs    []netip.Prefix
+	Keepalive     time.Duration
+	LastHandshake time.Time // zero: never
+	RxBytes       int64
+	TxBytes       int64
+}
+
+// DeviceState is the node's device as read.
+type DeviceState struct {
+	ListenPort int
+	Peers      []DevicePeer
+}
+
+// PeerChange is one step of a device configuration: a peer removed, or
+// added or brought to AllowedIPs (which replace its own), Endpoint (left
+// alone when invalid) and Keepalive.
+type PeerChange struct {
+	PublicKey  wgkey.Key
+	Remove     bool
+	AllowedIPs []netip.Prefix
+	Endpoint   netip.AddrPort
+	Keepalive  time.Duration
+	// Handshake asks for a handshake now: the keepalive is turned off and
+	// on again, and WireGuard sends one at once.
+	Handshake bool
+}
+
+// Device is the node's WireGuard device.
+type Device interface {
+	Read(ctx context.Context) (DeviceState, error)
+	// Apply configures the changes in order, in one configuration.
+	Apply(ctx context.Context, changes []PeerChange) error
+}
+
+// Routes routes prefixes into the device (kernelroutes.Device).
+type Routes interface {
+	Replace(ctx context.Context, prefix netip.Prefix) error
+	Delete(ctx context.Context, prefix netip.Prefix) error
+}
+
+// Options configure a Manager. Self, Master and MasterPrefixes are
+// required.
+type Options struct {
+	// Self is this node's public key: its own entry in the directory is
+	// skipped.
+	Self wgkey.Key
+	// Master is the master's public key; MasterPrefixes what its peer
+	// always holds (the VPN CIDR).
+	Master         wgkey.Key
+	MasterPrefixes []netip.Prefix
+	// HandshakeTimeout is how long a direct link may try before its node
+	// is relayed; default 15 s.
+	HandshakeTimeout time.Duration
+	// Keepalive is the direct peers' persistent keepalive; default 25 s.
+	Keepalive time.Duration
+	// RetryMin is how long a relayed link waits before trying direct
+	// again, doubling on every failure up to RetryMax; default 30 s and
+	// 5 min.
+	RetryMin, RetryMax time.Duration
+	// StaleAfter is how old a direct link's last handshake may grow before
+	// the link counts as broken (WireGuard renews a live one every two
+	// minutes, and drops its keys after three); default 195 s.
+	StaleAfter time.Duration
+	// HubOnly configures no direct peer: every node is reached through
+	// the master.
+	HubOnly bool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger receives one line per change of a link's state.
+	Logger *slog.Logger
+}
+
+// Manager keeps the device's direct peers in line with the directory.
+// It is safe for concurrent use.
+type Manager struct {
+	dev    Device
+	routes Routes
+	o      Options
+
+	mu         sync.Mutex
+	want       map[wgkey.Key]target
+	known      bool // SetPeers was called
+	links      map[wgkey.Key]*link
+	routed     map[netip.Prefix]bool
+	listenPort int
+}
+
+// target is another node as the directory names it.
+type target struct {
+	hostname  string
+	key       wgkey.Key
+	vpnIP     netip.Addr
+	podCIDR   netip.Prefix // invalid until it has one
+	endpoints []netip.AddrPort
+}
+
+// prefixes are what the node's direct peer holds.
+func (t target) prefixes() []netip.Prefix {
+	out := []netip.Prefix{netip.PrefixFrom(t.vpnIP, t.vpnIP.BitLen())}
+	if t.podCIDR.IsValid() {
+		out = append(out, t.podCIDR)
+	}
+	slices.SortFunc(out, mesh.ComparePrefixes)
+	return out
+}
+
+type link struct {
+	target
+	state api.LinkState
+	// since is when the link entered its state (for connecting: when the
+	// try began); a handshake after it proves the link direct.
+	since    time.Time
+	tries    int
+	nextTry  time.Time
+	endpoint netip.AddrPort // to give the device at the next Apply
+	kick     bool           // ask for a handshake at the next Apply
+	seen     DevicePeer
+}
+
+// New returns a Manager of dev; routes may be nil (no pod CIDR routes).
+func New(dev Device, routes Routes, o Options) (*Manager, error) {
+	if o.Self.IsZero() || o.Master.IsZero() || len(o.MasterPrefixes) == 0 {
+		return nil, errors.New("peering: Options need Self, Master and MasterPrefixes")
+	}
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{{&o.HandshakeTimeout, 15 * time.Second}, {&o.Keepalive, 25 * time.Second}, {&o.RetryMin, 30 * time.Second},
+		{&o.RetryMax, 5 * time.Minute}, {&o.StaleAfter, 195 * time.Second}}
+	for _, d := range defaults {
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.MasterPrefixes = slices.Clone(o.MasterPrefixes)
+	slices.SortFunc(o.MasterPrefixes, mesh.ComparePrefixes)
+	return &Manager{dev: dev, routes: routes, o: o, links: map[wgkey.Key]*link{}, routed: map[netip.Prefix]bool{}}, nil
+}
+
+// SetPeers takes the directory's answer: the nodes to link to. An entry
+// that cannot be used (a bad key or address, or prefixes another entry
+// already holds) is skipped and returned among the errors; the rest are
+// taken.
+func (m *Manager) SetPeers(peers []api.DirectoryPeer) error {
+	want := make(map[wgkey.Key]target, len(peers))
+	held := map[netip.Prefix]string{}
+	for _, p := range m.o.MasterPrefixes {
+		held[p] = "the master"
+	}
+	var errs []error
+	for _, p := range peers {
+		t, err := parseTarget(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if t.key == m.o.Self || t.key == m.o.Master {
+			continue
+		}
+		if _, dup := want[t.key]; dup {
+			errs = append(errs, fmt.Errorf("peering: %s: public key %s is named twice", p.Hostname, t.key))
+			continue
+		}
+		clash := ""
+		for _, pfx := range t.prefixes() {
+			if holder, ok := held[pfx]; ok {
+				clash = fmt.Sprintf("%s is held by %s", pfx, holder)
+			}
+			for _, vpn := range m.o.MasterPrefixes {
+				if pfx != netip.PrefixFrom(t.vpnIP, t.vpnIP.BitLen()) && pfx.Overlaps(vpn) {
+					clash = fmt.Sprintf("pod CIDR %s overlaps the VPN's %s", pfx, vpn)
+				}
+			}
+		}
+		if clash != "" {
+			errs = append(errs, fmt.Errorf("peering: %s skipped: %s", p.Hostname, clash))
+			continue
+		}
+		for _, pfx := range t.prefixes() {
+			held[pfx] = p.Hostname
+		}
+		want[t.key] = t
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.want, m.known = want, true
+	return errors.Join(errs...)
+}
+
+func parseTarget(p api.DirectoryPeer) (target, error) {
+	key, err := wgkey.Parse(p.PublicKey)
+	if err != nil {
+		return target{}, fmt.Errorf("peering: %s: public_key: %w", p.Hostname, err)
+	}
+	ip, err := netip.ParseAddr(p.VPNIP)
+	if err != nil {
+		return target{}, fmt.Errorf("peering: %s: vpn_ip: %w", p.Hostname, err)
+	}
+	t := target{hostname: p.Hostname, key: key, vpnIP: ip.Unmap()}
+	if p.PodCIDR != "" {
+		if t.podCIDR, err = netip.ParsePrefix(p.PodCIDR); err != nil || t.podCIDR.Masked() != t.podCIDR {
+			return target{}, fmt.Errorf("peering: %s: pod_cidr %q is not a prefix without host bits", p.Hostname, p.PodCIDR)
+		}
+	}
+	for _, e := range p.Endpoints {
+		ep, err := netip.ParseAddrPort(e)
+		if err != nil || ep.Port() == 0 {
+			return target{}, fmt.Errorf("peering: %s: endpoint %q is not address:port", p.Hostname, e)
+		}
+		t.endpoints = append(t.endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
+	}
+	return t, nil
+}
+
+// Step reads the device, moves each link on (a handshake makes it direct,
+// a try without one past the timeout relays it, a relayed one is tried
+// again when its time comes), and configures the device and the routes to
+// match. Before the first SetPeers it does nothing: the device keeps the
+// links it has (an agent's restart loses none).
+func (m *Manager) Step(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.known {
+		return nil
+	}
+	st, err := m.dev.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("peering: read the device: %w", err)
+	}
+	m.listenPort = st.ListenPort
+	onDevice := make(map[wgkey.Key]DevicePeer, len(st.Peers))
+	for _, p := range st.Peers {
+		slices.SortFunc(p.AllowedIPs, mesh.ComparePrefixes)
+		onDevice[p.PublicKey] = p
+	}
+	now := m.o.Now()
+	for key := range m.links {
+		if _, ok := m.want[key]; !ok {
+			m.o.Logger.InfoContext(ctx, "node gone from the directory: its link goes", "peer", m.links[key].hostname)
+			delete(m.links, key)
+		}
+	}
+	for key, t := range m.want {
+		d, present := onDevice[key]
+		l := m.links[key]
+		if l == nil {
+			l = m.adopt(ctx, t, d, present, now)
+			m.links[key] = l
+		} else {
+			if !slices.Equal(l.endpoints, t.endpoints) && l.state == api.LinkRelayed {
+				l.nextTry = now // somewhere new to try
+			}
+			l.target = t
+		}
+		l.seen = d
+		m.advance(ctx, l, d, present, now)
+	}
+	if err := m.dev.Apply(ctx, m.changes(onDevice)); err != nil {
+		return fmt.Errorf("peering: configure the device: %w", err)
+	}
+	for _, l := range m.links {
+		l.kick, l.endpoint = false, netip.AddrPort{}
+	}
+	return m.route(ctx)
+}
+
+// adopt starts the link to a node the manager has not seen: direct at
+// once when the device already holds a live direct peer for it (the
+// agent restarted), else a first try.
+func (m *Manager) adopt(ctx context.Context, t target, d DevicePeer, present bool, now time.Time) *link {
+	l := &link{target: t}
+	switch {
+	case m.o.HubOnly:
+		m.enter(ctx, l, api.LinkRelayed, now)
+		l.nextTry = time.Time{}
+	case present && now.Sub(d.LastHandshake) < m.o.StaleAfter && slices.Equal(d.AllowedIPs, t.prefixes()):
+		m.enter(ctx, l, api.LinkDirect, now)
+	default:
+		m.try(ctx, l, now)
+	}
+	return l
+}
+
+// try starts a direct try: the peer holds the node's prefixes, at the
+// next endpoint.
+func (m *Manager) try(ctx context.Context, l *link, now time.Time) {
+	if len(l.endpoints) == 0 {
+		m.enter(ctx, l, api.LinkRelayed, now)
+		l.nextTry = now.Add(m.o.RetryMin)
+		return
+	}
+	l.endpoint = l.endpoints[l.tries%len(l.endpoints)]
+	l.tries++
+	l.kick = true
+	m.enter(ctx, l, api.LinkConnecting, now)
+}
+
+// retry asks a relayed link for a handshake at its next endpoint; its
+// traffic stays with the master until one completes.
+func (m *Manager) retry(l *link, now time.Time) {
+	l.endpoint = l.endpoints[l.tries%len(l.endpoints)]
+	l.tries++
+	l.kick = true
+	l.nextTry = now.Add(m.backoff(l.tries))
+}
+
+func (m *Manager) backoff(tries int) time.Duration {
+	d := m.o.RetryMin
+	for i := 1; i < tries && d < m.o.RetryMax; i++ {
+		d *= 2
+	}
+	return min(d, m.o.RetryMax)
+}
+
+func (m *Manager) enter(ctx context.Context, l *link, state api.LinkState, now time.Time) {
+	if l.state != state {
+		m.o.Logger.InfoContext(ctx, "link "+string(state), "peer", l.hostname, "vpn_ip", l.vpnIP, "endpoint", l.endpoint, "was", l.state)
+	}
+	l.state, l.since = state, now
+	if state == api.LinkDirect {
+		l.tries = 0
+	}
+}
+
+// advance moves one link on by what the device says of its peer.
+func (m *Manager) advance(ctx context.Context, l *link, d DevicePeer, present bool, now time.Time) {
+	if m.o.HubOnly {
+		return
+	}
+	handshook := present && d.LastHandshake.After(l.since)
+	switch l.state {
+	case api.LinkConnecting:
+		switch {
+		case !present && !l.kick:
+			m.try(ctx, l, now) // someone removed the peer: try again
+		case handshook:
+			m.enter(ctx, l, api.LinkDirect, now)
+		case now.Sub(l.since) >= m.o.HandshakeTimeout:
+			m.enter(ctx, l, api.LinkRelayed, now)
+			l.nextTry = now.Add(m.backoff(l.tries))
+		}
+	case api.LinkDirect:
+		if !present || now.Sub(d.LastHandshake) > m.o.StaleAfter {
+			m.enter(ctx, l, api.LinkRelayed, now)
+			l.nextTry = now
+		}
+	case api.LinkRelayed:
+		switch {
+		case handshook:
+			m.enter(ctx, l, api.LinkDirect, now)
+		case len(l.endpoints) > 0 && !now.Before(l.nextTry):
+			m.retry(l, now)
+		}
+	}
+}
+
+// changes is the configuration that brings the device to the links:
+// peers no node needs removed, then every prefix that moves taken from
+// the peer that holds it, then given to the one that gets it, so that at
+// no step do two peers hold one prefix.
+func (m *Manager) changes(onDevice map[wgkey.Key]DevicePeer) []PeerChange {
+	type wanted struct {
+		PeerChange
+		create bool
+	}
+	var final []wanted
+	masterIPs := slices.Clone(m.o.MasterPrefixes)
+	for key, l := range m.links {
+		if m.o.HubOnly || l.state == api.LinkRelayed {
+			if l.podCIDR.IsValid() {
+				masterIPs = append(masterIPs, l.podCIDR)
+			}
+		}
+		if m.o.HubOnly {
+			continue
+		}
+		c := PeerChange{PublicKey: key, Keepalive: m.o.Keepalive, Endpoint: l.endpoint, Handshake: l.kick}
+		if l.state != api.LinkRelayed {
+			c.AllowedIPs = l.prefixes()
+		}
+		_, present := onDevice[key]
+		final = append(final, wanted{c, !present})
+	}
+	slices.SortFunc(masterIPs, mesh.ComparePrefixes)
+	if cur, ok := onDevice[m.o.Master]; ok {
+		final = append(final, wanted{PeerChange{PublicKey: m.o.Master, AllowedIPs: masterIPs, Keepalive: cur.Keepalive}, false})
+	}
+	slices.SortFunc(final, func(a, b wanted) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
+
+	var removals, shrinks, grows []PeerChange
+	for key := range onDevice {
+		if _, ok := m.links[key]; (!ok || m.o.HubOnly) && key != m.o.Master {
+			removals = append(removals, PeerChange{PublicKey: key, Remove: true})
+		}
+	}
+	slices.SortFunc(removals, func(a, b PeerChange) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
+	for _, w := range final {
+		cur := onDevice[w.PublicKey]
+		if !w.create {
+			kept := slices.DeleteFunc(slices.Clone(cur.AllowedIPs), func(p netip.Prefix) bool { return !slices.Contains(w.AllowedIPs, p) })
+			if len(kept) < len(cur.AllowedIPs) {
+				shrinks = append(shrinks, PeerChange{PublicKey: w.PublicKey, AllowedIPs: kept, Keepalive: cur.Keepalive})
+			}
+		}
+		same := !w.create && slices.Equal(cur.AllowedIPs, w.AllowedIPs) && cur.Keepalive == w.Keepalive &&
+			(!w.Endpoint.IsValid() || w.Endpoint == cur.Endpoint) && !w.Handshake
+		if !same {
+			grows = append(grows, w.PeerChange)
+		}
+	}
+	return slices.Concat(removals, shrinks, grows)
+}
+
+// route routes every other node's pod CIDR into the device, and no other.
+func (m *Manager) route(ctx context.Context) error {
+	if m.routes == nil {
+		return nil
+	}
+	want := map[netip.Prefix]bool{}
+	for _, l := range m.links {
+		if l.podCIDR.IsValid() {
+			want[l.podCIDR] = true
+		}
+	}
+	var errs []error
+	for p := range m.routed {
+		if !want[p] {
+			if err := m.routes.Delete(ctx, p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(m.routed, p)
+		}
+	}
+	for p := range want {
+		if !m.routed[p] {
+			if err := m.routes.Replace(ctx, p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m.routed[p] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Links reports every link, by hostname, as of the last Step.
+func (m *Manager) Links() []api.Link {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]api.Link, 0, len(m.links))
+	for _, l := range m.links {
+		link := api.Link{Hostname: l.hostname, PublicKey: l.key.String(), State: l.state, RxBytes: l.seen.RxBytes, TxBytes: l.seen.TxBytes}
+		if l.seen.Endpoint.IsValid() {
+			link.Endpoint = l.seen.Endpoint.String()
+		}
+		if !l.seen.LastHandshake.IsZero() {
+			hs := l.seen.LastHandshake.UTC()
+			link.LastHandshake = &hs
+		}
+		out = append(out, link)
+	}
+	slices.SortFunc(out, func(a, b api.Link) int { return cmp.Compare(a.Hostname, b.Hostname) })
+	return out
+}
+
+// ListenPort is the device's port as of the last Step.
+func (m *Manager) ListenPort() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.listenPort
+}

@@ -1,0 +1,343 @@
+package peering_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/node/peering"
+	"gridweave.dev/wgkey"
+)
+
+// device is a WireGuard device in memory that holds the manager to
+// WireGuard's rule after every single change: no prefix on two peers.
+type device struct {
+	t       *testing.T
+	mu      sync.Mutex
+	peers   map[wgkey.Key]*peering.DevicePeer
+	applied [][]peering.PeerChange
+	kicks   map[wgkey.Key]int
+}
+
+func newDevice(t *testing.T, master wgkey.Key, vpn netip.Prefix) *device {
+	d := &device{t: t, peers: map[wgkey.Key]*peering.DevicePeer{}, kicks: map[wgkey.Key]int{}}
+	d.peers[master] = &peering.DevicePeer{PublicKey: master, AllowedIPs: []netip.Prefix{vpn}, Keepalive: 25 * time.Second}
+	return d
+}
+
+func (d *device) Read(context.Context) (peering.DeviceState, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := peering.DeviceState{ListenPort: 51820}
+	for _, p := range d.peers {
+		c := *p
+		c.AllowedIPs = slices.Clone(p.AllowedIPs)
+		st.Peers = append(st.Peers, c)
+	}
+	return st, nil
+}
+
+func (d *device) Apply(_ context.Context, changes []peering.PeerChange) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(changes) > 0 {
+		d.applied = append(d.applied, changes)
+	}
+	for i, ch := range changes {
+		if ch.Remove {
+			delete(d.peers, ch.PublicKey)
+			continue
+		}
+		p := d.peers[ch.PublicKey]
+		if p == nil {
+			p = &peering.DevicePeer{PublicKey: ch.PublicKey}
+			d.peers[ch.PublicKey] = p
+			d.kicks[ch.PublicKey]++ // a new peer with a keepalive starts a handshake
+		} else if ch.Handshake {
+			d.kicks[ch.PublicKey]++
+		}
+		p.AllowedIPs, p.Keepalive = slices.Clone(ch.AllowedIPs), ch.Keepalive
+		if ch.Endpoint.IsValid() {
+			p.Endpoint = ch.Endpoint
+		}
+		holder := map[netip.Prefix]wgkey.Key{}
+		for _, q := range d.peers {
+			for _, pfx := range q.AllowedIPs {
+				if other, ok := holder[pfx]; ok {
+					d.t.Errorf("after change %d of %v: %s is on two peers (%s and %s)", i, changes, pfx, other, q.PublicKey)
+				}
+				holder[pfx] = q.PublicKey
+			}
+		}
+	}
+	return nil
+}
+
+// handshake completes a handshake with the peer at now.
+func (d *device) handshake(key wgkey.Key, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.peers[key].LastHandshake = now
+}
+
+func (d *device) peer(key wgkey.Key) (peering.DevicePeer, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.peers[key]
+	if !ok {
+		return peering.DevicePeer{}, false
+	}
+	return *p, true
+}
+
+type routes struct{ set map[netip.Prefix]bool }
+
+func (r *routes) Replace(_ context.Context, p netip.Prefix) error { r.set[p] = true; return nil }
+func (r *routes) Delete(_ context.Context, p netip.Prefix) error  { delete(r.set, p); return nil }
+
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time          { return c.now }
+func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
+func key(t *testing.T) wgkey.Key         { _, pub, err := wgkey.GeneratePair(); must(t, err); return pub }
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func prefixes(s ...string) []netip.Prefix {
+	out := []netip.Prefix{}
+	for _, p := range s {
+		out = append(out, pfx(p))
+	}
+	return out
+}
+
+type fixture struct {
+	t            *testing.T
+	self, master wgkey.Key
+	b, c         wgkey.Key
+	dev          *device
+	routes       *routes
+	clock        *clock
+	mgr          *peering.Manager
+	directory    []api.DirectoryPeer
+}
+
+const vpn = "198.18.0.0/16"
+
+func newFixture(t *testing.T, hubOnly bool) *fixture {
+	f := &fixture{t: t, self: key(t), master: key(t), b: key(t), c: key(t), routes: &routes{set: map[netip.Prefix]bool{}},
+		clock: &clock{now: time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)}}
+	f.dev = newDevice(t, f.master, pfx(vpn))
+	f.directory = []api.DirectoryPeer{
+		{Hostname: "gpu-a", PublicKey: f.self.String(), VPNIP: "198.18.0.2", PodCIDR: "10.42.1.0/24", Endpoints: []string{"192.0.2.1:51820"}},
+		{Hostname: "gpu-b", PublicKey: f.b.String(), VPNIP: "198.18.0.3", PodCIDR: "10.42.2.0/24", Endpoints: []string{"192.0.2.2:51820"}},
+		{Hostname: "gpu-c", PublicKey: f.c.String(), VPNIP: "198.18.0.4", PodCIDR: "10.42.3.0/24", Endpoints: []string{"192.0.2.3:51820", "203.0.113.3:51820"}},
+	}
+	f.mgr = f.manager(hubOnly)
+	return f
+}
+
+func (f *fixture) manager(hubOnly bool) *peering.Manager {
+	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), HubOnly: hubOnly, Now: f.clock.Now})
+	must(f.t, err)
+	must(f.t, m.SetPeers(f.directory))
+	return m
+}
+
+func (f *fixture) step() {
+	f.t.Helper()
+	must(f.t, f.mgr.Step(context.Background()))
+}
+
+func (f *fixture) state(hostname string) api.LinkState {
+	for _, l := range f.mgr.Links() {
+		if l.Hostname == hostname {
+			return l.State
+		}
+	}
+	return ""
+}
+
+func (f *fixture) wantAllowed(k wgkey.Key, want []netip.Prefix, what string) {
+	f.t.Helper()
+	p, ok := f.dev.peer(k)
+	if !ok {
+		f.t.Fatalf("%s: no peer", what)
+	}
+	if !slices.Equal(p.AllowedIPs, want) && !(len(p.AllowedIPs) == 0 && len(want) == 0) {
+		f.t.Errorf("%s: allowed IPs %v, want %v", what, p.AllowedIPs, want)
+	}
+}
+
+// TestDirectFirstRelayedAfterTheTimeout: every other node gets a direct
+// peer with its VPN address and pod CIDR; the one that handshakes is
+// direct; the one that does not is relayed after the timeout, its pod
+// CIDR with the master; its pod CIDRs are routed into the device either
+// way; a later handshake makes it direct again; no prefix is ever on
+// two peers (the device checks after every change).
+func TestDirectFirstRelayedAfterTheTimeout(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	if _, ok := f.dev.peer(f.self); ok {
+		t.Fatal("the node peers with itself")
+	}
+	f.wantAllowed(f.b, prefixes("10.42.2.0/24", "198.18.0.3/32"), "gpu-b while connecting")
+	f.wantAllowed(f.c, prefixes("10.42.3.0/24", "198.18.0.4/32"), "gpu-c while connecting")
+	if p, _ := f.dev.peer(f.c); p.Endpoint.String() != "192.0.2.3:51820" || p.Keepalive != 25*time.Second {
+		t.Errorf("gpu-c's peer: endpoint %s keepalive %s", p.Endpoint, p.Keepalive)
+	}
+	if f.state("gpu-b") != api.LinkConnecting || !f.routes.set[pfx("10.42.2.0/24")] || !f.routes.set[pfx("10.42.3.0/24")] || len(f.routes.set) != 2 {
+		t.Errorf("after the first step: %v, routes %v", f.mgr.Links(), f.routes.set)
+	}
+
+	f.clock.advance(2 * time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.step()
+	if f.state("gpu-b") != api.LinkDirect || f.state("gpu-c") != api.LinkConnecting {
+		t.Fatalf("after b's handshake: %+v", f.mgr.Links())
+	}
+	f.clock.advance(14 * time.Second)
+	f.step()
+	if f.state("gpu-c") != api.LinkRelayed {
+		t.Fatalf("gpu-c without a handshake for 16 s: %+v", f.mgr.Links())
+	}
+	f.wantAllowed(f.c, nil, "gpu-c relayed")
+	f.wantAllowed(f.master, prefixes("10.42.3.0/24", vpn), "the master with gpu-c relayed")
+	f.wantAllowed(f.b, prefixes("10.42.2.0/24", "198.18.0.3/32"), "gpu-b direct")
+	if !f.routes.set[pfx("10.42.3.0/24")] {
+		t.Error("gpu-c's pod CIDR is no longer routed into the device")
+	}
+
+	// The retry: a handshake at the next endpoint, traffic still relayed.
+	kicks := f.dev.kicks[f.c]
+	f.clock.advance(29 * time.Second)
+	f.step()
+	if f.dev.kicks[f.c] != kicks {
+		t.Fatal("retried before RetryMin")
+	}
+	f.clock.advance(2 * time.Second)
+	f.step()
+	if p, _ := f.dev.peer(f.c); f.dev.kicks[f.c] != kicks+1 || p.Endpoint.String() != "203.0.113.3:51820" {
+		t.Fatalf("the retry: %d handshakes asked, endpoint %s", f.dev.kicks[f.c]-kicks, p.Endpoint)
+	}
+	f.wantAllowed(f.c, nil, "gpu-c while retrying")
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	if f.state("gpu-c") != api.LinkDirect {
+		t.Fatalf("gpu-c after its handshake: %+v", f.mgr.Links())
+	}
+	f.wantAllowed(f.c, prefixes("10.42.3.0/24", "198.18.0.4/32"), "gpu-c direct")
+	f.wantAllowed(f.master, prefixes(vpn), "the master with every link direct")
+
+	// Nothing changes while links stay live.
+	n := len(f.dev.applied)
+	f.clock.advance(100 * time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	if len(f.dev.applied) != n {
+		t.Errorf("a steady state configured the device: %v", f.dev.applied[n:])
+	}
+
+	// b's link dies: stale after StaleAfter, relayed.
+	f.clock.advance(196 * time.Second)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	if f.state("gpu-b") != api.LinkRelayed || f.state("gpu-c") != api.LinkDirect {
+		t.Errorf("after b's handshake went stale: %+v", f.mgr.Links())
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", vpn), "the master with gpu-b relayed")
+}
+
+// TestGoneFromTheDirectory: a node that left loses its peer and its route.
+func TestGoneFromTheDirectory(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.clock.advance(20 * time.Second)
+	f.step() // both relayed now: c's pod CIDR is with the master
+	must(t, f.mgr.SetPeers(slices.DeleteFunc(slices.Clone(f.directory), func(p api.DirectoryPeer) bool { return p.Hostname == "gpu-c" })))
+	f.step()
+	if _, ok := f.dev.peer(f.c); ok {
+		t.Error("gpu-c left but keeps its peer")
+	}
+	if f.routes.set[pfx("10.42.3.0/24")] {
+		t.Error("gpu-c left but its pod CIDR is still routed")
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", vpn), "the master after gpu-c left")
+	if len(f.mgr.Links()) != 1 {
+		t.Errorf("links: %+v", f.mgr.Links())
+	}
+}
+
+// TestRestartKeepsLiveLinks: a new manager (the agent restarted) takes the
+// device's live direct peers as direct and changes nothing; before its
+// first directory it touches nothing at all.
+func TestRestartKeepsLiveLinks(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	n := len(f.dev.applied)
+	restarted, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), Now: f.clock.Now})
+	must(t, err)
+	must(t, restarted.Step(context.Background()))
+	must(t, restarted.SetPeers(f.directory))
+	must(t, restarted.Step(context.Background()))
+	if len(f.dev.applied) != n {
+		t.Errorf("the restart configured the device: %v", f.dev.applied[n:])
+	}
+	for _, l := range restarted.Links() {
+		if l.State != api.LinkDirect {
+			t.Errorf("after the restart %s is %s", l.Hostname, l.State)
+		}
+	}
+}
+
+// TestHubOnly: no direct peer; the master holds every pod CIDR.
+func TestHubOnly(t *testing.T) {
+	f := newFixture(t, true)
+	f.step()
+	if _, ok := f.dev.peer(f.b); ok {
+		t.Error("a hub-only node has a direct peer")
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", "10.42.3.0/24", vpn), "the master of a hub-only node")
+	for _, l := range f.mgr.Links() {
+		if l.State != api.LinkRelayed {
+			t.Errorf("hub only: %s is %s", l.Hostname, l.State)
+		}
+	}
+}
+
+// TestDirectoryEntriesThatCannotBeUsed are skipped, named in the error;
+// the others are taken.
+func TestDirectoryEntriesThatCannotBeUsed(t *testing.T) {
+	f := newFixture(t, false)
+	bad := append(slices.Clone(f.directory),
+		api.DirectoryPeer{Hostname: "bad-key", PublicKey: "nope", VPNIP: "198.18.0.9"},
+		api.DirectoryPeer{Hostname: "same-ip", PublicKey: key(t).String(), VPNIP: "198.18.0.3"},
+		api.DirectoryPeer{Hostname: "pods-in-vpn", PublicKey: key(t).String(), VPNIP: "198.18.0.10", PodCIDR: "198.18.5.0/24"},
+		api.DirectoryPeer{Hostname: "bad-endpoint", PublicKey: key(t).String(), VPNIP: "198.18.0.11", Endpoints: []string{"nowhere"}},
+	)
+	err := f.mgr.SetPeers(bad)
+	for _, name := range []string{"bad-key", "same-ip", "pods-in-vpn", "bad-endpoint"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+	f.step()
+	if got := len(f.mgr.Links()); got != 2 {
+		t.Errorf("%d links, want gpu-b and gpu-c: %+v", got, f.mgr.Links())
+	}
+}

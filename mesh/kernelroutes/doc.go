@@ -1,0 +1,7 @@
+// Package kernelroutes puts prefixes into the kernel's main routing table
+// through one WireGuard device, over netlink: what `ip route replace
+// PREFIX dev DEVICE` writes, with no executable needed (a static binary
+// works where no iproute2 is installed). The master routes each node's
+// pod CIDR into its device this way, and a node the other nodes' pod
+// CIDRs into its own.
+package kernelroutes
