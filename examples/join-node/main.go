@@ -2,6 +2,7 @@
 // join-node.sh downloads and runs as root:
 //
 //	GRIDWEAVE_JOIN_KEY=KEY join-node --master https://MASTER:8800 --pin sha256//PIN   join (again: converges)
+//	join-node --master https://MASTER:8800 --pin sha256//PIN --serve                  the link service
 //	join-node --master https://MASTER:8800 --pin sha256//PIN --leave                  leave the cluster
 //
 // The key comes in GRIDWEAVE_JOIN_KEY (or --key-file), never on the
@@ -10,7 +11,10 @@
 // It keeps the node's identity in --state-dir (0600), brings up the
 // WireGuard tunnel (--interface; kernel WireGuard or wireguard-go), runs the
 // k3s agent step (--k3s-command), detects the GPUs (nvidia-smi, amd-smi),
-// registers and reports its version. The logic is gridweave.dev/gridweave/node/joinagent.
+// registers and reports its version. Then it installs the link service
+// (--serve, as gridweave-agent.service where systemd runs the machine):
+// direct WireGuard links to the other machines, the master as fallback.
+// The logic is gridweave.dev/gridweave/node/joinagent.
 package main
 
 import (

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"testing"
+	"time"
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
@@ -57,4 +59,44 @@ func ExampleMesh() {
 	// <nil>
 	// true
 	// allowed IP 198.19.0.2/32 is held by peer HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=; remove that peer first
+}
+
+// TestPeerStatuses: the in-memory device reports what SetStatus gave it,
+// and a peer's given endpoint until then; a status of a peer that is not
+// there is ErrPeerNotFound, and a removed peer's status goes with it.
+func TestPeerStatuses(t *testing.T) {
+	ctx := context.Background()
+	m := memmesh.New(wgkey.Key{1})
+	a, b := wgkey.Key{2}, wgkey.Key{3}
+	given := netip.MustParseAddrPort("192.0.2.1:51820")
+	if err := m.UpsertPeer(ctx, mesh.Peer{PublicKey: a, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.18.0.2/32")}, Endpoint: given}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UpsertPeer(ctx, mesh.Peer{PublicKey: b, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.18.0.3/32")}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := mesh.PeerStatus{PublicKey: b, Endpoint: netip.MustParseAddrPort("203.0.113.9:4000"), LastHandshake: time.Unix(1700000000, 0), RxBytes: 5, TxBytes: 7}
+	if err := m.SetStatus(seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetStatus(mesh.PeerStatus{PublicKey: wgkey.Key{9}}); !errors.Is(err, mesh.ErrPeerNotFound) {
+		t.Errorf("the status of a peer that is not there: %v", err)
+	}
+	got, err := m.PeerStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mesh.PeerStatus{{PublicKey: a, Endpoint: given}, seen}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("statuses %+v, want %+v", got, want)
+	}
+	if err := m.RemovePeer(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UpsertPeer(ctx, mesh.Peer{PublicKey: b, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.18.0.3/32")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.PeerStatuses(ctx); got[1] != (mesh.PeerStatus{PublicKey: b}) {
+		t.Errorf("a removed peer's status came back with it: %+v", got[1])
+	}
 }

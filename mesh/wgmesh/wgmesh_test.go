@@ -262,6 +262,16 @@ func TestTunnelCarriesTrafficAndFollowsPeers(t *testing.T) {
 	}
 
 	eventually("after both peers were added")
+	// What B's device observed of A: where its packets came from, the
+	// handshake, the bytes.
+	statuses, err := meshB.PeerStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(statuses) != 1 || statuses[0].PublicKey != devA.PublicKey || statuses[0].Endpoint != peerA.Endpoint ||
+		time.Since(statuses[0].LastHandshake) > time.Minute || statuses[0].RxBytes == 0 || statuses[0].TxBytes == 0 {
+		t.Errorf("B's device observed %+v of A", statuses)
+	}
 	if err := meshA.RemovePeer(ctx, devB.PublicKey); err != nil {
 		t.Fatal(err)
 	}

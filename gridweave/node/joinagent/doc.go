@@ -8,7 +8,10 @@
 // once, its SHA-256 checked), detects the GPUs, registers and reports its
 // version; running it again converges to the same node and VPN address.
 // Leave takes the node out (POST /v1/nodes/leave), takes the tunnel down
-// and deletes the identity.
+// and deletes the identity. Serve is the link service that runs after the
+// join: it long-polls the master's peer directory (GET /v1/nodes/peers)
+// and keeps direct links to the other nodes with the master as fallback
+// (package peering), reporting them (POST /v1/nodes/links).
 //
 // Its calls are pinned to the master's certificate (Options.MasterPin,
 // package tlspin) until the tunnel is up, then go to the master's VPN
