@@ -3,31 +3,16 @@ package gridweave
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-)
 
-// chromiumPath is Debian's chromium, which .ci/run installs.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"chromium", "/usr/bin/chromium"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	t.Fatal("chromium is not installed (apt-get install chromium; .ci/run does it); use -short to leave out the browser test")
-	return ""
-}
+	"gridweave.dev/internal/browsertest"
+)
 
 // docsScreenshot is where TestDocsInBrowser keeps its screenshot
 // (testdata/artifacts is ignored by git).
@@ -41,61 +26,9 @@ func TestDocsInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	chromium := chromiumPath(t)
 	s, srv := newDocsTestServer(t)
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox, // as root
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		// No machine here reaches the internet; keep Chromium from trying.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-breakpad", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
-		chromedp.Flag("metrics-recording-only", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-	)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel)
-
-	// Every request the page makes, and every error it logs.
-	var (
-		mu       sync.Mutex
-		requests []string
-		errs     []string
-	)
-	if err := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			requests = append(requests, ev.Request.URL)
-		case *runtime.EventExceptionThrown:
-			errs = append(errs, "exception: "+ev.ExceptionDetails.Text+" "+exceptionText(ev.ExceptionDetails))
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError {
-				errs = append(errs, "console.error: "+consoleText(ev.Args))
-			}
-		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError {
-				errs = append(errs, "log: "+ev.Entry.Text+" "+ev.Entry.URL)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	browser := browsertest.Start(t, 1280, 1000)
+	ctx := browser.Ctx
 
 	step, cancelStep := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelStep()
@@ -180,33 +113,5 @@ func TestDocsInBrowser(t *testing.T) {
 	abs, _ := filepath.Abs(docsScreenshot)
 	t.Logf("screenshot of /docs: %s", abs)
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, u := range requests {
-		if !strings.HasPrefix(u, srv.URL+"/") && !strings.HasPrefix(u, "data:") {
-			t.Errorf("the page requested %s, which is not this service", u)
-		}
-	}
-	for _, e := range errs {
-		t.Errorf("the page logged an error: %s", e)
-	}
-}
-
-func exceptionText(d *runtime.ExceptionDetails) string {
-	if d == nil || d.Exception == nil {
-		return ""
-	}
-	return d.Exception.Description
-}
-
-func consoleText(args []*runtime.RemoteObject) string {
-	var parts []string
-	for _, a := range args {
-		if a.Value != nil {
-			parts = append(parts, string(a.Value))
-		} else {
-			parts = append(parts, a.Description)
-		}
-	}
-	return strings.Join(parts, " ")
+	browser.CheckOnlyOrigin(t, srv.URL)
 }

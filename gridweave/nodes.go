@@ -18,6 +18,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh"
 )
 
 // The join flow's routes: each decodes its body, calls the fleet (or the
@@ -257,7 +258,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return api.RegisterResponse{}, err
 		}
-		resp := api.RegisterResponse{Node: viewNode(reg.Node)}
+		resp := api.RegisterResponse{Node: s.viewNodes(r.Context(), reg.Node)[0]}
 		if reg.WorkerGroup != "" {
 			resp.WorkerGroup = &reg.WorkerGroup
 		}
@@ -315,7 +316,7 @@ func (s *Server) handleReportVersion(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.nodeCredentialError(r, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, api.NodeEnvelope{Node: viewNode(node)})
+	writeJSON(w, http.StatusOK, api.NodeEnvelope{Node: s.viewNodes(r.Context(), node)[0]})
 }
 
 // nodeCredentialError turns a refused node token into 403 when the bearer
@@ -343,11 +344,7 @@ func (s *Server) handleListNodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	views := make([]api.Node, len(nodes))
-	for i, n := range nodes {
-		views[i] = viewNode(n)
-		views[i].Links = s.linkCounts(n.Hostname)
-	}
+	views := s.viewNodes(r.Context(), nodes...)
 	writeJSON(w, http.StatusOK, api.NodeList{Nodes: views, Continue: continueToken(next)})
 }
 
@@ -396,7 +393,43 @@ func (s *Server) handleGetNode(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	view := viewNode(n)
-	view.Links = s.linkCounts(n.Hostname)
-	writeJSON(w, http.StatusOK, api.NodeEnvelope{Node: view})
+	writeJSON(w, http.StatusOK, api.NodeEnvelope{Node: s.viewNodes(r.Context(), n)[0]})
+}
+
+// onlineWithin is how recent a tunnel's last handshake must be for its
+// node to count as online: WireGuard renews a live session's handshake
+// every 2 minutes and drops its keys after 3.
+const onlineWithin = 3 * time.Minute
+
+// viewNodes shows nodes as the API does: the ledger's record with what
+// the master's device observed of each tunnel (one read for all), its
+// agent's version against the server's, and its links.
+func (s *Server) viewNodes(ctx context.Context, nodes ...joinkeys.Node) []api.Node {
+	handshakes := map[string]time.Time{}
+	if o, ok := s.mesh.(mesh.Observer); ok {
+		if statuses, err := o.PeerStatuses(ctx); err == nil {
+			for _, st := range statuses {
+				handshakes[st.PublicKey.String()] = st.LastHandshake
+			}
+		}
+	}
+	serverMajor, _ := fleet.MajorVersion(s.cfg.ServerVersion)
+	now := s.now()
+	views := make([]api.Node, len(nodes))
+	for i, n := range nodes {
+		v := viewNode(n)
+		if hs := handshakes[v.PublicKey]; !hs.IsZero() {
+			v.LastHandshake = &hs
+			v.Online = now.Sub(hs) < onlineWithin
+		}
+		if m, err := fleet.MajorVersion(n.Version); err == nil && m < serverMajor {
+			v.VersionBehind = true
+		}
+		if pool, ok := fleet.PoolOf(n.GPUs); ok {
+			v.WorkerGroup = &pool.Name
+		}
+		v.Links = s.linkCounts(n.Hostname)
+		views[i] = v
+	}
+	return views
 }

@@ -318,7 +318,7 @@ func TestOpenAPIValidatorRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		t.Fatalf("a documented answer: %v", err)
 	}
 	goodNode := `{"node":{"hostname":"box","public_key":"k","vpn_ip":"198.18.0.2","org":"acme","join_key_id":"id","version":"1.4.0","status":"registered",` +
-		`"gpus":[],"pod_cidr":null,"created_at":"2026-12-02T10:00:00Z","updated_at":"2026-12-02T10:00:00Z","registered_at":null,"last_seen":null,"links":null}}`
+		`"gpus":[],"pod_cidr":null,"created_at":"2026-12-02T10:00:00Z","updated_at":"2026-12-02T10:00:00Z","registered_at":null,"last_seen":null,"last_handshake":null,"online":false,"worker_group":null,"version_behind":false,"links":null}}`
 	if err := d.Check("GET", "/v1/nodes/box", 200, "application/json", []byte(goodNode)); err != nil {
 		t.Fatalf("a documented node: %v", err)
 	}

@@ -8,16 +8,24 @@ import (
 // Run does the master's background work until ctx ends: the fleet's
 // (the mesh restored from the ledger, pod CIDRs and pool labels kept in
 // step with the Kubernetes Nodes, half-finished joins released; see
-// fleet.Service.Run) and following the KubeTorch jobs' Ray jobs.
+// fleet.Service.Run), following the KubeTorch jobs' Ray jobs, and a sample
+// of the fleet a minute for the console's history.
 func (s *Server) Run(ctx context.Context) error {
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- s.fleet.Run(ctx) }()
 	follow := time.NewTicker(s.cfg.KubeTorchSyncInterval)
 	defer follow.Stop()
+	sample := time.NewTicker(historyEvery)
+	defer sample.Stop()
+	_ = s.sampleFleet(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return <-fleetDone
+		case <-sample.C:
+			if err := s.sampleFleet(ctx); err != nil {
+				s.log.WarnContext(ctx, "sampling the fleet for the console", "err", err)
+			}
 		case <-follow.C:
 			if _, err := s.FollowKubeTorchJobs(ctx); err != nil {
 				s.log.WarnContext(ctx, "following KubeTorch jobs", "err", err)

@@ -72,6 +72,13 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/nodes", authAdmin, s.handleListNodes},
 		{"GET /v1/nodes/{hostname}", authAdmin, s.handleGetNode},
 		{"GET /v1/nodes/{hostname}/links", authAdmin, s.handleNodeLinks},
+		{"GET /v1/nodes/{hostname}/audit", authAdmin, s.handleNodeAudit},
+		{"GET /v1/nodes/{hostname}/kubernetes", authAdmin, s.handleNodeKubernetes},
+		{"GET /v1/nodes/history", authAdmin, s.handleFleetHistory},
+
+		// The web console's page and files (its data comes from the API).
+		{"GET /ui/", authNone, s.handleConsole},
+		{"GET /ui/{file}", authNone, s.handleConsole},
 
 		// RayClusters.
 		{"POST /v1/kuberay/clusters", authAdmin, s.handleCreateCluster},
@@ -109,6 +116,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/kubetorch/bundles/{file}", authNone, s.handleBundle},
 		{"POST /v1/kubetorch/train", authAdmin, s.handleTrain},
 		{"GET /v1/kubetorch/health", authAdmin, s.handleKubeTorchHealth},
+		{"GET /v1/kubetorch/jobs", authUser, s.handleKubeTorchJobs},
 		{"GET /v1/kubetorch/jobs/{id}", authUser, s.handleKubeTorchJob},
 		{"DELETE /v1/ray/serve/applications/{app}", authInternal, s.handleDeleteServeApplication},
 	}

@@ -76,6 +76,8 @@ type Server struct {
 	// reports of their links.
 	peers peerDirectory
 	links linkBook
+	// history is the fleet's recent samples, for the console.
+	history fleetHistory
 
 	openapiCache
 }

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // BundleSynced answers POST /v1/kubetorch/sync: the bundle's id and the
 // URL Ray's working_dir takes.
 type BundleSynced struct {
@@ -69,4 +71,21 @@ type KubeTorchJob struct {
 	Phase   string   `json:"phase"`
 	Message string   `json:"message"`
 	Logs    []string `json:"logs"`
+}
+
+// KubeTorchJobSummary is a KubeTorch job in a list: what the server last
+// followed of it (GET /v1/kubetorch/jobs/{id} asks Ray now, with logs).
+type KubeTorchJobSummary struct {
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"`
+	Cluster   string    `json:"cluster"`
+	Phase     string    `json:"phase" description:"The Ray job's status as last followed; empty before the first."`
+	Message   string    `json:"message"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// KubeTorchJobList answers GET /v1/kubetorch/jobs: the caller's jobs (an
+// admin's: every job), newest first.
+type KubeTorchJobList struct {
+	Jobs []KubeTorchJobSummary `json:"jobs"`
 }

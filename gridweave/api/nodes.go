@@ -136,20 +136,24 @@ type ReportVersionRequest struct {
 
 // Node is a machine in the ledger.
 type Node struct {
-	Hostname     string      `json:"hostname"`
-	PublicKey    string      `json:"public_key"`
-	VPNIP        string      `json:"vpn_ip"`
-	Org          string      `json:"org"`
-	JoinKeyID    string      `json:"join_key_id"`
-	Version      string      `json:"version"`
-	Status       string      `json:"status" enum:"validated,registered,disconnected" description:"validated after validate, registered after register, disconnected while it is being removed."`
-	GPUs         []GPU       `json:"gpus"`
-	PodCIDR      *string     `json:"pod_cidr" description:"The pod CIDR Kubernetes gave the node; null until it has one."`
-	CreatedAt    time.Time   `json:"created_at"`
-	UpdatedAt    time.Time   `json:"updated_at"`
-	RegisteredAt *time.Time  `json:"registered_at"`
-	LastSeen     *time.Time  `json:"last_seen"`
-	Links        *LinkCounts `json:"links" nullable:"true" description:"The node's links to the other nodes as its agent last reported them; null until it reports (an agent that runs no link service never does)."`
+	Hostname      string      `json:"hostname"`
+	PublicKey     string      `json:"public_key"`
+	VPNIP         string      `json:"vpn_ip"`
+	Org           string      `json:"org"`
+	JoinKeyID     string      `json:"join_key_id"`
+	Version       string      `json:"version"`
+	Status        string      `json:"status" enum:"validated,registered,disconnected" description:"validated after validate, registered after register, disconnected while it is being removed."`
+	GPUs          []GPU       `json:"gpus"`
+	PodCIDR       *string     `json:"pod_cidr" description:"The pod CIDR Kubernetes gave the node; null until it has one."`
+	CreatedAt     time.Time   `json:"created_at"`
+	UpdatedAt     time.Time   `json:"updated_at"`
+	RegisteredAt  *time.Time  `json:"registered_at"`
+	LastSeen      *time.Time  `json:"last_seen"`
+	LastHandshake *time.Time  `json:"last_handshake" description:"The last WireGuard handshake of the node's tunnel with the master's device; null for never (or a mesh that does not observe its peers)."`
+	Online        bool        `json:"online" description:"The tunnel handshook with the master within the last 3 minutes (a live tunnel, kept alive every 25 s, renews its handshake every 2)."`
+	WorkerGroup   *string     `json:"worker_group" description:"The Ray worker group (GPU pool) of a GPU node; null for a CPU-only node."`
+	VersionBehind bool        `json:"version_behind" description:"The node's agent has an older major version than the server's: re-run the join command to update it."`
+	Links         *LinkCounts `json:"links" nullable:"true" description:"The node's links to the other nodes as its agent last reported them; null until it reports (an agent that runs no link service never does)."`
 }
 
 // LinkCounts summarises a node's links by state.
@@ -234,4 +238,52 @@ type NodeList struct {
 	// Continue is the token of the next page (?continue=); empty on the
 	// last page.
 	Continue string `json:"continue" description:"The token of the next page (pass it as ?continue=); empty on the last page."`
+}
+
+// AuditEvent is one entry of the ledger's audit trail.
+type AuditEvent struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Type   string    `json:"type" enum:"key_minted,key_revoked,validation_accepted,validation_rejected,node_registered,node_disconnected,node_released"`
+	KeyID  string    `json:"key_id" description:"The join key involved; empty when none."`
+	Actor  string    `json:"actor" description:"Who: the caller's address for the join steps, the admin's subject or the node's for the others."`
+	Reason string    `json:"reason" description:"Why (a refusal), or what happened."`
+}
+
+// AuditList answers GET /v1/nodes/{hostname}/audit, oldest first.
+type AuditList struct {
+	Events []AuditEvent `json:"events"`
+}
+
+// NodeCondition is one condition of a Kubernetes Node.
+type NodeCondition struct {
+	Type               string    `json:"type" example:"Ready"`
+	Status             string    `json:"status" enum:"True,False,Unknown"`
+	Reason             string    `json:"reason"`
+	Message            string    `json:"message"`
+	LastTransitionTime time.Time `json:"last_transition_time"`
+}
+
+// KubernetesNode answers GET /v1/nodes/{hostname}/kubernetes: the node's
+// Kubernetes Node as the cluster holds it.
+type KubernetesNode struct {
+	Hostname      string          `json:"hostname"`
+	Exists        bool            `json:"exists" description:"False until the node's k3s agent registered its Node."`
+	Unschedulable bool            `json:"unschedulable"`
+	PodCIDR       string          `json:"pod_cidr"`
+	Conditions    []NodeCondition `json:"conditions"`
+}
+
+// FleetSample is the fleet at one moment.
+type FleetSample struct {
+	At     time.Time      `json:"at"`
+	Nodes  int            `json:"nodes" description:"Registered nodes."`
+	Online int            `json:"online" description:"Registered nodes whose tunnel handshook within 3 minutes."`
+	GPUs   map[string]int `json:"gpus" description:"GPUs of online nodes by worker pool."`
+}
+
+// FleetHistory answers GET /v1/nodes/history: a sample a minute over the
+// last six hours, oldest first (kept in memory since the server started).
+type FleetHistory struct {
+	Samples []FleetSample `json:"samples"`
 }

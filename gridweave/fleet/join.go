@@ -16,7 +16,7 @@ import (
 var reservedHostnames = map[string]bool{
 	"join-keys": true, "validate": true, "register": true, "disconnect": true, "leave": true,
 	"verify-provider": true, "report-version": true, "worker-image": true, "agent": true,
-	"peers": true, "links": true,
+	"peers": true, "links": true, "history": true,
 }
 
 // CheckHostname reports whether h may name a node: a DNS-1123 label (as

@@ -51,3 +51,6 @@ func versionGate(server, worker string) error {
 	}
 	return &VersionMismatchError{Server: server, Worker: worker, Min: fmt.Sprintf("%d.0.0", sm)}
 }
+
+// MajorVersion is the major version of a semantic version.
+func MajorVersion(v string) (int, error) { return major(v) }

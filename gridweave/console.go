@@ -1,0 +1,207 @@
+package gridweave
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"io/fs"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/joinkeys"
+)
+
+// The web console: GET /ui/ serves its page and files (embedded, open
+// without credentials: it holds no data), and the page reads and acts
+// through the API with the credential a person signs in with. The routes
+// here are the reads the console needs beyond the rest of the API: a
+// node's audit trail and Kubernetes Node, the KubeTorch jobs, and the
+// fleet's recent history.
+
+// consoleFS holds the console (see console/README.md).
+//
+//go:embed console
+var consoleFS embed.FS
+
+// consolePolicy keeps the console to this origin, with no inline script
+// or style at all.
+const consolePolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// handleConsole answers the console's page (GET /ui/) and its files.
+func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if r.URL.Path == "/ui/" {
+		name = "index.html"
+	}
+	data, err := fs.ReadFile(consoleFS, path.Join("console", name))
+	if name == "" || err != nil || !fs.ValidPath(name) || strings.Contains(name, "/") {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_such_route", message: "no route " + r.Method + " " + r.URL.Path})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", consolePolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-cache")
+	switch path.Ext(name) {
+	case ".html":
+		h.Set("Content-Type", "text/html; charset=utf-8")
+	case ".js":
+		h.Set("Content-Type", "text/javascript; charset=utf-8")
+	case ".css":
+		h.Set("Content-Type", "text/css; charset=utf-8")
+	case ".svg":
+		h.Set("Content-Type", "image/svg+xml")
+	default:
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+}
+
+// handleNodeAudit answers a node's audit trail, oldest first.
+func (s *Server) handleNodeAudit(w http.ResponseWriter, r *http.Request) {
+	h := r.PathValue("hostname")
+	if err := joinkeys.ValidateHostname(h); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	events, err := s.keyring.Audit(r.Context(), joinkeys.AuditQuery{Hostname: h, Limit: 500})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AuditList{Events: make([]api.AuditEvent, len(events))}
+	for i, e := range events {
+		out.Events[i] = api.AuditEvent{ID: e.ID, At: e.At, Type: string(e.Type), KeyID: e.KeyID, Actor: e.Actor, Reason: e.Reason}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleNodeKubernetes answers the node's Kubernetes Node: whether it
+// exists and its conditions.
+func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
+	h := r.PathValue("hostname")
+	if err := joinkeys.ValidateHostname(h); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.keyring.Node(r.Context(), h); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.KubernetesNode{Hostname: h, Conditions: []api.NodeCondition{}}
+	node, err := s.kube.CoreV1().Nodes().Get(r.Context(), h, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		s.writeError(w, r, err)
+		return
+	default:
+		out.Exists, out.Unschedulable, out.PodCIDR = true, node.Spec.Unschedulable, node.Spec.PodCIDR
+		for _, c := range node.Status.Conditions {
+			out.Conditions = append(out.Conditions, api.NodeCondition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason,
+				Message: c.Message, LastTransitionTime: c.LastTransitionTime.Time.UTC()})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleKubeTorchJobs lists the caller's KubeTorch jobs (an admin's:
+// all), newest first.
+func (s *Server) handleKubeTorchJobs(w http.ResponseWriter, r *http.Request) {
+	ri, err := s.crdClient(jobKind)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	list, err := ri.List(r.Context(), metav1.ListOptions{LabelSelector: "gridweave.dev/kubetorch=true"})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, _ := PrincipalFrom(r.Context())
+	out := api.KubeTorchJobList{Jobs: []api.KubeTorchJobSummary{}}
+	for _, obj := range list.Items {
+		str := func(fields ...string) string { v, _, _ := unstructured.NestedString(obj.Object, fields...); return v }
+		owner := str("spec", "owner")
+		if p.Role != RoleAdmin && p.Subject != owner {
+			continue
+		}
+		out.Jobs = append(out.Jobs, api.KubeTorchJobSummary{ID: obj.GetName(), Owner: owner, Cluster: str("spec", "cluster"),
+			Phase: str("status", "phase"), Message: str("status", "message"), CreatedAt: obj.GetCreationTimestamp().Time.UTC()})
+	}
+	slices.SortFunc(out.Jobs, func(a, b api.KubeTorchJobSummary) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// fleetHistory keeps a sample of the fleet a minute for six hours.
+type fleetHistory struct {
+	mu      sync.Mutex
+	samples []api.FleetSample
+}
+
+const (
+	historyEvery = time.Minute
+	historyKeep  = 6 * 60
+)
+
+// sampleFleet records the fleet now, unless the last sample is younger
+// than historyEvery.
+func (s *Server) sampleFleet(ctx context.Context) error {
+	now := s.now().UTC()
+	s.history.mu.Lock()
+	if n := len(s.history.samples); n > 0 && now.Sub(s.history.samples[n-1].At) < historyEvery {
+		s.history.mu.Unlock()
+		return nil
+	}
+	s.history.mu.Unlock()
+	nodes, err := s.keyring.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	sample := api.FleetSample{At: now, GPUs: map[string]int{}}
+	for _, v := range s.viewNodes(ctx, nodes...) {
+		if v.Status != string(joinkeys.StatusRegistered) {
+			continue
+		}
+		sample.Nodes++
+		if !v.Online {
+			continue
+		}
+		sample.Online++
+		if v.WorkerGroup != nil {
+			sample.GPUs[*v.WorkerGroup] += len(v.GPUs)
+		}
+	}
+	s.history.mu.Lock()
+	defer s.history.mu.Unlock()
+	s.history.samples = append(s.history.samples, sample)
+	if extra := len(s.history.samples) - historyKeep; extra > 0 {
+		s.history.samples = slices.Delete(s.history.samples, 0, extra)
+	}
+	return nil
+}
+
+// handleFleetHistory answers the samples, with one of now when the last
+// is older than a minute.
+func (s *Server) handleFleetHistory(w http.ResponseWriter, r *http.Request) {
+	if err := s.sampleFleet(r.Context()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.history.mu.Lock()
+	out := api.FleetHistory{Samples: slices.Clone(s.history.samples)}
+	s.history.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
