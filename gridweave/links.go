@@ -34,7 +34,9 @@ const (
 	// reads it: a change reaches the waiting agents within about this.
 	directoryMaxAge      = time.Second
 	maxReportedEndpoints = 8
-	maxReportedLinks     = 10000
+	// maxReportedLinks keeps a report under the default body limit (1 MiB,
+	// about 250 bytes a link).
+	maxReportedLinks = 3000
 )
 
 // peerDirectory is the last computed directory, shared by every waiting
@@ -42,8 +44,10 @@ const (
 // size.
 type peerDirectory struct {
 	mu       sync.Mutex
-	body     []byte // the encoded api.PeerDirectory
+	body     []byte            // the encoded api.PeerDirectory
+	keys     map[string]string // hostname → public key of every peer
 	revision string
+	err      error     // of the last computation, kept as long as a body
 	at       time.Time // by the wall clock: the cache's age
 	// changed is closed (and replaced) when the revision changes.
 	changed chan struct{}
@@ -126,12 +130,19 @@ func (s *Server) directory(ctx context.Context) (body []byte, revision string, c
 	if d.changed == nil {
 		d.changed = make(chan struct{})
 	}
-	if d.body != nil && time.Since(d.at) < directoryMaxAge {
-		return d.body, d.revision, d.changed, nil
+	if (d.body != nil || d.err != nil) && time.Since(d.at) < directoryMaxAge {
+		return d.body, d.revision, d.changed, d.err
 	}
 	dir, err := s.computeDirectory(ctx)
 	if err != nil {
+		// Kept as long as a directory would be: waiters retry at that pace,
+		// not each on its own.
+		d.body, d.err, d.at = nil, err, time.Now()
 		return nil, "", nil, err
+	}
+	keys := make(map[string]string, len(dir.Peers))
+	for _, p := range dir.Peers {
+		keys[p.Hostname] = p.PublicKey
 	}
 	raw, err := json.Marshal(dir.Peers)
 	if err != nil {
@@ -147,7 +158,7 @@ func (s *Server) directory(ctx context.Context) (body []byte, revision string, c
 		close(d.changed)
 		d.changed = make(chan struct{})
 	}
-	d.body, d.revision, d.at = body, dir.Revision, time.Now()
+	d.body, d.keys, d.revision, d.err, d.at = body, keys, dir.Revision, nil, time.Now()
 	return d.body, d.revision, d.changed, nil
 }
 
@@ -272,11 +283,20 @@ func (s *Server) handleReportLinks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.nodeCredentialError(r, err))
 		return
 	}
-	report, err := checkLinksReport(req)
+	report, err := checkLinksReport(req, s.cfg.VPNCIDR)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	// Only links to nodes of the directory, by their keys, count.
+	if _, _, _, err := s.directory(r.Context()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.peers.mu.Lock()
+	keys := s.peers.keys
+	s.peers.mu.Unlock()
+	report.links = slices.DeleteFunc(report.links, func(l api.Link) bool { return l.Hostname == req.Hostname || keys[l.Hostname] != l.PublicKey })
 	report.at = s.now().UTC()
 	report.counts = countLinks(report.links, report.at)
 	s.links.put(req.Hostname, report)
@@ -285,7 +305,7 @@ func (s *Server) handleReportLinks(w http.ResponseWriter, r *http.Request) {
 
 // checkLinksReport checks every field of a report, naming the one that
 // is wrong.
-func checkLinksReport(req api.LinksReport) (linkReport, error) {
+func checkLinksReport(req api.LinksReport, vpn netip.Prefix) (linkReport, error) {
 	out := linkReport{listenPort: req.ListenPort, links: make([]api.Link, 0, len(req.Links))}
 	if req.ListenPort < 0 || req.ListenPort > 65535 {
 		return linkReport{}, badField("listen_port", "listen_port must be a port from 1 to 65535 (or left out), got %d", req.ListenPort)
@@ -297,6 +317,9 @@ func checkLinksReport(req api.LinksReport) (linkReport, error) {
 		ep, err := netip.ParseAddrPort(e)
 		if err != nil || ep.Port() == 0 || !ep.Addr().IsGlobalUnicast() {
 			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] must be a unicast address:port, got %q", i, e)
+		}
+		if vpn.Contains(ep.Addr().Unmap()) {
+			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] %s is inside the VPN %s: an endpoint is where the tunnel is reached from outside", i, e, vpn)
 		}
 		out.endpoints = append(out.endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
 	}

@@ -152,6 +152,7 @@ func TestLinkReports(t *testing.T) {
 		{"links[0].hostname", func(r *api.LinksReport) { r.Links[0].Hostname = "Not_A_Host" }},
 		{"listen_port", func(r *api.LinksReport) { r.ListenPort = 70000 }},
 		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"127.0.0.1:5"} }},
+		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"198.18.0.9:51820"} }}, // inside the VPN
 	} {
 		report := good
 		report.Links = slices.Clone(good.Links)
@@ -165,7 +166,15 @@ func TestLinkReports(t *testing.T) {
 		t.Errorf("a refused report was kept: %s", r.raw)
 	}
 	h.want(h.do("POST", "/v1/nodes/links", b.token, good), 401, "a report with another node's token")
-	h.want(h.do("POST", "/v1/nodes/links", a.token, good), 200, "report")
+	// Links to a node the directory does not hold, or to the reporter
+	// itself, do not count.
+	_, ghost, _ := wgkey.GeneratePair()
+	withStrangers := good
+	withStrangers.Links = append(slices.Clone(good.Links),
+		api.Link{Hostname: "ghost", PublicKey: ghost.String(), State: api.LinkDirect},
+		api.Link{Hostname: "gpu-a", PublicKey: a.public, State: api.LinkDirect},
+		api.Link{Hostname: "gpu-c", PublicKey: ghost.String(), State: api.LinkDirect})
+	h.want(h.do("POST", "/v1/nodes/links", a.token, withStrangers), 200, "report")
 	// b's side of the pair says connecting: the pair is not yet direct.
 	h.want(h.do("POST", "/v1/nodes/links", b.token, api.LinksReport{Hostname: "gpu-b", Links: []api.Link{
 		{Hostname: "gpu-a", PublicKey: a.public, State: api.LinkConnecting},

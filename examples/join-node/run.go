@@ -115,8 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if agent, err := os.Executable(); err != nil {
 		log.Warn("the link service is not installed: where is this agent?", "error", err)
 	} else if err := installLinkService(ctx, *unitDir, linkServiceArgs(agent, args), log); err != nil {
-		fmt.Fprintln(stderr, "join-node: the link service:", err)
-		return 1
+		// The machine joined: its traffic goes through the master until
+		// the service runs.
+		fmt.Fprintln(stderr, "join-node: warning: the link service (direct links to the other machines) is not installed:", err)
 	}
 	group := res.WorkerGroup
 	if group == "" {

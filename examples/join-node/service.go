@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"unicode"
 )
 
 // linkUnitName is the link service's systemd unit.
@@ -23,6 +24,10 @@ func linkServiceArgs(agent string, args []string) []string {
 	out := []string{agent}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			out = append(out, a) // a flag's value
+			continue
+		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch name {
 		case "key-file":
@@ -38,8 +43,9 @@ func linkServiceArgs(agent string, args []string) []string {
 	return append(out, "--serve")
 }
 
-// linkUnit is gridweave-agent.service running args: restarted by systemd,
-// started at boot after the network.
+// linkUnit is gridweave-agent.service running args: restarted by systemd
+// when it fails (it exits 0 once the machine left), started at boot after
+// the network.
 func linkUnit(args []string) string {
 	quoted := make([]string, len(args))
 	for i, a := range args {
@@ -56,7 +62,7 @@ After=network-online.target
 [Service]
 Type=exec
 ExecStart=` + strings.Join(quoted, " ") + `
-Restart=always
+Restart=on-failure
 RestartSec=5s
 
 [Install]
@@ -77,6 +83,11 @@ func systemdQuote(a string) string {
 // installLinkService writes and starts the link service's unit where
 // systemd runs the machine; elsewhere it says how to run the service.
 func installLinkService(ctx context.Context, unitDir string, args []string, log *slog.Logger) error {
+	for _, a := range args {
+		if strings.ContainsFunc(a, unicode.IsControl) {
+			return fmt.Errorf("the argument %q holds a control character: it cannot go into a unit", a)
+		}
+	}
 	if _, err := os.Stat("/run/systemd/system"); err != nil {
 		log.Info("systemd does not run this machine: run the link service yourself to keep direct links to the other nodes", "command", strings.Join(args, " "))
 		return nil

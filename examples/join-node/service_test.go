@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +25,10 @@ func TestLinkUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	join := []string{"--master", "https://203.0.113.7:8800", "--state-dir", "/var/lib/gridweave", "--pin", "sha256//AAAA+/=", "--key-file", "/tmp/key",
-		"--key-file=/tmp/other", "--interface", "gw 0", "--advertise-endpoint", "192.0.2.7:51820"}
+		"--key-file=/tmp/other", "--interface", "gw 0", "--advertise-endpoint", "192.0.2.7:51820", "--hostname", "serve"}
 	args := linkServiceArgs(agent, join)
 	want := []string{agent, "--master", "https://203.0.113.7:8800", "--state-dir", "/var/lib/gridweave", "--pin", "sha256//AAAA+/=",
-		"--interface", "gw 0", "--advertise-endpoint", "192.0.2.7:51820", "--serve"}
+		"--interface", "gw 0", "--advertise-endpoint", "192.0.2.7:51820", "--hostname", "serve", "--serve"}
 	if !slices.Equal(args, want) {
 		t.Errorf("the link service runs %q, want %q", args, want)
 	}
@@ -44,5 +46,18 @@ func TestLinkUnitVerifies(t *testing.T) {
 	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) != 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s\n%s", err, out, unit)
+	}
+}
+
+// TestLinkUnitRefusesControlCharacters: a flag value with a newline would
+// add a directive to the unit; it is refused.
+func TestLinkUnitRefusesControlCharacters(t *testing.T) {
+	dir := t.TempDir()
+	err := installLinkService(context.Background(), dir, []string{"/var/lib/gridweave/join-node", "--hostname", "a\nExecStartPre=/bin/false", "--serve"}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "control character") {
+		t.Errorf("a newline in an argument: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a unit was written: %v", entries)
 	}
 }

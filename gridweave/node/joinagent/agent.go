@@ -83,7 +83,8 @@ type Options struct {
 	// goes through the master; default 15 s.
 	HandshakeTimeout time.Duration
 	// ReportInterval is how often the links are reported to the master
-	// at least (a change of state is reported at once); default 5 s.
+	// at least (a change of state, and the master's return, are reported
+	// at once); default 30 s.
 	ReportInterval time.Duration
 }
 

@@ -31,8 +31,16 @@ const (
 	stepInterval = time.Second
 	// maxWatchBackoff bounds the wait between two failed polls.
 	maxWatchBackoff = 15 * time.Second
-	// defaultReportInterval is how often the links are reported at least.
-	defaultReportInterval = 5 * time.Second
+	// defaultReportInterval is how often the links are reported at least
+	// (their bytes and handshakes); a change of state is reported at once.
+	defaultReportInterval = 30 * time.Second
+	// reportTimeout bounds one report.
+	reportTimeout = 10 * time.Second
+	// giveUpAfter is how long the links may fail to be brought in line
+	// (the device or the master's peer gone) before Serve returns an
+	// error, for its service manager to start it again: a new start joins
+	// again and brings the tunnel back.
+	giveUpAfter = 30 * time.Second
 )
 
 // Serve is the node's link service, run after the join until ctx ends
@@ -60,7 +68,7 @@ func Serve(ctx context.Context, o Options) error {
 	if st.NodeToken == "" {
 		return errors.New("joinagent: this machine has not joined: run the join command first")
 	}
-	if _, err := net.InterfaceByName(device); err != nil || st.MasterPublicKey == "" || st.VPNCIDR == "" {
+	if !tunnelUp(ctx, device, st) {
 		o.Logger.InfoContext(ctx, "the tunnel is not up: joining again with the node token", "device", device)
 		if _, err := Join(ctx, o); err != nil {
 			return err
@@ -93,21 +101,30 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	o.Logger.InfoContext(ctx, "link service started", "device", device, "master", call.Master, "hub_only", o.HubOnly)
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	changed := make(chan struct{}, 1)
-	go call.watchPeers(ctx, st, links, changed)
-	step := time.NewTicker(stepInterval)
-	defer step.Stop()
+	refused := make(chan error, 1)
+	// moved asks for a report now: the links changed state, or the master
+	// is back.
+	moved := make(chan struct{}, 1)
+	go call.watchPeers(ctx, st, links, changed, refused, moved)
 	interval := o.ReportInterval
 	if interval <= 0 {
 		interval = defaultReportInterval
 	}
-	var reported []api.Link
-	var lastReport time.Time
-	var stepFailing bool
+	go call.reportLinks(ctx, st, links, interval, moved)
+
+	step := time.NewTicker(stepInterval)
+	defer step.Stop()
+	var states []api.Link
+	var failingSince time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-refused:
+			return err
 		case <-step.C:
 		case <-changed:
 		}
@@ -116,27 +133,72 @@ func Serve(ctx context.Context, o Options) error {
 			return nil
 		}
 		if err := links.Step(ctx); err != nil {
-			if !stepFailing {
+			if failingSince.IsZero() {
 				o.Logger.WarnContext(ctx, "the links could not be brought in line", "error", err)
+				failingSince = time.Now()
 			}
-			stepFailing = true
+			if time.Since(failingSince) > giveUpAfter {
+				return fmt.Errorf("joinagent: the links cannot be brought in line for %s (the tunnel is down?): %w", giveUpAfter, err)
+			}
 			continue
 		}
-		stepFailing = false
-		now := links.Links()
-		if time.Since(lastReport) < interval && sameStates(now, reported) {
-			continue
+		failingSince = time.Time{}
+		if now := links.Links(); !sameStates(now, states) {
+			states = now
+			select {
+			case moved <- struct{}{}:
+			default:
+			}
 		}
-		report := api.LinksReport{Hostname: o.Hostname, ListenPort: links.ListenPort(), Links: now}
+	}
+}
+
+// tunnelUp reports whether the device is there with the master's peer, and
+// the identity knows the master's key and the VPN.
+func tunnelUp(ctx context.Context, device string, st State) bool {
+	if st.MasterPublicKey == "" || st.VPNCIDR == "" {
+		return false
+	}
+	if _, err := net.InterfaceByName(device); err != nil {
+		return false
+	}
+	dev, err := peering.WireGuardDevice{Interface: device}.Read(ctx)
+	if err != nil {
+		return false
+	}
+	master, err := wgkey.Parse(st.MasterPublicKey)
+	return err == nil && slices.ContainsFunc(dev.Peers, func(p peering.DevicePeer) bool { return p.PublicKey == master })
+}
+
+// reportLinks reports the links to the master every interval, and at once
+// when moved says their states changed, each report bounded by
+// reportTimeout; a failure is said once until a report gets through.
+func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Manager, interval time.Duration, moved <-chan struct{}) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-moved:
+		}
+		report := api.LinksReport{Hostname: o.Hostname, ListenPort: links.ListenPort(), Links: links.Links()}
 		for _, ep := range o.AdvertiseEndpoints {
 			report.Endpoints = append(report.Endpoints, ep.String())
 		}
-		if err := call.post(ctx, "report-links", "/v1/nodes/links", st.NodeToken, report, nil); err != nil {
-			o.Logger.DebugContext(ctx, "the links were not reported", "error", err)
-			lastReport = time.Now() // the master is away: try again at the next interval
-			continue
+		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+		err := o.post(rctx, "report-links", "/v1/nodes/links", st.NodeToken, report, nil)
+		cancel()
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			o.Logger.WarnContext(ctx, "the links were not reported to the master", "error", err)
+			failing = true
+		case err == nil && failing:
+			o.Logger.InfoContext(ctx, "the links are reported again")
+			failing = false
 		}
-		reported, lastReport = now, time.Now()
 	}
 }
 
@@ -148,12 +210,21 @@ func sameStates(a, b []api.Link) bool {
 }
 
 // watchPeers long-polls the directory until ctx ends, handing each answer
-// to links and signalling changed; after a failure it waits (1 s,
-// doubling to maxWatchBackoff) and resumes with the revision it holds.
-func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, changed chan<- struct{}) {
+// to links and signalling changed (and back when the master answers
+// again after a failure); after a failure it waits (1 s,
+// doubling to maxWatchBackoff) and resumes with the revision it holds. A
+// master that no longer knows the node's token (it was disconnected) is
+// final: the error goes to refused.
+func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, changed chan<- struct{}, refused chan<- error, back chan<- struct{}) {
 	since, backoff, failing := "", time.Second, false
 	for ctx.Err() == nil {
+		asked := time.Now()
 		dir, err := o.peers(ctx, st, since)
+		var me *MasterError
+		if errors.As(err, &me) && me.Status == http.StatusUnauthorized {
+			refused <- fmt.Errorf("joinagent: the master no longer knows this node (it was disconnected?): join again: %w", err)
+			return
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -172,9 +243,20 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 		}
 		if failing {
 			o.Logger.InfoContext(ctx, "the master's peer directory answers again")
+			select {
+			case back <- struct{}{}:
+			default:
+			}
 		}
 		failing, backoff = false, time.Second
 		if dir.Revision == since {
+			// The wait is over with nothing new; never faster than a
+			// second, whatever answers.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second - time.Since(asked)):
+			}
 			continue
 		}
 		if err := links.SetPeers(dir.Peers); err != nil {

@@ -16,6 +16,11 @@ import (
 	"gridweave.dev/wgkey"
 )
 
+// ErrNoMasterPeer is returned by Step when the device has no peer for
+// the master: the tunnel must be brought up again (a join) before links
+// can fall back on it.
+var ErrNoMasterPeer = errors.New("peering: the device has no peer for the master")
+
 // DevicePeer is one peer of the node's device, as read.
 type DevicePeer struct {
 	PublicKey     wgkey.Key
@@ -137,6 +142,10 @@ type link struct {
 	endpoint netip.AddrPort // to give the device at the next Apply
 	kick     bool           // ask for a handshake at the next Apply
 	seen     DevicePeer
+	// rx is the bytes received as of rxAt, when they last grew: a live
+	// direct link receives at least the other side's keepalive.
+	rx   int64
+	rxAt time.Time
 }
 
 // New returns a Manager of dev; routes may be nil (no pod CIDR routes).
@@ -176,6 +185,14 @@ func (m *Manager) SetPeers(peers []api.DirectoryPeer) error {
 		held[p] = "the master"
 	}
 	var errs []error
+	for _, p := range peers {
+		// This node's own addresses are never another's.
+		if t, err := parseTarget(p); err == nil && t.key == m.o.Self {
+			for _, pfx := range t.prefixes() {
+				held[pfx] = "this node"
+			}
+		}
+	}
 	for _, p := range peers {
 		t, err := parseTarget(p)
 		if err != nil {
@@ -261,6 +278,9 @@ func (m *Manager) Step(ctx context.Context) error {
 		slices.SortFunc(p.AllowedIPs, mesh.ComparePrefixes)
 		onDevice[p.PublicKey] = p
 	}
+	if _, ok := onDevice[m.o.Master]; !ok {
+		return ErrNoMasterPeer
+	}
 	now := m.o.Now()
 	for key := range m.links {
 		if _, ok := m.want[key]; !ok {
@@ -281,6 +301,9 @@ func (m *Manager) Step(ctx context.Context) error {
 			l.target = t
 		}
 		l.seen = d
+		if d.RxBytes != l.rx {
+			l.rx, l.rxAt = d.RxBytes, now
+		}
 		m.advance(ctx, l, d, present, now)
 	}
 	if err := m.dev.Apply(ctx, m.changes(onDevice)); err != nil {
@@ -292,17 +315,23 @@ func (m *Manager) Step(ctx context.Context) error {
 	return m.route(ctx)
 }
 
-// adopt starts the link to a node the manager has not seen: direct at
-// once when the device already holds a live direct peer for it (the
-// agent restarted), else a first try.
+// adopt starts the link to a node the manager has not seen. When the
+// device already has a peer for it (the agent restarted), the link goes
+// on as it was: direct when its handshake is live, else relayed (its
+// traffic stays with the master, whose side is relayed too) with a try at
+// once that moves nothing until a handshake completes. A node new to the
+// device gets a first, direct try.
 func (m *Manager) adopt(ctx context.Context, t target, d DevicePeer, present bool, now time.Time) *link {
-	l := &link{target: t}
+	l := &link{target: t, rx: d.RxBytes, rxAt: now}
 	switch {
 	case m.o.HubOnly:
 		m.enter(ctx, l, api.LinkRelayed, now)
 		l.nextTry = time.Time{}
-	case present && now.Sub(d.LastHandshake) < m.o.StaleAfter && slices.Equal(d.AllowedIPs, t.prefixes()):
+	case present && now.Sub(d.LastHandshake) < m.o.StaleAfter:
 		m.enter(ctx, l, api.LinkDirect, now)
+	case present:
+		m.enter(ctx, l, api.LinkRelayed, now)
+		l.nextTry = now
 	default:
 		m.try(ctx, l, now)
 	}
@@ -346,7 +375,7 @@ func (m *Manager) enter(ctx context.Context, l *link, state api.LinkState, now t
 	}
 	l.state, l.since = state, now
 	if state == api.LinkDirect {
-		l.tries = 0
+		l.tries, l.rxAt = 0, now
 	}
 }
 
@@ -368,7 +397,11 @@ func (m *Manager) advance(ctx context.Context, l *link, d DevicePeer, present bo
 			l.nextTry = now.Add(m.backoff(l.tries))
 		}
 	case api.LinkDirect:
-		if !present || now.Sub(d.LastHandshake) > m.o.StaleAfter {
+		// Broken: the session expired without a new handshake, or nothing
+		// came in for two keepalives and more (the other side sends one
+		// every Keepalive when it has nothing else to send).
+		silent := now.Sub(l.rxAt) > 2*m.o.Keepalive+10*time.Second
+		if !present || now.Sub(d.LastHandshake) > m.o.StaleAfter || silent {
 			m.enter(ctx, l, api.LinkRelayed, now)
 			l.nextTry = now
 		}
@@ -410,9 +443,8 @@ func (m *Manager) changes(onDevice map[wgkey.Key]DevicePeer) []PeerChange {
 		final = append(final, wanted{c, !present})
 	}
 	slices.SortFunc(masterIPs, mesh.ComparePrefixes)
-	if cur, ok := onDevice[m.o.Master]; ok {
-		final = append(final, wanted{PeerChange{PublicKey: m.o.Master, AllowedIPs: masterIPs, Keepalive: cur.Keepalive}, false})
-	}
+	cur := onDevice[m.o.Master] // Step checked it is there
+	final = append(final, wanted{PeerChange{PublicKey: m.o.Master, AllowedIPs: masterIPs, Keepalive: cur.Keepalive}, false})
 	slices.SortFunc(final, func(a, b wanted) int { return mesh.CompareKeys(a.PublicKey, b.PublicKey) })
 
 	var removals, shrinks, grows []PeerChange

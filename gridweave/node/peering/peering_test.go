@@ -2,6 +2,7 @@ package peering_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -78,11 +79,20 @@ func (d *device) Apply(_ context.Context, changes []peering.PeerChange) error {
 	return nil
 }
 
-// handshake completes a handshake with the peer at now.
+// handshake completes a handshake with the peer at now (its packets
+// count as received).
 func (d *device) handshake(key wgkey.Key, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.peers[key].LastHandshake = now
+	d.peers[key].RxBytes += 148
+}
+
+// receive counts bytes received from the peer (a keepalive, traffic).
+func (d *device) receive(key wgkey.Key, n int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.peers[key].RxBytes += n
 }
 
 func (d *device) peer(key wgkey.Key) (peering.DevicePeer, bool) {
@@ -339,5 +349,108 @@ func TestDirectoryEntriesThatCannotBeUsed(t *testing.T) {
 	f.step()
 	if got := len(f.mgr.Links()); got != 2 {
 		t.Errorf("%d links, want gpu-b and gpu-c: %+v", got, f.mgr.Links())
+	}
+}
+
+// TestRestartWhileRelayed: an agent restarted while a link is relayed
+// keeps it relayed (nothing moves from the master, whose other side is
+// relayed too) and asks for a handshake at once; the handshake makes it
+// direct.
+func TestRestartWhileRelayed(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.step()
+	f.clock.advance(20 * time.Second)
+	f.dev.receive(f.b, 32)
+	f.step() // c relayed, b direct
+	kicks := f.dev.kicks[f.c]
+	f.mgr = f.manager(false)
+	f.step()
+	if f.state("gpu-c") != api.LinkRelayed || f.state("gpu-b") != api.LinkDirect {
+		t.Fatalf("after the restart: %+v", f.mgr.Links())
+	}
+	f.wantAllowed(f.c, nil, "gpu-c after the restart")
+	f.wantAllowed(f.master, prefixes("10.42.3.0/24", vpn), "the master after the restart")
+	if f.dev.kicks[f.c] != kicks+1 {
+		t.Errorf("the restart asked gpu-c for %d handshakes, want 1", f.dev.kicks[f.c]-kicks)
+	}
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	if f.state("gpu-c") != api.LinkDirect {
+		t.Errorf("gpu-c after its handshake: %+v", f.mgr.Links())
+	}
+	f.wantAllowed(f.master, prefixes(vpn), "the master with every link direct")
+}
+
+// TestSilentDirectLinkFallsBack: a direct link that receives nothing for
+// more than two keepalives is relayed, though its handshake is not yet
+// stale.
+func TestSilentDirectLinkFallsBack(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.step()
+	for range 3 {
+		f.clock.advance(20 * time.Second)
+		f.dev.receive(f.b, 32)
+		f.step()
+	}
+	if f.state("gpu-b") != api.LinkDirect {
+		t.Fatalf("gpu-b receiving keepalives: %+v", f.mgr.Links())
+	}
+	f.clock.advance(61 * time.Second)
+	f.step()
+	if f.state("gpu-b") != api.LinkRelayed {
+		t.Errorf("gpu-b silent for 61 s: %+v", f.mgr.Links())
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", "10.42.3.0/24", vpn), "the master with gpu-b and gpu-c relayed")
+}
+
+// TestPodCIDRMovesBetweenNodes: a pod CIDR that moves from one node to
+// another in one directory answer is taken from the first peer before
+// the second gets it (the device checks every change).
+func TestPodCIDRMovesBetweenNodes(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	moved := slices.Clone(f.directory)
+	moved[1].PodCIDR, moved[2].PodCIDR = "", "10.42.2.0/24"
+	must(t, f.mgr.SetPeers(moved))
+	f.step()
+	f.wantAllowed(f.b, prefixes("198.18.0.3/32"), "gpu-b after its pod CIDR moved")
+	f.wantAllowed(f.c, prefixes("10.42.2.0/24", "198.18.0.4/32"), "gpu-c with gpu-b's old pod CIDR")
+	if f.routes.set[pfx("10.42.3.0/24")] || !f.routes.set[pfx("10.42.2.0/24")] {
+		t.Errorf("routes after the move: %v", f.routes.set)
+	}
+}
+
+// TestNoMasterPeer: a device without the master's peer is an error Step
+// names: nothing could fall back on the master.
+func TestNoMasterPeer(t *testing.T) {
+	f := newFixture(t, false)
+	must(t, f.dev.Apply(context.Background(), []peering.PeerChange{{PublicKey: f.master, Remove: true}}))
+	if err := f.mgr.Step(context.Background()); !errors.Is(err, peering.ErrNoMasterPeer) {
+		t.Errorf("Step without the master's peer: %v", err)
+	}
+}
+
+// TestNoNodeClaimsThisNodesPrefixes: another entry with this node's pod
+// CIDR is skipped (its route would take this node's own pods away).
+func TestNoNodeClaimsThisNodesPrefixes(t *testing.T) {
+	f := newFixture(t, false)
+	bad := append(slices.Clone(f.directory), api.DirectoryPeer{Hostname: "thief", PublicKey: key(t).String(), VPNIP: "198.18.0.9", PodCIDR: "10.42.1.0/24"})
+	if err := f.mgr.SetPeers(bad); err == nil || !strings.Contains(err.Error(), "thief") {
+		t.Errorf("an entry with this node's pod CIDR: %v", err)
+	}
+	f.step()
+	if f.routes.set[pfx("10.42.1.0/24")] {
+		t.Error("this node's own pod CIDR is routed into the tunnel")
 	}
 }
