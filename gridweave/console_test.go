@@ -56,16 +56,16 @@ func (c *movableClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // consoleFixture is a server whose mesh is a real wireguard-go device, a
 // machine whose tunnel to it is another, and a browser.
 type consoleFixture struct {
-	t        *testing.T
-	url      string
-	joinURL  string // the master before its upgrade
-	server   *gridweave.Server
-	clock    *movableClock
-	fakes    *rayctltest.Fakes
-	nodeNS   *netnstest.Namespace
-	nodeDev  *wgdevice.Device
-	browser  *browsertest.Browser
-	ctx      context.Context
+	t       *testing.T
+	url     string
+	joinURL string // the master before its upgrade
+	server  *gridweave.Server
+	clock   *movableClock
+	fakes   *rayctltest.Fakes
+	nodeNS  *netnstest.Namespace
+	nodeDev *wgdevice.Device
+	browser *browsertest.Browser
+	ctx     context.Context
 }
 
 func newConsoleFixture(t *testing.T) *consoleFixture {
