@@ -118,7 +118,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if validation.HasErrors(findings) {
 				return exitError{1}
 			}
-			fmt.Fprintf(stdout, "%d objects, %s\n", len(objs), summary(findings))
+			fmt.Fprintf(stdout, "%d objects, %s\n", len(objs), summary(findings, -1))
 			return nil
 		},
 	}
@@ -160,49 +160,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	render.Flags().StringVarP(&outDir, "output-dir", "o", "", "write one file per object into this directory")
 
-	var format string
-	lint := &cobra.Command{
-		Use:   "lint PATH... | -",
-		Short: "Validate and lint Kubernetes YAML: files, directories (recursively), or - for stdin",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return fmt.Errorf("-o %q: want text or json", format)
-			}
-			v, err := validator()
-			if err != nil {
-				return err
-			}
-			files, err := listPaths(args)
-			if err != nil {
-				return err
-			}
-			findings, objects, err := validation.LintReader(v, &pathDocuments{paths: files, stdin: stdin})
-			if err != nil {
-				return err
-			}
-			if format == "json" {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if findings == nil {
-					findings = []validation.Finding{}
-				}
-				if err := enc.Encode(map[string]any{"objects": objects, "findings": findings}); err != nil {
-					return err
-				}
-			} else {
-				for _, f := range findings {
-					fmt.Fprintln(stdout, f)
-				}
-				fmt.Fprintf(stdout, "%d objects, %s\n", objects, summary(findings))
-			}
-			if validation.HasErrors(findings) {
-				return exitError{1}
-			}
-			return nil
-		},
-	}
-	lint.Flags().StringVarP(&format, "output", "o", "text", "text or json")
+	lint := lintCommand(validator, stdin, stdout)
 	for _, c := range []*cobra.Command{check, lint} {
 		c.Flags().StringVar(&kubernetesVersion, "kubernetes-version", kubernetesVersion,
 			"the Kubernetes release to judge API versions by: removed ones are errors, deprecated ones warnings")
@@ -240,7 +198,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-func summary(fs []validation.Finding) string {
+// summary counts findings by severity, and the suppressed ones when
+// suppressed is not negative.
+func summary(fs []validation.Finding, suppressed int) string {
 	errs, warns := 0, 0
 	for _, f := range fs {
 		if f.Severity == validation.SeverityError {
@@ -248,6 +208,9 @@ func summary(fs []validation.Finding) string {
 		} else {
 			warns++
 		}
+	}
+	if suppressed >= 0 {
+		return fmt.Sprintf("%d errors, %d warnings, %d suppressed", errs, warns, suppressed)
 	}
 	return fmt.Sprintf("%d errors, %d warnings", errs, warns)
 }

@@ -32,8 +32,9 @@ func TestLintJSONOutputIsJSON(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", dir, err, stderr.String())
 		}
 		var result struct {
-			Objects  int               `json:"objects"`
-			Findings []json.RawMessage `json:"findings"`
+			Objects    int               `json:"objects"`
+			Findings   []json.RawMessage `json:"findings"`
+			Suppressed []json.RawMessage `json:"suppressed"`
 		}
 		dec := json.NewDecoder(&stdout)
 		dec.DisallowUnknownFields()

@@ -5,7 +5,7 @@
 //
 //	launcher check RECIPE INFRA      validate + lint the pair; show the resources Ray will see
 //	launcher render RECIPE INFRA     manifests in apply order (stdout, or -o DIR)
-//	launcher lint PATH... | -        validate + lint files, directories or stdin (-o json)
+//	launcher lint PATH... | -        validate + lint files, directories or stdin (-o json|sarif|junit|github)
 //	launcher chart render VALUES     the RayService chart's objects
 //
 // The live commands use the kubeconfig (--kubeconfig, --context, -n):

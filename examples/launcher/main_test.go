@@ -102,7 +102,7 @@ func TestLintStdinFilesAndJSON(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "raycronjob-feature-gate") {
 		t.Fatalf("warnings only: exit %d\n%s", code, out)
 	}
-	if code, _, errOut := runLauncher(t, "", "lint", "-o", "xml", "-"); code != 2 || !strings.Contains(errOut, "want text or json") {
+	if code, _, errOut := runLauncher(t, "", "lint", "-o", "xml", "-"); code != 2 || !strings.Contains(errOut, "want one of text, json, sarif, junit, github") {
 		t.Fatalf("bad -o: exit %d %q", code, errOut)
 	}
 	if code, _, _ := runLauncher(t, "", "lint", "/does/not/exist"); code != 2 {
