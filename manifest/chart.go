@@ -24,15 +24,15 @@ import (
 // from install time, optional external exposure, and two conditional
 // injections (an organisation CA bundle; a GPU toleration).
 type ChartValues struct {
-	Name       string `json:"name"`
-	Namespace  string `json:"namespace"`
+	Name       string `json:"name" schema:"required;dns1035;maxLength=40"`
+	Namespace  string `json:"namespace" schema:"required;dns1123label"`
 	Image      string `json:"image,omitempty"`
 	RayVersion string `json:"rayVersion,omitempty"` // default: the image tag's version
 	Serve      struct {
 		// Enabled exposes the Serve endpoint externally (it is always
 		// reachable in-cluster through the chart's serve Service).
 		Enabled       bool   `json:"enabled,omitempty"`
-		ProxyLocation string `json:"proxyLocation,omitempty"` // default EveryNode
+		ProxyLocation string `json:"proxyLocation,omitempty" schema:"enum=|EveryNode|HeadOnly|Disabled"` // default EveryNode
 	} `json:"serve,omitempty"`
 	ServeApplications []map[string]any `json:"serveApplications,omitempty"`
 	Head              struct {
@@ -55,7 +55,7 @@ type ChartValues struct {
 	} `json:"orgCABundle,omitempty"`
 	Exposure struct {
 		// Type is "" (none), "httproute" (Gateway API) or "nebariapp".
-		Type              string `json:"type,omitempty"`
+		Type              string `json:"type,omitempty" schema:"enum=|httproute|nebariapp"`
 		DashboardHostname string `json:"dashboardHostname,omitempty"`
 		ServeHostname     string `json:"serveHostname,omitempty"`
 		Gateway           struct {

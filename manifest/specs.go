@@ -11,14 +11,14 @@ import (
 // Recipe says what to run: the entrypoint with its overrides, the runtime
 // environment, the GPU fleets and the inference backend.
 type Recipe struct {
-	Name string `json:"name"`
+	Name string `json:"name" schema:"required;dns1035;maxLength=47"`
 	// Entrypoint is the training command, e.g. "python -m dockyard_rl.train".
-	Entrypoint string `json:"entrypoint"`
+	Entrypoint string `json:"entrypoint" schema:"required;minLength=1"`
 	// Overrides are appended to the entrypoint (key=value, Hydra style).
 	Overrides  []string          `json:"overrides,omitempty"`
 	RuntimeEnv *RuntimeEnv       `json:"runtimeEnv,omitempty"`
-	Fleets     map[string]Fleet  `json:"fleets"`
-	Inference  InferenceSettings `json:"inference"`
+	Fleets     map[string]Fleet  `json:"fleets" schema:"required;minProperties=1;propertyNames=^[a-z][a-z0-9_]{0,30}$"`
+	Inference  InferenceSettings `json:"inference" schema:"required"`
 }
 
 // RuntimeEnv is the Ray runtime environment of the job.
@@ -30,30 +30,30 @@ type RuntimeEnv struct {
 
 // Fleet is one role's GPU workers: Replicas pods of GPUsPerNode GPUs.
 type Fleet struct {
-	Replicas    int32  `json:"replicas"`
-	GPUsPerNode int32  `json:"gpusPerNode"`
-	CPU         string `json:"cpu,omitempty"`
-	Memory      string `json:"memory,omitempty"`
+	Replicas    int32  `json:"replicas" schema:"required;minimum=1"`
+	GPUsPerNode int32  `json:"gpusPerNode" schema:"minimum=0"`
+	CPU         string `json:"cpu,omitempty" schema:"quantity"`
+	Memory      string `json:"memory,omitempty" schema:"quantity"`
 	// PriorityClassName overrides infra.priorityClassName for this fleet.
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
 // InferenceSettings picks the inference backend (and so the image).
 type InferenceSettings struct {
-	Backend string `json:"backend"` // vllm or sglang
+	Backend string `json:"backend" schema:"required;minLength=1"` // vllm or sglang
 }
 
 // Infra says where to run: namespace, images, pull secrets, how to launch,
 // KubeRay overrides, the sandbox pool and namespace governance.
 type Infra struct {
-	Namespace string `json:"namespace"`
+	Namespace string `json:"namespace" schema:"required;dns1123label"`
 	// InferenceBackend, if set, overrides the recipe's inference.backend:
 	// the infra spec is where the image (and so the backend) is chosen.
 	InferenceBackend string `json:"inferenceBackend,omitempty"`
 	// Images maps an inference backend to its image (they cannot share one).
-	Images           map[string]string `json:"images"`
-	ImagePullSecrets []string          `json:"imagePullSecrets,omitempty"`
-	Launch           Launch            `json:"launch"`
+	Images           map[string]string `json:"images" schema:"minLength=1"`
+	ImagePullSecrets []string          `json:"imagePullSecrets,omitempty" schema:"dns1123subdomain"`
+	Launch           Launch            `json:"launch" schema:"required"`
 	KubeRay          KubeRaySettings   `json:"kuberay,omitempty"`
 	Sandbox          Sandbox           `json:"sandbox,omitempty"`
 	Infra            Governance        `json:"infra,omitempty"`
@@ -68,10 +68,10 @@ const (
 
 // Launch says how the workload starts.
 type Launch struct {
-	Mode        string `json:"mode"`
+	Mode        string `json:"mode" schema:"required;enum=rayjob|bringup|attach"`
 	ClusterName string `json:"clusterName,omitempty"` // default the recipe name
 	// TTLSecondsAfterFinished for the RayJob; default 600.
-	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty" schema:"minimum=0"`
 }
 
 // KubeRaySettings tune the GPU RayCluster.
@@ -91,21 +91,21 @@ type KubeRaySettings struct {
 // PDBSettings configure a PodDisruptionBudget.
 type PDBSettings struct {
 	Enabled        *bool `json:"enabled,omitempty"`
-	MaxUnavailable int32 `json:"maxUnavailable,omitempty"`
+	MaxUnavailable int32 `json:"maxUnavailable,omitempty" schema:"minimum=0"`
 	// MinAvailable (kuberay.pdb only) is how many Ray pods must stay up. A
 	// RayCluster has no scale subresource, so the disruption controller
 	// can honour only an integer minAvailable over its pods; by default it
 	// is the cluster's pod count (head + worker replicas) less
 	// maxUnavailable.
-	MinAvailable *int32 `json:"minAvailable,omitempty"`
+	MinAvailable *int32 `json:"minAvailable,omitempty" schema:"minimum=0"`
 }
 
 // Sandbox is the GPU-free pool of task executors.
 type Sandbox struct {
 	Enabled                   *bool                             `json:"enabled,omitempty"`
 	Image                     string                            `json:"image,omitempty"`
-	Replicas                  *int32                            `json:"replicas,omitempty"`
-	Port                      int32                             `json:"port,omitempty"`
+	Replicas                  *int32                            `json:"replicas,omitempty" schema:"minimum=0"`
+	Port                      int32                             `json:"port,omitempty" schema:"minimum=0;maximum=65535"`
 	InjectURLs                bool                              `json:"injectUrls,omitempty"`
 	Resources                 SandboxResources                  `json:"resources,omitempty"`
 	Security                  SandboxSecurity                   `json:"security,omitempty"`
@@ -116,12 +116,12 @@ type Sandbox struct {
 
 // SandboxResources are requests, and limits that default to them.
 type SandboxResources struct {
-	CPU                   string `json:"cpu,omitempty"`
-	Memory                string `json:"memory,omitempty"`
-	EphemeralStorage      string `json:"ephemeralStorage,omitempty"`
-	CPULimit              string `json:"cpuLimit,omitempty"`
-	MemoryLimit           string `json:"memoryLimit,omitempty"`
-	EphemeralStorageLimit string `json:"ephemeralStorageLimit,omitempty"`
+	CPU                   string `json:"cpu,omitempty" schema:"quantity"`
+	Memory                string `json:"memory,omitempty" schema:"quantity"`
+	EphemeralStorage      string `json:"ephemeralStorage,omitempty" schema:"quantity"`
+	CPULimit              string `json:"cpuLimit,omitempty" schema:"quantity"`
+	MemoryLimit           string `json:"memoryLimit,omitempty" schema:"quantity"`
+	EphemeralStorageLimit string `json:"ephemeralStorageLimit,omitempty" schema:"quantity"`
 }
 
 // SandboxSecurity is the hardening baseline; on unless Enabled is false.
@@ -135,12 +135,12 @@ type SandboxSecurity struct {
 type SandboxNetworkPolicy struct {
 	Enabled            *bool    `json:"enabled,omitempty"`
 	AllowEgress        *bool    `json:"allowEgress,omitempty"`
-	AllowedEgressCIDRs []string `json:"allowedEgressCidrs,omitempty"`
+	AllowedEgressCIDRs []string `json:"allowedEgressCidrs,omitempty" schema:"cidr"`
 }
 
 // Governance is namespace-wide scheduling and quota.
 type Governance struct {
-	PriorityClassName string                 `json:"priorityClassName,omitempty"`
+	PriorityClassName string                 `json:"priorityClassName,omitempty" schema:"dns1123subdomain"`
 	ResourceQuota     *ResourceQuotaSettings `json:"resourceQuota,omitempty"`
 	LimitRange        *LimitRangeSettings    `json:"limitRange,omitempty"`
 	Security          *GPUSecurity           `json:"security,omitempty"`
@@ -149,15 +149,15 @@ type Governance struct {
 // ResourceQuotaSettings render a ResourceQuota when enabled.
 type ResourceQuotaSettings struct {
 	Enabled bool              `json:"enabled"`
-	Hard    map[string]string `json:"hard"`
+	Hard    map[string]string `json:"hard" schema:"quantity"`
 }
 
 // LimitRangeSettings render a LimitRange for containers when enabled.
 type LimitRangeSettings struct {
 	Enabled        bool              `json:"enabled"`
-	Default        map[string]string `json:"default,omitempty"`
-	DefaultRequest map[string]string `json:"defaultRequest,omitempty"`
-	Max            map[string]string `json:"max,omitempty"`
+	Default        map[string]string `json:"default,omitempty" schema:"quantity"`
+	DefaultRequest map[string]string `json:"defaultRequest,omitempty" schema:"quantity"`
+	Max            map[string]string `json:"max,omitempty" schema:"quantity"`
 }
 
 // GPUSecurity is the opt-in hardening of the GPU fleets.

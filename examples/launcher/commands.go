@@ -193,7 +193,24 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	chart.AddCommand(chartRender)
-	root.AddCommand(check, render, lint, chart)
+	schema := &cobra.Command{
+		Use:   "schema " + strings.Join(manifest.SchemaKinds, "|"),
+		Short: "Print the JSON Schema (draft 2020-12) of a recipe, an infra spec or the chart's values, for editors and CI",
+		Long: "Print the JSON Schema (draft 2020-12) of the launcher's own files, made from the Go types the strict parser\n" +
+			"decodes into. For the YAML language server, save it and start a file with\n" +
+			"  # yaml-language-server: $schema=./recipe.schema.json",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: manifest.SchemaKinds,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := manifest.Schema(args[0])
+			if err != nil {
+				return err
+			}
+			_, err = stdout.Write(append(data, '\n'))
+			return err
+		},
+	}
+	root.AddCommand(check, render, lint, chart, schema)
 	addLiveCommands(root, &namespace, stdout, stderr)
 	return root
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"gridweave.dev/manifest"
 )
 
 var (
@@ -300,5 +302,27 @@ func TestPreCommitHook(t *testing.T) {
 		if got := files.MatchString(name) && !exclude.MatchString(name); got != want {
 			t.Errorf("the hook runs on %s: %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestSchemaCommand: `launcher schema KIND` prints manifest.Schema's
+// document for each kind; another kind is a usage error.
+func TestSchemaCommand(t *testing.T) {
+	for _, kind := range manifest.SchemaKinds {
+		code, out, errOut := runLauncher(t, "", "schema", kind)
+		want, err := manifest.Schema(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 0 || strings.TrimSpace(out) != string(want) {
+			t.Errorf("schema %s: exit %d %s", kind, code, errOut)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["$schema"] != "https://json-schema.org/draft/2020-12/schema" {
+			t.Errorf("schema %s: not a draft 2020-12 schema: %v", kind, err)
+		}
+	}
+	if code, _, _ := runLauncher(t, "", "schema", "pod"); code != 2 {
+		t.Errorf("schema pod: exit %d, want 2", code)
 	}
 }

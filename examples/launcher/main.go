@@ -7,6 +7,7 @@
 //	launcher render RECIPE INFRA     manifests in apply order (stdout, or -o DIR)
 //	launcher lint PATH... | -        validate + lint files, directories or stdin (-o json|sarif|junit|github)
 //	launcher chart render VALUES     the RayService chart's objects
+//	launcher schema recipe|infra|chart-values   the JSON Schema of a spec file, for editors
 //
 // The live commands use the kubeconfig (--kubeconfig, --context, -n):
 //

@@ -153,7 +153,7 @@ func WriteSARIF(w io.Writer, r Run) error {
 	for _, rule := range Rules() {
 		index[rule.ID] = len(driver.Rules)
 		driver.Rules = append(driver.Rules, sarifRule{ID: rule.ID, ShortDescription: sarifText{rule.Help},
-			Help: sarifText{rule.Help + " Silence one finding with `# gridweave-lint: ignore=" + rule.ID + " <reason>` on its line."},
+			Help:                 sarifText{rule.Help + " Silence one finding with `# gridweave-lint: ignore=" + rule.ID + " <reason>` on its line."},
 			DefaultConfiguration: sarifDefault{sarifLevel(rule.Severity)}})
 	}
 	result := func(f Finding) sarifResult {
