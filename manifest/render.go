@@ -232,7 +232,9 @@ func sandbox(name string, in *Infra) ([]runtime.Object, string) {
 				}},
 			},
 		}
-		if !ptr.Deref(np.AllowEgress, true) {
+		// Egress is limited when it is turned off, and whenever CIDRs name
+		// where it may go (to them and DNS): never more open than written.
+		if !ptr.Deref(np.AllowEgress, true) || len(np.AllowedEgressCIDRs) > 0 {
 			policy.Spec.PolicyTypes = append(policy.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
 			dns := networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
 				{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))},

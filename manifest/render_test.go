@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,6 +156,8 @@ func TestSpecErrorsNamePathAndLine(t *testing.T) {
 		{"minAvailable and maxUnavailable", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: bringup}\nkuberay: {pdb: {enabled: true, minAvailable: 2, maxUnavailable: 1}}\n", true, "kuberay.pdb.minAvailable", 0, "not both"},
 		{"sandbox minAvailable", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {pdb: {minAvailable: 1}}\n", true, "sandbox.pdb.minAvailable", 0, "only kuberay.pdb"},
 		{"bad cidr", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {networkPolicy: {allowedEgressCidrs: [nope]}}\n", true, "sandbox.networkPolicy.allowedEgressCidrs[0]", 0, "not a CIDR"},
+		{"egress CIDRs with egress open", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {networkPolicy: {allowEgress: true, allowedEgressCidrs: [10.0.0.0/8]}}\n", true, "sandbox.networkPolicy.allowedEgressCidrs", 0, "allowEgress: true"},
+		{"egress CIDRs without a policy", "namespace: ns\nimages: {vllm: x}\nlaunch: {mode: rayjob}\nsandbox: {networkPolicy: {enabled: false, allowedEgressCidrs: [10.0.0.0/8]}}\n", true, "sandbox.networkPolicy.allowedEgressCidrs", 0, "enabled is false"},
 		{"duplicate key", "namespace: ns\nnamespace: ns2\n", true, "namespace", 2, "appears twice"},
 		{"not yaml", "a: [1, 2\n", true, "", 0, ""},
 	} {
@@ -321,6 +324,54 @@ func TestRenderedFleetsAnnounceTheirTags(t *testing.T) {
 			if *g.GPU != 0 {
 				t.Errorf("head %s", g)
 			}
+		}
+	}
+}
+
+// TestEgressCIDRsLimitEgressWhenGiven: allowedEgressCidrs limit the
+// sandbox's egress to them and DNS whether or not allowEgress says false;
+// without them (and without allowEgress: false) egress stays open.
+func TestEgressCIDRsLimitEgressWhenGiven(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	egress := func(policy string) (types []string, rules []string) {
+		t.Helper()
+		in, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox:\n  image: exec:1\n  networkPolicy: "+policy+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.Render(r, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.GetKind() != "NetworkPolicy" {
+				continue
+			}
+			ts, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "policyTypes")
+			es, _, _ := unstructured.NestedSlice(o.Object, "spec", "egress")
+			for _, e := range es {
+				rules = append(rules, fmt.Sprint(e))
+			}
+			return ts, rules
+		}
+		t.Fatal("no NetworkPolicy")
+		return nil, nil
+	}
+	for _, c := range []struct {
+		policy       string
+		limited      bool
+		cidrRule     bool
+		wantRuleSize int
+	}{
+		{"{}", false, false, 0},
+		{"{allowEgress: false}", true, false, 1},
+		{"{allowedEgressCidrs: [198.18.200.0/24]}", true, true, 2},
+		{"{allowEgress: false, allowedEgressCidrs: [198.18.200.0/24]}", true, true, 2},
+	} {
+		types, rules := egress(c.policy)
+		if slices.Contains(types, "Egress") != c.limited || len(rules) != c.wantRuleSize ||
+			c.cidrRule != strings.Contains(strings.Join(rules, " "), "198.18.200.0/24") {
+			t.Errorf("%s: policy types %v, egress rules %v", c.policy, types, rules)
 		}
 	}
 }

@@ -91,13 +91,17 @@ func Schema(kind string) ([]byte, error) {
 
 // infraRules are the infra spec's rules between fields: images are needed
 // unless the launch attaches; only kuberay.pdb takes minAvailable, and not
-// with maxUnavailable.
+// with maxUnavailable; egress CIDRs need a policy that limits egress.
 func infraRules(s map[string]any) {
 	s["if"] = map[string]any{"properties": map[string]any{"launch": map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeAttach}}}}}
 	s["else"] = map[string]any{"required": []string{"images"}, "properties": map[string]any{"images": map[string]any{"minProperties": 1}}}
 	props := s["properties"].(map[string]any)
 	sandbox := props["sandbox"].(map[string]any)["properties"].(map[string]any)
 	sandbox["pdb"].(map[string]any)["not"] = map[string]any{"required": []string{"minAvailable"}}
+	// Egress CIDRs need a policy that limits egress.
+	sandbox["networkPolicy"].(map[string]any)["if"] = map[string]any{"required": []string{"allowedEgressCidrs"}, "properties": map[string]any{"allowedEgressCidrs": map[string]any{"minItems": 1}}}
+	sandbox["networkPolicy"].(map[string]any)["then"] = map[string]any{"properties": map[string]any{
+		"allowEgress": map[string]any{"not": map[string]any{"const": true}}, "enabled": map[string]any{"not": map[string]any{"const": false}}}}
 	kuberay := props["kuberay"].(map[string]any)["properties"].(map[string]any)
 	kuberay["pdb"].(map[string]any)["dependentSchemas"] = map[string]any{
 		"minAvailable": map[string]any{"properties": map[string]any{"maxUnavailable": map[string]any{"const": 0}}}}

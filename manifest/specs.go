@@ -131,7 +131,9 @@ type SandboxSecurity struct {
 	ReadOnlyRootFilesystem bool  `json:"readOnlyRootFilesystem,omitempty"`
 }
 
-// SandboxNetworkPolicy restricts the pool's traffic.
+// SandboxNetworkPolicy restricts the pool's traffic: ingress from the
+// namespace's pods to its port; egress is open unless AllowEgress is false
+// or AllowedEgressCIDRs are given, then only to those CIDRs and DNS.
 type SandboxNetworkPolicy struct {
 	Enabled            *bool    `json:"enabled,omitempty"`
 	AllowEgress        *bool    `json:"allowEgress,omitempty"`

@@ -95,6 +95,14 @@ func (in *Infra) validate(file string) error {
 			return bad(path, "%v", err)
 		}
 	}
+	if np := sb.NetworkPolicy; len(np.AllowedEgressCIDRs) > 0 {
+		switch {
+		case np.AllowEgress != nil && *np.AllowEgress:
+			return bad("sandbox.networkPolicy.allowedEgressCidrs", "with sandbox.networkPolicy.allowEgress: true every destination is open, so these CIDRs would limit nothing: drop allowEgress (or set it false) to allow egress to them and DNS only, or drop allowedEgressCidrs")
+		case np.Enabled != nil && !*np.Enabled:
+			return bad("sandbox.networkPolicy.allowedEgressCidrs", "sandbox.networkPolicy.enabled is false, so no policy limits egress to these CIDRs: turn the policy on, or drop allowedEgressCidrs")
+		}
+	}
 	for i, c := range sb.NetworkPolicy.AllowedEgressCIDRs {
 		if _, err := netip.ParsePrefix(c); err != nil {
 			return bad(fmt.Sprintf("sandbox.networkPolicy.allowedEgressCidrs[%d]", i), "%q is not a CIDR", c)
