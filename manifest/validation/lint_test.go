@@ -359,3 +359,45 @@ func BenchmarkLintStream(b *testing.B) {
 		}
 	}
 }
+
+// TestLiteralSecrets: a secret written in an env value or a command-line
+// argument of any pod template is a warning naming the field, recognised
+// by its name or by its shape; references, paths, booleans and
+// placeholders are not.
+func TestLiteralSecrets(t *testing.T) {
+	pod := func(container string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: busybox\n" + container
+	}
+	for _, c := range []struct {
+		name, container string
+		path            string // "" for no finding
+	}{
+		{"a token by name", "    env:\n    - {name: HF_TOKEN, value: abcdefgh12345678}\n", "spec.containers[0].env[0].value"},
+		{"a password by name", "    env:\n    - {name: A, value: x}\n    - {name: DB_PASSWORD, value: hunter2hunter2}\n", "spec.containers[0].env[1].value"},
+		{"a GitHub token by shape", "    env:\n    - {name: HELPER, value: ghp_0123456789abcdefghijklmnopqrstuvwxyz}\n", "spec.containers[0].env[0].value"},
+		{"an AWS key by shape", "    env:\n    - {name: X, value: AKIAABCDEFGHIJKLMNOP}\n", "spec.containers[0].env[0].value"},
+		{"a flag", "    args: [--port=8000, --api-key=sk-abcdefghijklmnopqrstuvwxyz]\n", "spec.containers[0].args[1]"},
+		{"a flag by name", "    command: [serve, --auth-token=0123456789abcdef]\n", "spec.containers[0].command[1]"},
+		{"a reference", "    env:\n    - {name: HF_TOKEN, value: $(TOKEN_FROM_SECRET)}\n", ""},
+		{"a path", "    env:\n    - {name: TOKEN_FILE, value: /var/run/secrets/token}\n    - {name: API_KEY_PATH, value: /etc/key}\n", ""},
+		{"a boolean", "    env:\n    - {name: AUTH_TOKEN_REQUIRED, value: \"true\"}\n", ""},
+		{"a short placeholder", "    env:\n    - {name: API_KEY, value: changeme}\n", "spec.containers[0].env[0].value"},
+		{"from a Secret", "    env:\n    - name: HF_TOKEN\n      valueFrom: {secretKeyRef: {name: hf, key: token}}\n", ""},
+		{"a name that is not a secret's", "    env:\n    - {name: TOKENIZER_MODEL, value: meta-llama/Llama-3-8B}\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []validation.Finding
+			for _, f := range lintString(t, pod(c.container)) {
+				if f.ID == "literal-secret" {
+					got = append(got, f)
+				}
+			}
+			switch {
+			case c.path == "" && len(got) > 0:
+				t.Errorf("a finding where none is due: %v", got)
+			case c.path != "" && (len(got) != 1 || got[0].Path != c.path || got[0].Severity != validation.SeverityWarning || !strings.Contains(got[0].Fix, "secretKeyRef")):
+				t.Errorf("findings %v, want one warning at %s", got, c.path)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -276,6 +277,25 @@ func podTemplateFindings(obj, kind, path string, spec *corev1.PodSpec, lbls map[
 			if e.Value != "" && e.ValueFrom != nil {
 				fieldError("env-value", field.Invalid(cp.Child("env").Index(j).Child("valueFrom"), "", "may not be specified when `value` is not empty"), "keep value or valueFrom")
 			}
+			if why := literalSecret(e.Name, e.Value); why != "" {
+				warnAt("literal-secret", fmt.Sprintf("%s.env[%d].value", p, j), fmt.Sprintf("%s, written in the manifest: anyone who reads the manifest or the pod spec reads it", why),
+					fmt.Sprintf("put it in a Secret and set env[%d].valueFrom.secretKeyRef", j))
+			}
+		}
+		for _, list := range []struct {
+			name string
+			args []string
+		}{{"command", c.Command}, {"args", c.Args}} {
+			for j, a := range list.args {
+				name, value, isFlag := strings.Cut(strings.TrimLeft(a, "-"), "=")
+				if !isFlag || !strings.HasPrefix(a, "-") {
+					name, value = "", a
+				}
+				if why := literalSecret(strings.ReplaceAll(strings.ToUpper(name), "-", "_"), value); why != "" {
+					warnAt("literal-secret", fmt.Sprintf("%s.%s[%d]", p, list.name, j), fmt.Sprintf("%s on the command line: anyone who reads the manifest, the pod spec or the node's process list reads it", why),
+						"put it in a Secret and pass it as an environment variable from valueFrom.secretKeyRef ($(NAME) in args)")
+				}
+			}
 		}
 		for _, list := range []struct {
 			name   string
@@ -356,4 +376,39 @@ func pathOf(p string) *field.Path {
 		}
 	}
 	return out
+}
+
+// secretName matches the names of variables and flags that hold secrets.
+var secretName = regexp.MustCompile(`(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY|CLIENT_SECRET)(_|$)`)
+
+// secretShapes are values that are secrets whatever they are called.
+var secretShapes = []struct {
+	what string
+	re   *regexp.Regexp
+}{
+	{"a GitHub token", regexp.MustCompile(`\b(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{40,}`)},
+	{"an AWS access key", regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`)},
+	{"a Hugging Face token", regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}\b`)},
+	{"an OpenAI-style API key", regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`)},
+	{"a Slack token", regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`)},
+	{"a private key", regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----`)},
+	{"a JSON Web Token", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)},
+}
+
+// literalSecret says why a value (of a variable or flag called name) is a
+// secret written out, or "" when it does not look like one: a reference
+// ($(VAR), ${VAR}), a path, a boolean or a short placeholder is not.
+func literalSecret(name, value string) string {
+	for _, s := range secretShapes {
+		if s.re.MatchString(value) {
+			return "the value is " + s.what
+		}
+	}
+	v := strings.TrimSpace(value)
+	if name == "" || !secretName.MatchString(strings.ToUpper(name)) || len(v) < 8 ||
+		strings.Contains(v, "$(") || strings.Contains(v, "${") || strings.HasPrefix(v, "/") ||
+		strings.EqualFold(v, "true") || strings.EqualFold(v, "false") {
+		return ""
+	}
+	return fmt.Sprintf("%s looks like a secret by its name", name)
 }

@@ -59,6 +59,7 @@ var rules = func() []Rule {
 		{"container-image", SeverityError, "A container has no image."},
 		{"duplicate-port-name", SeverityWarning, "Two ports of the pod share a name; Services and probes that name it use the first."},
 		{"duplicate-env", SeverityWarning, "A container sets an environment variable twice; the last value wins."},
+		{"literal-secret", SeverityWarning, "A token, key or password written in an env value or a command-line argument: put it in a Secret (valueFrom.secretKeyRef)."},
 		{"env-name", SeverityError, "An environment variable's name is not valid."},
 		{"gpu-request-only", SeverityError, "GPUs are requested without a limit: Kubernetes needs the limit, and Ray reads GPUs from limits."},
 		{"extended-request-only", SeverityError, "An extended resource is requested without a limit."},
