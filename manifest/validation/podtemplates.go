@@ -3,8 +3,8 @@ package validation
 import (
 	"fmt"
 	"reflect"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
