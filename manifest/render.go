@@ -328,9 +328,14 @@ func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClus
 		security = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			// Every capability goes; a named option adds back what it needs.
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		}
 		if s.RunAsNonRoot {
 			security.RunAsNonRoot = ptr.To(true)
+		}
+		if s.IPCLock {
+			security.Capabilities.Add = append(security.Capabilities.Add, "IPC_LOCK")
 		}
 	}
 	headRes := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}

@@ -375,3 +375,50 @@ func TestEgressCIDRsLimitEgressWhenGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUSecurityDropsEveryCapability: infra.security drops every Linux
+// capability from the Ray containers, adding back only what a named
+// option asks for (ipcLock: IPC_LOCK, for RDMA).
+func TestGPUSecurityDropsEveryCapability(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	for _, c := range []struct {
+		security string
+		add      []any
+	}{
+		{"{enabled: true}", nil},
+		{"{enabled: true, runAsNonRoot: true, ipcLock: true}", []any{"IPC_LOCK"}},
+	} {
+		in, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox: {enabled: false}\ninfra: {security: "+c.security+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.Render(r, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		containers := 0
+		for _, o := range objs {
+			if o.GetKind() != "RayCluster" {
+				continue
+			}
+			head, _, _ := unstructured.NestedSlice(o.Object, "spec", "headGroupSpec", "template", "spec", "containers")
+			groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "workerGroupSpecs")
+			all := head
+			for _, g := range groups {
+				cs, _, _ := unstructured.NestedSlice(g.(map[string]any), "template", "spec", "containers")
+				all = append(all, cs...)
+			}
+			for _, ctr := range all {
+				containers++
+				drop, _, _ := unstructured.NestedSlice(ctr.(map[string]any), "securityContext", "capabilities", "drop")
+				add, _, _ := unstructured.NestedSlice(ctr.(map[string]any), "securityContext", "capabilities", "add")
+				if !slices.Equal(drop, []any{"ALL"}) || !slices.Equal(add, c.add) {
+					t.Errorf("%s: container %v drops %v and adds %v", c.security, ctr.(map[string]any)["name"], drop, add)
+				}
+			}
+		}
+		if containers < 3 {
+			t.Errorf("%s: %d Ray containers", c.security, containers)
+		}
+	}
+}

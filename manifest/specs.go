@@ -162,10 +162,15 @@ type LimitRangeSettings struct {
 	Max            map[string]string `json:"max,omitempty" schema:"quantity"`
 }
 
-// GPUSecurity is the opt-in hardening of the GPU fleets.
+// GPUSecurity is the opt-in hardening of the GPU fleets: no privilege
+// escalation, the runtime's seccomp profile, and every Linux capability
+// dropped but those a named option adds back.
 type GPUSecurity struct {
 	Enabled      bool `json:"enabled"`
 	RunAsNonRoot bool `json:"runAsNonRoot,omitempty"`
+	// IPCLock adds back IPC_LOCK, which RDMA (InfiniBand, RoCE) needs to pin
+	// NCCL's memory.
+	IPCLock bool `json:"ipcLock,omitempty"`
 }
 
 var infraShapes = map[string]reflect.Type{"kuberay.spec": reflect.TypeFor[rayv1.RayClusterSpec]()}
