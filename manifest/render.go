@@ -460,8 +460,13 @@ func rayJob(r *Recipe, in *Infra, name string, spec *rayv1.RayClusterSpec, sandb
 			Entrypoint:               entrypoint,
 			ShutdownAfterJobFinishes: true,
 			TTLSecondsAfterFinished:  ptr.Deref(in.Launch.TTLSecondsAfterFinished, 600),
+			BackoffLimit:             in.Launch.BackoffLimit,
+			ActiveDeadlineSeconds:    in.Launch.ActiveDeadlineSeconds,
 			RayClusterSpec:           spec,
 		},
+	}
+	if s := in.Launch.SubmitterConfig; s != nil {
+		job.Spec.SubmitterConfig = &rayv1.SubmitterConfig{BackoffLimit: s.BackoffLimit}
 	}
 	if r.RuntimeEnv != nil {
 		env, err := yaml.Marshal(r.RuntimeEnv)

@@ -422,3 +422,60 @@ func TestGPUSecurityDropsEveryCapability(t *testing.T) {
 		}
 	}
 }
+
+// TestRayJobRetriesAndDeadline: launch.backoffLimit,
+// activeDeadlineSeconds and submitterConfig.backoffLimit reach the RayJob,
+// which lints clean against KubeRay's CRD; a bad value names its field,
+// and they need launch.mode rayjob.
+func TestRayJobRetriesAndDeadline(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	in, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nsandbox: {enabled: false}\n"+
+		"launch: {mode: rayjob, backoffLimit: 2, activeDeadlineSeconds: 7200, submitterConfig: {backoffLimit: 4}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Render(r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "RayJob" {
+			job = o
+		}
+	}
+	if job == nil {
+		t.Fatal("no RayJob")
+	}
+	for path, want := range map[string]int64{"backoffLimit": 2, "activeDeadlineSeconds": 7200, "submitterConfig.backoffLimit": 4} {
+		got, _, _ := unstructured.NestedInt64(job.Object, append([]string{"spec"}, strings.Split(path, ".")...)...)
+		if got != want {
+			t.Errorf("spec.%s = %d, want %d", path, got, want)
+		}
+	}
+	data, err := manifest.Marshal([]*unstructured.Unstructured{job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := validation.ReadDocuments("job.yaml", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range validation.Lint(validation.NewValidator(), docs) {
+		if f.Severity == validation.SeverityError {
+			t.Errorf("the RayJob does not lint clean: %s", f)
+		}
+	}
+	for doc, path := range map[string]string{
+		"launch: {mode: rayjob, backoffLimit: -1}":                    "launch.backoffLimit",
+		"launch: {mode: rayjob, activeDeadlineSeconds: 0}":            "launch.activeDeadlineSeconds",
+		"launch: {mode: rayjob, submitterConfig: {backoffLimit: -2}}": "launch.submitterConfig.backoffLimit",
+		"launch: {mode: bringup, backoffLimit: 1}":                    "launch.mode",
+	} {
+		_, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\n"+doc+"\n"))
+		var se *manifest.SpecError
+		if !errors.As(err, &se) || se.Path != path {
+			t.Errorf("%s: %v, want an error at %s", doc, err, path)
+		}
+	}
+}

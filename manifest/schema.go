@@ -96,6 +96,12 @@ func infraRules(s map[string]any) {
 	s["if"] = map[string]any{"properties": map[string]any{"launch": map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeAttach}}}}}
 	s["else"] = map[string]any{"required": []string{"images"}, "properties": map[string]any{"images": map[string]any{"minProperties": 1}}}
 	props := s["properties"].(map[string]any)
+	// A RayJob's retries and deadline need a RayJob.
+	props["launch"].(map[string]any)["anyOf"] = []any{
+		map[string]any{"not": map[string]any{"anyOf": []any{
+			map[string]any{"required": []string{"backoffLimit"}}, map[string]any{"required": []string{"activeDeadlineSeconds"}}, map[string]any{"required": []string{"submitterConfig"}}}}},
+		map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeRayJob}}},
+	}
 	sandbox := props["sandbox"].(map[string]any)["properties"].(map[string]any)
 	sandbox["pdb"].(map[string]any)["not"] = map[string]any{"required": []string{"minAvailable"}}
 	// Egress CIDRs need a policy that limits egress.

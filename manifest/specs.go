@@ -72,6 +72,21 @@ type Launch struct {
 	ClusterName string `json:"clusterName,omitempty"` // default the recipe name
 	// TTLSecondsAfterFinished for the RayJob; default 600.
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty" schema:"minimum=0"`
+	// BackoffLimit is how many times the RayJob is retried (a new cluster
+	// each time) after it fails; default 0, none.
+	BackoffLimit *int32 `json:"backoffLimit,omitempty" schema:"minimum=0"`
+	// ActiveDeadlineSeconds bounds the RayJob's whole run: past it the job
+	// is failed and its cluster deleted; default none.
+	ActiveDeadlineSeconds *int32 `json:"activeDeadlineSeconds,omitempty" schema:"minimum=1"`
+	// SubmitterConfig is the submitter Job's own retries.
+	SubmitterConfig *SubmitterSettings `json:"submitterConfig,omitempty"`
+}
+
+// SubmitterSettings configure the RayJob's submitter Job.
+type SubmitterSettings struct {
+	// BackoffLimit is how many times the submitter pod is retried before
+	// the job counts as failed; KubeRay's default is 2.
+	BackoffLimit *int32 `json:"backoffLimit,omitempty" schema:"minimum=0"`
 }
 
 // KubeRaySettings tune the GPU RayCluster.
