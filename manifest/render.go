@@ -3,6 +3,7 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
@@ -411,14 +412,32 @@ func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClus
 	return out, nil
 }
 
-// mergePatch applies patch to target with JSON merge patch rules (RFC
-// 7386): mappings merge, null deletes, everything else (lists included)
+// mergeKeys are the lists kuberay.spec merges item by item, as
+// Kubernetes' strategic merge does, by the field that names an item; any
+// other list is replaced.
+var mergeKeys = map[string]string{
+	"workerGroupSpecs": "groupName",
+	"containers":       "name", "initContainers": "name", "env": "name", "volumes": "name",
+	"volumeMounts": "mountPath", "ports": "containerPort", "imagePullSecrets": "name",
+}
+
+// mergePatch applies patch to target as a strategic merge: mappings
+// merge, null deletes, the lists of mergeKeys merge by their key (an item
+// whose key is new is added), every other value (other lists included)
 // replaces.
 func mergePatch(target, patch map[string]any) {
 	for k, v := range patch {
 		if v == nil {
 			delete(target, k)
 			continue
+		}
+		if key, ok := mergeKeys[k]; ok {
+			if pl, ok := v.([]any); ok {
+				if tl, ok := target[k].([]any); ok {
+					target[k] = mergeList(tl, pl, key)
+					continue
+				}
+			}
 		}
 		if pm, ok := v.(map[string]any); ok {
 			if tm, ok := target[k].(map[string]any); ok {
@@ -432,6 +451,31 @@ func mergePatch(target, patch map[string]any) {
 		}
 		target[k] = v
 	}
+}
+
+// mergeList merges patch into target item by item, by key.
+func mergeList(target, patch []any, key string) []any {
+	out := append([]any(nil), target...)
+	for _, p := range patch {
+		pm, ok := p.(map[string]any)
+		id, hasID := pm[key]
+		if !ok || !hasID {
+			out = append(out, p)
+			continue
+		}
+		i := slices.IndexFunc(out, func(t any) bool {
+			tm, ok := t.(map[string]any)
+			return ok && fmt.Sprint(tm[key]) == fmt.Sprint(id)
+		})
+		if i < 0 {
+			fresh := map[string]any{}
+			mergePatch(fresh, pm)
+			out = append(out, fresh)
+			continue
+		}
+		mergePatch(out[i].(map[string]any), pm)
+	}
+	return out
 }
 
 // JobEntrypoint is the shell command a launch's job runs: the recipe's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -477,5 +478,66 @@ func TestRayJobRetriesAndDeadline(t *testing.T) {
 		if !errors.As(err, &se) || se.Path != path {
 			t.Errorf("%s: %v, want an error at %s", doc, err, path)
 		}
+	}
+}
+
+// TestKubeRaySpecMergesWorkerGroupsByName: a kuberay.spec override of one
+// worker group (by groupName) changes that group only, and of one
+// container (by name) that container only, as Kubernetes' strategic merge
+// does; a group with a new name is added.
+func TestKubeRaySpecMergesWorkerGroupsByName(t *testing.T) {
+	r, _ := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	in, err := manifest.ParseInfra("inline", []byte(`namespace: ns
+images: {vllm: img}
+launch: {mode: bringup}
+sandbox: {enabled: false}
+kuberay:
+  spec:
+    workerGroupSpecs:
+    - groupName: trainer
+      minReplicas: 0
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            env:
+            - {name: NCCL_DEBUG, value: INFO}
+    - groupName: eval
+      replicas: 1
+      rayStartParams: {}
+      template: {spec: {containers: [{name: ray-worker, image: img}]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Render(r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := map[string]map[string]any{}
+	for _, o := range objs {
+		if o.GetKind() == "RayCluster" {
+			list, _, _ := unstructured.NestedSlice(o.Object, "spec", "workerGroupSpecs")
+			for _, g := range list {
+				groups[g.(map[string]any)["groupName"].(string)] = g.(map[string]any)
+			}
+		}
+	}
+	if len(groups) != 3 || groups["inference"] == nil || groups["eval"] == nil {
+		t.Fatalf("groups %v, want inference and trainer kept, eval added", slices.Sorted(maps.Keys(groups)))
+	}
+	trainer := groups["trainer"]
+	min, _, _ := unstructured.NestedInt64(trainer, "minReplicas")
+	containers, _, _ := unstructured.NestedSlice(trainer, "template", "spec", "containers")
+	if min != 0 || len(containers) != 1 {
+		t.Fatalf("trainer: minReplicas %d, %d containers", min, len(containers))
+	}
+	c := containers[0].(map[string]any)
+	env := fmt.Sprint(c["env"])
+	if c["image"] != "img" || !strings.Contains(env, "NCCL_DEBUG") || !strings.Contains(env, "DOCKYARD_FLEET_ROLE") {
+		t.Errorf("trainer's container lost what the override did not name: image %v, env %s", c["image"], env)
+	}
+	if _, ok := trainer["rayStartParams"].(map[string]any)["resources"]; !ok {
+		t.Error("trainer lost its rayStartParams")
 	}
 }

@@ -92,8 +92,11 @@ type SubmitterSettings struct {
 // KubeRaySettings tune the GPU RayCluster.
 type KubeRaySettings struct {
 	RayVersion string `json:"rayVersion,omitempty"`
-	// Spec is merged over the rendered RayClusterSpec (free-form, but its
-	// keys are checked against RayClusterSpec).
+	// Spec is merged over the rendered RayClusterSpec as Kubernetes'
+	// strategic merge does: mappings merge, null deletes, worker groups
+	// merge by groupName and containers, env, volumes and ports by their
+	// names (a new name is added), other lists replace. Its keys are
+	// checked against RayClusterSpec.
 	Spec map[string]any `json:"spec,omitempty"`
 	PDB  *PDBSettings   `json:"pdb,omitempty"`
 	// FleetResourcePrefix names the Ray resource of each fleet
