@@ -379,11 +379,18 @@ func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClus
 			pod.Tolerations = []corev1.Toleration{{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 		}
 		pod.Containers[0].Resources = corev1.ResourceRequirements{Requests: limits.DeepCopy(), Limits: limits}
+		minReplicas, maxReplicas := ptr.Deref(f.MinReplicas, f.Replicas), ptr.Deref(f.MaxReplicas, f.Replicas)
+		if minReplicas != f.Replicas || maxReplicas != f.Replicas {
+			// A fleet with a range is scaled by Ray's autoscaler (v2, in the
+			// head pod), between its bounds, by the tasks that wait for it.
+			spec.EnableInTreeAutoscaling = ptr.To(true)
+			spec.AutoscalerOptions = &rayv1.AutoscalerOptions{Version: ptr.To(rayv1.AutoscalerVersionV2)}
+		}
 		spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
 			GroupName:   role,
 			Replicas:    ptr.To(f.Replicas),
-			MinReplicas: ptr.To(f.Replicas),
-			MaxReplicas: ptr.To(f.Replicas),
+			MinReplicas: ptr.To(minReplicas),
+			MaxReplicas: ptr.To(maxReplicas),
 			// Ray's resources flag takes JSON in single quotes.
 			RayStartParams: map[string]string{"resources": "'" + string(tag) + "'"},
 			Template:       corev1.PodTemplateSpec{Spec: pod},

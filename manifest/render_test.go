@@ -541,3 +541,73 @@ kuberay:
 		t.Error("trainer lost its rayStartParams")
 	}
 }
+
+// TestFleetAutoscaling: a fleet with minReplicas or maxReplicas turns on
+// KubeRay's in-tree autoscaler (v2) with the group's bounds; the cluster
+// lints clean (no autoscaler warning); bounds around replicas are checked.
+func TestFleetAutoscaling(t *testing.T) {
+	recipe := func(fleet string) *manifest.Recipe {
+		t.Helper()
+		r, err := manifest.ParseRecipe("inline", []byte("name: auto\nentrypoint: python train.py\ninference: {backend: vllm}\nfleets:\n  trainer: {replicas: 2, gpusPerNode: 8}\n  rollout: "+fleet+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	in, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox: {enabled: false}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := func(r *manifest.Recipe) *unstructured.Unstructured {
+		t.Helper()
+		objs, err := manifest.Render(r, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.GetKind() == "RayCluster" {
+				return o
+			}
+		}
+		t.Fatal("no RayCluster")
+		return nil
+	}
+	fixed := cluster(recipe("{replicas: 1, gpusPerNode: 1}"))
+	if on, _, _ := unstructured.NestedBool(fixed.Object, "spec", "enableInTreeAutoscaling"); on {
+		t.Error("fixed fleets turned the autoscaler on")
+	}
+	auto := cluster(recipe("{replicas: 1, minReplicas: 0, maxReplicas: 6, gpusPerNode: 1}"))
+	on, _, _ := unstructured.NestedBool(auto.Object, "spec", "enableInTreeAutoscaling")
+	version, _, _ := unstructured.NestedString(auto.Object, "spec", "autoscalerOptions", "version")
+	if !on || version != "v2" {
+		t.Errorf("autoscaled: enableInTreeAutoscaling %v, autoscaler version %q", on, version)
+	}
+	groups, _, _ := unstructured.NestedSlice(auto.Object, "spec", "workerGroupSpecs")
+	bounds := map[string][3]int64{}
+	for _, g := range groups {
+		gm := g.(map[string]any)
+		r, _, _ := unstructured.NestedInt64(gm, "replicas")
+		lo, _, _ := unstructured.NestedInt64(gm, "minReplicas")
+		hi, _, _ := unstructured.NestedInt64(gm, "maxReplicas")
+		bounds[gm["groupName"].(string)] = [3]int64{lo, r, hi}
+	}
+	if bounds["rollout"] != [3]int64{0, 1, 6} || bounds["trainer"] != [3]int64{2, 2, 2} {
+		t.Errorf("group bounds (min, replicas, max): %v", bounds)
+	}
+	data, _ := manifest.Marshal([]*unstructured.Unstructured{auto})
+	docs, _ := validation.ReadDocuments("auto.yaml", bytes.NewReader(data))
+	for _, f := range validation.Lint(validation.NewValidator(), docs) {
+		t.Errorf("the autoscaled cluster does not lint clean: %s", f)
+	}
+	for fleet, path := range map[string]string{
+		"{replicas: 2, minReplicas: 3}":  "fleets.rollout.minReplicas",
+		"{replicas: 2, minReplicas: -1}": "fleets.rollout.minReplicas",
+		"{replicas: 2, maxReplicas: 1}":  "fleets.rollout.maxReplicas",
+	} {
+		_, err := manifest.ParseRecipe("inline", []byte("name: auto\nentrypoint: x\ninference: {backend: vllm}\nfleets:\n  rollout: "+fleet+"\n"))
+		var se *manifest.SpecError
+		if !errors.As(err, &se) || se.Path != path {
+			t.Errorf("%s: %v, want an error at %s", fleet, err, path)
+		}
+	}
+}

@@ -29,8 +29,17 @@ type RuntimeEnv struct {
 }
 
 // Fleet is one role's GPU workers: Replicas pods of GPUsPerNode GPUs.
+// With MinReplicas or MaxReplicas the fleet autoscales: Ray's autoscaler
+// (v2) starts with Replicas and moves between the bounds by the work that
+// waits for the fleet.
 type Fleet struct {
-	Replicas    int32  `json:"replicas" schema:"required;minimum=1"`
+	Replicas int32 `json:"replicas" schema:"required;minimum=1"`
+	// MinReplicas is the fewest pods an autoscaled fleet keeps (0 lets it
+	// scale to none); default Replicas.
+	MinReplicas *int32 `json:"minReplicas,omitempty" schema:"minimum=0"`
+	// MaxReplicas is the most pods an autoscaled fleet grows to; default
+	// Replicas.
+	MaxReplicas *int32 `json:"maxReplicas,omitempty" schema:"minimum=1"`
 	GPUsPerNode int32  `json:"gpusPerNode" schema:"minimum=0"`
 	CPU         string `json:"cpu,omitempty" schema:"quantity"`
 	Memory      string `json:"memory,omitempty" schema:"quantity"`

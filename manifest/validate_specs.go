@@ -40,6 +40,12 @@ func (r *Recipe) validate(file string) error {
 		if f.GPUsPerNode < 0 {
 			return bad(p+".gpusPerNode", "must not be negative")
 		}
+		if m := f.MinReplicas; m != nil && (*m < 0 || *m > f.Replicas) {
+			return bad(p+".minReplicas", "%d: must be from 0 to replicas (%d)", *m, f.Replicas)
+		}
+		if m := f.MaxReplicas; m != nil && *m < f.Replicas {
+			return bad(p+".maxReplicas", "%d: must be at least replicas (%d)", *m, f.Replicas)
+		}
 		if err := quantity(f.CPU); err != nil {
 			return bad(p+".cpu", "%v", err)
 		}
