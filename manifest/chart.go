@@ -58,7 +58,9 @@ type ChartValues struct {
 		Type              string `json:"type,omitempty" schema:"enum=|httproute|nebariapp"`
 		DashboardHostname string `json:"dashboardHostname,omitempty"`
 		ServeHostname     string `json:"serveHostname,omitempty"`
-		Gateway           struct {
+		// Gateway is the Gateway an HTTPRoute attaches to (name required),
+		// or the gateway a NebariApp routes through (name; default public).
+		Gateway struct {
 			Name        string `json:"name,omitempty"`
 			Namespace   string `json:"namespace,omitempty"`
 			SectionName string `json:"sectionName,omitempty"`
@@ -70,9 +72,12 @@ type ChartValues struct {
 
 // Chart defaults.
 const (
-	DefaultChartImage = "rayproject/ray:2.54.0-py312"
-	DefaultCAImage    = "alpine:3.20"
-	caBundlePath      = "/shared/ca-bundle.crt"
+	// DefaultNebariGateway is the gateway a NebariApp routes through when
+	// exposure.gateway.name is not set.
+	DefaultNebariGateway = "public"
+	DefaultChartImage    = "rayproject/ray:2.54.0-py312"
+	DefaultCAImage       = "alpine:3.20"
+	caBundlePath         = "/shared/ca-bundle.crt"
 )
 
 // ParseChartValues decodes chart values strictly (unknown or mistyped
@@ -349,7 +354,7 @@ func exposure(v *ChartValues, dashboardSvc, serveSvc string, lbls map[string]str
 					"service":  map[string]any{"name": t.svc, "port": t.port, "namespace": v.Namespace},
 					"routing":  map[string]any{"routes": []any{map[string]any{"pathPrefix": "/", "pathType": "PathPrefix"}}},
 					"auth":     map[string]any{"enabled": v.Exposure.Auth},
-					"gateway":  "public",
+					"gateway":  orDefault(v.Exposure.Gateway.Name, DefaultNebariGateway),
 				},
 			}})
 		}

@@ -167,3 +167,33 @@ func FuzzParseChartValues(f *testing.F) {
 		}
 	})
 }
+
+// TestNebariAppGatewayIsAValue: a NebariApp routes through the gateway
+// exposure.gateway.name names, public when it names none.
+func TestNebariAppGatewayIsAValue(t *testing.T) {
+	for values, want := range map[string]string{
+		"":                              "public",
+		"  gateway: {name: internal}\n": "internal",
+	} {
+		v, err := manifest.ParseChartValues("v.yaml", []byte("name: llm\nnamespace: ml\nexposure:\n  type: nebariapp\n  dashboardHostname: ray.example.org\n"+values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.RenderChart(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, o := range objs {
+			if o.GetKind() == "NebariApp" {
+				n++
+				if got, _, _ := unstructured.NestedString(o.Object, "spec", "gateway"); got != want {
+					t.Errorf("%q: the NebariApp's gateway is %q, want %q", values, got, want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%q: no NebariApp", values)
+		}
+	}
+}
