@@ -9,6 +9,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,6 +69,18 @@ type ChartValues struct {
 		// Auth requires OIDC at the gateway (NebariApp only).
 		Auth bool `json:"auth,omitempty"`
 	} `json:"exposure,omitempty"`
+	// NetworkPolicy, when enabled, scopes who reaches the head: the Ray
+	// client port (10001: whoever reaches it runs code on the cluster) only
+	// from the namespaces and pods named, the dashboard, Serve and metrics
+	// ports from anywhere, everything from the RayService's own pods.
+	NetworkPolicy struct {
+		Enabled bool `json:"enabled,omitempty"`
+		// ClientNamespaces may reach the Ray client port (every pod in them).
+		ClientNamespaces []string `json:"clientNamespaces,omitempty" schema:"dns1123label"`
+		// ClientPodLabels select pods of the chart's namespace that may
+		// reach the Ray client port.
+		ClientPodLabels map[string]string `json:"clientPodLabels,omitempty"`
+	} `json:"networkPolicy,omitempty"`
 }
 
 // Chart defaults.
@@ -118,6 +131,14 @@ func ParseChartValues(file string, data []byte) (*ChartValues, error) {
 		}
 	default:
 		return nil, bad("exposure.type", "%q: want httproute or nebariapp (or leave it empty)", v.Exposure.Type)
+	}
+	if np := v.NetworkPolicy; np.Enabled && len(np.ClientNamespaces) == 0 && len(np.ClientPodLabels) == 0 {
+		return nil, bad("networkPolicy.clientNamespaces", "name the namespaces (or, in clientPodLabels, the pods) that may reach the Ray client port; with neither, nothing could")
+	}
+	for i, ns := range v.NetworkPolicy.ClientNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, bad(fmt.Sprintf("networkPolicy.clientNamespaces[%d]", i), "%q: %s", ns, errs[0])
+		}
 	}
 	if v.Exposure.Auth && v.Exposure.Type == "httproute" {
 		return nil, bad("exposure.auth", "OIDC at the gateway is configured by a NebariApp; use type nebariapp or your Gateway's own policy")
@@ -198,9 +219,17 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 			},
 		}},
 	}
+	// A worker is ready when its raylet is: the serve Service routes to
+	// the head only, so a worker's Serve proxy has no say (KubeRay's default
+	// probe of a RayService's worker waits for it too).
+	rayletHealthy := &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"bash", "-c",
+		"wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"}}}
 	worker := corev1.PodSpec{
 		Tolerations: slices.Clone(v.Worker.Tolerations),
-		Containers:  []corev1.Container{{Name: "ray-worker", Image: image, Resources: v.Worker.Resources}},
+		Containers: []corev1.Container{{Name: "ray-worker", Image: image, Resources: v.Worker.Resources,
+			ReadinessProbe: &corev1.Probe{ProbeHandler: *rayletHealthy, InitialDelaySeconds: 10, PeriodSeconds: 5, TimeoutSeconds: 2, FailureThreshold: 10},
+			LivenessProbe:  &corev1.Probe{ProbeHandler: *rayletHealthy, InitialDelaySeconds: 30, PeriodSeconds: 5, TimeoutSeconds: 2, FailureThreshold: 120},
+		}},
 	}
 	for _, spec := range []*corev1.PodSpec{&head, &worker} {
 		injectGPUToleration(spec)
@@ -240,7 +269,46 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, u)
 	}
 	objs = append(objs, exposure(v, dashboardSvc.Name, serveSvc.Name, lbls)...)
+	if v.NetworkPolicy.Enabled {
+		u, err := toUnstructured(headPolicy(v, headSelector, podLabels, lbls))
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, u)
+	}
 	return objs, nil
+}
+
+// headPolicy is the opt-in NetworkPolicy of the head pod: the Ray client
+// port from the namespaces and pods named only.
+func headPolicy(v *ChartValues, head, own, lbls map[string]string) *networkingv1.NetworkPolicy {
+	tcp := func(p int32) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(p))}
+	}
+	var clients []networkingv1.NetworkPolicyPeer
+	if ns := v.NetworkPolicy.ClientNamespaces; len(ns) > 0 {
+		clients = append(clients, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(ns)}}}})
+	}
+	if pl := v.NetworkPolicy.ClientPodLabels; len(pl) > 0 {
+		clients = append(clients, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(pl)}})
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: v.Name + "-head", Namespace: v.Namespace, Labels: lbls},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: maps.Clone(head)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				// The cluster's own pods: GCS, object transfers, everything.
+				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(own)}}}},
+				// The dashboard, Serve and metrics: the gateway, Prometheus.
+				{Ports: []networkingv1.NetworkPolicyPort{tcp(8265), tcp(8000), tcp(8080)}},
+				// The Ray client: whoever reaches it runs code on the cluster.
+				{From: clients, Ports: []networkingv1.NetworkPolicyPort{tcp(10001)}},
+			},
+		},
+	}
 }
 
 func nonNilMap(m map[string]string) map[string]string {

@@ -3,8 +3,10 @@ package manifest_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -195,5 +197,53 @@ func TestNebariAppGatewayIsAValue(t *testing.T) {
 		if n == 0 {
 			t.Errorf("%q: no NebariApp", values)
 		}
+	}
+}
+
+// TestChartNetworkPolicy: off by default (nothing rendered); on, the head
+// takes the Ray client port only from the namespaces and pods named, the
+// dashboard, Serve and metrics ports from anywhere, and everything from
+// the RayService's own pods; on with no client named is an error.
+func TestChartNetworkPolicy(t *testing.T) {
+	base := "name: llm\nnamespace: ml\n"
+	kinds := func(objs []*unstructured.Unstructured) (out []string) {
+		for _, o := range objs {
+			out = append(out, o.GetKind())
+		}
+		return out
+	}
+	plain, _ := renderChart(t, base)
+	if slices.Contains(kinds(plain), "NetworkPolicy") {
+		t.Error("a NetworkPolicy without networkPolicy.enabled")
+	}
+	objs, _ := renderChart(t, base+"networkPolicy:\n  enabled: true\n  clientNamespaces: [notebooks]\n  clientPodLabels: {app: jupyter}\n")
+	var policy *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "NetworkPolicy" {
+			policy = o
+		}
+	}
+	if policy == nil {
+		t.Fatal("no NetworkPolicy")
+	}
+	selector, _, _ := unstructured.NestedStringMap(policy.Object, "spec", "podSelector", "matchLabels")
+	if selector["ray.io/node-type"] != "head" || selector[manifest.RayServiceLabel] != "llm" {
+		t.Errorf("the policy selects %v, not the head", selector)
+	}
+	rules, _, _ := unstructured.NestedSlice(policy.Object, "spec", "ingress")
+	if len(rules) != 3 {
+		t.Fatalf("%d ingress rules: %v", len(rules), rules)
+	}
+	client := fmt.Sprint(rules[2])
+	for _, want := range []string{"10001", "notebooks", "kubernetes.io/metadata.name", "jupyter"} {
+		if !strings.Contains(client, want) {
+			t.Errorf("the client rule lacks %s: %s", want, client)
+		}
+	}
+	if open := fmt.Sprint(rules[1]); strings.Contains(open, "from") || !strings.Contains(open, "8265") || strings.Contains(open, "10001") {
+		t.Errorf("the open rule: %s", open)
+	}
+	if _, err := manifest.ParseChartValues("v.yaml", []byte(base+"networkPolicy: {enabled: true}\n")); err == nil || !strings.Contains(err.Error(), "networkPolicy.clientNamespaces") {
+		t.Errorf("a policy with no client: %v", err)
 	}
 }

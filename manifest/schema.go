@@ -125,7 +125,13 @@ func chartRules(s map[string]any) {
 	needGateway := map[string]any{"properties": map[string]any{"exposure": map[string]any{
 		"required": []string{"gateway"}, "properties": map[string]any{"gateway": map[string]any{"required": []string{"name"}, "properties": map[string]any{"name": map[string]any{"minLength": 1}}}},
 		"not": map[string]any{"required": []string{"auth"}, "properties": map[string]any{"auth": map[string]any{"const": true}}}}}}
+	npOn := map[string]any{"properties": map[string]any{"networkPolicy": map[string]any{"properties": map[string]any{"enabled": map[string]any{"const": true}}, "required": []string{"enabled"}}}, "required": []string{"networkPolicy"}}
+	needClients := map[string]any{"properties": map[string]any{"networkPolicy": map[string]any{"anyOf": []any{
+		map[string]any{"required": []string{"clientNamespaces"}, "properties": map[string]any{"clientNamespaces": map[string]any{"minItems": 1}}},
+		map[string]any{"required": []string{"clientPodLabels"}, "properties": map[string]any{"clientPodLabels": map[string]any{"minProperties": 1}}},
+	}}}}
 	s["allOf"] = []any{
+		map[string]any{"if": npOn, "then": needClients},
 		map[string]any{"if": exposed, "then": needHost},
 		map[string]any{"if": map[string]any{"allOf": []any{exposed, serveOn}}, "then": needServeHost},
 		map[string]any{"if": route, "then": needGateway},

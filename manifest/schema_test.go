@@ -77,6 +77,9 @@ var schemaCases = []schemaCase{
 			{"exposure.type": "nebariapp", "exposure.dashboardHostname": "d.example.com", "serve.enabled": true, "exposure.serveHostname": ""},
 			{"exposure.type": "nebariapp", "exposure.dashboardHostname": "d.example.com", "serve.enabled": true, "exposure.serveHostname": "s.example.com"},
 			{"serveApplications": []any{map[string]any{"name": "app"}}}, {"serveApplications": []any{map[string]any{"name": "app", "import_path": "m:app"}}},
+			{"networkPolicy": map[string]any{"enabled": true}}, {"networkPolicy": map[string]any{"enabled": true, "clientNamespaces": []any{"notebooks"}}},
+			{"networkPolicy": map[string]any{"enabled": true, "clientPodLabels": map[string]any{"app": "jupyter"}}},
+			{"networkPolicy": map[string]any{"enabled": true, "clientNamespaces": []any{"Bad_NS"}}}, {"networkPolicy": map[string]any{"enabled": false}},
 			{"worker.replicas": "two"}, {"head.tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}},
 		}},
 }
