@@ -120,6 +120,9 @@ func (s *Session) Run(ctx context.Context, p *Plan, opts RunOptions) (RunResult,
 	for _, o := range p.Skipped {
 		s.say("not applied: %s %s (a cluster administrator applies namespace quotas and limits; see launcher render)", o.GetKind(), o.GetName())
 	}
+	if err := s.warnUnrolled(ctx, p); err != nil {
+		return res, err
+	}
 	applied, err := s.Rayctl.Apply(ctx, p.Objects, rayctl.ApplyOptions{})
 	for _, o := range applied {
 		res.Applied = append(res.Applied, o.GetKind()+"/"+o.GetName())

@@ -138,6 +138,32 @@ func TestRunBringupStatusLogsDown(t *testing.T) {
 	if l, _ := tc.Kube.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
 		t.Errorf("the live path applied a LimitRange")
 	}
+	// Run again: nothing changed, nothing to warn about. Then with a new
+	// image: the running pods keep the old one, and run says so, per
+	// field, with what to do.
+	code, out, errOut = cli(t, tc, "run", recipe, infra, "-n", ns, "--timeout", "3m")
+	if code != 0 || strings.Contains(out, "does not roll spec changes out") {
+		t.Errorf("run again, unchanged: exit %d\n%s\n%s", code, out, errOut)
+	}
+	spec, err := os.ReadFile(infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newImage := strings.Replace(string(spec), "sglang: ", "sglang: registry.example/new-", 1)
+	if newImage == string(spec) {
+		t.Fatal("the infra spec names no sglang image")
+	}
+	changedInfra := filepath.Join(t.TempDir(), "grpo_swe_sglang.infra.yaml")
+	if err := os.WriteFile(changedInfra, []byte(newImage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = cli(t, tc, "run", recipe, changedInfra, "-n", ns, "--no-wait")
+	for _, want := range []string{"headGroupSpec.template changes, and KubeRay does not roll spec changes out", "workerGroupSpecs[trainer].template changes",
+		"launcher cluster down grpo-swe -n " + ns} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("run with a new image: exit %d, the output lacks %q\n%s\n%s", code, want, out, errOut)
+		}
+	}
 	rc, err := tc.Ray.RayV1().RayClusters(ns).Get(ctx, "grpo-swe", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
