@@ -210,7 +210,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	}
-	root.AddCommand(check, render, lint, chart, schema)
+	root.AddCommand(check, render, lint, chart, schema, lspCommand(validator, stdin, stdout))
 	addLiveCommands(root, &namespace, stdout, stderr)
 	return root
 }

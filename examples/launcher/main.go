@@ -8,6 +8,7 @@
 //	launcher lint PATH... | -        validate + lint files, directories or stdin (-o json|sarif|junit|github)
 //	launcher chart render VALUES     the RayService chart's objects
 //	launcher schema recipe|infra|chart-values   the JSON Schema of a spec file, for editors
+//	launcher lsp                     a language server over stdio: findings as diagnostics while editing
 //
 // The live commands use the kubeconfig (--kubeconfig, --context, -n):
 //
