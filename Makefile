@@ -18,6 +18,7 @@ build: ## compile every package and example binary
 .PHONY: test
 test: vet testcluster ray-venv ## everything CI runs: vet, unit and real-component tests, then a check for leftover processes
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	cd deploy/helm/chartcheck && $(GO) test -count=1 -timeout 20m ./...   # the Helm chart, a module of its own (Helm's Kubernetes modules)
 	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
 .PHONY: run
