@@ -67,13 +67,44 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 	}
 	c = c.WithDynamic(tc.Dynamic)
 
-	for _, infraFile := range []string{"grpo_swe.infra.yaml", "grpo_swe_sglang.infra.yaml"} {
-		t.Run(infraFile, func(t *testing.T) {
-			r, err := manifest.LoadRecipe(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	// Beside the examples, a launch with every option of the specs that
+	// reaches the objects: an autoscaled fleet, a RayJob's retries and
+	// deadline, GPU pods without capabilities, sandbox egress limited to
+	// CIDRs, a kuberay.spec override of one group.
+	options := t.TempDir()
+	recipeText, err := os.ReadFile(filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	infraText, err := os.ReadFile(filepath.Join(specs, "grpo_swe.infra.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	autoscaled := strings.Replace(string(recipeText), "  inference:\n    replicas: 1\n", "  inference:\n    replicas: 1\n    minReplicas: 0\n    maxReplicas: 2\n", 1)
+	everyOption := strings.NewReplacer("namespace: dockyard\n", "namespace: dockyard-options\n",
+		"  ttlSecondsAfterFinished: 3600\n", "  ttlSecondsAfterFinished: 3600\n  backoffLimit: 1\n  activeDeadlineSeconds: 7200\n  submitterConfig: {backoffLimit: 3}\n",
+		"  rayVersion: \"2.54.0\"\n", "  rayVersion: \"2.54.0\"\n  spec:\n    workerGroupSpecs:\n    - groupName: trainer\n      template: {spec: {containers: [{name: ray-worker, env: [{name: NCCL_DEBUG, value: INFO}]}]}}\n",
+		"  injectUrls: true\n", "  injectUrls: true\n  networkPolicy: {allowedEgressCidrs: [198.18.200.0/24]}\n",
+		"  priorityClassName: training-high\n", "  priorityClassName: training-high\n  security: {enabled: true, ipcLock: true}\n").Replace(string(infraText))
+	if autoscaled == string(recipeText) || strings.Count(everyOption, "\n") < strings.Count(string(infraText), "\n")+9 {
+		t.Fatal("the example specs changed: the options are not written in")
+	}
+	for path, text := range map[string]string{"options.recipe.yaml": autoscaled, "options.infra.yaml": everyOption} {
+		if err := os.WriteFile(filepath.Join(options, path), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, launch := range []struct{ name, recipe, infra string }{
+		{"grpo_swe.infra.yaml", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml")},
+		{"grpo_swe_sglang.infra.yaml", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe_sglang.infra.yaml")},
+		{"every option", filepath.Join(options, "options.recipe.yaml"), filepath.Join(options, "options.infra.yaml")},
+	} {
+		t.Run(launch.name, func(t *testing.T) {
+			r, err := manifest.LoadRecipe(launch.recipe)
 			if err != nil {
 				t.Fatal(err)
 			}
-			in, err := manifest.LoadInfra(filepath.Join(specs, infraFile))
+			in, err := manifest.LoadInfra(launch.infra)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,6 +140,31 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 				}
 				if q := p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; q.Value() != 8 {
 					t.Errorf("worker %s GPU limit %s", p.Name, q.String())
+				}
+				if launch.name != "every option" {
+					continue
+				}
+				// What the options asked for reached the pods.
+				sc := p.Spec.Containers[0].SecurityContext
+				if sc == nil || sc.Capabilities == nil || fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || fmt.Sprint(sc.Capabilities.Add) != "[IPC_LOCK]" {
+					t.Errorf("worker %s capabilities: %+v", p.Name, sc)
+				}
+				if group := p.Labels["ray.io/group"]; group == "trainer" && envValue(p.Spec.Containers[0].Env, "NCCL_DEBUG") != "INFO" {
+					t.Errorf("the trainer's worker lacks the override's NCCL_DEBUG: %v", p.Spec.Containers[0].Env)
+				}
+			}
+			if launch.name == "every option" {
+				job, err := tc.Ray.RayV1().RayJobs(in.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := job.Spec; s.BackoffLimit == nil || *s.BackoffLimit != 1 || s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 7200 ||
+					s.SubmitterConfig == nil || *s.SubmitterConfig.BackoffLimit != 3 || s.RayClusterSpec.EnableInTreeAutoscaling == nil || !*s.RayClusterSpec.EnableInTreeAutoscaling {
+					t.Errorf("the RayJob as the API server holds it: %+v", s)
+				}
+				np, err := tc.Kube.NetworkingV1().NetworkPolicies(in.Namespace).List(ctx, metav1.ListOptions{})
+				if err != nil || len(np.Items) != 1 || len(np.Items[0].Spec.Egress) != 2 {
+					t.Errorf("the sandbox's NetworkPolicy: %v %+v", err, np)
 				}
 			}
 			// The sandbox URL every Ray pod is given names the sandbox Service,
