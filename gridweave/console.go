@@ -29,7 +29,7 @@ import (
 
 // consoleFS holds the console (see console/README.md).
 //
-//go:embed console
+//go:embed console/index.html console/console.js console/console.css
 var consoleFS embed.FS
 
 // consolePolicy keeps the console to this origin, with no inline script
@@ -147,8 +147,9 @@ func (s *Server) handleKubeTorchJobs(w http.ResponseWriter, r *http.Request) {
 
 // fleetHistory keeps a sample of the fleet a minute for six hours.
 type fleetHistory struct {
-	mu      sync.Mutex
-	samples []api.FleetSample
+	sampling sync.Mutex // one sample at a time, in order
+	mu       sync.Mutex
+	samples  []api.FleetSample
 }
 
 const (
@@ -159,6 +160,8 @@ const (
 // sampleFleet records the fleet now, unless the last sample is younger
 // than historyEvery.
 func (s *Server) sampleFleet(ctx context.Context) error {
+	s.history.sampling.Lock()
+	defer s.history.sampling.Unlock()
 	now := s.now().UTC()
 	s.history.mu.Lock()
 	if n := len(s.history.samples); n > 0 && now.Sub(s.history.samples[n-1].At) < historyEvery {

@@ -358,9 +358,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	f.screenshot("fleet")
 	f.reachesEveryActionByKeyboard("fleet")
 
-	// The tunnel stops: no handshake for more than 3 minutes is offline.
+	// The tunnel stops: no handshake for more than 5 minutes is offline.
 	f.nodeNS.IP(t, "link", "set", f.nodeDev.Name, "down")
-	f.clock.advance(4 * time.Minute)
+	f.clock.advance(6 * time.Minute)
 	f.waitText(row, "○ offline", 15*time.Second)
 
 	// Keys: mint, copy the command shown once, revoke.

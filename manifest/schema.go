@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +95,7 @@ func Schema(kind string) ([]byte, error) {
 // with maxUnavailable; egress CIDRs need a policy that limits egress.
 func infraRules(s map[string]any) {
 	s["if"] = map[string]any{"properties": map[string]any{"launch": map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeAttach}}}}}
-	s["else"] = map[string]any{"required": []string{"images"}, "properties": map[string]any{"images": map[string]any{"minProperties": 1}}}
+	s["else"] = map[string]any{"required": []string{"images"}, "properties": map[string]any{"images": map[string]any{"type": "object", "minProperties": 1}}}
 	props := s["properties"].(map[string]any)
 	// A RayJob's retries and deadline need a RayJob.
 	props["launch"].(map[string]any)["anyOf"] = []any{
@@ -117,15 +118,15 @@ func infraRules(s map[string]any) {
 // needs its hostnames (and a gateway for an HTTPRoute), auth only with a
 // NebariApp, every Serve application an import_path.
 func chartRules(s map[string]any) {
-	exposed := map[string]any{"properties": map[string]any{"exposure": map[string]any{"properties": map[string]any{"type": map[string]any{"enum": []string{"httproute", "nebariapp"}}}, "required": []string{"type"}}}, "required": []string{"exposure"}}
+	exposed := map[string]any{"properties": map[string]any{"exposure": map[string]any{"type": "object", "properties": map[string]any{"type": map[string]any{"enum": []string{"httproute", "nebariapp"}}}, "required": []string{"type"}}}, "required": []string{"exposure"}}
 	needHost := map[string]any{"properties": map[string]any{"exposure": map[string]any{"required": []string{"dashboardHostname"}, "properties": map[string]any{"dashboardHostname": map[string]any{"minLength": 1}}}}}
-	serveOn := map[string]any{"properties": map[string]any{"serve": map[string]any{"properties": map[string]any{"enabled": map[string]any{"const": true}}, "required": []string{"enabled"}}}, "required": []string{"serve"}}
+	serveOn := map[string]any{"properties": map[string]any{"serve": map[string]any{"type": "object", "properties": map[string]any{"enabled": map[string]any{"const": true}}, "required": []string{"enabled"}}}, "required": []string{"serve"}}
 	needServeHost := map[string]any{"properties": map[string]any{"exposure": map[string]any{"required": []string{"serveHostname"}, "properties": map[string]any{"serveHostname": map[string]any{"minLength": 1}}}}}
-	route := map[string]any{"properties": map[string]any{"exposure": map[string]any{"properties": map[string]any{"type": map[string]any{"const": "httproute"}}, "required": []string{"type"}}}, "required": []string{"exposure"}}
+	route := map[string]any{"properties": map[string]any{"exposure": map[string]any{"type": "object", "properties": map[string]any{"type": map[string]any{"const": "httproute"}}, "required": []string{"type"}}}, "required": []string{"exposure"}}
 	needGateway := map[string]any{"properties": map[string]any{"exposure": map[string]any{
 		"required": []string{"gateway"}, "properties": map[string]any{"gateway": map[string]any{"required": []string{"name"}, "properties": map[string]any{"name": map[string]any{"minLength": 1}}}},
 		"not": map[string]any{"required": []string{"auth"}, "properties": map[string]any{"auth": map[string]any{"const": true}}}}}}
-	npOn := map[string]any{"properties": map[string]any{"networkPolicy": map[string]any{"properties": map[string]any{"enabled": map[string]any{"const": true}}, "required": []string{"enabled"}}}, "required": []string{"networkPolicy"}}
+	npOn := map[string]any{"properties": map[string]any{"networkPolicy": map[string]any{"type": "object", "properties": map[string]any{"enabled": map[string]any{"const": true}}, "required": []string{"enabled"}}}, "required": []string{"networkPolicy"}}
 	needClients := map[string]any{"properties": map[string]any{"networkPolicy": map[string]any{"anyOf": []any{
 		map[string]any{"required": []string{"clientNamespaces"}, "properties": map[string]any{"clientNamespaces": map[string]any{"minItems": 1}}},
 		map[string]any{"required": []string{"clientPodLabels"}, "properties": map[string]any{"clientPodLabels": map[string]any{"minProperties": 1}}},
@@ -276,8 +277,12 @@ func (g *schemaGen) object(t reflect.Type, path string) map[string]any {
 			if doc := g.docs[owner+"."+f.Name]; ours && doc != "" {
 				s = withDescription(s, doc)
 			}
-			if req := applyTag(s, f.Tag.Get("schema")); req {
+			req := applyTag(s, f.Tag.Get("schema"))
+			if req {
 				required = append(required, name)
+			} else if k := indirect(f.Type).Kind(); k == reflect.Struct || k == reflect.Map || k == reflect.Slice || f.Type.Kind() == reflect.Pointer {
+				// YAML's empty value (`infra:`, `kuberay: ~`) leaves the field unset.
+				s = nullable(s)
 			}
 			props[name] = s
 		}
@@ -289,6 +294,36 @@ func (g *schemaGen) object(t reflect.Type, path string) map[string]any {
 	}
 	if doc := g.docs[owner]; ours && doc != "" {
 		out["description"] = doc
+	}
+	return out
+}
+
+func indirect(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// nullable lets s be null too.
+func nullable(s map[string]any) map[string]any {
+	switch t := s["type"].(type) {
+	case string:
+		s["type"] = []string{t, "null"}
+		return s
+	case []string:
+		if !slices.Contains(t, "null") {
+			s["type"] = append(t, "null")
+		}
+		return s
+	}
+	if len(s) == 0 {
+		return s // anything, null included
+	}
+	out := map[string]any{"anyOf": []any{map[string]any{"type": "null"}, s}}
+	if d, ok := s["description"]; ok {
+		out["description"] = d
+		delete(s, "description")
 	}
 	return out
 }

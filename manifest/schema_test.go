@@ -154,7 +154,15 @@ func TestSchemasAgreeWithTheParser(t *testing.T) {
 				case map[string]any:
 					n++
 					agree(t, c, s, name+": a key added at "+path, set(tree, join(path, "zzUnknownKey"), map[string]any{"x": 1}))
+					if path != "" {
+						n++
+						agree(t, c, s, name+": "+path+" empty (null)", set(tree, path, null{}))
+					}
 				case []any:
+					if path != "" {
+						n++
+						agree(t, c, s, name+": "+path+" empty (null)", set(tree, path, null{}))
+					}
 				default:
 					n += 2
 					agree(t, c, s, name+": "+path+" a mapping", set(tree, path, map[string]any{"x": 1}))
@@ -216,9 +224,15 @@ func walk(v any, path string, fn func(string, any)) {
 	}
 }
 
+// null is the value YAML writes as an empty value or ~.
+type null struct{}
+
 // set returns a copy of tree with the value at path replaced (nil
-// deletes it), making the mappings on the way.
+// deletes it, null{} makes it null), making the mappings on the way.
 func set(tree any, path string, value any) any {
+	if _, ok := value.(null); ok {
+		return setNull(tree, path)
+	}
 	var clone any
 	raw, _ := json.Marshal(tree)
 	_ = json.Unmarshal(raw, &clone)
@@ -278,4 +292,14 @@ func splitPath(path string) []string {
 		}
 	}
 	return out
+}
+
+// setNull sets the value at path to null.
+func setNull(tree any, path string) any {
+	marker := "zz-null-marker"
+	out := set(tree, path, marker)
+	raw, _ := json.Marshal(out)
+	var clone any
+	_ = json.Unmarshal(bytes.ReplaceAll(raw, []byte(`"`+marker+`"`), []byte("null")), &clone)
+	return clone
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -63,23 +64,21 @@ func lintCommand(validator func() (*validation.Validator, error), stdin io.Reade
 			if err != nil {
 				return err
 			}
-			files = slices.DeleteFunc(files, func(f string) bool { return f != "-" && cfg.Excluded(f) })
+			files = slices.DeleteFunc(files, func(f string) bool {
+				return f != "-" && (cfg.Excluded(f) || filepath.Base(f) == validation.ConfigFile)
+			})
 			var stdinCopy bytes.Buffer
 			docs := &recordingDocuments{inner: &pathDocuments{paths: files, stdin: io.TeeReader(stdin, &stdinCopy)}, keep: format == "junit"}
 			findings, objects, err := validation.LintReader(v, docs)
 			if err != nil {
 				return err
 			}
-			// The texts of the files with findings, for their suppression
-			// comments and columns.
+			// The texts of the files linted, for their suppression comments
+			// (and their own mistakes) and the findings' columns.
 			sources := map[string][]byte{}
-			for _, f := range findings {
-				file, _, _ := strings.Cut(f.Source, "#")
-				if _, ok := sources[file]; ok || file == "" {
-					continue
-				}
-				if file == "stdin" {
-					sources[file] = stdinCopy.Bytes()
+			for _, file := range files {
+				if file == "-" {
+					sources["stdin"] = stdinCopy.Bytes()
 				} else if data, err := os.ReadFile(file); err == nil {
 					sources[file] = data
 				}

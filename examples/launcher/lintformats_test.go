@@ -275,6 +275,12 @@ func TestLintConfigDiscovery(t *testing.T) {
 		!strings.Contains(out, "[suppression-unknown-rule]") || !strings.Contains(out, "1 objects, 1 errors, 1 warnings, 0 suppressed") {
 		t.Errorf("with the config found upward: exit %d\n%s", code, out)
 	}
+	// Linting the config's own directory leaves the config out.
+	t.Chdir(root)
+	if code, out, _ := runLauncher(t, "", "lint", "--config", filepath.Join(root, ".gridweave-lint.yaml"), "."); strings.Contains(out, ".gridweave-lint.yaml:1:") {
+		t.Errorf("lint . linted its own config: exit %d\n%s", code, out)
+	}
+	t.Chdir(nested)
 	code, out, _ = runLauncher(t, "", "lint", "--config", filepath.Join(root, "quiet.yaml"), "pod.yaml")
 	if code != 0 || !strings.Contains(out, "1 objects, 0 errors, 0 warnings, 1 suppressed") {
 		t.Errorf("with --config: exit %d\n%s", code, out)

@@ -89,8 +89,16 @@ func serveLSP(v *validation.Validator, in io.Reader, out io.Writer) error {
 	shutdown := false
 	for {
 		msg, err := readRPC(r)
-		if err == io.EOF {
+		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil
+		}
+		var bad *badMessage
+		if errors.As(err, &bad) {
+			// The frame is consumed: say so, and go on with the next.
+			if err := send(rpcMessage{ID: json.RawMessage("null"), Error: &rpcError{Code: -32700, Message: bad.Error()}}); err != nil {
+				return err
+			}
+			continue
 		}
 		if err != nil {
 			return err
@@ -155,7 +163,16 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// readRPC reads one Content-Length framed message.
+// badMessage is a frame the server read whole but cannot use.
+type badMessage struct{ problem string }
+
+func (b *badMessage) Error() string { return "lsp: " + b.problem }
+
+// maxMessage bounds one message.
+const maxMessage = 64 << 20
+
+// readRPC reads one Content-Length framed message; a frame it cannot use
+// is *badMessage, after it was consumed.
 func readRPC(r *bufio.Reader) (rpcMessage, error) {
 	length := -1
 	for {
@@ -168,13 +185,19 @@ func readRPC(r *bufio.Reader) (rpcMessage, error) {
 			break
 		}
 		if name, value, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
-			if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil {
-				return rpcMessage{}, fmt.Errorf("lsp: Content-Length %q", value)
+			if n, err := strconv.Atoi(strings.TrimSpace(value)); err == nil {
+				length = n
 			}
 		}
 	}
-	if length < 0 || length > 64<<20 {
-		return rpcMessage{}, fmt.Errorf("lsp: a message without a usable Content-Length")
+	if length < 0 {
+		return rpcMessage{}, &badMessage{"a message without a usable Content-Length"}
+	}
+	if length > maxMessage {
+		if _, err := io.CopyN(io.Discard, r, int64(length)); err != nil {
+			return rpcMessage{}, err
+		}
+		return rpcMessage{}, &badMessage{fmt.Sprintf("a message of %d bytes, more than %d", length, maxMessage)}
 	}
 	body := make([]byte, length)
 	if _, err := io.ReadFull(r, body); err != nil {
@@ -182,7 +205,7 @@ func readRPC(r *bufio.Reader) (rpcMessage, error) {
 	}
 	var m rpcMessage
 	if err := json.Unmarshal(body, &m); err != nil {
-		return rpcMessage{}, fmt.Errorf("lsp: %w", err)
+		return rpcMessage{}, &badMessage{"the message is not JSON: " + err.Error()}
 	}
 	return m, nil
 }
@@ -232,7 +255,18 @@ func diagnose(v *validation.Validator, uri, text string) []lspDiagnostic {
 	if err != nil {
 		return append(out, lspDiagnostic{Range: at(1), Severity: 1, Source: "gridweave-lint", Message: err.Error()})
 	}
-	kept, _ := validation.Suppress(validation.Lint(v, docs), map[string][]byte{base: []byte(text)}, nil)
+	// The lint config of the file's directory or above applies, as on the
+	// command line.
+	var cfg *validation.Config
+	if dir := path.Dir(name); strings.HasPrefix(name, "/") {
+		if found, err := validation.FindConfig(dir); err == nil && found != "" {
+			cfg, _ = validation.LoadConfig(found)
+		}
+	}
+	if cfg.Excluded(name) {
+		return out
+	}
+	kept, _ := validation.Suppress(validation.Lint(v, docs), map[string][]byte{base: []byte(text)}, cfg)
 	for _, f := range kept {
 		sev := 2
 		if f.Severity == validation.SeverityError {

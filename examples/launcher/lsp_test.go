@@ -140,6 +140,13 @@ func TestLanguageServer(t *testing.T) {
 		ds[0]["range"].(map[string]any)["start"].(map[string]any)["line"] != float64(4) {
 		t.Errorf("diagnostics of the recipe: %v", ds)
 	}
+	// A frame that is not JSON gets a parse error; the server goes on.
+	if _, err := fmt.Fprintf(c.in, "Content-Length: 9\r\n\r\nnot json!"); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(); m["error"].(map[string]any)["code"] != float64(-32700) {
+		t.Errorf("a frame that is not JSON: %v", m)
+	}
 	c.send("textDocument/hover", map[string]any{}, true)
 	if m := c.next(); m["error"] == nil {
 		t.Errorf("an unknown request: %v", m)

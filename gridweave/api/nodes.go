@@ -150,7 +150,7 @@ type Node struct {
 	RegisteredAt  *time.Time  `json:"registered_at"`
 	LastSeen      *time.Time  `json:"last_seen"`
 	LastHandshake *time.Time  `json:"last_handshake" description:"The last WireGuard handshake of the node's tunnel with the master's device; null for never (or a mesh that does not observe its peers)."`
-	Online        bool        `json:"online" description:"The tunnel handshook with the master within the last 3 minutes (a live tunnel, kept alive every 25 s, renews its handshake every 2)."`
+	Online        bool        `json:"online" description:"The tunnel handshook with the master within the last 5 minutes (a live tunnel, kept alive every 25 s, renews its handshake every 2)."`
 	WorkerGroup   *string     `json:"worker_group" description:"The Ray worker group (GPU pool) of a GPU node; null for a CPU-only node."`
 	VersionBehind bool        `json:"version_behind" description:"The node's agent has an older major version than the server's: re-run the join command to update it."`
 	Links         *LinkCounts `json:"links" nullable:"true" description:"The node's links to the other nodes as its agent last reported them; null until it reports (an agent that runs no link service never does)."`
@@ -278,7 +278,7 @@ type KubernetesNode struct {
 type FleetSample struct {
 	At     time.Time      `json:"at"`
 	Nodes  int            `json:"nodes" description:"Registered nodes."`
-	Online int            `json:"online" description:"Registered nodes whose tunnel handshook within 3 minutes."`
+	Online int            `json:"online" description:"Registered nodes whose tunnel handshook within 5 minutes."`
 	GPUs   map[string]int `json:"gpus" description:"GPUs of online nodes by worker pool."`
 }
 

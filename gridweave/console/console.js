@@ -9,6 +9,7 @@ const REFRESH_MS = 5000;
 
 let role = null; // "admin" or "user" once signed in
 let timer = null;
+let generation = 0; // bumped by every route and sign-out: older refreshes stop
 
 // ---- small helpers
 
@@ -100,7 +101,8 @@ function gpuSummary(gpus) {
 function signOut(message) {
   sessionStorage.removeItem(TOKEN);
   role = null;
-  clearInterval(timer);
+  generation++;
+  clearTimeout(timer);
   location.hash = "";
   showSignIn();
   if (message) say(message, "error");
@@ -137,7 +139,7 @@ async function whoAmI() {
     role = "admin";
   } catch (e) {
     if (e.status !== 403) {
-      sessionStorage.removeItem(TOKEN);
+      if (e.status === 401) sessionStorage.removeItem(TOKEN); // else keep it: the server may be away
       say(e.status === 401 ? "That credential is not valid here." : e.message, "error");
       return false;
     }
@@ -159,10 +161,11 @@ const views = {
 };
 
 async function route() {
-  clearInterval(timer);
+  clearTimeout(timer);
+  const mine = ++generation;
   if (!role) return showSignIn();
   const [, name, ...rest] = (location.hash || "").split("/");
-  let view = views[name];
+  const view = Object.hasOwn(views, name) ? views[name] : null;
   if (!view || (view.admin && role !== "admin")) {
     location.hash = role === "admin" ? "#/fleet" : "#/jobs";
     return;
@@ -173,12 +176,16 @@ async function route() {
   }
   const main = document.getElementById("main");
   main.replaceChildren();
-  const arg = rest.map(decodeURIComponent).join("/");
   try {
+    const arg = rest.map(decodeURIComponent).join("/");
     const refresh = await view.render(main, arg);
-    if (typeof refresh === "function") {
-      timer = setInterval(() => refresh().catch((e) => say(e.message, "error")), REFRESH_MS);
-    }
+    // Refresh while this view is the current one, each load after the
+    // last has finished (a slow fleet never piles loads up).
+    const again = () => {
+      if (mine !== generation) return;
+      timer = setTimeout(() => refresh().catch((e) => say(e.message, "error")).finally(again), REFRESH_MS);
+    };
+    if (typeof refresh === "function" && mine === generation) again();
   } catch (e) {
     say(e.message, "error");
   }

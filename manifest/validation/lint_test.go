@@ -381,7 +381,12 @@ func TestLiteralSecrets(t *testing.T) {
 		{"a reference", "    env:\n    - {name: HF_TOKEN, value: $(TOKEN_FROM_SECRET)}\n", ""},
 		{"a path", "    env:\n    - {name: TOKEN_FILE, value: /var/run/secrets/token}\n    - {name: API_KEY_PATH, value: /etc/key}\n", ""},
 		{"a boolean", "    env:\n    - {name: AUTH_TOKEN_REQUIRED, value: \"true\"}\n", ""},
-		{"a short placeholder", "    env:\n    - {name: API_KEY, value: changeme}\n", "spec.containers[0].env[0].value"},
+		{"a literal password by name", "    env:\n    - {name: API_KEY, value: changeme}\n", "spec.containers[0].env[0].value"},
+		{"a short value", "    env:\n    - {name: API_KEY, value: none}\n", ""},
+		{"URLs, names, files, numbers, references", "    env:\n    - {name: TOKEN_URL, value: \"https://auth.example.org/oauth/token\"}\n" +
+			"    - {name: HF_TOKEN_SECRET_NAME, value: hf-token-secret}\n    - {name: GOOGLE_APPLICATION_CREDENTIALS, value: ./sa.json}\n" +
+			"    - {name: MAX_TOKEN_LENGTH, value: \"131072000\"}\n    - {name: AUTH_TOKEN, value: $HF_TOKEN_X}\n" +
+			"    args: [--secret-name=ray-head-tls, --credentials-file=service-account.json, --model=my-sk-learn-model-training-v2]\n", ""},
 		{"from a Secret", "    env:\n    - name: HF_TOKEN\n      valueFrom: {secretKeyRef: {name: hf, key: token}}\n", ""},
 		{"a name that is not a secret's", "    env:\n    - {name: TOKENIZER_MODEL, value: meta-llama/Llama-3-8B}\n", ""},
 	} {

@@ -389,15 +389,25 @@ var secretShapes = []struct {
 	{"a GitHub token", regexp.MustCompile(`\b(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{40,}`)},
 	{"an AWS access key", regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`)},
 	{"a Hugging Face token", regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}\b`)},
-	{"an OpenAI-style API key", regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`)},
+	{"an OpenAI-style API key", regexp.MustCompile(`(^|[=:\s"'])sk-[A-Za-z0-9_-]{20,}`)},
 	{"a Slack token", regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`)},
 	{"a private key", regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----`)},
 	{"a JSON Web Token", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)},
 }
 
+// notASecretName are names of variables and flags that say where a secret
+// is, or how long, not what it is.
+var notASecretName = regexp.MustCompile(`_(FILE|PATH|DIR|URL|URI|ENDPOINT|HOST|NAME|REF|LENGTH|SIZE|TTL|SECONDS|MINUTES|ENABLED|REQUIRED|MODE|TYPE)$`)
+
+// notASecretValue are values no secret has: references to variables, URLs,
+// paths, file names, numbers.
+var notASecretValue = regexp.MustCompile(`^(\$\(|\$\{|\$[A-Za-z_])|://|^\.{0,2}/|^[\w.-]+\.(json|pem|key|crt|cert|yaml|yml|txt|p12)$|^[0-9]+$`)
+
 // literalSecret says why a value (of a variable or flag called name) is a
 // secret written out, or "" when it does not look like one: a reference
-// ($(VAR), ${VAR}), a path, a boolean or a short placeholder is not.
+// ($(VAR), ${VAR}, $VAR), a URL, a path or file name, a number, a boolean,
+// a value shorter than 8 characters, or a name that says where a secret
+// is (…_FILE, …_NAME, …_URL) is not.
 func literalSecret(name, value string) string {
 	for _, s := range secretShapes {
 		if s.re.MatchString(value) {
@@ -405,9 +415,9 @@ func literalSecret(name, value string) string {
 		}
 	}
 	v := strings.TrimSpace(value)
-	if name == "" || !secretName.MatchString(strings.ToUpper(name)) || len(v) < 8 ||
-		strings.Contains(v, "$(") || strings.Contains(v, "${") || strings.HasPrefix(v, "/") ||
-		strings.EqualFold(v, "true") || strings.EqualFold(v, "false") {
+	upper := strings.ToUpper(name)
+	if name == "" || !secretName.MatchString(upper) || notASecretName.MatchString(upper) || len(v) < 8 ||
+		notASecretValue.MatchString(v) || strings.EqualFold(v, "true") || strings.EqualFold(v, "false") {
 		return ""
 	}
 	return fmt.Sprintf("%s looks like a secret by its name", name)

@@ -5,6 +5,9 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -117,7 +120,27 @@ type sarifPhysical struct {
 }
 
 type sarifArtifact struct {
-	URI string `json:"uri"`
+	URI       string `json:"uri"`
+	URIBaseID string `json:"uriBaseId,omitempty"`
+}
+
+// artifact is a file as SARIF names it: a URI relative to the directory
+// lint ran in (%SRCROOT%, which code scanning maps to the repository),
+// else an absolute file URI.
+func artifact(file string) sarifArtifact {
+	if file == "" || file == "stdin" {
+		return sarifArtifact{URI: file}
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return sarifArtifact{URI: (&url.URL{Path: filepath.ToSlash(file)}).String()}
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			return sarifArtifact{URI: (&url.URL{Path: filepath.ToSlash(rel)}).String(), URIBaseID: "%SRCROOT%"}
+		}
+	}
+	return sarifArtifact{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()}
 }
 
 type sarifRegion struct {
@@ -165,7 +188,7 @@ func WriteSARIF(w io.Writer, r Run) error {
 		if f.Fix != "" {
 			msg += " (fix: " + f.Fix + ")"
 		}
-		loc := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: file}},
+		loc := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: artifact(file)},
 			LogicalLocations: []sarifLogical{{Name: f.Object, FullyQualifiedName: f.Object + pathSuffix(f.Path), Kind: "object"}}}
 		if line > 0 {
 			loc.PhysicalLocation.Region = &sarifRegion{StartLine: line, StartColumn: col}

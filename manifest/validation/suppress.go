@@ -113,6 +113,9 @@ func LoadConfig(path string) (*Config, error) {
 		if _, err := filepath.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("%s: exclude[%d]: %q: %w", path, i, p, err)
 		}
+		if strings.Contains(p, "**") || filepath.IsAbs(p) {
+			return nil, fmt.Errorf("%s: exclude[%d]: %q: patterns are relative to the config's directory and match one path element per * (a directory's pattern leaves out everything under it); ** and absolute paths match nothing", path, i, p)
+		}
 	}
 	c.Path = path
 	return c, nil
@@ -173,17 +176,25 @@ type fileSuppressions struct {
 func parseSuppressions(file string, text []byte) fileSuppressions {
 	lines := strings.Split(string(bytes.ReplaceAll(text, []byte("\r\n"), []byte("\n"))), "\n")
 	s := fileSuppressions{onLine: map[int]map[string]string{}, docOf: make([]int, len(lines)+1), header: map[int]map[string]string{}}
-	doc, started, inHeader := 0, false, true
-	var pending map[string]string // top comments of a document not yet begun
+	// Documents are numbered as the reader numbers them: a --- line ends
+	// the document when it began with its own --- or holds something (so
+	// an empty document between two --- counts, and comments before a
+	// first --- belong to the document after it).
+	doc, explicit, content := 1, false, false
+	pending := map[string]string{} // top comments of the document
 	for i, line := range lines {
 		n := i + 1
 		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(line, "---") {
-			started, inHeader, pending = false, true, nil
+		if strings.HasPrefix(line, "---") && (len(line) == 3 || line[3] == ' ' || line[3] == '\t') {
+			if explicit || content {
+				doc, content, pending = doc+1, false, map[string]string{}
+			}
+			explicit = true
+			s.docOf[n] = doc
 			continue
 		}
 		ids := map[string]string{}
-		if m := directive.FindStringSubmatch(line); m != nil {
+		if m := directive.FindStringSubmatch(line); m != nil && (strings.HasPrefix(trimmed, "#") || strings.Contains(line, " #") || strings.Contains(line, "\t#")) {
 			reason := strings.TrimSpace(m[2])
 			for _, id := range strings.Split(m[1], ",") {
 				if id == "" {
@@ -202,27 +213,16 @@ func parseSuppressions(file string, text []byte) fileSuppressions {
 			s.onLine[n] = ids
 		}
 		blank := trimmed == "" || strings.HasPrefix(trimmed, "#")
-		if !blank && !started {
-			started = true
-			doc++
-			if pending != nil {
+		if !blank && !content {
+			content = true
+			if len(pending) > 0 {
 				s.header[doc] = pending
 			}
-			inHeader = false
 		}
-		if inHeader && strings.HasPrefix(trimmed, "#") && len(ids) > 0 {
-			if pending == nil {
-				pending = map[string]string{}
-			}
-			for id, r := range ids {
-				pending[id] = r
-			}
+		if !content && strings.HasPrefix(trimmed, "#") {
+			maps.Copy(pending, ids)
 		}
-		if started {
-			s.docOf[n] = doc
-		} else {
-			s.docOf[n] = doc + 1
-		}
+		s.docOf[n] = doc
 	}
 	return s
 }
@@ -237,7 +237,7 @@ func Suppress(findings []Finding, sources map[string][]byte, cfg *Config) (kept 
 	for file, text := range sources {
 		p := parseSuppressions(file, text)
 		parsed[file] = p
-		kept = append(kept, p.problems...)
+		findings = append(slices.Clone(findings), p.problems...) // the config applies to them too
 	}
 	if cfg != nil {
 		for _, id := range slices.Sorted(maps.Keys(cfg.Rules)) {

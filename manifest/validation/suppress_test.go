@@ -128,10 +128,43 @@ func TestConfigFiles(t *testing.T) {
 		"rules:\n  fractional-cpu: loud\n": "rules.fractional-cpu",
 		"rule:\n  fractional-cpu: off\n":   "unknown field",
 		"exclude:\n  - \"[\"\n":            "exclude[0]",
+		"exclude:\n  - \"**/testdata\"\n":  "exclude[0]",
+		"exclude:\n  - /abs/path\n":        "exclude[0]",
 	} {
 		write(text)
 		if _, err := validation.LoadConfig(path); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%q: %v, want an error naming %s", text, err, wantErr)
+		}
+	}
+}
+
+// TestSuppressDocumentNumbers: documents are numbered as the reader
+// numbers them (a comment block before a first --- belongs to the first
+// document; an empty document between two --- counts), and the config
+// applies to the suppressions' own findings.
+func TestSuppressDocumentNumbers(t *testing.T) {
+	text := "# Licence text.\n# gridweave-lint: ignore=parse generated\n---\napiVersion: v1\n---\n---\n# gridweave-lint: ignore=internal other\nkind: x\n# gridweave-lint: ignore=schema\n"
+	findings := []validation.Finding{
+		{ID: "parse", Severity: validation.SeverityError, Source: "f.yaml#1", Object: "(document)"},
+		{ID: "internal", Severity: validation.SeverityError, Source: "f.yaml#3", Object: "(document)"},
+		{ID: "internal", Severity: validation.SeverityError, Source: "f.yaml#2", Object: "(document)"},
+	}
+	kept, suppressed := validation.Suppress(findings, map[string][]byte{"f.yaml": []byte(text)}, nil)
+	if len(suppressed) != 2 || suppressed[0].Source != "f.yaml#1" || suppressed[1].Source != "f.yaml#3" {
+		t.Errorf("suppressed %+v, want documents 1 and 3", suppressed)
+	}
+	var ids []string
+	for _, f := range kept {
+		ids = append(ids, f.ID+"@"+f.Source)
+	}
+	if strings.Join(ids, " ") != "suppression-without-reason@f.yaml internal@f.yaml#2" {
+		t.Errorf("kept %v", ids)
+	}
+	kept, _ = validation.Suppress(findings, map[string][]byte{"f.yaml": []byte(text)},
+		&validation.Config{Path: "c.yaml", Rules: map[string]validation.RuleSetting{validation.RuleSuppressionWithoutReason: "off"}})
+	for _, f := range kept {
+		if f.ID == validation.RuleSuppressionWithoutReason {
+			t.Error("the config's off does not silence suppression-without-reason")
 		}
 	}
 }
