@@ -19,10 +19,15 @@ import (
 
 // Worker is one worker pod of a RayCluster.
 type Worker struct {
-	Name      string    `json:"name"`
-	Group     string    `json:"group"`
-	Node      string    `json:"node"`
-	Phase     string    `json:"phase"`
+	Name  string `json:"name"`
+	Group string `json:"group"`
+	Node  string `json:"node"`
+	Phase string `json:"phase"`
+	// Reason says why a worker that is not running waits: the scheduler's
+	// message (e.g. "0/4 nodes are available: 4 Insufficient
+	// nvidia.com/gpu"), or a container's waiting reason (ImagePullBackOff);
+	// empty when it runs.
+	Reason    string    `json:"reason"`
 	Ready     bool      `json:"ready"`
 	GPUs      int64     `json:"gpus"`
 	IP        string    `json:"ip"`
@@ -62,6 +67,17 @@ func workerOf(p *corev1.Pod) Worker {
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
 			w.Ready = true
+		}
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && w.Reason == "" {
+			w.Reason = strings.TrimSpace(cond.Reason + ": " + cond.Message)
+		}
+	}
+	if w.Reason == "" && p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodSucceeded {
+		for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+			if wt := cs.State.Waiting; wt != nil && wt.Reason != "" {
+				w.Reason = strings.TrimSpace(cs.Name + ": " + wt.Reason + " " + wt.Message)
+				break
+			}
 		}
 	}
 	for _, ctr := range p.Spec.Containers {

@@ -258,7 +258,7 @@ async function renderFleet(main) {
         el("td", {}, n.version, n.version_behind ? el("span", { class: "badge warn", title: "older major version than the server's: re-run the join command" }, " behind") : ""),
         el("td", {}, n.pod_cidr || "—"),
         el("td", {}, n.worker_group || "—"),
-        el("td", {}, w ? el("span", { class: "badge " + (w.phase === "Running" ? "ok" : "warn") }, w.phase) : "—"),
+        el("td", {}, w ? el("span", { class: "badge " + (w.phase === "Running" ? "ok" : "warn"), title: w.reason || "" }, w.phase) : "—"),
         el("td", {}, linkText));
     });
     table.replaceChildren(el("table", { "aria-label": "Nodes" },
@@ -486,7 +486,7 @@ async function renderClusters(main) {
   function groupRow(cluster, g, workers) {
     const id = `scale-${cluster}-${g.name}`;
     const input = el("input", { id, type: "number", min: g.min_replicas, max: g.max_replicas || undefined, value: g.replicas, "aria-label": `Replicas of ${g.name}` });
-    const pending = workers.filter((w) => w.phase !== "Running").map((w) => `${w.name}: ${w.phase}`);
+    const pending = workers.filter((w) => w.phase !== "Running").map((w) => `${w.name}: ${w.phase}${w.reason ? ` (${w.reason})` : ""}`);
     const key = `${cluster}/${g.name}`;
     return el("tr", { "data-group": g.name },
       el("td", {}, g.name), el("td", {}, `${g.replicas} (${g.min_replicas}–${g.max_replicas})`), el("td", {}, g.pods), el("td", {}, g.running),
