@@ -418,7 +418,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	f.do("open the node", chromedp.Click(chromedp.CSS(`a[href="#/fleet"]`)), chromedp.WaitVisible(chromedp.CSS(row)),
 		chromedp.Click(chromedp.CSS(row+" a")), chromedp.WaitVisible(chromedp.CSS("button.danger")))
 	page := f.text("main")
-	for _, want := range []string{"GPU-a", "KubeletReady", "validation accepted", "node registered", "first join"} {
+	for _, want := range []string{"GPU-a", "KubeletReady", "validation accepted", "node registered", "first join", "version reported", "version 1.9.0 (was 1.4.2)"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the node's page lacks %q", want)
 		}

@@ -177,3 +177,30 @@ func TestHostnameTakenSaysNothingOfTheOtherMachine(t *testing.T) {
 		t.Errorf("message %q: want the hostname and how to free it, not the holder's key or address", msg)
 	}
 }
+
+// TestVersionReportsAreAudited: a report of a new version is an audit
+// event saying what it was; the same version again is not.
+func TestVersionReportsAreAudited(t *testing.T) {
+	ctx := context.Background()
+	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	joined, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "box", PublicKey: storetest.PublicKey(t), Version: "1.4.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1.4.2", "1.5.0", "1.5.0"} {
+		if _, err := kr.ReportVersion(ctx, "box", joined.NodeToken, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := kr.Audit(ctx, joinkeys.AuditQuery{Hostname: "box", Type: joinkeys.EventVersionReported})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Reason != "version 1.5.0 (was 1.4.2)" || events[0].KeyID != m.Key.ID {
+		t.Errorf("version events %+v, want one of 1.5.0", events)
+	}
+}

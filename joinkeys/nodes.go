@@ -336,13 +336,24 @@ func (k *Keyring) ReportVersion(ctx context.Context, hostname, token, version st
 		return Node{}, fieldError("version", "is required")
 	}
 	now := k.now().UTC()
+	var was string
 	rec, err := k.changeNodeByHostname(ctx, hostname, func(rec *NodeRecord) error {
 		if !tokenMatches(*rec, token) {
 			return ErrNodeTokenInvalid
 		}
+		was = rec.Version
 		rec.Version, rec.UpdatedAt, rec.LastSeen = version, now, now
 		return nil
-	}, nil)
+	}, func(rec NodeRecord) AuditEvent {
+		if was == version {
+			return AuditEvent{} // the same version again: nothing to record
+		}
+		reason := "version " + version
+		if was != "" {
+			reason += " (was " + was + ")"
+		}
+		return AuditEvent{At: now, Type: EventVersionReported, KeyID: rec.JoinKeyID, Hostname: rec.Hostname, Actor: "node:" + rec.Hostname, Reason: reason}
+	})
 	if errors.Is(err, ErrNodeNotFound) {
 		return Node{}, ErrNodeTokenInvalid
 	}

@@ -131,6 +131,9 @@ const (
 	EventNodeRegistered     EventType = "node_registered"
 	EventNodeDisconnected   EventType = "node_disconnected"
 	EventNodeReleased       EventType = "node_released"
+	// EventVersionReported: a node reported a version other than the one
+	// the ledger held (an agent updated, or a first report).
+	EventVersionReported EventType = "version_reported"
 )
 
 // AuditEvent is one entry of the audit trail. It never holds a secret.

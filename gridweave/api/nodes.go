@@ -244,7 +244,7 @@ type NodeList struct {
 type AuditEvent struct {
 	ID     int64     `json:"id"`
 	At     time.Time `json:"at"`
-	Type   string    `json:"type" enum:"key_minted,key_revoked,validation_accepted,validation_rejected,node_registered,node_disconnected,node_released"`
+	Type   string    `json:"type" enum:"key_minted,key_revoked,validation_accepted,validation_rejected,node_registered,node_disconnected,node_released,version_reported"`
 	KeyID  string    `json:"key_id" description:"The join key involved; empty when none."`
 	Actor  string    `json:"actor" description:"Who: the caller's address for the join steps, the admin's subject or the node's for the others."`
 	Reason string    `json:"reason" description:"Why (a refusal), or what happened."`
