@@ -20,7 +20,8 @@
 // refusing an allowed IP that overlaps another peer's.
 // mesh/wgmesh drives a kernel or userspace (wireguard-go) device through
 // wgctrl; mesh/memmesh keeps peers in memory; mesh/meshtest is the
-// conformance suite. wgkey is the WireGuard key type both share.
+// conformance suite; mesh/kernelroutes routes prefixes into a device over
+// netlink. wgkey is the WireGuard key type both share.
 //
 // rayctl owns the Ray side of Kubernetes: RayCluster, RayJob and RayService
 // operations over KubeRay's generated clientset and client-go (worker groups
@@ -29,7 +30,9 @@
 // and the Ray dashboard client for Serve and Jobs.
 //
 // manifest is pure: it renders launcher recipes and infra specs, and the
-// RayService chart, into hardened Kubernetes objects in apply order.
+// RayService chart, into hardened Kubernetes objects in apply order, and
+// describes the specs as JSON Schemas (deploy/helm/rayservice is the same
+// chart for Helm).
 // manifest/validation, pure as well, validates any objects in process with
 // the API server's own semantics (KubeRay CRD schemas, CEL rules, built-in
 // types), lints them for Ray mistakes, and computes the resources
@@ -46,8 +49,10 @@
 // the others together: the join flow over fleet, the cluster endpoints
 // over rayctl, the CRD proxy, the Ray Serve proxy and KubeTorch for the
 // job gateway, auth and rate limits, metrics and its OpenAPI description,
-// with exactly one place that maps errors to HTTP statuses.
-// gridweave/node/ holds what runs on a GPU machine: the join agent, GPU
+// with exactly one place that maps errors to HTTP statuses, the peer
+// directory and link reports of direct tunnels, and the web console (/ui/).
+// gridweave/node/ holds what runs on a GPU machine: the join agent and its
+// link service, direct links to the other machines (node/peering), GPU
 // detection and the join script.
 //
 // examples/ holds the thin binaries: the server (env config → backends →
