@@ -1,14 +1,10 @@
 package gridweave
 
 import (
-	"bytes"
 	"context"
 	"embed"
-	"io/fs"
 	"net/http"
-	"path"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,30 +39,7 @@ func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/ui/" {
 		name = "index.html"
 	}
-	data, err := fs.ReadFile(consoleFS, path.Join("console", name))
-	if name == "" || err != nil || !fs.ValidPath(name) || strings.Contains(name, "/") {
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_such_route", message: "no route " + r.Method + " " + r.URL.Path})
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", consolePolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Cache-Control", "no-cache")
-	switch path.Ext(name) {
-	case ".html":
-		h.Set("Content-Type", "text/html; charset=utf-8")
-	case ".js":
-		h.Set("Content-Type", "text/javascript; charset=utf-8")
-	case ".css":
-		h.Set("Content-Type", "text/css; charset=utf-8")
-	case ".svg":
-		h.Set("Content-Type", "image/svg+xml")
-	default:
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-	}
-	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+	s.serveEmbedded(w, r, consoleFS, "console", name, consolePolicy)
 }
 
 // handleNodeAudit answers a node's audit trail, oldest first.
@@ -91,13 +64,8 @@ func (s *Server) handleNodeAudit(w http.ResponseWriter, r *http.Request) {
 // handleNodeKubernetes answers the node's Kubernetes Node: whether it
 // exists and its conditions.
 func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
-	h := r.PathValue("hostname")
-	if err := joinkeys.ValidateHostname(h); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := s.keyring.Node(r.Context(), h); err != nil {
-		s.writeError(w, r, err)
+	h, ok := s.pathNode(w, r)
+	if !ok {
 		return
 	}
 	out := api.KubernetesNode{Hostname: h, Conditions: []api.NodeCondition{}}

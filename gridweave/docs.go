@@ -42,15 +42,23 @@ func (s *Server) handleDocsAsset(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveDocsFile(w http.ResponseWriter, r *http.Request, name string) {
-	data, err := fs.ReadFile(webdocsFS, path.Join("webdocs", name))
-	if err != nil {
+	s.serveEmbedded(w, r, webdocsFS, "webdocs", name, docsPolicy)
+}
+
+// serveEmbedded answers one file of a page embedded in the binary (the
+// docs page, the console) under its Content-Security-Policy; a name that
+// is not one of its files is 404.
+func (s *Server) serveEmbedded(w http.ResponseWriter, r *http.Request, files fs.FS, dir, name, policy string) {
+	data, err := fs.ReadFile(files, path.Join(dir, name))
+	if name == "" || err != nil || !fs.ValidPath(name) || strings.Contains(name, "/") {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_such_route", message: "no route " + r.Method + " " + r.URL.Path})
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Security-Policy", docsPolicy)
+	h.Set("Content-Security-Policy", policy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
 	switch path.Ext(name) {
 	case ".html":
 		h.Set("Content-Type", "text/html; charset=utf-8")

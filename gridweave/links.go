@@ -354,13 +354,8 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix) (linkReport, error)
 
 // handleNodeLinks answers a node's last link report (admin).
 func (s *Server) handleNodeLinks(w http.ResponseWriter, r *http.Request) {
-	h := r.PathValue("hostname")
-	if err := joinkeys.ValidateHostname(h); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := s.keyring.Node(r.Context(), h); err != nil {
-		s.writeError(w, r, err)
+	h, ok := s.pathNode(w, r)
+	if !ok {
 		return
 	}
 	out := api.NodeLinks{Hostname: h, Links: []api.Link{}}

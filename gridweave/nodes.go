@@ -434,3 +434,19 @@ func (s *Server) viewNodes(ctx context.Context, nodes ...joinkeys.Node) []api.No
 	}
 	return views
 }
+
+// pathNode is the {hostname} of the route when the ledger holds that
+// node; else it has answered the error (400 for a bad hostname, 404 for
+// an unknown one) and says false.
+func (s *Server) pathNode(w http.ResponseWriter, r *http.Request) (string, bool) {
+	h := r.PathValue("hostname")
+	if err := joinkeys.ValidateHostname(h); err != nil {
+		s.writeError(w, r, err)
+		return "", false
+	}
+	if _, err := s.keyring.Node(r.Context(), h); err != nil {
+		s.writeError(w, r, err)
+		return "", false
+	}
+	return h, true
+}
