@@ -956,3 +956,35 @@ func TestKubeNodesDeleteOnlyTheNodeRead(t *testing.T) {
 		t.Errorf("deleting the Node as read now: %v", err)
 	}
 }
+
+// TestFollowLedgerChangesOnlyWhatDiffers: a device that missed a join
+// (another replica wrote it) and holds a peer the ledger does not gets
+// the one and loses the other; a second pass changes nothing.
+func TestFollowLedgerChangesOnlyWhatDiffers(t *testing.T) {
+	w := memoryWorld(t)
+	ctx := context.Background()
+	host := hostname("followed")
+	v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: publicKey(t), Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := wgkey.MustParse(v.Node.PublicKey.String())
+	if err := w.peers.RemovePeer(ctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	stray := mesh.Peer{PublicKey: wgkey.MustParse(publicKey(t)), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("198.18.200.9/32")}}
+	if err := w.peers.UpsertPeer(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := w.svc.FollowLedger(ctx)
+	if err != nil || changed != 2 {
+		t.Fatalf("FollowLedger = %d, %v; want 2 (one added, one removed)", changed, err)
+	}
+	peers, _ := w.peers.Peers(ctx)
+	if len(peers) != 1 || peers[0].PublicKey != pub {
+		t.Errorf("peers after following the ledger: %+v", peers)
+	}
+	if changed, err := w.svc.FollowLedger(ctx); err != nil || changed != 0 {
+		t.Errorf("a second pass = %d, %v; want nothing changed", changed, err)
+	}
+}

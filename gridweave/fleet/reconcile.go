@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
+	"gridweave.dev/wgkey"
 )
 
 // RestoreMesh brings the WireGuard peers in line with the ledger: every
@@ -219,4 +221,66 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// FollowLedger brings the mesh to the ledger, changing only what differs:
+// a peer (and its pod CIDR's route and scrape target) for every node that
+// is not disconnected, and no other peer. It returns how many peers it
+// added, changed or removed. The leader of several server replicas calls
+// it every few seconds, so that joins another replica wrote to the shared
+// ledger reach its device; RestoreMesh is the full pass made at start.
+func (s *Service) FollowLedger(ctx context.Context) (int, error) {
+	nodes, err := s.ledger.Nodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	peers, err := s.peers.Peers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	held := make(map[wgkey.Key]mesh.Peer, len(peers))
+	for _, p := range peers {
+		held[p.PublicKey] = p
+	}
+	changed := 0
+	var errs []error
+	for _, n := range nodes {
+		if n.Status == joinkeys.StatusDisconnected {
+			continue
+		}
+		want, err := mesh.Normalize(PeerOf(n))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
+			continue
+		}
+		have, ok := held[n.PublicKey]
+		delete(held, n.PublicKey)
+		if ok && slices.Equal(have.AllowedIPs, want.AllowedIPs) {
+			continue
+		}
+		if err := s.peers.UpsertPeer(ctx, want); err != nil {
+			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
+			continue
+		}
+		changed++
+		if err := s.route(ctx, n.PodCIDR); err != nil {
+			errs = append(errs, fmt.Errorf("pod CIDR route of %s: %w", n.Hostname, err))
+		}
+		if n.Status == joinkeys.StatusRegistered {
+			if err := s.syncScrapeTarget(ctx, n); err != nil {
+				errs = append(errs, fmt.Errorf("DCGM scrape target of %s: %w", n.Hostname, err))
+			}
+		}
+	}
+	for key := range held {
+		if err := s.peers.RemovePeer(ctx, key); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		changed++
+	}
+	if changed > 0 {
+		s.log.InfoContext(ctx, "mesh follows the ledger", "peers_changed", changed)
+	}
+	return changed, errors.Join(errs...)
 }

@@ -1,0 +1,137 @@
+package standby
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/wgkey"
+)
+
+// Mesh is a mesh.Mesh and a mesh.Observer that is in memory until a
+// device is attached. Its public key is the device's, the one key every
+// replica shares.
+type Mesh struct {
+	key    wgkey.Key
+	memory *memmesh.Mesh
+
+	mu     sync.RWMutex
+	device mesh.Mesh
+}
+
+var (
+	_ mesh.Mesh     = (*Mesh)(nil)
+	_ mesh.Observer = (*Mesh)(nil)
+)
+
+// New returns a Mesh with no device, with public key key.
+func New(key wgkey.Key) *Mesh { return &Mesh{key: key, memory: memmesh.New(key)} }
+
+// Attach hands every later call to device (the leader's).
+func (m *Mesh) Attach(device mesh.Mesh) {
+	m.mu.Lock()
+	m.device = device
+	m.mu.Unlock()
+}
+
+// Detach takes the device back and returns it (nil if none was attached).
+func (m *Mesh) Detach() mesh.Mesh {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.device
+	m.device = nil
+	return d
+}
+
+// Device returns the attached device, or nil.
+func (m *Mesh) Device() mesh.Mesh {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.device
+}
+
+func (m *Mesh) current() mesh.Mesh {
+	if d := m.Device(); d != nil {
+		return d
+	}
+	return m.memory
+}
+
+// PublicKey implements mesh.Mesh.
+func (m *Mesh) PublicKey(context.Context) (wgkey.Key, error) { return m.key, nil }
+
+// UpsertPeer implements mesh.Mesh.
+func (m *Mesh) UpsertPeer(ctx context.Context, p mesh.Peer) error {
+	return m.current().UpsertPeer(ctx, p)
+}
+
+// RemovePeer implements mesh.Mesh. Without a device, a peer this replica
+// never saw is not an error: the leader's device may hold it, and the
+// leader removes it when it follows the ledger.
+func (m *Mesh) RemovePeer(ctx context.Context, key wgkey.Key) error {
+	if d := m.Device(); d != nil {
+		return d.RemovePeer(ctx, key)
+	}
+	if err := m.memory.RemovePeer(ctx, key); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Peers implements mesh.Mesh.
+func (m *Mesh) Peers(ctx context.Context) ([]mesh.Peer, error) { return m.current().Peers(ctx) }
+
+// PeerStatuses implements mesh.Observer: the device's, or none observed.
+func (m *Mesh) PeerStatuses(ctx context.Context) ([]mesh.PeerStatus, error) {
+	if o, ok := m.current().(mesh.Observer); ok {
+		return o.PeerStatuses(ctx)
+	}
+	return nil, nil
+}
+
+// Close implements mesh.Mesh; an attached device is the caller's to close.
+func (m *Mesh) Close() error { return m.memory.Close() }
+
+// RouteTable routes prefixes through a device: fleet.Routes.
+type RouteTable interface {
+	Replace(ctx context.Context, prefix netip.Prefix) error
+	Delete(ctx context.Context, prefix netip.Prefix) error
+}
+
+// Routes is a RouteTable that does nothing until one is attached.
+type Routes struct {
+	mu    sync.RWMutex
+	table RouteTable
+}
+
+// Attach hands every later call to table (nil detaches).
+func (r *Routes) Attach(table RouteTable) {
+	r.mu.Lock()
+	r.table = table
+	r.mu.Unlock()
+}
+
+func (r *Routes) current() RouteTable {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.table
+}
+
+// Replace implements RouteTable.
+func (r *Routes) Replace(ctx context.Context, prefix netip.Prefix) error {
+	if t := r.current(); t != nil {
+		return t.Replace(ctx, prefix)
+	}
+	return nil
+}
+
+// Delete implements RouteTable.
+func (r *Routes) Delete(ctx context.Context, prefix netip.Prefix) error {
+	if t := r.current(); t != nil {
+		return t.Delete(ctx, prefix)
+	}
+	return nil
+}
