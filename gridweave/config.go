@@ -31,6 +31,16 @@ type Config struct {
 	// disk) (KUBERAY_DB_SYNC, normal). A node whose last join rolled back
 	// is refused with 401 on its next re-join and joins again with its key.
 	DBSync string
+	// Store is where the ledger lives (KUBERAY_STORE, sqlite): "sqlite",
+	// the file KUBERAY_DB on this host, or "kubernetes", objects in
+	// KUBERAY_NAMESPACE of the cluster, which several server replicas can
+	// share (one of them, elected on a Lease, drives the WireGuard
+	// device).
+	Store string
+	// LeaseDuration is how long a leader's Lease holds without renewal
+	// (LEADER_LEASE_DURATION, 15s): after a leader dies, another replica
+	// takes over within it. Only with KUBERAY_STORE=kubernetes.
+	LeaseDuration time.Duration
 	// Namespace holds the RayClusters (KUBERAY_NAMESPACE, gridweave).
 	Namespace string
 	// AdminToken is the admin bearer token (ADMIN_TOKEN).
@@ -179,6 +189,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		DBPath:             env("KUBERAY_DB", "/data/kuberay.db"),
 		DBSync:             env("KUBERAY_DB_SYNC", "normal"),
+		Store:              strings.ToLower(env("KUBERAY_STORE", "sqlite")),
 		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
 		AdminToken:         strings.TrimSpace(getenv("ADMIN_TOKEN")),
 		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
@@ -287,6 +298,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return Config{}, &ConfigError{"TLS_CERT_FILE", "TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for a generated pair"}
+	}
+	if c.Store != "sqlite" && c.Store != "kubernetes" {
+		return Config{}, &ConfigError{"KUBERAY_STORE", fmt.Sprintf("%q is neither sqlite nor kubernetes", c.Store)}
+	}
+	if c.LeaseDuration, err = time.ParseDuration(env("LEADER_LEASE_DURATION", "15s")); err != nil || c.LeaseDuration < 3*time.Second {
+		return Config{}, &ConfigError{"LEADER_LEASE_DURATION", fmt.Sprintf("%q is not a duration of at least 3s such as 15s", env("LEADER_LEASE_DURATION", ""))}
 	}
 	if c.DBSync != "full" && c.DBSync != "normal" {
 		return Config{}, &ConfigError{"KUBERAY_DB_SYNC", fmt.Sprintf("%q is neither full nor normal", c.DBSync)}

@@ -51,6 +51,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
 		return backupOrRestore(ctx, args[0], args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "migrate" {
+		return migrate(ctx, args[1:], getenv, stdout, stderr)
+	}
 	flags := flag.NewFlagSet("server", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	dev := flags.Bool("dev", false, "allow unsafe defaults (default JWT secret, generated admin token); also GRIDWEAVE_DEV=1")
@@ -80,6 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			fmt.Fprintf(stdout, "dev mode: the admin token of this run is %s\n", cfg.AdminToken)
 		}
 	}
+	var ha *replica
+	if cfg.Store == "kubernetes" {
+		// The JWT secret may come from the Secret the replicas share:
+		// before Check judges it.
+		if ha, err = openReplica(ctx, &cfg, getenv, *installCRDs, log); err != nil {
+			return err
+		}
+	}
 	if err := cfg.Check(); err != nil {
 		return err
 	}
@@ -89,19 +100,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	secret := []byte(cfg.JWTSecret)
 
-	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
-		return fmt.Errorf("KUBERAY_DB: %w", err)
-	}
-	sync := sqlitestore.SyncFull
-	if cfg.DBSync == "normal" {
-		sync = sqlitestore.SyncNormal
-	}
-	store, err := sqlitestore.Open(ctx, cfg.DBPath, &sqlitestore.Options{Sync: sync})
+	store, err := openStore(ctx, cfg, ha, log)
 	if err != nil {
-		return fmt.Errorf("KUBERAY_DB: %w", err)
+		return err
 	}
 	defer store.Close()
-	log.Info("ledger: SQLite", "path", cfg.DBPath, "sync", cfg.DBSync)
 	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	if err != nil {
 		return fmt.Errorf("VPN_CIDR: %w", err)
@@ -114,11 +117,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	wg, closeMesh, err := openMesh(ctx, cfg, masterKey, log)
-	if err != nil {
-		return err
+	var wg mesh.Mesh
+	if ha != nil {
+		wg = ha.mesh // the leader attaches its device
+	} else {
+		var closeMesh func() error
+		if wg, closeMesh, err = openMesh(ctx, cfg, masterKey, log); err != nil {
+			return err
+		}
+		defer closeMesh()
 	}
-	defer closeMesh()
 	kube, ray, dyn, err := openKubernetes(getenv, cfg.Namespace, log)
 	if err != nil {
 		return err
@@ -159,8 +167,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	var routes fleet.Routes
 	_, isDevice := wg.(*wgmesh.Mesh)
+	if ha != nil {
+		routes = ha.routes
+		isDevice = cfg.WireGuardInterface != "none"
+	}
 	if isDevice {
-		routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
+		if ha == nil {
+			routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
+		}
 		// Joined nodes call the master through their tunnels: plain HTTP
 		// on the VPN address, which only WireGuard peers reach.
 		cfg.VPNURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
@@ -197,9 +211,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		servers = append(servers, listener{server: listen(vpnAddr, server.VPNHandler(), nil), freebind: true})
 	}
 	background := make(chan error, 1)
-	go func() { background <- server.Run(ctx) }()
-	err = serve(ctx, servers, cfg.ShutdownTimeout, log)
-	if ctx.Err() == nil { // a listener failed: stop the background work too
+	// A replica that stops leading on its own stops serving too.
+	served, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	if ha != nil {
+		openDevice := func(ctx context.Context) (device, error) {
+			m, closeMesh, err := openMesh(ctx, cfg, masterKey, log)
+			if err != nil {
+				return device{}, err
+			}
+			var routes fleet.Routes
+			if _, ok := m.(*wgmesh.Mesh); ok {
+				routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
+			}
+			return device{mesh: m, routes: routes, close: closeMesh}, nil
+		}
+		go func() { background <- ha.lead(ctx, cfg, server, openDevice, log); stopServing() }()
+	} else {
+		go func() { background <- server.Run(ctx) }()
+	}
+	err = serve(served, servers, cfg.ShutdownTimeout, log)
+	if served.Err() == nil { // a listener failed: stop the background work too
 		return err
 	}
 	return errors.Join(err, <-background)
@@ -400,17 +432,11 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 // embedded in-memory cluster (which has no dynamic client: the CRD proxy
 // is off then).
 func openKubernetes(getenv func(string) string, namespace string, log *slog.Logger) (kubernetes.Interface, rayclient.Interface, dynamic.Interface, error) {
-	var rc *rest.Config
-	var err error
-	if path := getenv("KUBECONFIG"); path != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("KUBECONFIG: %w", err)
-		}
-		log.Info("kubernetes: kubeconfig", "path", path, "host", rc.Host)
-	} else if rc, err = rest.InClusterConfig(); err == nil {
-		log.Info("kubernetes: in-cluster config", "host", rc.Host)
-	} else {
+	rc, err := restConfig(getenv, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if rc == nil {
 		log.Warn("EMBEDDED IN-MEMORY CLUSTER: no KUBECONFIG and not in a pod; the API works but nothing runs (no pods, no Ray)")
 		c := raymem.New()
 		return c.Kube, c.Ray, nil, nil
@@ -428,6 +454,44 @@ func openKubernetes(getenv func(string) string, namespace string, log *slog.Logg
 		return nil, nil, nil, err
 	}
 	return kube, ray, dyn, nil
+}
+
+// restConfig is KUBECONFIG's, else the in-cluster one, else nil.
+func restConfig(getenv func(string) string, log *slog.Logger) (*rest.Config, error) {
+	if path := getenv("KUBECONFIG"); path != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("KUBECONFIG: %w", err)
+		}
+		log.Info("kubernetes: kubeconfig", "path", path, "host", rc.Host)
+		return rc, nil
+	}
+	if rc, err := rest.InClusterConfig(); err == nil {
+		log.Info("kubernetes: in-cluster config", "host", rc.Host)
+		return rc, nil
+	}
+	return nil, nil
+}
+
+// openStore opens the ledger KUBERAY_STORE names: the replica's, or the
+// SQLite file KUBERAY_DB.
+func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, log *slog.Logger) (joinkeys.Store, error) {
+	if ha != nil {
+		return ha.store, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
+		return nil, fmt.Errorf("KUBERAY_DB: %w", err)
+	}
+	sync := sqlitestore.SyncFull
+	if cfg.DBSync == "normal" {
+		sync = sqlitestore.SyncNormal
+	}
+	store, err := sqlitestore.Open(ctx, cfg.DBPath, &sqlitestore.Options{Sync: sync})
+	if err != nil {
+		return nil, fmt.Errorf("KUBERAY_DB: %w", err)
+	}
+	log.Info("ledger: SQLite", "path", cfg.DBPath, "sync", cfg.DBSync)
+	return store, nil
 }
 
 func randomToken() string {

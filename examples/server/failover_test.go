@@ -1,0 +1,411 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gridweave.dev/gridweave/tlspin"
+	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/kubestore"
+	"gridweave.dev/wgkey"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+
+var (
+	serverBinaryOnce sync.Once
+	serverBinary     string
+	serverBinaryErr  error
+)
+
+// buildServer builds this program once per test binary.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	serverBinaryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gridweave-server-bin-")
+		if err != nil {
+			serverBinaryErr = err
+			return
+		}
+		serverBinary = filepath.Join(dir, "gridweave-server")
+		if out, err := exec.Command("go", "build", "-o", serverBinary, ".").CombinedOutput(); err != nil {
+			serverBinaryErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if serverBinaryErr != nil {
+		t.Fatal(serverBinaryErr)
+	}
+	return serverBinary
+}
+
+// replicaProcess is one server process of an HA test.
+type replicaProcess struct {
+	name   string
+	url    string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{} // closed when the process has exited
+}
+
+// haLedger is a namespace with the ledger's CRDs on the shared control
+// plane.
+func haLedger(t *testing.T, prefix string) (*testcluster.Cluster, string) {
+	t.Helper()
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	if err := kubestore.InstallCRDs(ctx, tc.Config); err != nil {
+		t.Fatal(err)
+	}
+	ns := prefix + "-" + randomHex(3)
+	if _, err := tc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return tc, ns
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// TestFailoverKeepsEveryAcknowledgedJoin runs three server processes on
+// one ledger in the real API server, each with the same WireGuard device
+// name (only the leader makes it), while 16 clients join machines through
+// whichever replica answers. The leader is killed with SIGKILL in the
+// middle. Afterwards every join acknowledged with 200 is in the ledger
+// with the address it was given, no address, hostname or public key is
+// held twice, a new replica holds the Lease within the lease duration, and
+// its device holds exactly the ledger's peers.
+func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real control plane, three server processes and a WireGuard device; run make test")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes a wireguard-go device: run it as root (CI does)")
+	}
+	tc, ns := haLedger(t, "failover")
+	bin := buildServer(t)
+	ctx := context.Background()
+	const lease = 6 * time.Second
+	iface := "gwfo" + randomHex(3)
+	wgPort := strconv.Itoa(freeUDPPort(t))
+	adminToken := randomHex(16)
+	var replicas []*replicaProcess
+	startReplica := func(i int) *replicaProcess {
+		addr := freeAddr(t)
+		dir := t.TempDir()
+		r := &replicaProcess{name: fmt.Sprintf("replica-%d", i), url: "https://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+		r.cmd = exec.Command(bin, "--addr", addr)
+		r.cmd.Env = append(os.Environ(),
+			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns,
+			"KUBERAY_DB="+filepath.Join(dir, "kuberay.db"), "POD_NAME="+r.name, "ADMIN_TOKEN="+adminToken,
+			"WG_INTERFACE="+iface, "WG_PORT="+wgPort, "MASTER_IP=127.0.0.1",
+			"MASTER_VPN_IP=198.18.240.1", "VPN_CIDR=198.18.240.0/20",
+			"VPN_HTTP_PORT="+strconv.Itoa(20000+i), "LEADER_LEASE_DURATION="+lease.String(),
+			"RATE_LIMIT_PER_MINUTE=1000000", "SERVER_VERSION=1.4.0", testcluster.OwnerEnv+"="+tc.ID)
+		r.cmd.Stdout, r.cmd.Stderr = io.Discard, r.stderr
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = r.cmd.Wait(); close(r.exited) }()
+		t.Cleanup(func() {
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.exited:
+			case <-time.After(15 * time.Second):
+				_ = r.cmd.Process.Kill()
+				<-r.exited
+			}
+			if t.Failed() {
+				t.Logf("%s's log (tail):\n%s", r.name, tail(r.stderr.String(), 4000))
+			}
+		})
+		return r
+	}
+	for i := range 3 {
+		replicas = append(replicas, startReplica(i))
+	}
+
+	// Every replica serves the same certificate, from the shared Secret:
+	// one pin reaches all three, as a join command's does.
+	secret := waitFor(t, 60*time.Second, "the shared Secret", func() (*corev1.Secret, bool) {
+		s, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, "gridweave-master", metav1.GetOptions{})
+		return s, err == nil
+	})
+	pinDir := t.TempDir()
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(pinDir, name), secret.Data[name], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kp, err := tlspin.Load(filepath.Join(pinDir, "tls.crt"), filepath.Join(pinDir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin), MaxIdleConnsPerHost: 32}}
+	for _, r := range replicas {
+		waitFor(t, 60*time.Second, r.name+" /healthz", func() (bool, bool) {
+			resp, err := client.Get(r.url + "/healthz")
+			if err != nil {
+				return false, false
+			}
+			resp.Body.Close()
+			return true, resp.StatusCode == 200
+		})
+	}
+	holder := func() string {
+		l, err := tc.Kube.CoordinationV1().Leases(ns).Get(ctx, "gridweave-leader", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	first := waitFor(t, 60*time.Second, "a leader", func() (string, bool) { h := holder(); return h, h != "" })
+	var leader *replicaProcess
+	for _, r := range replicas {
+		if r.name == first {
+			leader = r
+		}
+	}
+	if leader == nil {
+		t.Fatalf("the Lease names %q, not a replica", first)
+	}
+
+	call := func(url, path string, body any, token string) (int, map[string]any, error) {
+		data, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", url+path, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		return resp.StatusCode, out, nil
+	}
+	status, minted, err := call(replicas[0].url, "/v1/nodes/join-keys", map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, adminToken)
+	if err != nil || status != 201 {
+		t.Fatalf("mint: %d %v %v", status, minted, err)
+	}
+	key := minted["key"].(string)
+
+	// 16 clients, each joining machines one after the other through the
+	// replicas in turn, moving on when one does not answer.
+	type outcome struct {
+		hostname, publicKey, vpnIP string
+		acknowledged               bool
+		at                         time.Time
+	}
+	const clients, perClient = 16, 20
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		acked    atomic.Int64
+		killedAt atomic.Pointer[time.Time]
+	)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for j := range perClient {
+				_, pub, err := wgkey.GeneratePair()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				host := fmt.Sprintf("c%02d-m%02d", c, j)
+				o := outcome{hostname: host, publicKey: pub.String()}
+				for attempt := range 6 {
+					r := replicas[(c+j+attempt)%len(replicas)]
+					status, body, err := call(r.url, "/v1/nodes/validate", map[string]any{"key": key, "hostname": host, "public_key": o.publicKey, "version": "1.4.2"}, "")
+					if err != nil {
+						continue // that replica is gone: the next one
+					}
+					if status == 200 {
+						o.acknowledged, o.vpnIP, o.at = true, body["vpn_ip"].(string), time.Now()
+						break
+					}
+					if status >= 500 || status == 409 && attempt > 0 {
+						// A retry after a lost answer finds its own
+						// reservation (the hostname and key are taken):
+						// an error, never a lost 200.
+						continue
+					}
+					break
+				}
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+				if o.acknowledged && acked.Add(1) == clients*perClient/3 {
+					now := time.Now()
+					_ = leader.cmd.Process.Signal(syscall.SIGKILL)
+					killedAt.Store(&now)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	killed := killedAt.Load()
+	if killed == nil {
+		t.Fatalf("the leader was never killed: %d joins acknowledged", acked.Load())
+	}
+	<-leader.exited
+
+	// A new leader holds the Lease within the lease duration (and the
+	// retry period a candidate waits between tries).
+	next := waitFor(t, 3*lease, "a new leader", func() (string, bool) { h := holder(); return h, h != "" && h != first })
+	l, err := tc.Kube.CoordinationV1().Leases(ns).Get(ctx, "gridweave-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tookOver := l.Spec.AcquireTime.Sub(*killed)
+	t.Logf("leader %s killed; %s took the Lease %.1f s later", first, next, tookOver.Seconds())
+	if tookOver > lease+lease/7*2+time.Second {
+		t.Errorf("the new leader took the Lease %.1f s after the kill; want within the lease duration %s (plus a retry period)", tookOver.Seconds(), lease)
+	}
+	var firstAfter time.Time
+	failedAfter := 0
+	for _, o := range outcomes {
+		if o.acknowledged && o.at.After(*killed) && (firstAfter.IsZero() || o.at.Before(firstAfter)) {
+			firstAfter = o.at
+		}
+		if !o.acknowledged {
+			failedAfter++
+		}
+	}
+	if firstAfter.IsZero() {
+		t.Fatal("no join was acknowledged after the kill")
+	}
+	t.Logf("%d joins acknowledged, %d refused; the first after the kill %.2f s after it", acked.Load(), failedAfter, firstAfter.Sub(*killed).Seconds())
+
+	// The ledger holds every acknowledged join, at the address it was
+	// given, and nothing twice.
+	store, err := kubestore.New(tc.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := store.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHost := map[string]joinkeys.NodeRecord{}
+	addrs := map[netip.Addr]string{}
+	keys := map[wgkey.Key]string{}
+	for _, n := range nodes {
+		if other, dup := addrs[n.VPNIP]; dup {
+			t.Errorf("%s is held by %s and %s", n.VPNIP, other, n.Hostname)
+		}
+		if other, dup := keys[n.PublicKey]; dup {
+			t.Errorf("a public key is held by %s and %s", other, n.Hostname)
+		}
+		addrs[n.VPNIP], keys[n.PublicKey], byHost[n.Hostname] = n.Hostname, n.Hostname, n
+	}
+	for _, o := range outcomes {
+		n, ok := byHost[o.hostname]
+		switch {
+		case o.acknowledged && !ok:
+			t.Errorf("%s was acknowledged with %s but is not in the ledger", o.hostname, o.vpnIP)
+		case o.acknowledged && (n.VPNIP.String() != o.vpnIP || n.PublicKey.String() != o.publicKey):
+			t.Errorf("%s was acknowledged with %s, the ledger holds %s", o.hostname, o.vpnIP, n.VPNIP)
+		case !o.acknowledged && ok && n.PublicKey.String() != o.publicKey:
+			t.Errorf("%s was refused but the ledger holds it under another key", o.hostname)
+		}
+	}
+
+	// The new leader's device holds exactly the ledger's peers.
+	wg2, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg2.Close()
+	want := map[string]string{}
+	for _, n := range nodes {
+		want[n.PublicKey.String()] = netip.PrefixFrom(n.VPNIP, 32).String()
+	}
+	waitFor(t, 20*time.Second, "the new leader's device to hold the ledger's peers", func() (bool, bool) {
+		dev, err := wg2.Device(iface)
+		if err != nil {
+			return false, false
+		}
+		got := map[string]string{}
+		for _, p := range dev.Peers {
+			var ips []string
+			for _, ip := range p.AllowedIPs {
+				ips = append(ips, ip.String())
+			}
+			slices.Sort(ips)
+			got[p.PublicKey.String()] = fmt.Sprint(ips)
+		}
+		if len(got) != len(want) {
+			return false, false
+		}
+		for k, ip := range want {
+			if got[k] != fmt.Sprint([]string{ip}) {
+				return false, false
+			}
+		}
+		return true, true
+	})
+	private, err := wgkey.ParsePrivate(string(bytes.TrimSpace(secret.Data["wireguard.key"])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, _ := private.Public()
+	if dev, err := wg2.Device(iface); err != nil || dev.PublicKey.String() != shared.String() {
+		t.Errorf("the new leader's device: %v; want the shared key %s", err, shared)
+	}
+}
+
+// waitFor polls check every 100 ms until it reports done, or fails the
+// test after timeout naming what it waited for.
+func waitFor[T any](t *testing.T, timeout time.Duration, what string, check func() (T, bool)) T {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v, ok := check()
+		if ok {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

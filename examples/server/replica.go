@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/tlspin"
+	"gridweave.dev/joinkeys/kubestore"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/standby"
+)
+
+// With KUBERAY_STORE=kubernetes the server is one of several replicas on
+// one ledger: every replica serves the API, and the one holding the Lease
+// leaderLease drives what must be single (the WireGuard device, routes,
+// the reaper, the worker-group reconciler, scrape targets). What every
+// replica must share is in the Secret masterSecret.
+const (
+	leaderLease  = "gridweave-leader"
+	masterSecret = "gridweave-master"
+	// followEvery is how often the leader brings its device to the
+	// ledger, which other replicas write joins to.
+	followEvery = 2 * time.Second
+)
+
+// The masterSecret's keys.
+const (
+	secretWireGuardKey = "wireguard.key"
+	secretTLSCert      = "tls.crt"
+	secretTLSKey       = "tls.key"
+	secretJWT          = "jwt-secret"
+)
+
+// replica is this server as one of several.
+type replica struct {
+	identity string
+	kube     kubernetes.Interface
+	store    *kubestore.Store
+	mesh     *standby.Mesh
+	routes   *standby.Routes
+}
+
+// openReplica opens the ledger in KUBERAY_NAMESPACE and takes the shared
+// identity from the masterSecret (made by the first replica to start, from
+// the files beside KUBERAY_DB when a single master is being made HA): the
+// WireGuard key and the TLS pair are written beside KUBERAY_DB, where the
+// rest of the start reads them, and JWT_SECRET is taken from it unless
+// set. installCRDs installs the ledger's CRDs first.
+func openReplica(ctx context.Context, cfg *gridweave.Config, getenv func(string) string, installCRDs bool, log *slog.Logger) (*replica, error) {
+	rc, err := restConfig(getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	if rc == nil {
+		return nil, errors.New("KUBERAY_STORE=kubernetes: no Kubernetes API server (set KUBECONFIG, or run in a pod)")
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	if installCRDs {
+		if err := kubestore.InstallCRDs(ctx, rc); err != nil {
+			return nil, err
+		}
+		log.Info("ledger CRDs installed", "group", kubestore.Group)
+	}
+	store, err := kubestore.New(rc, cfg.Namespace, nil)
+	if err != nil {
+		return nil, fmt.Errorf("KUBERAY_NAMESPACE: %w", err)
+	}
+	if _, err := store.Keys(ctx); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("KUBERAY_STORE=kubernetes: the ledger's CRDs (group %s) are not installed: start once with --install-crds, or apply deploy/kubernetes/ha/ledger-crds.yaml", kubestore.Group)
+		}
+		return nil, fmt.Errorf("KUBERAY_STORE=kubernetes: reading the ledger in namespace %s: %w", cfg.Namespace, err)
+	}
+	dir := filepath.Dir(cfg.DBPath)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("KUBERAY_DB: %w", err)
+	}
+	jwt, err := shareMasterSecret(ctx, kube, *cfg, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	if getenv("JWT_SECRET") == "" {
+		cfg.JWTSecret = jwt
+	}
+	key, err := loadOrCreateKey(filepath.Join(dir, secretWireGuardKey))
+	if err != nil {
+		return nil, err
+	}
+	pub, err := key.Public()
+	if err != nil {
+		return nil, err
+	}
+	identity := getenv("POD_NAME")
+	if identity == "" {
+		host, _ := os.Hostname()
+		identity = host + "-" + randomHex(4)
+	}
+	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", identity)
+	return &replica{identity: identity, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// shareMasterSecret makes sure the masterSecret exists and writes its
+// WireGuard key and TLS pair into dir; it returns its JWT secret. The
+// first replica makes it, from the files in dir when they exist; a replica
+// that lost that race takes the winner's.
+func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config, dir string, log *slog.Logger) (string, error) {
+	secrets := kube.CoreV1().Secrets(cfg.Namespace)
+	s, err := secrets.Get(ctx, masterSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		made, makeErr := makeMasterSecret(cfg, dir)
+		if makeErr != nil {
+			return "", makeErr
+		}
+		s, err = secrets.Create(ctx, made, metav1.CreateOptions{FieldManager: "gridweave"})
+		if err == nil {
+			log.Info("made the Secret every replica shares: the master's WireGuard key, TLS pair and JWT secret", "secret", masterSecret)
+		}
+		if apierrors.IsAlreadyExists(err) {
+			s, err = secrets.Get(ctx, masterSecret, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("the Secret %s/%s: %w", cfg.Namespace, masterSecret, err)
+	}
+	for _, name := range []string{secretWireGuardKey, secretTLSCert, secretTLSKey} {
+		data, ok := s.Data[name]
+		if !ok {
+			continue
+		}
+		if err := writePrivate(filepath.Join(dir, name), data); err != nil {
+			return "", err
+		}
+	}
+	jwt := string(s.Data[secretJWT])
+	if len(jwt) == 0 {
+		return "", fmt.Errorf("the Secret %s/%s has no %s", cfg.Namespace, masterSecret, secretJWT)
+	}
+	return jwt, nil
+}
+
+// makeMasterSecret is the masterSecret from the files in dir, each made
+// when missing, and a new JWT secret unless JWT_SECRET set one.
+func makeMasterSecret(cfg gridweave.Config, dir string) (*corev1.Secret, error) {
+	data := map[string][]byte{}
+	key, err := loadOrCreateKey(filepath.Join(dir, secretWireGuardKey))
+	if err != nil {
+		return nil, err
+	}
+	data[secretWireGuardKey] = []byte(key.Base64() + "\n")
+	if cfg.UsesTLS() && cfg.TLSCertFile == "" {
+		addrs := []netip.Addr{cfg.MasterVPNIP}
+		certFile, keyFile := filepath.Join(dir, secretTLSCert), filepath.Join(dir, secretTLSKey)
+		if _, err := tlspin.LoadOrCreate(certFile, keyFile, addrs); err != nil {
+			return nil, err
+		}
+		for name, path := range map[string]string{secretTLSCert: certFile, secretTLSKey: keyFile} {
+			if data[name], err = os.ReadFile(path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	jwt := cfg.JWTSecret
+	if jwt == "" || jwt == gridweave.DefaultJWTSecret {
+		jwt = randomHex(32)
+	}
+	data[secretJWT] = []byte(jwt)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: masterSecret, Labels: map[string]string{"app.kubernetes.io/part-of": "gridweave"}},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}, nil
+}
+
+// writePrivate replaces path with data, readable by its owner only.
+func writePrivate(path string, data []byte) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// lead competes for the Lease until ctx ends, and while it holds it drives
+// the device: openDevice makes it, the standby mesh and routes hand every
+// call to it, the fleet is restored from the ledger and run (reaper,
+// reconciler, scrape targets), and the device follows the ledger every
+// followEvery. A replica that loses the Lease returns an error (its
+// process stops, and a fresh start competes again); on ctx's end it gives
+// the Lease up so another replica takes over at once.
+func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: leaderLease, Namespace: cfg.Namespace},
+		Client:     r.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: r.identity},
+	}
+	leading := make(chan error, 1)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.LeaseDuration,
+		RenewDeadline:   cfg.LeaseDuration * 2 / 3,
+		RetryPeriod:     cfg.LeaseDuration / 7,
+		ReleaseOnCancel: true,
+		Name:            "gridweave",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) { leading <- r.whileLeading(lctx, server, openDevice, log) },
+			OnStoppedLeading: func() { log.Info("leader: stopped leading", "replica", r.identity) },
+			OnNewLeader: func(id string) {
+				if id != r.identity {
+					log.Info("leader: another replica leads", "leader", id, "replica", r.identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("LEADER_LEASE_DURATION: %w", err)
+	}
+	electCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan struct{})
+	go func() { elector.Run(electCtx); close(ran) }()
+	select {
+	case <-ran:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("leader: lost the Lease; stopping so that a fresh start competes again")
+	case err := <-leading:
+		// Leading ended on its own (the device failed, or the fleet
+		// stopped): give the Lease up and stop.
+		stop()
+		<-ran
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("leader: %w", err)
+	}
+}
+
+// device is the leader's WireGuard device: its mesh, its routes (nil for
+// an in-memory mesh) and what closes it.
+type device struct {
+	mesh   mesh.Mesh
+	routes fleet.Routes
+	close  func() error
+}
+
+func (r *replica) whileLeading(ctx context.Context, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
+	log.Info("leader: this replica leads; taking the WireGuard device", "replica", r.identity)
+	dev, err := openDevice(ctx)
+	if err != nil {
+		return err
+	}
+	r.mesh.Attach(dev.mesh)
+	r.routes.Attach(dev.routes)
+	defer func() {
+		r.routes.Attach(nil)
+		r.mesh.Detach()
+		if err := dev.close(); err != nil {
+			log.Warn("leader: closing the WireGuard device", "err", err)
+		}
+	}()
+	ran := make(chan error, 1)
+	go func() { ran <- server.Run(ctx) }()
+	tick := time.NewTicker(followEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-ran:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case <-tick.C:
+			if _, err := server.Fleet().FollowLedger(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("leader: following the ledger", "err", err)
+			}
+		}
+	}
+}
