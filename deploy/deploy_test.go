@@ -4,22 +4,29 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"gridweave.dev/deploy"
 	"gridweave.dev/gridweave"
 	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/manifest/validation"
 	"gridweave.dev/rayctl"
 )
@@ -29,8 +36,27 @@ func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
 // kubernetesDocuments reads the shipped manifests in apply order.
 func kubernetesDocuments(t *testing.T) []validation.Document {
 	t.Helper()
+	docs := readDocuments(t, "namespace.yaml", "rbac.yaml", "server.yaml")
+	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 4 {
+		t.Errorf("kubernetes/ has %d entries; apply order lists 3 files and ha/", len(entries))
+	}
+	return docs
+}
+
+// haDocuments reads the HA variant's manifests in apply order.
+func haDocuments(t *testing.T) []validation.Document {
+	t.Helper()
+	docs := readDocuments(t, "namespace.yaml", "ha/ledger-crds.yaml", "rbac.yaml", "ha/rbac-ha.yaml", "ha/server-ha.yaml")
+	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes/ha"); len(entries) != 3 {
+		t.Errorf("kubernetes/ha has %d files; apply order lists 3", len(entries))
+	}
+	return docs
+}
+
+func readDocuments(t *testing.T, names ...string) []validation.Document {
+	t.Helper()
 	var docs []validation.Document
-	for _, name := range []string{"namespace.yaml", "rbac.yaml", "server.yaml"} {
+	for _, name := range names {
 		raw, err := fs.ReadFile(deploy.Files, "kubernetes/"+name)
 		if err != nil {
 			t.Fatal(err)
@@ -41,15 +67,12 @@ func kubernetesDocuments(t *testing.T) []validation.Document {
 		}
 		docs = append(docs, d...)
 	}
-	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 3 {
-		t.Errorf("kubernetes/ has %d files; apply order lists 3", len(entries))
-	}
 	return docs
 }
 
 // TestManifestsLintClean: our own lint finds nothing in what we ship.
 func TestManifestsLintClean(t *testing.T) {
-	docs := kubernetesDocuments(t)
+	docs := append(kubernetesDocuments(t), haDocuments(t)[1:]...)
 	if findings := validation.Lint(validation.NewValidator(), docs); len(findings) != 0 {
 		for _, f := range findings {
 			t.Error(f)
@@ -209,7 +232,7 @@ func TestShippedPlaceholdersAreRefused(t *testing.T) {
 // both deploy paths wire the join end to end: k3s, DCGM targets, the
 // worker image.
 func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
-	read := map[string]bool{"KUBECONFIG": true} // the program's own, beside the configuration
+	read := map[string]bool{"KUBECONFIG": true, "POD_NAME": true} // the program's own, beside the configuration
 	if _, err := gridweave.ConfigFromEnv(func(k string) string { read[k] = true; return "" }); err != nil {
 		t.Fatal(err)
 	}
@@ -220,15 +243,17 @@ func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
 		}
 		set[file][name] = true
 	}
-	for _, d := range kubernetesDocuments(t) {
-		if d.Object.GetKind() != "Deployment" {
-			continue
-		}
-		containers, _, _ := unstructured.NestedSlice(d.Object.Object, "spec", "template", "spec", "containers")
-		for _, c := range containers {
-			env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
-			for _, e := range env {
-				add("kubernetes/server.yaml", e.(map[string]any)["name"].(string))
+	for file, docs := range map[string][]validation.Document{"kubernetes/server.yaml": kubernetesDocuments(t), "kubernetes/ha/server-ha.yaml": haDocuments(t)} {
+		for _, d := range docs {
+			if d.Object.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(d.Object.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
+				for _, e := range env {
+					add(file, e.(map[string]any)["name"].(string))
+				}
 			}
 		}
 	}
@@ -254,13 +279,138 @@ func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
 				t.Errorf("%s sets %s, which the server does not read", file, v)
 			}
 		}
-		for _, v := range []string{"K3S_URL", "K3S_AGENT_TOKEN_FILE", "DCGM_TARGETS_DIR", "WORKER_IMAGE_TAR", "ADMIN_TOKEN", "JWT_SECRET", "KUBERAY_DB"} {
+		want := []string{"K3S_URL", "K3S_AGENT_TOKEN_FILE", "DCGM_TARGETS_DIR", "WORKER_IMAGE_TAR", "ADMIN_TOKEN", "JWT_SECRET", "KUBERAY_DB"}
+		if strings.Contains(file, "/ha/") {
+			// The replicas share the JWT secret in a Secret of their own.
+			want = append(slices.DeleteFunc(want, func(v string) bool { return v == "JWT_SECRET" }), "KUBERAY_STORE", "POD_NAME")
+		}
+		for _, v := range want {
 			if !vars[v] {
 				t.Errorf("%s does not set %s", file, v)
 			}
 		}
 	}
-	if len(set) != 2 {
-		t.Fatalf("read the variables of %d deploy paths, want 2: %v", len(set), set)
+	if len(set) != 3 {
+		t.Fatalf("read the variables of %d deploy paths, want 3: %v", len(set), set)
+	}
+}
+
+// TestHAManifestsAreAdmittedAndBound applies the HA variant to the real
+// API server: its CRDs are the ones the server installs, the three
+// replicas land on three control-plane nodes, the PodDisruptionBudget
+// keeps two, and the ServiceAccount may use the ledger, the Lease and the
+// shared Secret, and no other Secret.
+func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	docs := haDocuments(t)
+	crds, err := kubestore.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := map[string]bool{}
+	for _, d := range docs {
+		if d.Object.GetKind() == "CustomResourceDefinition" {
+			shipped[d.Object.GetName()] = true
+			var want *apiextensionsv1.CustomResourceDefinition
+			for _, c := range crds {
+				if c.Name == d.Object.GetName() {
+					want = c
+				}
+			}
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, got); err != nil {
+				t.Fatal(err)
+			}
+			if want == nil || !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+				t.Errorf("ha/ledger-crds.yaml's %s is not the one the server installs", d.Object.GetName())
+			}
+		}
+	}
+	if len(shipped) != len(crds) {
+		t.Errorf("ha/ledger-crds.yaml holds %d CRDs, the server installs %d", len(shipped), len(crds))
+	}
+	for i := range 3 {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("master-%d", i), nil, map[string]string{"node-role.kubernetes.io/control-plane": "true"}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The namespaces exist when TestManifestsAreAdmittedAndBound ran
+	// first: the same objects, applied again.
+	objs := make([]*unstructured.Unstructured, len(docs))
+	for i, d := range docs {
+		objs[i] = d.Object
+		if d.Object.GetKind() == "Deployment" {
+			objs[i] = d.Object.DeepCopy()
+			objs[i].SetName("gridweave-server-ha")
+			_ = unstructured.SetNestedField(objs[i].Object, map[string]any{"app.kubernetes.io/name": "gridweave-server-ha"}, "spec", "selector", "matchLabels")
+			_ = unstructured.SetNestedField(objs[i].Object, map[string]any{"app.kubernetes.io/name": "gridweave-server-ha"}, "spec", "template", "metadata", "labels")
+			terms, _, _ := unstructured.NestedSlice(objs[i].Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+			term := terms[0].(map[string]any)
+			_ = unstructured.SetNestedField(term, map[string]any{"app.kubernetes.io/name": "gridweave-server-ha"}, "labelSelector", "matchLabels")
+			_ = unstructured.SetNestedSlice(objs[i].Object, []any{term}, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+		}
+	}
+	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc = rc.WithDynamic(tc.Dynamic)
+	if _, err := rc.Apply(ctx, objs[:1], rayctl.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-server", Namespace: "gridweave-system"},
+		StringData: map[string]string{"ADMIN_TOKEN": strings.Repeat("a", 40)}}
+	if _, err := tc.Kube.CoreV1().Secrets("gridweave-system").Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := rc.Apply(ctx, objs[1:], rayctl.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		pods, err := tc.Kube.CoreV1().Pods("gridweave-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gridweave-server-ha"})
+		nodes := map[string]bool{}
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && strings.HasPrefix(p.Spec.NodeName, "master-") {
+					nodes[p.Spec.NodeName] = true
+				}
+			}
+		}
+		if len(nodes) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas are not running on three control-plane nodes: %v", nodes)
+		}
+	}
+	pdb, err := tc.Kube.PolicyV1().PodDisruptionBudgets("gridweave-system").Get(ctx, "gridweave-server", metav1.GetOptions{})
+	if err != nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 {
+		t.Errorf("PodDisruptionBudget %+v, %v", pdb, err)
+	}
+	sa := "system:serviceaccount:gridweave-system:gridweave-server"
+	for _, c := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgernodes", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "other", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "default"}, false},
+	} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &c.attrs}}
+		got, err := tc.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed != c.want {
+			t.Errorf("%s may %s %s %s in %q: %v, want %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Name, c.attrs.Namespace, got.Status.Allowed, c.want)
+		}
 	}
 }
