@@ -37,6 +37,11 @@ type Config struct {
 	// share (one of them, elected on a Lease, drives the WireGuard
 	// device).
 	Store string
+	// HubIP is where nodes reach this replica's WireGuard device while it
+	// leads (HUB_IP, default MASTER_IP): with KUBERAY_STORE=kubernetes the
+	// leader publishes HUB_IP:WG_PORT and every replica answers it, while
+	// MASTER_IP is the replicas' stable address in join commands.
+	HubIP string
 	// LeaseDuration is how long a leader's Lease holds without renewal
 	// (LEADER_LEASE_DURATION, 15s): after a leader dies, another replica
 	// takes over within it. Only with KUBERAY_STORE=kubernetes.
@@ -198,6 +203,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		RayImageWorker:     env("RAY_IMAGE_WORKER", "gridweave-worker:latest"),
 		ClusterName:        env("CLUSTER_NAME", "gridweave-cluster"),
 		MasterIP:           env("MASTER_IP", ""),
+		HubIP:              env("HUB_IP", ""),
 		WireGuardInterface: env("WG_INTERFACE", "wg0"),
 		RayDashboardURL:    env("RAY_DASHBOARD_URL", ""),
 		K3sURL:             env("K3S_URL", ""),
@@ -283,6 +289,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		// name there fails every join.
 		if _, err := netip.ParseAddr(c.MasterIP); err != nil {
 			return Config{}, &ConfigError{"MASTER_IP", fmt.Sprintf("%q is not an IP address; give the master's public address (resolve a host name once, e.g. with getent hosts)", c.MasterIP)}
+		}
+	}
+	if c.HubIP != "" {
+		if _, err := netip.ParseAddr(c.HubIP); err != nil {
+			return Config{}, &ConfigError{"HUB_IP", fmt.Sprintf("%q is not an IP address; give this host's address where nodes reach its WireGuard port", c.HubIP)}
 		}
 	}
 	if c.InternalAddr != "" {

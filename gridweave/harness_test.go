@@ -72,6 +72,8 @@ type harnessOptions struct {
 	store  joinkeys.Store
 	mesh   mesh.Mesh
 	config func(*gridweave.Config)
+	// hub is Backends.Hub.
+	hub func() string
 	// tls serves HTTPS with a key pair of the harness's own, as the
 	// server does outside dev mode; the join command then pins it.
 	tls bool
@@ -132,7 +134,7 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	}
 	fakes := rayctltest.New(t, cfg.Namespace)
 	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{
-		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Logger: logger, Now: clock.Now,
+		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Hub: o.hub, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -148,6 +148,7 @@ func (s *Server) directory(ctx context.Context) (body []byte, revision string, c
 	if err != nil {
 		return nil, "", nil, err
 	}
+	raw = append(raw, dir.MasterEndpoint...)
 	sum := sha256.Sum256(raw)
 	dir.Revision = hex.EncodeToString(sum[:12])
 	body, err = json.Marshal(dir)
@@ -212,6 +213,7 @@ func (s *Server) computeDirectory(ctx context.Context) (api.PeerDirectory, error
 		dir.Peers = append(dir.Peers, p)
 	}
 	s.links.keep(present)
+	dir.MasterEndpoint = s.masterEndpoint()
 	slices.SortFunc(dir.Peers, func(a, b api.DirectoryPeer) int {
 		switch {
 		case a.Hostname < b.Hostname:

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,5 +206,38 @@ func TestLinkReports(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("the metrics lack %s", want)
 		}
+	}
+}
+
+// TestHubMovesTheMasterEndpoint: validate and the peer directory answer
+// the hub's endpoint (the leader's, with several server replicas), and
+// the directory's revision changes when it moves, so waiting agents
+// learn it.
+func TestHubMovesTheMasterEndpoint(t *testing.T) {
+	var hub atomic.Pointer[string]
+	first := "192.0.2.10:51820"
+	hub.Store(&first)
+	h := newHarness(t, &harnessOptions{hub: func() string { return *hub.Load() }})
+	_, key := h.mint("org")
+	n := newNode(t, "gpu-hub")
+	if r := h.want(h.validate(n, key), 200, "validate"); r.body["master_endpoint"] != first {
+		t.Errorf("validate's master_endpoint %v, want the hub's %s", r.body["master_endpoint"], first)
+	}
+	dir := h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-hub", n.token, nil), 200, "peers")
+	if dir.body["master_endpoint"] != first {
+		t.Errorf("the directory's master_endpoint %v, want %s", dir.body["master_endpoint"], first)
+	}
+	moved := "192.0.2.11:51820"
+	hub.Store(&moved)
+	since := dir.body["revision"].(string)
+	again := h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-hub&wait=5&since="+since, n.token, nil), 200, "peers after the hub moved")
+	if again.body["master_endpoint"] != moved || again.body["revision"] == since {
+		t.Errorf("after the hub moved: %v at revision %v (was %s); want %s at a new revision", again.body["master_endpoint"], again.body["revision"], since, moved)
+	}
+	empty := ""
+	hub.Store(&empty)
+	n2 := newNode(t, "gpu-hub-2")
+	if r := h.want(h.validate(n2, key), 200, "validate"); r.body["master_endpoint"] != "203.0.113.7:51820" {
+		t.Errorf("with no hub known, validate's master_endpoint %v, want this server's MASTER_IP:WG_PORT", r.body["master_endpoint"])
 	}
 }

@@ -171,7 +171,14 @@ func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
 
 // ---- validate and register
 
+// masterEndpoint is where nodes reach the master's WireGuard device now:
+// the hub's (Backends.Hub), else MASTER_IP:WG_PORT.
 func (s *Server) masterEndpoint() string {
+	if s.hub != nil {
+		if ep := s.hub(); ep != "" {
+			return ep
+		}
+	}
 	if s.cfg.MasterIP == "" {
 		return ""
 	}

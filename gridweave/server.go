@@ -41,6 +41,11 @@ type Backends struct {
 	// Routes routes nodes' pod CIDRs into the WireGuard device; nil
 	// means none (an in-memory mesh).
 	Routes fleet.Routes
+	// Hub, if set, says where nodes reach the master's WireGuard device
+	// now, as host:port: with several server replicas, the leader's. ""
+	// (or a nil Hub) means this server's MASTER_IP:WG_PORT. Validate and
+	// the peer directory answer it.
+	Hub func() string
 	// Logger receives the access log and events; default discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -58,6 +63,7 @@ type Server struct {
 	dynamic dynamic.Interface
 	log     *slog.Logger
 	now     func() time.Time
+	hub     func() string
 
 	auth      *authenticator
 	limiter   *rateLimiter
@@ -112,7 +118,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if cfg.KubeTorchSyncInterval <= 0 {
 		cfg.KubeTorchSyncInterval = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, log: b.Logger, now: b.Now}
+	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, log: b.Logger, now: b.Now, hub: b.Hub}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -216,6 +216,9 @@ type NodeLinks struct {
 type PeerDirectory struct {
 	Revision string          `json:"revision" description:"Opaque; pass it as ?since= to wait until the directory differs from this one."`
 	Peers    []DirectoryPeer `json:"peers" description:"Every node with a tunnel, the caller included, by hostname. A node missing from one answer to the next has gone: remove its peer."`
+	// MasterEndpoint moves when another server replica takes the
+	// WireGuard device over.
+	MasterEndpoint string `json:"master_endpoint,omitempty" description:"host:port where the master's WireGuard device is reached now (as validate's master_endpoint); with several server replicas it moves to the new leader's when one takes over: set it as the master peer's endpoint. Absent when the master has no public address (MASTER_IP)."`
 }
 
 // DirectoryPeer is one node as the other nodes configure it.

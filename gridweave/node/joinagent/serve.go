@@ -108,7 +108,11 @@ func Serve(ctx context.Context, o Options) error {
 	// moved asks for a report now: the links changed state, or the master
 	// is back.
 	moved := make(chan struct{}, 1)
-	go call.watchPeers(ctx, st, links, changed, refused, moved)
+	var public *Options
+	if call.Master != o.Master {
+		public = &o
+	}
+	go call.watchPeers(ctx, st, links, public, changed, refused, moved)
 	interval := o.ReportInterval
 	if interval <= 0 {
 		interval = defaultReportInterval
@@ -215,11 +219,21 @@ func sameStates(a, b []api.Link) bool {
 // doubling to maxWatchBackoff) and resumes with the revision it holds. A
 // master that no longer knows the node's token (it was disconnected) is
 // final: the error goes to refused.
-func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, changed chan<- struct{}, refused chan<- error, back chan<- struct{}) {
+//
+// When the poll through the tunnel fails and public (the join command's
+// URL) is set, the directory is asked there at once: after another
+// server replica took the WireGuard device over, the tunnel points at the
+// old leader's host until the directory's master_endpoint moves it.
+func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, public *Options, changed chan<- struct{}, refused chan<- error, back chan<- struct{}) {
 	since, backoff, failing := "", time.Second, false
 	for ctx.Err() == nil {
 		asked := time.Now()
 		dir, err := o.peers(ctx, st, since)
+		if err != nil && public != nil && ctx.Err() == nil {
+			if d, perr := public.peers(ctx, st, ""); perr == nil {
+				dir, err = d, nil
+			}
+		}
 		var me *MasterError
 		if errors.As(err, &me) && me.Status == http.StatusUnauthorized {
 			refused <- fmt.Errorf("joinagent: the master no longer knows this node (it was disconnected?): join again: %w", err)
@@ -258,6 +272,11 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 			case <-time.After(time.Second - time.Since(asked)):
 			}
 			continue
+		}
+		if ep, err := netip.ParseAddrPort(dir.MasterEndpoint); err == nil {
+			if _, err := links.SetMasterEndpoint(ctx, ep); err != nil {
+				o.Logger.WarnContext(ctx, "pointing the master's peer at its new endpoint", "endpoint", ep, "error", err)
+			}
 		}
 		if err := links.SetPeers(dir.Peers); err != nil {
 			o.Logger.WarnContext(ctx, "some nodes of the directory cannot be linked", "error", err)

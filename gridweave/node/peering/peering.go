@@ -530,3 +530,35 @@ func (m *Manager) ListenPort() int {
 	defer m.mu.Unlock()
 	return m.listenPort
 }
+
+// SetMasterEndpoint points the master's peer at ep (the directory's
+// master_endpoint) when it points elsewhere: with several server replicas,
+// the device moves to the new leader's host when one takes over. The
+// master's allowed IPs and keepalive stay as they are, and a handshake is
+// asked for at once. It reports whether it changed the device.
+func (m *Manager) SetMasterEndpoint(ctx context.Context, ep netip.AddrPort) (bool, error) {
+	if !ep.IsValid() {
+		return false, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, err := m.dev.Read(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range st.Peers {
+		if p.PublicKey != m.o.Master {
+			continue
+		}
+		if p.Endpoint == ep {
+			return false, nil
+		}
+		change := PeerChange{PublicKey: p.PublicKey, AllowedIPs: p.AllowedIPs, Endpoint: ep, Keepalive: p.Keepalive, Handshake: true}
+		if err := m.dev.Apply(ctx, []PeerChange{change}); err != nil {
+			return false, err
+		}
+		m.o.Logger.InfoContext(ctx, "the master's WireGuard device moved: its peer now points there", "from", p.Endpoint, "to", ep)
+		return true, nil
+	}
+	return false, ErrNoMasterPeer
+}

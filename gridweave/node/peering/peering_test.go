@@ -454,3 +454,32 @@ func TestNoNodeClaimsThisNodesPrefixes(t *testing.T) {
 		t.Error("this node's own pod CIDR is routed into the tunnel")
 	}
 }
+
+// TestMasterEndpointFollowsTheHub: the directory's master_endpoint moves
+// the master's peer (another server replica took the device over) and
+// keeps what it routes, including the pod CIDR of a relayed node.
+func TestMasterEndpointFollowsTheHub(t *testing.T) {
+	f := newFixture(t, true) // hub only: the master's peer holds b's and c's pod CIDRs
+	ctx := context.Background()
+	f.step()
+	before, _ := f.dev.peer(f.master)
+	moved := netip.MustParseAddrPort("192.0.2.50:51820")
+	changed, err := f.mgr.SetMasterEndpoint(ctx, moved)
+	if err != nil || !changed {
+		t.Fatalf("SetMasterEndpoint = %v, %v", changed, err)
+	}
+	after, _ := f.dev.peer(f.master)
+	if after.Endpoint != moved || !slices.Equal(after.AllowedIPs, before.AllowedIPs) || after.Keepalive != before.Keepalive {
+		t.Errorf("the master's peer went from %+v to %+v; want only its endpoint moved", before, after)
+	}
+	if f.dev.kicks[f.master] == 0 {
+		t.Error("no handshake was asked for at the new endpoint")
+	}
+	if changed, err := f.mgr.SetMasterEndpoint(ctx, moved); err != nil || changed {
+		t.Errorf("the same endpoint again = %v, %v; want nothing changed", changed, err)
+	}
+	delete(f.dev.peers, f.master)
+	if _, err := f.mgr.SetMasterEndpoint(ctx, netip.MustParseAddrPort("192.0.2.51:51820")); !errors.Is(err, peering.ErrNoMasterPeer) {
+		t.Errorf("without a master peer: %v, want ErrNoMasterPeer", err)
+	}
+}
