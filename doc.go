@@ -9,9 +9,10 @@
 // hashed), provider keys (HS256 JWTs that double as the provider's token),
 // the node ledger that ties a hostname to a WireGuard public key and a VPN IP,
 // and the audit trail. Its logic lives in a concrete Keyring over a small
-// Store interface, with joinkeys/sqlitestore (SQLite, WAL) and
-// joinkeys/memstore behind it and joinkeys/storetest as the conformance suite
-// both pass. Node writes are compare-and-swap on a store-wide revision, so a
+// Store interface, with joinkeys/sqlitestore (SQLite, WAL),
+// joinkeys/kubestore (objects in the Kubernetes API, which several server
+// replicas share) and joinkeys/memstore behind it and joinkeys/storetest as
+// the conformance suite they pass. Node writes are compare-and-swap on a store-wide revision, so a
 // stale write never lands; joinkeys/addrpool is the address arithmetic
 // stores share.
 //
@@ -19,9 +20,10 @@
 // removes and lists peers by public key, programming only differences and
 // refusing an allowed IP that overlaps another peer's.
 // mesh/wgmesh drives a kernel or userspace (wireguard-go) device through
-// wgctrl; mesh/memmesh keeps peers in memory; mesh/meshtest is the
-// conformance suite; mesh/kernelroutes routes prefixes into a device over
-// netlink. wgkey is the WireGuard key type both share.
+// wgctrl; mesh/memmesh keeps peers in memory; mesh/standby is the mesh of
+// a server replica that drives the device only while it leads;
+// mesh/meshtest is the conformance suite; mesh/kernelroutes routes prefixes
+// into a device over netlink. wgkey is the WireGuard key type both share.
 //
 // rayctl owns the Ray side of Kubernetes: RayCluster, RayJob and RayService
 // operations over KubeRay's generated clientset and client-go (worker groups

@@ -402,6 +402,8 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "other", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "gridweave-hub", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "other", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "default"}, false},
 	} {
 		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &c.attrs}}

@@ -21,8 +21,10 @@
 //
 // The logic lives in a concrete Keyring over a small Store interface that
 // only stores. joinkeys/sqlitestore keeps the ledger in SQLite;
-// joinkeys/memstore keeps it in memory; joinkeys/storetest is the
-// conformance suite both pass; joinkeys/addrpool is the address arithmetic
+// joinkeys/kubestore as objects of the Kubernetes API, which several
+// servers can share; joinkeys/memstore keeps it in memory;
+// joinkeys/storetest is the conformance suite they pass; Migrate copies a
+// ledger from one store to another; joinkeys/addrpool is the address arithmetic
 // stores share. Types that carry secrets (MintedKey, JoinRequest,
 // JoinResult, Registration) format and log themselves without them. This
 // package never imports SQLite.

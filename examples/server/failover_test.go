@@ -125,7 +125,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 		r.cmd.Env = append(os.Environ(),
 			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns,
 			"KUBERAY_DB="+filepath.Join(dir, "kuberay.db"), "POD_NAME="+r.name, "ADMIN_TOKEN="+adminToken,
-			"WG_INTERFACE="+iface, "WG_PORT="+wgPort, "MASTER_IP=127.0.0.1",
+			"WG_INTERFACE="+iface, "WG_PORT="+wgPort, "MASTER_IP=127.0.0.1", fmt.Sprintf("HUB_IP=127.0.0.%d", i+1),
 			"MASTER_VPN_IP=198.18.240.1", "VPN_CIDR=198.18.240.0/20",
 			"VPN_HTTP_PORT="+strconv.Itoa(20000+i), "LEADER_LEASE_DURATION="+lease.String(),
 			"RATE_LIMIT_PER_MINUTE=1000000", "SERVER_VERSION=1.4.0", testcluster.OwnerEnv+"="+tc.ID)
@@ -197,6 +197,12 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 		t.Fatalf("the Lease names %q, not a replica", first)
 	}
 
+	// Ready when the leader has taken the device and said where it is.
+	waitFor(t, 30*time.Second, "the leader's endpoint", func() (bool, bool) {
+		cm, err := tc.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "gridweave-hub", metav1.GetOptions{})
+		return true, err == nil && cm.Data["leader"] == first
+	})
+
 	call := func(url, path string, body any, token string) (int, map[string]any, error) {
 		data, _ := json.Marshal(body)
 		req, _ := http.NewRequest("POST", url+path, bytes.NewReader(data))
@@ -224,6 +230,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	// replicas in turn, moving on when one does not answer.
 	type outcome struct {
 		hostname, publicKey, vpnIP string
+		token, hub                 string // the node token and master_endpoint validate answered
 		acknowledged               bool
 		at                         time.Time
 	}
@@ -253,6 +260,8 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 					}
 					if status == 200 {
 						o.acknowledged, o.vpnIP, o.at = true, body["vpn_ip"].(string), time.Now()
+						o.token, _ = body["node_token"].(string)
+						o.hub, _ = body["master_endpoint"].(string)
 						break
 					}
 					if status >= 500 || status == 409 && attempt > 0 {
@@ -293,6 +302,46 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	if tookOver > lease+lease/7*2+time.Second {
 		t.Errorf("the new leader took the Lease %.1f s after the kill; want within the lease duration %s (plus a retry period)", tookOver.Seconds(), lease)
 	}
+	// Nodes are told where the leader's device is: validate answered the
+	// first leader's endpoint before the kill, and the peer directory
+	// moves to the new leader's (nodes point their master peer there).
+	endpointOf := func(name string) string {
+		var i int
+		fmt.Sscanf(name, "replica-%d", &i)
+		return fmt.Sprintf("127.0.0.%d:%s", i+1, wgPort)
+	}
+	var probe outcome
+	for _, o := range outcomes {
+		if o.acknowledged && o.at.Before(*killed) {
+			if o.hub != endpointOf(first) {
+				t.Errorf("validate before the kill told %s the hub is at %q, want the leader's %s", o.hostname, o.hub, endpointOf(first))
+			}
+			probe = o
+		}
+	}
+	waitFor(t, 4*followEvery+time.Second, "the peer directory to name the new leader's endpoint", func() (bool, bool) {
+		for _, r := range replicas {
+			if r == leader {
+				continue
+			}
+			req, _ := http.NewRequest("GET", r.url+"/v1/nodes/peers?hostname="+probe.hostname, nil)
+			req.Header.Set("Authorization", "Bearer "+probe.token)
+			resp, err := client.Do(req)
+			if err != nil {
+				return false, false
+			}
+			var dir struct {
+				MasterEndpoint string `json:"master_endpoint"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&dir)
+			resp.Body.Close()
+			if dir.MasterEndpoint != endpointOf(next) {
+				return false, false
+			}
+		}
+		return true, true
+	})
+
 	var firstAfter time.Time
 	failedAfter := 0
 	for _, o := range outcomes {

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +39,10 @@ import (
 const (
 	leaderLease  = "gridweave-leader"
 	masterSecret = "gridweave-master"
+	// hubConfigMap names where nodes reach the leader's device
+	// (endpoint) and which replica it is (leader); the leader writes
+	// it when it takes the device, every replica answers it.
+	hubConfigMap = "gridweave-hub"
 	// followEvery is how often the leader brings its device to the
 	// ledger, which other replicas write joins to.
 	followEvery = 2 * time.Second
@@ -50,11 +58,76 @@ const (
 
 // replica is this server as one of several.
 type replica struct {
-	identity string
-	kube     kubernetes.Interface
-	store    *kubestore.Store
-	mesh     *standby.Mesh
-	routes   *standby.Routes
+	identity  string
+	namespace string
+	kube      kubernetes.Interface
+	store     *kubestore.Store
+	mesh      *standby.Mesh
+	routes    *standby.Routes
+	// hub is the leader's WireGuard endpoint as last read.
+	hub atomic.Pointer[string]
+}
+
+// Hub is where nodes reach the leader's WireGuard device, as last read
+// from the hubConfigMap; until it was read once, it is read now ("" while
+// no leader wrote it).
+func (r *replica) Hub() string {
+	if ep := r.hub.Load(); ep != nil {
+		return *ep
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r.readHub(ctx)
+	if ep := r.hub.Load(); ep != nil {
+		return *ep
+	}
+	return ""
+}
+
+func (r *replica) readHub(ctx context.Context) {
+	if cm, err := r.kube.CoreV1().ConfigMaps(r.namespace).Get(ctx, hubConfigMap, metav1.GetOptions{}); err == nil {
+		ep := cm.Data["endpoint"]
+		r.hub.Store(&ep)
+	}
+}
+
+// followHub reads the hubConfigMap every followEvery until ctx ends.
+func (r *replica) followHub(ctx context.Context) {
+	tick := time.NewTicker(followEvery)
+	defer tick.Stop()
+	for {
+		r.readHub(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// publishHub writes this replica's endpoint as the hub's.
+func (r *replica) publishHub(ctx context.Context, namespace, endpoint string) error {
+	cms := r.kube.CoreV1().ConfigMaps(namespace)
+	data := map[string]string{"endpoint": endpoint, "leader": r.identity}
+	for {
+		cm, err := cms.Get(ctx, hubConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: hubConfigMap, Labels: map[string]string{"app.kubernetes.io/part-of": "gridweave"}}, Data: data}, metav1.CreateOptions{FieldManager: "gridweave"})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+		} else if err == nil {
+			cm.Data = data
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "gridweave"})
+			if apierrors.IsConflict(err) {
+				continue
+			}
+		}
+		if err == nil {
+			r.hub.Store(&endpoint)
+		}
+		return err
+	}
 }
 
 // openReplica opens the ledger in KUBERAY_NAMESPACE and takes the shared
@@ -116,7 +189,7 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, getenv func(string)
 		identity = host + "-" + randomHex(4)
 	}
 	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", identity)
-	return &replica{identity: identity, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
+	return &replica{identity: identity, namespace: cfg.Namespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
 }
 
 func randomHex(n int) string {
@@ -228,7 +301,7 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		ReleaseOnCancel: true,
 		Name:            "gridweave",
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) { leading <- r.whileLeading(lctx, server, openDevice, log) },
+			OnStartedLeading: func(lctx context.Context) { leading <- r.whileLeading(lctx, cfg, server, openDevice, log) },
 			OnStoppedLeading: func() { log.Info("leader: stopped leading", "replica", r.identity) },
 			OnNewLeader: func(id string) {
 				if id != r.identity {
@@ -242,6 +315,7 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 	}
 	electCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	go r.followHub(electCtx)
 	ran := make(chan struct{})
 	go func() { elector.Run(electCtx); close(ran) }()
 	select {
@@ -270,11 +344,21 @@ type device struct {
 	close  func() error
 }
 
-func (r *replica) whileLeading(ctx context.Context, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
+func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
 	log.Info("leader: this replica leads; taking the WireGuard device", "replica", r.identity)
 	dev, err := openDevice(ctx)
 	if err != nil {
 		return err
+	}
+	if hub := cmp.Or(cfg.HubIP, cfg.MasterIP); hub != "" {
+		// Nodes learn it from validate and the peer directory, and point
+		// their master peer here.
+		endpoint := net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
+		if err := r.publishHub(ctx, cfg.Namespace, endpoint); err != nil {
+			_ = dev.close()
+			return fmt.Errorf("publishing the hub's endpoint in the ConfigMap %s: %w", hubConfigMap, err)
+		}
+		log.Info("leader: nodes reach the WireGuard device here now", "endpoint", endpoint)
 	}
 	r.mesh.Attach(dev.mesh)
 	r.routes.Attach(dev.routes)

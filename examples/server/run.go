@@ -181,7 +181,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else {
 		log.Warn("VPN listener off: the mesh is in memory, so nodes keep calling the public listener after validate")
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Logger: log})
+	var hub func() string
+	if ha != nil {
+		hub = ha.Hub
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Hub: hub, Logger: log})
 	if err != nil {
 		return err
 	}
