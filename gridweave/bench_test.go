@@ -7,11 +7,14 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/joinkeys/sqlitestore"
 )
 
@@ -146,4 +149,78 @@ func BenchmarkValidateUnderLoad(b *testing.B) {
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 	}
+}
+
+// BenchmarkJoinOnTheKubernetesLedger is BenchmarkJoin with the ledger in
+// the real API server (joinkeys/kubestore, as KUBERAY_STORE=kubernetes
+// runs it) and 16 machines joining at once: ns/op is per join, and
+// joins/s is reported. The figure at 5,000 nodes in the ledger should stay
+// near the one at 100.
+//
+//	go test -run '^$' -bench BenchmarkJoinOnTheKubernetesLedger -benchtime 2000x ./gridweave/
+func BenchmarkJoinOnTheKubernetesLedger(b *testing.B) {
+	const clients = 16
+	tc := testcluster.Shared(b)
+	ctx := context.Background()
+	if err := kubestore.InstallCRDs(ctx, tc.Config); err != nil {
+		b.Fatal(err)
+	}
+	for _, existing := range []int{100, 5000} {
+		b.Run(fmt.Sprintf("cpu/clients=%d/existing=%d", clients, existing), func(b *testing.B) {
+			ns := fmt.Sprintf("bench-ledger-%d-%d", existing, realSeq.Add(1))
+			if err := tc.CreateNamespace(ctx, ns); err != nil {
+				b.Fatal(err)
+			}
+			store, err := kubestore.New(tc.Config, ns, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := newHarness(b, &harnessOptions{store: store, config: func(c *gridweave.Config) { c.RateLimitPerMinute = 1 << 30 }})
+			prefillConcurrently(b, h, existing, clients)
+			_, key := h.mint("org")
+			var next atomic.Int64
+			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := newNode(b, fmt.Sprintf("new-%07d", next.Add(1)))
+					if r := h.validate(n, key); r.status != 200 {
+						b.Errorf("validate: %d %s", r.status, r.raw)
+						return
+					}
+					if r := h.register(n, nil); r.status != 200 {
+						b.Errorf("register: %d %s", r.status, r.raw)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+		})
+	}
+}
+
+// prefillConcurrently is prefill with CPU nodes, by clients at once.
+func prefillConcurrently(b *testing.B, h *harness, n, clients int) {
+	ctx := context.Background()
+	m, err := h.kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "bench", TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				j, err := h.kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("pre-%05d", i), PublicKey: newNode(b, "x").public})
+				if err == nil {
+					_, err = h.kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: j.Node.Hostname})
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -57,6 +57,10 @@ type Store struct {
 	cacheMu    sync.Mutex
 	keyCache   map[string]object[keySpec]
 	tableCache *object[tableSpec]
+	// nodeCache holds nodes as this Store last read or wrote them. A
+	// resourceVersion names one version of one object, so a cached node
+	// at the revision a write is based on is that version exactly.
+	nodeCache map[string]object[nodeSpec]
 
 	// mu guards the address book: the addresses this Store knows to be
 	// claimed, and per range the lowest address that may be free.
@@ -99,6 +103,7 @@ func New(cfg *rest.Config, namespace string, opts *Options) (*Store, error) {
 		now:       o.Now,
 		claimed:   map[uint32]bool{},
 		keyCache:  map[string]object[keySpec]{},
+		nodeCache: map[string]object[nodeSpec]{},
 		lowest:    map[string]uint32{},
 	}, nil
 }
@@ -361,9 +366,41 @@ func (s *Store) getNode(ctx context.Context, hostname string) (object[nodeSpec],
 	}
 	o, err := s.nodes.get(ctx, hostname)
 	if apierrors.IsNotFound(err) {
+		s.cacheNode(hostname, nil)
 		return o, joinkeys.ErrNodeNotFound
 	}
+	if err == nil {
+		s.cacheNode(hostname, &o)
+	}
 	return o, err
+}
+
+// nodeAt returns the node with hostname as it was at revision: from the
+// cache when it holds that version, else read.
+func (s *Store) nodeAt(ctx context.Context, hostname string, revision int64) (object[nodeSpec], error) {
+	s.cacheMu.Lock()
+	o, ok := s.nodeCache[hostname]
+	s.cacheMu.Unlock()
+	if ok && o.Metadata.ResourceVersion == strconv.FormatInt(revision, 10) {
+		o.Spec.GPUs = slices.Clone(o.Spec.GPUs)
+		return o, nil
+	}
+	return s.getNode(ctx, hostname)
+}
+
+// cacheNode remembers a node as read or written (nil forgets it); like
+// the key cache it is emptied when full.
+func (s *Store) cacheNode(hostname string, o *object[nodeSpec]) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if o == nil {
+		delete(s.nodeCache, hostname)
+		return
+	}
+	if len(s.nodeCache) >= 4096 {
+		clear(s.nodeCache)
+	}
+	s.nodeCache[hostname] = *o
 }
 
 // Node implements joinkeys.Store.
@@ -502,12 +539,18 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 	if !validName(n.Hostname) {
 		return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: hostname %q cannot name an object", n.Hostname)
 	}
-	// Most refusals are for a hostname in use: say so before taking
-	// anything. The node's creation below is what decides.
-	if held, err := s.getNode(ctx, n.Hostname); err == nil {
-		return joinkeys.NodeRecord{}, hostnameTaken(held)
-	} else if !errors.Is(err, joinkeys.ErrNodeNotFound) {
-		return joinkeys.NodeRecord{}, err
+	// A refusal for a hostname in use is known before anything is taken
+	// when this Store holds the node; otherwise the node's creation below
+	// decides (and the parts taken are given back).
+	s.cacheMu.Lock()
+	_, known := s.nodeCache[n.Hostname]
+	s.cacheMu.Unlock()
+	if known {
+		if held, err := s.getNode(ctx, n.Hostname); err == nil {
+			return joinkeys.NodeRecord{}, hostnameTaken(held)
+		} else if !errors.Is(err, joinkeys.ErrNodeNotFound) {
+			return joinkeys.NodeRecord{}, err
+		}
 	}
 
 	reservation := newReservationID()
@@ -565,6 +608,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
+	s.cacheNode(n.Hostname, &created)
 	rec, err := nodeRecord(created)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -657,7 +701,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	cur, err := s.getNode(ctx, n.Hostname)
+	cur, err := s.nodeAt(ctx, n.Hostname, n.Revision)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -688,6 +732,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	}
 	written, err := s.nodes.update(ctx, cur)
 	if err != nil {
+		s.cacheNode(n.Hostname, nil)
 		if cidrChanged {
 			s.restorePodCIDR(give, n.Hostname, cur.Spec.Reservation, newCIDR)
 		}
@@ -699,6 +744,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 		}
 		return joinkeys.NodeRecord{}, err
 	}
+	s.cacheNode(n.Hostname, &written)
 	rec, err := nodeRecord(written)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -748,6 +794,7 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64)
 		case err != nil:
 			return joinkeys.NodeRecord{}, err
 		}
+		s.cacheNode(hostname, nil)
 		give := context.WithoutCancel(ctx)
 		s.releaseAddress(give, n.VPNIP, cur.Spec.Reservation)
 		_ = s.releasePodCIDR(give, hostname, cur.Spec.Reservation)
