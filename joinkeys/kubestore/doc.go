@@ -31,11 +31,14 @@
 // address's claim, the key's use — and commits by creating the node; an
 // error gives the parts back in the reverse order, which is also the order
 // a release gives them back in. A server killed in the middle of a
-// reservation leaves claims without a node: they block nothing for long,
-// because a claim whose node does not exist is removed once it is older
-// than Options.StaleClaimAge. A kill between the key's use and the node's
-// creation loses that one use of the key (never grants one more), and a
-// kill after the commit can lose the audit event of the write.
+// reservation (or a release) leaves claims without a node: they block
+// nothing for long, because a claim or pod CIDR entry that no node holds
+// is removed when it is in the way and older than Options.StaleClaimAge
+// (a public key's or a pod CIDR's at once, an address's when the range
+// looks full). A kill between the key's use and the node's creation loses
+// that one use of the key (never grants one more), and a kill after the
+// commit can lose the audit event of the write. Once the node exists, an
+// error (its audit event failed) gives nothing back.
 //
 // The CRDs are embedded (CRDs, InstallCRDs). The store needs, in its
 // namespace, get, list, create, update and delete on the five resources.

@@ -555,8 +555,9 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 
 	reservation := newReservationID()
 	var undo []func()
+	committed := false
 	defer func() {
-		if err != nil {
+		if err != nil && !committed {
 			for i := len(undo) - 1; i >= 0; i-- {
 				undo[i]()
 			}
@@ -608,6 +609,8 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
+	// The node exists: from here on nothing it holds is given back.
+	committed = true
 	s.cacheNode(n.Hostname, &created)
 	rec, err := nodeRecord(created)
 	if err != nil {
@@ -647,12 +650,16 @@ func (s *Store) claimPublicKey(ctx context.Context, key wgkey.Key, hostname, res
 		if err != nil {
 			return c, err
 		}
-		if holder, err := s.getNode(ctx, held.Spec.Hostname); err == nil && holder.Spec.Reservation == held.Spec.Reservation {
+		holder, err := s.getNode(ctx, held.Spec.Hostname)
+		switch {
+		case err == nil && holder.Spec.Reservation == held.Spec.Reservation:
 			n, err := nodeRecord(holder)
 			if err != nil {
 				return c, err
 			}
 			return c, &joinkeys.PublicKeyTakenError{Existing: n.Node}
+		case err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound):
+			return c, err // not known to be a leftover
 		}
 		if s.stale(held) && attempt < 3 {
 			if err := s.claims.remove(ctx, name, held.Metadata.UID, held.Metadata.ResourceVersion); err == nil || apierrors.IsNotFound(err) {
@@ -988,7 +995,9 @@ func (s *Store) changeTable(ctx context.Context, change func(entries map[string]
 }
 
 // claimPodCIDR enters hostname's pod CIDR in the table unless it overlaps
-// another node's.
+// another node's. An overlapping entry that no node holds (a server died
+// between a release and the entry's removal) is dropped once it is older
+// than StaleClaimAge.
 func (s *Store) claimPodCIDR(ctx context.Context, hostname, reservation string, cidr netip.Prefix) error {
 	return s.changeTable(ctx, func(entries map[string]tableEntry) error {
 		for host, e := range entries {
@@ -996,13 +1005,36 @@ func (s *Store) claimPodCIDR(ctx context.Context, hostname, reservation string, 
 				continue
 			}
 			held, err := netip.ParsePrefix(e.CIDR)
-			if err == nil && held.Overlaps(cidr) {
-				return joinkeys.NodePodCIDRConflict(cidr, host, held)
+			if err != nil || !held.Overlaps(cidr) {
+				continue
 			}
+			if stale, err := s.staleEntry(ctx, host, e); err != nil {
+				return err
+			} else if stale {
+				delete(entries, host)
+				continue
+			}
+			return joinkeys.NodePodCIDRConflict(cidr, host, held)
 		}
-		entries[hostname] = tableEntry{CIDR: cidr.String(), Reservation: reservation}
+		entries[hostname] = tableEntry{CIDR: cidr.String(), Reservation: reservation, Since: s.now().UTC()}
 		return nil
 	})
+}
+
+// staleEntry reports whether hostname's entry e is a leftover: older than
+// StaleClaimAge, and no node of its reservation holds its CIDR.
+func (s *Store) staleEntry(ctx context.Context, hostname string, e tableEntry) (bool, error) {
+	if e.Since.IsZero() || s.now().Sub(e.Since) <= s.staleAge {
+		return false, nil
+	}
+	cur, err := s.getNode(ctx, hostname)
+	switch {
+	case errors.Is(err, joinkeys.ErrNodeNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return cur.Spec.Reservation != e.Reservation || cur.Spec.PodCIDR != e.CIDR, nil
 }
 
 var errUnchanged = errors.New("unchanged")
@@ -1022,28 +1054,27 @@ func (s *Store) releasePodCIDR(ctx context.Context, hostname, reservation string
 	return err
 }
 
-// restorePodCIDR takes back an entry a failed node write made: hostname's
-// entry goes back to what the node holds, if it is still cidr.
+// restorePodCIDR takes back the table change of a node write that then
+// failed: the write set hostname's entry to cidr ("" removed it). If the
+// entry is still as the write left it, it goes back to what the node
+// holds (nothing, when the node is gone or is another reservation's).
 func (s *Store) restorePodCIDR(ctx context.Context, hostname, reservation, cidr string) {
-	cur, err := s.getNode(ctx, hostname)
-	if err != nil || cur.Spec.Reservation != reservation {
-		_ = s.changeTable(ctx, func(entries map[string]tableEntry) error {
-			if e, ok := entries[hostname]; !ok || e.Reservation != reservation || e.CIDR != cidr {
-				return errUnchanged
-			}
-			delete(entries, hostname)
-			return nil
-		})
-		return
+	holds := ""
+	if cur, err := s.getNode(ctx, hostname); err == nil && cur.Spec.Reservation == reservation {
+		holds = cur.Spec.PodCIDR
+	} else if err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		return // unknown: the entry stays, which blocks but never overlaps
 	}
 	_ = s.changeTable(ctx, func(entries map[string]tableEntry) error {
-		if e, ok := entries[hostname]; !ok || e.Reservation != reservation || e.CIDR != cidr {
+		e, ok := entries[hostname]
+		asLeft := (cidr == "" && !ok) || (ok && e.Reservation == reservation && e.CIDR == cidr)
+		if !asLeft {
 			return errUnchanged
 		}
-		if cur.Spec.PodCIDR == "" {
+		if holds == "" {
 			delete(entries, hostname)
 		} else {
-			entries[hostname] = tableEntry{CIDR: cur.Spec.PodCIDR, Reservation: reservation}
+			entries[hostname] = tableEntry{CIDR: holds, Reservation: reservation, Since: s.now().UTC()}
 		}
 		return nil
 	})

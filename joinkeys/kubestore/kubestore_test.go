@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
@@ -205,4 +208,128 @@ func TestStaleClaimsAreTakenBack(t *testing.T) {
 
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) joinkeys.Store { return newStore(b) })
+}
+
+// TestACommittedReservationKeepsItsClaims: once the node exists, a failure
+// after it (here its audit event: the caller may not write the audit
+// trail) gives none of its claims back, so no other node can take its
+// address or public key.
+func TestACommittedReservationKeepsItsClaims(t *testing.T) {
+	ctx := context.Background()
+	c, ns := ledger(t)
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-audit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{kubestore.Group}, Resources: []string{"joinkeys", "ledgernodes", "ledgerclaims", "podcidrtables"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{kubestore.Group}, Resources: []string{"ledgerevents"}, Verbs: []string{"get", "list"}},
+	}}
+	if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-audit", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "no-audit"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "ledger-without-audit"}}}
+	if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "ledger-without-audit"}
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := wgkey.Parse(storetest.PublicKey(t))
+	r := joinkeys.Reservation{
+		Node:      joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "kept", PublicKey: pub, Status: joinkeys.StatusValidated}},
+		Addresses: joinkeys.MustPool("198.18.9.0/29", "198.18.9.1").Addresses(),
+		Event:     joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventValidationAccepted, Hostname: "kept"},
+	}
+	var forbidden error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, forbidden = s.ReserveNode(ctx, r)
+		if forbidden != nil && strings.Contains(forbidden.Error(), "audit") || time.Now().After(deadline) {
+			break // RBAC takes a moment to apply
+		}
+		_, _ = s.DeleteNode(ctx, "kept", 0)
+	}
+	if forbidden == nil || !strings.Contains(forbidden.Error(), "audit") {
+		t.Fatalf("a reservation whose audit event is refused: %v", forbidden)
+	}
+	n, err := s.Node(ctx, "kept")
+	if err != nil {
+		t.Fatalf("the node: %v", err)
+	}
+	claims, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerclaims"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) != 2 {
+		t.Errorf("%d claims after the audit failed, want the node's address and public key", len(claims.Items))
+	}
+	other, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := r
+	r2.Node.Hostname, r2.Event = "next", joinkeys.AuditEvent{}
+	if got, err := other.ReserveNode(ctx, r2); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
+		t.Errorf("another node with the kept node's public key: %+v, %v", got.Node, err)
+	}
+	r2.Node.PublicKey, _ = wgkey.Parse(storetest.PublicKey(t))
+	if got, err := other.ReserveNode(ctx, r2); err != nil || got.VPNIP == n.VPNIP {
+		t.Errorf("another node got %s (%v); the kept node holds %s", got.VPNIP, err, n.VPNIP)
+	}
+}
+
+// TestAFailedWriteGivesItsPodCIDRBack: a write clearing a node's pod CIDR
+// that loses its compare-and-swap (another server wrote the node) puts
+// the table entry back, so the CIDR stays the node's.
+func TestAFailedWriteGivesItsPodCIDRBack(t *testing.T) {
+	ctx := context.Background()
+	c, ns := ledger(t)
+	var krs []*joinkeys.Keyring
+	for range 2 {
+		s, err := kubestore.New(c.Config, ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		krs = append(krs, kr)
+	}
+	m, err := krs[0].Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := krs[0].Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "a", PublicKey: storetest.PublicKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := krs[0].Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "b", PublicKey: storetest.PublicKey(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := krs[0].SetNodePodCIDR(ctx, "a", netip.MustParsePrefix("10.42.0.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	// One server read a; another writes it; the first one's write based
+	// on its read (clearing the pod CIDR) loses the compare-and-swap
+	// after it took the table entry away.
+	s0, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := s0.Node(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := krs[1].ReportVersion(ctx, "a", j.NodeToken, "2.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	stale.PodCIDR = netip.Prefix{}
+	if _, err := s0.UpdateNode(ctx, stale, joinkeys.AuditEvent{}); !errors.Is(err, joinkeys.ErrNodeChanged) {
+		t.Fatalf("a write based on a stale read: %v, want ErrNodeChanged", err)
+	}
+	if _, err := krs[1].SetNodePodCIDR(ctx, "b", netip.MustParsePrefix("10.42.0.0/16")); !errors.Is(err, joinkeys.ErrPodCIDRConflict) {
+		t.Errorf("b taking a CIDR around a's after a's failed clear: %v, want a conflict", err)
+	}
 }

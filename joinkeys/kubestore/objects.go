@@ -365,4 +365,6 @@ type tableSpec struct {
 type tableEntry struct {
 	CIDR        string `json:"cidr"`
 	Reservation string `json:"reservation"`
+	// Since is when the entry was written, to age a leftover by.
+	Since time.Time `json:"since,omitzero"`
 }
