@@ -81,6 +81,11 @@ type Service struct {
 	foreign        map[string][]netip.Prefix
 	serviceRanges  []netip.Prefix
 	servicesRead   time.Time
+
+	// followed is what FollowLedger last wrote as each node's scrape
+	// target ("" for none), so that it writes only what changed.
+	followMu sync.Mutex
+	followed map[string]string
 }
 
 // New returns the fleet over b.

@@ -987,4 +987,31 @@ func TestFollowLedgerChangesOnlyWhatDiffers(t *testing.T) {
 	if changed, err := w.svc.FollowLedger(ctx); err != nil || changed != 0 {
 		t.Errorf("a second pass = %d, %v; want nothing changed", changed, err)
 	}
+
+	// A GPU node registered through another replica gets its scrape
+	// target here; released there, its target and peer go.
+	if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0", GPUs: h100s(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.targets.Remove(host); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.FollowLedger(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tg, ok := w.targets.Targets()[host]; !ok || tg.GPUCount != 2 {
+		t.Errorf("the target after following the ledger: %+v (%v)", tg, ok)
+	}
+	if _, err := w.ledger.Release(ctx, host, "another replica"); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := w.svc.FollowLedger(ctx); err != nil || changed != 1 {
+		t.Errorf("after the release elsewhere = %d, %v; want its peer removed", changed, err)
+	}
+	if _, ok := w.targets.Targets()[host]; ok {
+		t.Error("the released node's scrape target stayed")
+	}
+	if peers, _ := w.peers.Peers(ctx); len(peers) != 0 {
+		t.Errorf("peers after the release elsewhere: %+v", peers)
+	}
 }

@@ -224,17 +224,21 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // FollowLedger brings the mesh to the ledger, changing only what differs:
-// a peer (and its pod CIDR's route and scrape target) for every node that
-// is not disconnected, and no other peer. It returns how many peers it
-// added, changed or removed. The leader of several server replicas calls
-// it every few seconds, so that joins another replica wrote to the shared
-// ledger reach its device; RestoreMesh is the full pass made at start.
+// a peer (and its pod CIDR's route) for every node that is not
+// disconnected, and no other peer (its pod CIDR's route goes with it); a
+// scrape target for every registered GPU node, and no other. It returns
+// how many peers it added, changed or removed. The leader of several
+// server replicas calls it every few seconds, so that what other replicas
+// wrote to the shared ledger (joins, registrations, leaves) reaches its
+// device, routes and targets; RestoreMesh is the full pass made at start.
 func (s *Service) FollowLedger(ctx context.Context) (int, error) {
-	nodes, err := s.ledger.Nodes(ctx)
+	// The peers first: a join this server makes after the read is in the
+	// ledger read next, so its peer is never taken for a stray.
+	peers, err := s.peers.Peers(ctx)
 	if err != nil {
 		return 0, err
 	}
-	peers, err := s.peers.Peers(ctx)
+	nodes, err := s.ledger.Nodes(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -244,7 +248,11 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 	}
 	changed := 0
 	var errs []error
+	targets := map[string]string{}
 	for _, n := range nodes {
+		if n.Status == joinkeys.StatusRegistered && len(n.GPUs) > 0 {
+			targets[n.Hostname] = fmt.Sprintf("%s %s %d", n.VPNIP, n.GPUs[0].Name, len(n.GPUs))
+		}
 		if n.Status == joinkeys.StatusDisconnected {
 			continue
 		}
@@ -266,21 +274,61 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 		if err := s.route(ctx, n.PodCIDR); err != nil {
 			errs = append(errs, fmt.Errorf("pod CIDR route of %s: %w", n.Hostname, err))
 		}
-		if n.Status == joinkeys.StatusRegistered {
-			if err := s.syncScrapeTarget(ctx, n); err != nil {
-				errs = append(errs, fmt.Errorf("DCGM scrape target of %s: %w", n.Hostname, err))
-			}
-		}
 	}
-	for key := range held {
+	for key, p := range held {
 		if err := s.peers.RemovePeer(ctx, key); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
 			errs = append(errs, err)
 			continue
 		}
 		changed++
+		for _, prefix := range p.AllowedIPs {
+			if prefix.IsSingleIP() {
+				continue // the node's VPN address: routed by the device's own prefix
+			}
+			if err := s.unroute(ctx, prefix); err != nil {
+				errs = append(errs, fmt.Errorf("pod CIDR route %s: %w", prefix, err))
+			}
+		}
 	}
+	errs = append(errs, s.followTargets(ctx, nodes, targets))
 	if changed > 0 {
 		s.log.InfoContext(ctx, "mesh follows the ledger", "peers_changed", changed)
 	}
 	return changed, errors.Join(errs...)
+}
+
+// followTargets writes the scrape targets that differ from what it last
+// wrote and removes those of nodes no longer registered with GPUs.
+func (s *Service) followTargets(ctx context.Context, nodes []joinkeys.Node, want map[string]string) error {
+	if s.targets == nil {
+		return nil
+	}
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if s.followed == nil {
+		s.followed = map[string]string{}
+	}
+	var errs []error
+	for _, n := range nodes {
+		w, ok := want[n.Hostname]
+		if !ok || s.followed[n.Hostname] == w {
+			continue
+		}
+		if err := s.syncScrapeTarget(ctx, n); err != nil {
+			errs = append(errs, fmt.Errorf("DCGM scrape target of %s: %w", n.Hostname, err))
+			continue
+		}
+		s.followed[n.Hostname] = w
+	}
+	for host := range s.followed {
+		if _, ok := want[host]; ok {
+			continue
+		}
+		if err := s.targets.Remove(host); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(s.followed, host)
+	}
+	return errors.Join(errs...)
 }
