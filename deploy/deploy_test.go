@@ -298,8 +298,9 @@ func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
 // TestHAManifestsAreAdmittedAndBound applies the HA variant to the real
 // API server: its CRDs are the ones the server installs, the three
 // replicas land on three control-plane nodes, the PodDisruptionBudget
-// keeps two, and the ServiceAccount may use the ledger, the Lease and the
-// shared Secret, and no other Secret.
+// keeps two, and the ServiceAccount may use the ledger (never rewriting
+// its audit trail), the Lease, the hub's ConfigMap and the shared Secret,
+// and read no other Secret.
 func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 	tc := testcluster.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -332,7 +333,7 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		t.Errorf("ha/ledger-crds.yaml holds %d CRDs, the server installs %d", len(shipped), len(crds))
 	}
 	for i := range 3 {
-		if _, err := tc.AddNode(ctx, fmt.Sprintf("master-%d", i), nil, map[string]string{"node-role.kubernetes.io/control-plane": "true"}, ""); err != nil {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("master-%d", i), nil, map[string]string{"node-role.kubernetes.io/control-plane": "true"}, ""); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -397,6 +398,9 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgernodes", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave"}, true},

@@ -116,6 +116,9 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	iface := "gwfo" + randomHex(3)
 	wgPort := strconv.Itoa(freeUDPPort(t))
 	adminToken := randomHex(16)
+	// Registered first, so it runs after every replica stopped: a kernel
+	// WireGuard link outlives a SIGKILLed leader.
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", iface).Run() })
 	var replicas []*replicaProcess
 	startReplica := func(i int) *replicaProcess {
 		addr := freeAddr(t)
@@ -299,8 +302,9 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	}
 	tookOver := l.Spec.AcquireTime.Sub(*killed)
 	t.Logf("leader %s killed; %s took the Lease %.1f s later", first, next, tookOver.Seconds())
-	if tookOver > lease+lease/7*2+time.Second {
-		t.Errorf("the new leader took the Lease %.1f s after the kill; want within the lease duration %s (plus a retry period)", tookOver.Seconds(), lease)
+	// Candidates try every lease/7, jittered by up to 1.2 times that.
+	if bound := lease + 3*(lease/7) + 2*time.Second; tookOver > bound {
+		t.Errorf("the new leader took the Lease %.1f s after the kill; want within the lease duration %s and the retries of a candidate (%s)", tookOver.Seconds(), lease, bound)
 	}
 	// Nodes are told where the leader's device is: validate answered the
 	// first leader's endpoint before the kill, and the peer directory

@@ -171,6 +171,27 @@ func TestMigrateBothWays(t *testing.T) {
 	if err := run(ctx, []string{"migrate", "--from", "sqlite", "--to", "sqlite"}, func(k string) string { return envBack[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--from sqlite --to kubernetes") {
 		t.Errorf("migrate sqlite to sqlite: %v", err)
 	}
+
+	// A replica never overwrites an identity that differs from the
+	// Secret's: another WireGuard key beside its ledger, or another
+	// JWT_SECRET, stops its start.
+	other := t.TempDir()
+	if _, err := loadOrCreateKey(filepath.Join(other, "wireguard.key")); err != nil {
+		t.Fatal(err)
+	}
+	replicaEnv := map[string]string{"KUBERAY_STORE": "kubernetes", "KUBERAY_DB": filepath.Join(other, "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath,
+		"KUBERAY_NAMESPACE": ns, "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none"}
+	if err := run(ctx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "differs from the one in the Secret") {
+		t.Errorf("a replica with another WireGuard key: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(other, "wireguard.key")); bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(kept)) {
+		t.Error("the replica overwrote its own WireGuard key with the Secret's")
+	}
+	replicaEnv["KUBERAY_DB"] = filepath.Join(t.TempDir(), "kuberay.db")
+	replicaEnv["JWT_SECRET"] = strings.Repeat("x", 40)
+	if err := run(ctx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "JWT_SECRET differs") {
+		t.Errorf("a replica with another JWT_SECRET: %v", err)
+	}
 }
 
 func mustPublic(t *testing.T) string {

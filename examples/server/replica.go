@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -206,7 +207,7 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 	secrets := kube.CoreV1().Secrets(cfg.Namespace)
 	s, err := secrets.Get(ctx, masterSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		made, makeErr := makeMasterSecret(cfg, dir)
+		made, fresh, makeErr := makeMasterSecret(cfg, dir)
 		if makeErr != nil {
 			return "", makeErr
 		}
@@ -215,18 +216,34 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 			log.Info("made the Secret every replica shares: the master's WireGuard key, TLS pair and JWT secret", "secret", masterSecret)
 		}
 		if apierrors.IsAlreadyExists(err) {
+			// Another replica made it first: the files made here for
+			// ours give way to its.
+			for _, path := range fresh {
+				_ = os.Remove(path)
+			}
 			s, err = secrets.Get(ctx, masterSecret, metav1.GetOptions{})
 		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("the Secret %s/%s: %w", cfg.Namespace, masterSecret, err)
 	}
-	for _, name := range []string{secretWireGuardKey, secretTLSCert, secretTLSKey} {
+	names := []string{secretWireGuardKey}
+	if cfg.UsesTLS() && cfg.TLSCertFile == "" {
+		names = append(names, secretTLSCert, secretTLSKey)
+	}
+	for _, name := range names {
 		data, ok := s.Data[name]
 		if !ok {
-			continue
+			return "", fmt.Errorf("the Secret %s/%s has no %s: every replica must serve the same one; add it (kubectl -n %s edit secret %s) or delete the Secret so that the first replica makes it again (joined nodes then need new join commands)", cfg.Namespace, masterSecret, name, cfg.Namespace, masterSecret)
 		}
-		if err := writePrivate(filepath.Join(dir, name), data); err != nil {
+		path := filepath.Join(dir, name)
+		// A different identity already here (a single master's, say) is
+		// never overwritten: which one the fleet keeps is the operator's
+		// choice.
+		if old, err := os.ReadFile(path); err == nil && !bytes.Equal(bytes.TrimSpace(old), bytes.TrimSpace(data)) {
+			return "", fmt.Errorf("%s beside KUBERAY_DB differs from the one in the Secret %s/%s: move it away to take the Secret's (nodes joined with the file's then need new join commands), or migrate this master's ledger and identity with gridweave-server migrate", path, cfg.Namespace, masterSecret)
+		}
+		if err := writePrivate(path, data); err != nil {
 			return "", err
 		}
 	}
@@ -234,27 +251,41 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 	if len(jwt) == 0 {
 		return "", fmt.Errorf("the Secret %s/%s has no %s", cfg.Namespace, masterSecret, secretJWT)
 	}
+	if cfg.JWTSecret != "" && cfg.JWTSecret != gridweave.DefaultJWTSecret && cfg.JWTSecret != jwt {
+		return "", fmt.Errorf("JWT_SECRET differs from the Secret %s/%s's %s: every replica must verify with the same one; unset JWT_SECRET to use the Secret's", cfg.Namespace, masterSecret, secretJWT)
+	}
 	return jwt, nil
 }
 
 // makeMasterSecret is the masterSecret from the files in dir, each made
-// when missing, and a new JWT secret unless JWT_SECRET set one.
-func makeMasterSecret(cfg gridweave.Config, dir string) (*corev1.Secret, error) {
+// when missing (fresh lists those), and a new JWT secret unless JWT_SECRET
+// set one.
+func makeMasterSecret(cfg gridweave.Config, dir string) (_ *corev1.Secret, fresh []string, _ error) {
+	for _, name := range []string{secretWireGuardKey, secretTLSCert, secretTLSKey} {
+		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+			fresh = append(fresh, filepath.Join(dir, name))
+		}
+	}
 	data := map[string][]byte{}
 	key, err := loadOrCreateKey(filepath.Join(dir, secretWireGuardKey))
 	if err != nil {
-		return nil, err
+		return nil, fresh, err
 	}
 	data[secretWireGuardKey] = []byte(key.Base64() + "\n")
 	if cfg.UsesTLS() && cfg.TLSCertFile == "" {
 		addrs := []netip.Addr{cfg.MasterVPNIP}
+		for _, a := range []string{cfg.MasterIP, cfg.HubIP} {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				addrs = append(addrs, ip)
+			}
+		}
 		certFile, keyFile := filepath.Join(dir, secretTLSCert), filepath.Join(dir, secretTLSKey)
 		if _, err := tlspin.LoadOrCreate(certFile, keyFile, addrs); err != nil {
-			return nil, err
+			return nil, fresh, err
 		}
 		for name, path := range map[string]string{secretTLSCert: certFile, secretTLSKey: keyFile} {
 			if data[name], err = os.ReadFile(path); err != nil {
-				return nil, err
+				return nil, fresh, err
 			}
 		}
 	}
@@ -267,7 +298,7 @@ func makeMasterSecret(cfg gridweave.Config, dir string) (*corev1.Secret, error) 
 		ObjectMeta: metav1.ObjectMeta{Name: masterSecret, Labels: map[string]string{"app.kubernetes.io/part-of": "gridweave"}},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
-	}, nil
+	}, fresh, nil
 }
 
 // writePrivate replaces path with data, readable by its owner only.
@@ -293,6 +324,7 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		LockConfig: resourcelock.ResourceLockConfig{Identity: r.identity},
 	}
 	leading := make(chan error, 1)
+	var started atomic.Bool
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -301,7 +333,10 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		ReleaseOnCancel: true,
 		Name:            "gridweave",
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) { leading <- r.whileLeading(lctx, cfg, server, openDevice, log) },
+			OnStartedLeading: func(lctx context.Context) {
+				started.Store(true)
+				leading <- r.whileLeading(lctx, cfg, server, openDevice, log)
+			},
 			OnStoppedLeading: func() { log.Info("leader: stopped leading", "replica", r.identity) },
 			OnNewLeader: func(id string) {
 				if id != r.identity {
@@ -320,10 +355,16 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 	go func() { elector.Run(electCtx); close(ran) }()
 	select {
 	case <-ran:
-		if ctx.Err() != nil {
-			return nil
+		// Run does not wait for the leading to end: the device is
+		// closed before this returns (and the process exits).
+		var leadErr error
+		if started.Load() {
+			leadErr = <-leading
 		}
-		return errors.New("leader: lost the Lease; stopping so that a fresh start competes again")
+		if ctx.Err() != nil {
+			return leadErr
+		}
+		return errors.Join(errors.New("leader: lost the Lease; stopping so that a fresh start competes again"), leadErr)
 	case err := <-leading:
 		// Leading ended on its own (the device failed, or the fleet
 		// stopped): give the Lease up and stop.
@@ -350,10 +391,11 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 	if err != nil {
 		return err
 	}
+	endpoint := ""
 	if hub := cmp.Or(cfg.HubIP, cfg.MasterIP); hub != "" {
 		// Nodes learn it from validate and the peer directory, and point
 		// their master peer here.
-		endpoint := net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
+		endpoint = net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
 		if err := r.publishHub(ctx, cfg.Namespace, endpoint); err != nil {
 			_ = dev.close()
 			return fmt.Errorf("publishing the hub's endpoint in the ConfigMap %s: %w", hubConfigMap, err)
@@ -383,6 +425,13 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		case <-tick.C:
 			if _, err := server.Fleet().FollowLedger(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("leader: following the ledger", "err", err)
+			}
+			// A deposed leader's late write may have replaced the
+			// endpoint: followHub read it; write it again.
+			if endpoint != "" && r.Hub() != endpoint {
+				if err := r.publishHub(ctx, cfg.Namespace, endpoint); err != nil && ctx.Err() == nil {
+					log.Warn("leader: publishing the hub's endpoint", "err", err)
+				}
 			}
 		}
 	}

@@ -230,13 +230,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 			return device{mesh: m, routes: routes, close: closeMesh}, nil
 		}
-		go func() { background <- ha.lead(ctx, cfg, server, openDevice, log); stopServing() }()
+		go func() { background <- ha.lead(served, cfg, server, openDevice, log); stopServing() }()
 	} else {
 		go func() { background <- server.Run(ctx) }()
 	}
 	err = serve(served, servers, cfg.ShutdownTimeout, log)
 	if served.Err() == nil { // a listener failed: stop the background work too
-		return err
+		if ha == nil {
+			return err
+		}
+		// A replica gives up its Lease and closes the device first.
+		stopServing()
 	}
 	return errors.Join(err, <-background)
 }
