@@ -179,9 +179,12 @@ func TestMigrateBothWays(t *testing.T) {
 	if _, err := loadOrCreateKey(filepath.Join(other, "wireguard.key")); err != nil {
 		t.Fatal(err)
 	}
+	// Refused at start; bounded in case a start got through.
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	replicaEnv := map[string]string{"KUBERAY_STORE": "kubernetes", "KUBERAY_DB": filepath.Join(other, "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath,
 		"KUBERAY_NAMESPACE": ns, "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none"}
-	if err := run(ctx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "differs from the one in the Secret") {
+	if err := run(startCtx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "differs from the one in the Secret") {
 		t.Errorf("a replica with another WireGuard key: %v", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(other, "wireguard.key")); bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(kept)) {
@@ -189,7 +192,7 @@ func TestMigrateBothWays(t *testing.T) {
 	}
 	replicaEnv["KUBERAY_DB"] = filepath.Join(t.TempDir(), "kuberay.db")
 	replicaEnv["JWT_SECRET"] = strings.Repeat("x", 40)
-	if err := run(ctx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "JWT_SECRET differs") {
+	if err := run(startCtx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "JWT_SECRET differs") {
 		t.Errorf("a replica with another JWT_SECRET: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -208,19 +209,22 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 	s, err := secrets.Get(ctx, masterSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		made, fresh, makeErr := makeMasterSecret(cfg, dir)
-		if makeErr != nil {
-			return "", makeErr
+		if makeErr == nil {
+			s, err = secrets.Create(ctx, made, metav1.CreateOptions{FieldManager: "gridweave"})
+		} else {
+			err = makeErr
 		}
-		s, err = secrets.Create(ctx, made, metav1.CreateOptions{FieldManager: "gridweave"})
 		if err == nil {
 			log.Info("made the Secret every replica shares: the master's WireGuard key, TLS pair and JWT secret", "secret", masterSecret)
-		}
-		if apierrors.IsAlreadyExists(err) {
-			// Another replica made it first: the files made here for
-			// ours give way to its.
+		} else {
+			// Not ours (another replica made it first) or not made: the
+			// files made here for it go, so that the stored Secret's
+			// are the ones written below, now or at the next start.
 			for _, path := range fresh {
 				_ = os.Remove(path)
 			}
+		}
+		if apierrors.IsAlreadyExists(err) {
 			s, err = secrets.Get(ctx, masterSecret, metav1.GetOptions{})
 		}
 	}
@@ -324,7 +328,11 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		LockConfig: resourcelock.ResourceLockConfig{Identity: r.identity},
 	}
 	leading := make(chan error, 1)
-	var started atomic.Bool
+	// The elector starts the leading in a goroutine of its own and does
+	// not wait for it: once Run returned (done), a leading that had not
+	// started yet does not start, and one that had is waited for.
+	var gate sync.Mutex
+	started, done := false, false
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -334,7 +342,13 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		Name:            "gridweave",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
-				started.Store(true)
+				gate.Lock()
+				if done {
+					gate.Unlock()
+					return
+				}
+				started = true
+				gate.Unlock()
 				leading <- r.whileLeading(lctx, cfg, server, openDevice, log)
 			},
 			OnStoppedLeading: func() { log.Info("leader: stopped leading", "replica", r.identity) },
@@ -357,8 +371,12 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 	case <-ran:
 		// Run does not wait for the leading to end: the device is
 		// closed before this returns (and the process exits).
+		gate.Lock()
+		done = true
+		wait := started
+		gate.Unlock()
 		var leadErr error
-		if started.Load() {
+		if wait {
 			leadErr = <-leading
 		}
 		if ctx.Err() != nil {

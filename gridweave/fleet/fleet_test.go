@@ -1002,6 +1002,15 @@ func TestFollowLedgerChangesOnlyWhatDiffers(t *testing.T) {
 	if tg, ok := w.targets.Targets()[host]; !ok || tg.GPUCount != 2 {
 		t.Errorf("the target after following the ledger: %+v (%v)", tg, ok)
 	}
+	if _, err := w.ledger.SetNodePodCIDR(ctx, host, netip.MustParsePrefix("10.42.7.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.FollowLedger(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(w.routes.Routed(), netip.MustParsePrefix("10.42.7.0/24")) {
+		t.Error("the pod CIDR set through another replica is not routed")
+	}
 	if _, err := w.ledger.Release(ctx, host, "another replica"); err != nil {
 		t.Fatal(err)
 	}
@@ -1010,6 +1019,9 @@ func TestFollowLedgerChangesOnlyWhatDiffers(t *testing.T) {
 	}
 	if _, ok := w.targets.Targets()[host]; ok {
 		t.Error("the released node's scrape target stayed")
+	}
+	if slices.Contains(w.routes.Routed(), netip.MustParsePrefix("10.42.7.0/24")) {
+		t.Error("the released node's pod CIDR is still routed")
 	}
 	if peers, _ := w.peers.Peers(ctx); len(peers) != 0 {
 		t.Errorf("peers after the release elsewhere: %+v", peers)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -249,6 +250,15 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 	changed := 0
 	var errs []error
 	targets := map[string]string{}
+	// The pod CIDRs live nodes hold: a route another node now needs is
+	// never taken away with a peer that held it before.
+	live := map[netip.Prefix]bool{}
+	for _, n := range nodes {
+		if n.Status != joinkeys.StatusDisconnected && n.PodCIDR.IsValid() {
+			live[n.PodCIDR] = true
+		}
+	}
+	var stale []netip.Prefix
 	for _, n := range nodes {
 		if n.Status == joinkeys.StatusRegistered && len(n.GPUs) > 0 {
 			targets[n.Hostname] = fmt.Sprintf("%s %s %d", n.VPNIP, n.GPUs[0].Name, len(n.GPUs))
@@ -270,6 +280,9 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
 			continue
 		}
+		if ok {
+			stale = append(stale, have.AllowedIPs...) // a pod CIDR it held before
+		}
 		changed++
 		if err := s.route(ctx, n.PodCIDR); err != nil {
 			errs = append(errs, fmt.Errorf("pod CIDR route of %s: %w", n.Hostname, err))
@@ -281,13 +294,14 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 			continue
 		}
 		changed++
-		for _, prefix := range p.AllowedIPs {
-			if prefix.IsSingleIP() {
-				continue // the node's VPN address: routed by the device's own prefix
-			}
-			if err := s.unroute(ctx, prefix); err != nil {
-				errs = append(errs, fmt.Errorf("pod CIDR route %s: %w", prefix, err))
-			}
+		stale = append(stale, p.AllowedIPs...)
+	}
+	for _, prefix := range stale {
+		if prefix.IsSingleIP() || live[prefix] {
+			continue // a VPN address (the device's own prefix routes it), or still a node's
+		}
+		if err := s.unroute(ctx, prefix); err != nil {
+			errs = append(errs, fmt.Errorf("pod CIDR route %s: %w", prefix, err))
 		}
 	}
 	errs = append(errs, s.followTargets(ctx, nodes, targets))

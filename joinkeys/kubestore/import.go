@@ -69,7 +69,7 @@ func (s *Store) importNode(ctx context.Context, n joinkeys.NodeRecord) error {
 		return err
 	}
 	if n.PodCIDR.IsValid() {
-		if err := s.claimPodCIDR(ctx, n.Hostname, reservation, n.PodCIDR); err != nil {
+		if err := s.claimPodCIDR(ctx, n.Hostname, reservation, n.PodCIDR, false); err != nil {
 			return err
 		}
 	}

@@ -572,7 +572,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 	undo = append(undo, func() { s.releaseClaim(give, keyClaim, reservation) })
 
 	if n.PodCIDR.IsValid() {
-		if err := s.claimPodCIDR(ctx, n.Hostname, reservation, n.PodCIDR); err != nil {
+		if err := s.claimPodCIDR(ctx, n.Hostname, reservation, n.PodCIDR, false); err != nil {
 			return joinkeys.NodeRecord{}, err
 		}
 		undo = append(undo, func() { _ = s.releasePodCIDR(give, n.Hostname, reservation) })
@@ -599,15 +599,24 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 		TokenHash: n.TokenHash, PoolID: r.Addresses.ID(), Reservation: reservation,
 	}
 	created, err := s.nodes.create(ctx, s.nodes.new(n.Hostname, nil, spec))
-	if apierrors.IsAlreadyExists(err) {
-		held, getErr := s.getNode(ctx, n.Hostname)
-		if getErr != nil {
-			return joinkeys.NodeRecord{}, &joinkeys.HostnameTakenError{Existing: joinkeys.Node{Hostname: n.Hostname}}
-		}
-		return joinkeys.NodeRecord{}, hostnameTaken(held)
-	}
 	if err != nil {
-		return joinkeys.NodeRecord{}, err
+		// A create that timed out, or was retried, may have gone
+		// through: the node holding this reservation is ours.
+		held, getErr := s.getNode(give, n.Hostname)
+		switch {
+		case getErr == nil && held.Spec.Reservation == reservation:
+			created, err = held, nil
+		case getErr == nil && apierrors.IsAlreadyExists(err):
+			return joinkeys.NodeRecord{}, hostnameTaken(held)
+		case apierrors.IsAlreadyExists(err):
+			return joinkeys.NodeRecord{}, &joinkeys.HostnameTakenError{Existing: joinkeys.Node{Hostname: n.Hostname}}
+		case getErr != nil && !errors.Is(getErr, joinkeys.ErrNodeNotFound):
+			// Unknown whether the node exists: keep what it would hold.
+			committed = true
+			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w (and reading it back: %v)", n.Hostname, err, getErr)
+		default:
+			return joinkeys.NodeRecord{}, err
+		}
 	}
 	// The node exists: from here on nothing it holds is given back.
 	committed = true
@@ -717,14 +726,13 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	}
 	give := context.WithoutCancel(ctx)
 	newCIDR := prefixString(n.PodCIDR)
-	cidrChanged := newCIDR != cur.Spec.PodCIDR
-	if cidrChanged {
-		if n.PodCIDR.IsValid() {
-			err = s.claimPodCIDR(ctx, n.Hostname, cur.Spec.Reservation, n.PodCIDR)
-		} else {
-			err = s.releasePodCIDR(ctx, n.Hostname, cur.Spec.Reservation)
-		}
-		if err != nil {
+	// A new pod CIDR is entered beside the one the node holds before the
+	// node is written, and replaces it after: both stay taken while the
+	// write is in flight. A cleared one leaves the table after the write.
+	claiming := newCIDR != cur.Spec.PodCIDR && n.PodCIDR.IsValid()
+	clearing := newCIDR != cur.Spec.PodCIDR && !n.PodCIDR.IsValid()
+	if claiming {
+		if err := s.claimPodCIDR(ctx, n.Hostname, cur.Spec.Reservation, n.PodCIDR, true); err != nil {
 			return joinkeys.NodeRecord{}, err
 		}
 	}
@@ -738,11 +746,11 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 		sp.TokenHash = n.TokenHash
 	}
 	written, err := s.nodes.update(ctx, cur)
+	if claiming {
+		_ = s.settlePodCIDR(give, n.Hostname, cur.Spec.Reservation, newCIDR, err == nil)
+	}
 	if err != nil {
 		s.cacheNode(n.Hostname, nil)
-		if cidrChanged {
-			s.restorePodCIDR(give, n.Hostname, cur.Spec.Reservation, newCIDR)
-		}
 		switch {
 		case apierrors.IsNotFound(err):
 			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
@@ -750,6 +758,9 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 			return joinkeys.NodeRecord{}, changed(n.Hostname, "", n.Revision)
 		}
 		return joinkeys.NodeRecord{}, err
+	}
+	if clearing {
+		_ = s.releasePodCIDR(give, n.Hostname, cur.Spec.Reservation)
 	}
 	s.cacheNode(n.Hostname, &written)
 	rec, err := nodeRecord(written)
@@ -995,49 +1006,106 @@ func (s *Store) changeTable(ctx context.Context, change func(entries map[string]
 }
 
 // claimPodCIDR enters hostname's pod CIDR in the table unless it overlaps
-// another node's. An overlapping entry that no node holds (a server died
-// between a release and the entry's removal) is dropped once it is older
-// than StaleClaimAge.
-func (s *Store) claimPodCIDR(ctx context.Context, hostname, reservation string, cidr netip.Prefix) error {
+// another node's. pending enters it beside the one the node holds
+// (settlePodCIDR decides between them after the node's write); otherwise
+// it is the entry's. An overlapping entry older than StaleClaimAge is
+// first brought to what its node holds (nothing, when no node of its
+// reservation exists: a server died between a release and the entry's
+// removal).
+func (s *Store) claimPodCIDR(ctx context.Context, hostname, reservation string, cidr netip.Prefix, pending bool) error {
 	return s.changeTable(ctx, func(entries map[string]tableEntry) error {
 		for host, e := range entries {
 			if host == hostname {
 				continue
 			}
-			held, err := netip.ParsePrefix(e.CIDR)
-			if err != nil || !held.Overlaps(cidr) {
+			held, overlaps := e.overlapping(cidr)
+			if !overlaps {
 				continue
 			}
-			if stale, err := s.staleEntry(ctx, host, e); err != nil {
+			if e.Since.IsZero() || s.now().Sub(e.Since) <= s.staleAge {
+				return joinkeys.NodePodCIDRConflict(cidr, host, held)
+			}
+			fixed, err := s.heldEntry(ctx, host, e)
+			if err != nil {
 				return err
-			} else if stale {
+			}
+			if fixed == nil {
 				delete(entries, host)
 				continue
 			}
-			return joinkeys.NodePodCIDRConflict(cidr, host, held)
+			entries[host] = *fixed
+			if held, overlaps := fixed.overlapping(cidr); overlaps {
+				return joinkeys.NodePodCIDRConflict(cidr, host, held)
+			}
 		}
-		entries[hostname] = tableEntry{CIDR: cidr.String(), Reservation: reservation, Since: s.now().UTC()}
+		e := entries[hostname]
+		if e.Reservation != reservation {
+			e = tableEntry{Reservation: reservation}
+		}
+		if pending {
+			e.Next = cidr.String()
+		} else {
+			e.CIDR, e.Next = cidr.String(), ""
+		}
+		e.Since = s.now().UTC()
+		entries[hostname] = e
 		return nil
 	})
 }
 
-// staleEntry reports whether hostname's entry e is a leftover: older than
-// StaleClaimAge, and no node of its reservation holds its CIDR.
-func (s *Store) staleEntry(ctx context.Context, hostname string, e tableEntry) (bool, error) {
-	if e.Since.IsZero() || s.now().Sub(e.Since) <= s.staleAge {
-		return false, nil
+// overlapping returns the prefix of e (held or pending) that overlaps
+// cidr.
+func (e tableEntry) overlapping(cidr netip.Prefix) (netip.Prefix, bool) {
+	for _, c := range []string{e.CIDR, e.Next} {
+		if held, err := netip.ParsePrefix(c); err == nil && held.Overlaps(cidr) {
+			return held, true
+		}
 	}
+	return netip.Prefix{}, false
+}
+
+// heldEntry is hostname's entry e brought to what its node holds: nil
+// when no node of e's reservation exists or it holds no pod CIDR.
+func (s *Store) heldEntry(ctx context.Context, hostname string, e tableEntry) (*tableEntry, error) {
 	cur, err := s.getNode(ctx, hostname)
 	switch {
 	case errors.Is(err, joinkeys.ErrNodeNotFound):
-		return true, nil
+		return nil, nil
 	case err != nil:
-		return false, err
+		return nil, err
+	case cur.Spec.Reservation != e.Reservation || cur.Spec.PodCIDR == "":
+		return nil, nil
 	}
-	return cur.Spec.Reservation != e.Reservation || cur.Spec.PodCIDR != e.CIDR, nil
+	return &tableEntry{CIDR: cur.Spec.PodCIDR, Reservation: e.Reservation, Since: s.now().UTC()}, nil
 }
 
 var errUnchanged = errors.New("unchanged")
+
+// settlePodCIDR ends a pending entry after the node's write: written, the
+// pending CIDR becomes the entry's; not written, it is dropped and the one
+// the node holds stays.
+func (s *Store) settlePodCIDR(ctx context.Context, hostname, reservation, cidr string, written bool) error {
+	err := s.changeTable(ctx, func(entries map[string]tableEntry) error {
+		e, ok := entries[hostname]
+		if !ok || e.Reservation != reservation || e.Next != cidr {
+			return errUnchanged
+		}
+		if written {
+			e.CIDR = cidr
+		}
+		e.Next, e.Since = "", s.now().UTC()
+		if e.CIDR == "" {
+			delete(entries, hostname)
+		} else {
+			entries[hostname] = e
+		}
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
 
 // releasePodCIDR removes hostname's entry if reservation holds it.
 func (s *Store) releasePodCIDR(ctx context.Context, hostname, reservation string) error {
@@ -1052,32 +1120,6 @@ func (s *Store) releasePodCIDR(ctx context.Context, hostname, reservation string
 		return nil
 	}
 	return err
-}
-
-// restorePodCIDR takes back the table change of a node write that then
-// failed: the write set hostname's entry to cidr ("" removed it). If the
-// entry is still as the write left it, it goes back to what the node
-// holds (nothing, when the node is gone or is another reservation's).
-func (s *Store) restorePodCIDR(ctx context.Context, hostname, reservation, cidr string) {
-	holds := ""
-	if cur, err := s.getNode(ctx, hostname); err == nil && cur.Spec.Reservation == reservation {
-		holds = cur.Spec.PodCIDR
-	} else if err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound) {
-		return // unknown: the entry stays, which blocks but never overlaps
-	}
-	_ = s.changeTable(ctx, func(entries map[string]tableEntry) error {
-		e, ok := entries[hostname]
-		asLeft := (cidr == "" && !ok) || (ok && e.Reservation == reservation && e.CIDR == cidr)
-		if !asLeft {
-			return errUnchanged
-		}
-		if holds == "" {
-			delete(entries, hostname)
-		} else {
-			entries[hostname] = tableEntry{CIDR: holds, Reservation: reservation, Since: s.now().UTC()}
-		}
-		return nil
-	})
 }
 
 // ---- audit ----

@@ -245,12 +245,12 @@ func TestACommittedReservationKeepsItsClaims(t *testing.T) {
 	var forbidden error
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		_, forbidden = s.ReserveNode(ctx, r)
-		if forbidden != nil && strings.Contains(forbidden.Error(), "audit") || time.Now().After(deadline) {
+		if forbidden != nil && strings.Contains(forbidden.Error(), "audit event was not written") || time.Now().After(deadline) {
 			break // RBAC takes a moment to apply
 		}
 		_, _ = s.DeleteNode(ctx, "kept", 0)
 	}
-	if forbidden == nil || !strings.Contains(forbidden.Error(), "audit") {
+	if forbidden == nil || !strings.Contains(forbidden.Error(), "audit event was not written") {
 		t.Fatalf("a reservation whose audit event is refused: %v", forbidden)
 	}
 	n, err := s.Node(ctx, "kept")
@@ -331,5 +331,51 @@ func TestAFailedWriteGivesItsPodCIDRBack(t *testing.T) {
 	}
 	if _, err := krs[1].SetNodePodCIDR(ctx, "b", netip.MustParsePrefix("10.42.0.0/16")); !errors.Is(err, joinkeys.ErrPodCIDRConflict) {
 		t.Errorf("b taking a CIDR around a's after a's failed clear: %v, want a conflict", err)
+	}
+}
+
+// TestALeftoverPodCIDREntryGivesWay: the table entry of a node a dead
+// server released but did not take out of the table blocks an
+// overlapping pod CIDR only until it is older than StaleClaimAge.
+func TestALeftoverPodCIDREntryGivesWay(t *testing.T) {
+	ctx := context.Background()
+	c, ns := ledger(t)
+	tables := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "podcidrtables"}).Namespace(ns)
+	leftover := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": "PodCIDRTable",
+		"metadata": map[string]any{"name": "pod-cidrs"},
+		"spec": map[string]any{"entries": map[string]any{
+			"gone": map[string]any{"cidr": "10.42.0.0/24", "reservation": "dead", "since": time.Now().UTC().Format(time.RFC3339)},
+		}},
+	}}
+	if _, err := tables.Create(ctx, leftover, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setCIDR := func(now func() time.Time) error {
+		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kr.Node(ctx, "alive"); errors.Is(err, joinkeys.ErrNodeNotFound) {
+			m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "alive", PublicKey: storetest.PublicKey(t)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err = kr.SetNodePodCIDR(ctx, "alive", netip.MustParsePrefix("10.42.0.0/23"))
+		return err
+	}
+	if err := setCIDR(time.Now); !errors.Is(err, joinkeys.ErrPodCIDRConflict) {
+		t.Errorf("over a young entry: %v, want a conflict", err)
+	}
+	if err := setCIDR(func() time.Time { return time.Now().Add(time.Hour) }); err != nil {
+		t.Errorf("over an entry no node holds, an hour old: %v", err)
 	}
 }

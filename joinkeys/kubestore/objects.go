@@ -363,7 +363,10 @@ type tableSpec struct {
 }
 
 type tableEntry struct {
-	CIDR        string `json:"cidr"`
+	CIDR string `json:"cidr"`
+	// Next is a CIDR the node is being given, taken beside CIDR until the
+	// node's write ends.
+	Next        string `json:"next,omitempty"`
 	Reservation string `json:"reservation"`
 	// Since is when the entry was written, to age a leftover by.
 	Since time.Time `json:"since,omitzero"`
