@@ -190,13 +190,8 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes"}, false},
 	} {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &c.attrs}}
-		got, err := tc.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.Allowed != c.want {
-			t.Errorf("%s may %s %s/%s in %q: %v, want %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, got.Status.Allowed, c.want)
+		if allowed(t, ctx, tc, sa, c.attrs) != c.want {
+			t.Errorf("%s may %s %s/%s in %q: %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, !c.want)
 		}
 	}
 }
@@ -410,13 +405,19 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "other", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "default"}, false},
 	} {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &c.attrs}}
-		got, err := tc.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.Allowed != c.want {
-			t.Errorf("%s may %s %s %s in %q: %v, want %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Name, c.attrs.Namespace, got.Status.Allowed, c.want)
+		if allowed(t, ctx, tc, sa, c.attrs) != c.want {
+			t.Errorf("%s may %s %s %s in %q: %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Name, c.attrs.Namespace, !c.want)
 		}
 	}
+}
+
+// allowed asks the API server whether user may do what attrs say.
+func allowed(t *testing.T, ctx context.Context, tc *testcluster.Cluster, user string, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &attrs}}
+	got, err := tc.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Allowed
 }

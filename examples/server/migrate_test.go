@@ -17,6 +17,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/joinkeys/sqlitestore"
+	"gridweave.dev/joinkeys/storetest"
 	"gridweave.dev/wgkey"
 )
 
@@ -131,7 +132,7 @@ func TestMigrateBothWays(t *testing.T) {
 	if again, _ := joinkeys.Export(ctx, ks); joinkeys.SameLedger(before, again) != nil {
 		t.Error("the refused migrate changed the ledger")
 	}
-	j, err := krk.Join(ctx, joinkeys.JoinRequest{Key: org.Secret, Hostname: "gpu-9", PublicKey: mustPublic(t)})
+	j, err := krk.Join(ctx, joinkeys.JoinRequest{Key: org.Secret, Hostname: "gpu-9", PublicKey: storetest.PublicKey(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +196,4 @@ func TestMigrateBothWays(t *testing.T) {
 	if err := run(startCtx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "JWT_SECRET differs") {
 		t.Errorf("a replica with another JWT_SECRET: %v", err)
 	}
-}
-
-func mustPublic(t *testing.T) string {
-	t.Helper()
-	_, pub, err := wgkey.GeneratePair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pub.String()
 }
