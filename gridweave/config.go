@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/joinkeys"
 )
 
 // DefaultJWTSecret is the documented placeholder secret. The server refuses it
@@ -75,6 +76,14 @@ type Config struct {
 	// pod CIDRs and addresses of the cluster's other Nodes, no node's pod
 	// CIDR may overlap it, so none can be routed into a tunnel.
 	ServiceCIDR netip.Prefix
+	// ClusterCIDR is the cluster's pod range (CLUSTER_CIDR, 10.42.0.0/16,
+	// k3s's default --cluster-cidr) and NodeCIDRMaskBits the length of a
+	// node's pod CIDR in it (NODE_CIDR_MASK, 24): a Node's pod CIDR is
+	// recorded, routed into the tunnels and allowed into its peer only
+	// inside it, on the master and on every machine. It must not overlap
+	// VPN_CIDR or SERVICE_CIDR.
+	ClusterCIDR      netip.Prefix
+	NodeCIDRMaskBits int
 	// WireGuardInterface and WireGuardPort are the master's device
 	// (WG_INTERFACE, wg0; WG_PORT, 51820).
 	WireGuardInterface string
@@ -246,6 +255,26 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.ServiceCIDR, err = netip.ParsePrefix(env("SERVICE_CIDR", "10.43.0.0/16")); err != nil || c.ServiceCIDR.Masked() != c.ServiceCIDR {
 		return Config{}, &ConfigError{"SERVICE_CIDR", fmt.Sprintf("%q is not a CIDR such as 10.43.0.0/16 (k3s's --service-cidr)", env("SERVICE_CIDR", ""))}
 	}
+	if c.ClusterCIDR, err = netip.ParsePrefix(env("CLUSTER_CIDR", joinkeys.DefaultPodRange.Cluster.String())); err != nil {
+		return Config{}, &ConfigError{"CLUSTER_CIDR", fmt.Sprintf("%q is not a CIDR such as 10.42.0.0/16 (k3s's --cluster-cidr)", env("CLUSTER_CIDR", ""))}
+	}
+	if c.NodeCIDRMaskBits, err = envInt(env, "NODE_CIDR_MASK", max(joinkeys.DefaultPodRange.NodeBits, c.ClusterCIDR.Bits()), 1, 126); err != nil {
+		return Config{}, err
+	}
+	if err := (joinkeys.PodRange{Cluster: c.ClusterCIDR, NodeBits: c.ClusterCIDR.Bits()}).Validate(); err != nil {
+		return Config{}, &ConfigError{"CLUSTER_CIDR", err.Error()}
+	}
+	if err := (joinkeys.PodRange{Cluster: c.ClusterCIDR, NodeBits: c.NodeCIDRMaskBits}).Validate(); err != nil {
+		return Config{}, &ConfigError{"NODE_CIDR_MASK", err.Error()}
+	}
+	for _, other := range []struct {
+		name   string
+		prefix netip.Prefix
+	}{{"VPN_CIDR", c.VPNCIDR}, {"SERVICE_CIDR", c.ServiceCIDR}} {
+		if other.prefix.Overlaps(c.ClusterCIDR) {
+			return Config{}, &ConfigError{"CLUSTER_CIDR", fmt.Sprintf("%s overlaps %s %s: pod, node and Service addresses must not share a range", c.ClusterCIDR, other.name, other.prefix)}
+		}
+	}
 	if !c.VPNCIDR.Contains(c.MasterVPNIP) {
 		return Config{}, &ConfigError{"MASTER_VPN_IP", fmt.Sprintf("%s is not inside VPN_CIDR %s", c.MasterVPNIP, c.VPNCIDR)}
 	}
@@ -297,7 +326,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if c.InternalAddr != "" {
-		if err := checkInternalAddr(c.InternalAddr, c.VPNCIDR); err != nil {
+		if err := checkInternalAddr(c.InternalAddr, c.VPNCIDR, c.ClusterCIDR); err != nil {
 			return Config{}, &ConfigError{"INTERNAL_ADDR", err.Error()}
 		}
 	}
@@ -385,7 +414,7 @@ func placeholder(secret string) bool {
 // checkInternalAddr refuses an internal listener every joined node or
 // the world would reach: it must name a loopback or private address
 // explicitly, not every interface, and not one inside the VPN.
-func checkInternalAddr(addr string, vpn netip.Prefix) error {
+func checkInternalAddr(addr string, vpn, cluster netip.Prefix) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%q is not host:port: %v", addr, err)
@@ -398,8 +427,15 @@ func checkInternalAddr(addr string, vpn netip.Prefix) error {
 		return fmt.Errorf("%q listens on every interface, where the internal routes would be open to anyone who reaches the host; name the address the gateway reaches", addr)
 	case vpn.Contains(ip.Unmap()):
 		return fmt.Errorf("%q is inside VPN_CIDR %s, where every joined node would reach the CRD and Serve routes without a credential", addr, vpn)
-	case !ip.IsLoopback() && !ip.IsPrivate():
+	case cluster.Contains(ip.Unmap()):
+		return fmt.Errorf("%q is inside CLUSTER_CIDR %s, the pods' range, which the internal listener refuses", addr, cluster)
+	case !ip.IsLoopback() && !ip.IsPrivate() && !benchmarkRange.Contains(ip.Unmap()):
 		return fmt.Errorf("%q is not a loopback or private address; the internal listener has no credentials", addr)
 	}
 	return nil
 }
+
+// benchmarkRange is 198.18.0.0/15, set aside for testing networks (RFC
+// 2544) and never routed on the internet: as good as a private range for
+// the internal listener (a lab's bridge, the tests' namespaces).
+var benchmarkRange = netip.MustParsePrefix("198.18.0.0/15")

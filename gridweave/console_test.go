@@ -183,7 +183,8 @@ func (f *consoleFixture) join(hostname string) {
 
 	// Its Kubernetes Node, as k3s registers it, and its Ray worker pod.
 	pub, _ := wgkey.Parse(n.public)
-	kubeNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hostname, Labels: map[string]string{fleet.MarkLabel: fleet.Mark(pub)}},
+	marks, _ := gridweave.NodeMarker(testSecret)
+	kubeNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hostname, Labels: map[string]string{fleet.MarkLabel: marks.Mark(pub)}},
 		Spec: corev1.NodeSpec{PodCIDR: "10.42.7.0/24"},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status", LastTransitionTime: metav1.Now()},

@@ -88,6 +88,8 @@ func fleetError(err error) *apiError {
 			return &apiError{status: http.StatusConflict, code: "hostname_in_cluster", field: fe.Field, message: fe.Message}
 		case errors.Is(fe.Kind, fleet.ErrPublicKeyMismatch):
 			return &apiError{status: http.StatusConflict, code: "public_key_mismatch", field: fe.Field, message: fe.Message}
+		case errors.Is(fe.Kind, fleet.ErrPodCIDROutsideCluster):
+			return &apiError{status: http.StatusConflict, code: "pod_cidr_outside_cluster", message: "this machine's Kubernetes Node has a pod CIDR the cluster did not give it: " + fe.Message}
 		default:
 			return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: fe.Field, message: fe.Message}
 		}
@@ -269,10 +271,10 @@ func (s *Server) logFor(r *http.Request) *slog.Logger {
 var errorCodes = map[int][]string{
 	http.StatusBadRequest:            {"invalid_json", "invalid_body", "invalid_field", "invalid_bundle"},
 	http.StatusUnauthorized:          {"unauthenticated", "invalid_join_key", "join_key_expired", "join_key_revoked", "join_key_exhausted", "join_key_not_yet_valid", "invalid_node_token"},
-	http.StatusForbidden:             {"forbidden", "internal_route", "outside_vpn"},
-	http.StatusNotFound:              {"node_not_found", "join_key_not_found", "not_found", "no_such_route", "no_agent", "no_worker_image", "no_k3s"},
+	http.StatusForbidden:             {"forbidden", "internal_route", "outside_vpn", "from_the_fleet"},
+	http.StatusNotFound:              {"node_not_found", "join_key_not_found", "not_found", "no_such_route", "no_agent", "no_worker_image", "no_k3s", "through_the_tunnel"},
 	http.StatusMethodNotAllowed:      {"method_not_allowed"},
-	http.StatusConflict:              {"hostname_taken", "hostname_in_cluster", "node_token_required", "node_disconnected", "public_key_taken", "public_key_mismatch", "pod_cidr_conflict", "allowed_ip_conflict", "vpn_pool_exhausted", "worker_group_exists", "already_exists", "conflict", "imperative_applications", "no_gpu_workers"},
+	http.StatusConflict:              {"hostname_taken", "hostname_in_cluster", "node_token_required", "node_disconnected", "public_key_taken", "public_key_mismatch", "pod_cidr_conflict", "pod_cidr_outside_cluster", "allowed_ip_conflict", "vpn_pool_exhausted", "worker_group_exists", "already_exists", "conflict", "imperative_applications", "no_gpu_workers"},
 	http.StatusRequestEntityTooLarge: {"body_too_large"},
 	http.StatusUnsupportedMediaType:  {"unsupported_media_type"},
 	http.StatusUnprocessableEntity:   {"invalid_spec", "rejected_by_kubernetes"},

@@ -293,7 +293,11 @@ func markOf(t testing.TB, n *node) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]string{fleet.MarkLabel: fleet.Mark(pub)}
+	marks, err := gridweave.NodeMarker(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{fleet.MarkLabel: marks.Mark(pub)}
 }
 
 // foreignNode adds a Kubernetes Node no Gridweave join made (the

@@ -436,12 +436,19 @@ func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 		{"INTERNAL_ADDR", "0.0.0.0:8801"},
 		{"INTERNAL_ADDR", "[::]:8801"},
 		{"INTERNAL_ADDR", ":8801"},
-		{"INTERNAL_ADDR", "198.18.0.1:8801"},
-		{"INTERNAL_ADDR", "198.18.7.9:8801"},
+		{"INTERNAL_ADDR", "198.18.0.7:8801"}, // inside VPN_CIDR
+		{"INTERNAL_ADDR", "10.42.0.7:8801"},  // inside CLUSTER_CIDR
 		{"INTERNAL_ADDR", "203.0.113.5:8801"},
+		{"INTERNAL_ADDR", "8.8.8.8:8801"},
 		{"INTERNAL_ADDR", "gateway.local:8801"},
 		{"INTERNAL_ADDR", "127.0.0.1"},
 		{"MASTER_IP", "master.example.com"},
+		{"CLUSTER_CIDR", "198.18.0.0/15"}, // overlaps VPN_CIDR
+		{"CLUSTER_CIDR", "10.43.0.0/16"},  // overlaps SERVICE_CIDR
+		{"CLUSTER_CIDR", "10.42.0.1/16"},
+		{"CLUSTER_CIDR", "pods"},
+		{"NODE_CIDR_MASK", "8"},
+		{"NODE_CIDR_MASK", "31"},
 		{"TLS", "maybe"},
 		{"TLS_CERT_FILE", "/etc/gridweave/tls.crt"}, // without TLS_KEY_FILE
 	} {
@@ -453,6 +460,7 @@ func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 		{"INTERNAL_ADDR", "127.0.0.1:8801"},
 		{"INTERNAL_ADDR", "[::1]:8801"},
 		{"INTERNAL_ADDR", "172.17.0.1:8801"},
+		{"INTERNAL_ADDR", "198.19.7.9:8801"}, // the benchmarking range, never routed on the internet
 		{"INTERNAL_TOKEN", strings.Repeat("t", 32)},
 		{"MASTER_IP", "2001:db8::7"},
 		{"TLS", "off"},

@@ -365,7 +365,7 @@ func ptrTo[T any](v T) *T { return &v }
 func privilegeSteps() []step {
 	// Pod CIDRs: two per run, in 198.18.0.0/17, clear of the VPN pool
 	// (198.18.128.0/20) and the test cluster's Service range
-	// (198.19.0.0/16), which the ledger refuses to overlap.
+	// (198.19.0.0/17), which the ledger refuses to overlap.
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	joinGPU := func(r *privilegeRun, n *node) (string, error) {
 		host := n.hostname

@@ -1,9 +1,15 @@
 package gridweave_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -67,9 +73,14 @@ func TestVPNListenerServesTheTunnelRoutes(t *testing.T) {
 	if r := h.do("GET", bundle, "", nil); r.status != 404 || !strings.Contains(r.errorField("message"), "VPN listener") {
 		t.Errorf("a bundle on the public listener: %d %s", r.status, r.raw)
 	}
-	for name, l := range map[string]*harness{"VPN": vpn, "internal": internal} {
-		if r := l.do("GET", bundle, "", nil); r.status != 200 || r.header.Get("Content-Type") != "application/zip" {
-			t.Errorf("the bundle on the %s listener: %d", name, r.status)
+	if r := vpn.do("GET", bundle, "", nil); r.status != 200 || r.header.Get("Content-Type") != "application/zip" {
+		t.Errorf("the bundle on the VPN listener: %d", r.status)
+	}
+	// The internal listener answers no caller of the VPN (here every
+	// caller: the VPN is loopback's), whatever it asks.
+	for _, path := range []string{bundle, "/v1/crd/jobs", "/metrics"} {
+		if r := internal.do("GET", path, "", nil); r.status != 403 || r.errorField("code") != "from_the_fleet" {
+			t.Errorf("GET %s on the internal listener from inside the VPN: %d %s", path, r.status, r.raw)
 		}
 	}
 	if strings.Contains(h.logs.String(), id) {
@@ -116,8 +127,74 @@ func TestValidateRefusesAnotherNodesName(t *testing.T) {
 	}
 	n := newNode(t, "gpu-7")
 	v := h.want(h.validate(n, key), 200, "validate")
-	pub, _ := wgkey.Parse(n.public)
-	if labels, _ := v.body["node_labels"].([]any); len(labels) != 1 || labels[0] != fleet.MarkLabel+"="+fleet.Mark(pub) {
+	if labels, _ := v.body["node_labels"].([]any); len(labels) != 1 || labels[0] != fleet.MarkLabel+"="+markOf(t, n)[fleet.MarkLabel] {
 		t.Errorf("node_labels %v", v.body["node_labels"])
+	}
+	// The mark is no function of what every machine sees (the public key):
+	// it is not the SHA-256 of the key that marks were once.
+	pub, _ := wgkey.Parse(n.public)
+	sum := sha256.Sum256(pub[:])
+	if labels, _ := v.body["node_labels"].([]any); len(labels) == 1 && labels[0] == fleet.MarkLabel+"="+hex.EncodeToString(sum[:20]) {
+		t.Errorf("the mark is the public key's SHA-256, which every machine can compute: %v", labels)
+	}
+}
+
+// The worker image and k3s are served through the tunnels only once the
+// master has a VPN listener: 404 through_the_tunnel on the public one,
+// whatever the Range; the VPN listener serves them.
+func TestLargeDownloadsOnlyThroughTheTunnel(t *testing.T) {
+	dir := t.TempDir()
+	image, k3s := filepath.Join(dir, "worker.tar"), filepath.Join(dir, "k3s")
+	if err := os.WriteFile(image, []byte("an image tarball"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k3s, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	paths := []string{"/v1/nodes/worker-image", "/v1/nodes/worker-image/sha256", "/v1/nodes/agent/" + platform + "/k3s", "/v1/nodes/agent/" + platform + "/k3s/sha256"}
+	// Without a VPN listener (dev mode, peers in memory) there is no other
+	// way to fetch them: the public listener serves them.
+	open := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.WorkerImageTar, c.K3sBinary = image, k3s }})
+	for _, p := range paths {
+		if r := open.do("GET", p, "", nil); r.status != 200 {
+			t.Errorf("GET %s without a VPN listener: %d %s", p, r.status, r.raw)
+		}
+	}
+	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) {
+		c.VPNCIDR, c.MasterVPNIP = netip.MustParsePrefix("127.0.0.0/24"), netip.MustParseAddr("127.0.0.1")
+		c.VPNURL = "http://127.0.0.1:8880"
+		c.WorkerImageTar, c.K3sBinary = image, k3s
+	}})
+	srv := httptest.NewServer(h.server.VPNHandler())
+	t.Cleanup(srv.Close)
+	vpn := *h
+	vpn.url, vpn.client = srv.URL, http.DefaultClient
+	for _, p := range paths {
+		req, _ := http.NewRequest("GET", h.url+p, nil)
+		req.Header.Set("Range", "bytes=0-3")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || !strings.Contains(string(body), "through_the_tunnel") {
+			t.Errorf("GET %s on the public listener: %d %s", p, resp.StatusCode, body)
+		}
+		if r := vpn.do("GET", p, "", nil); r.status != 200 {
+			t.Errorf("GET %s through the tunnel: %d %s", p, r.status, r.raw)
+		}
+	}
+}
+
+// The internal listener answers a caller outside the fleet (here the
+// gateway on loopback, with the VPN elsewhere) without credentials.
+func TestInternalListenerAnswersTheGateway(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := httptest.NewServer(h.server.InternalHandler())
+	t.Cleanup(srv.Close)
+	if resp, err := http.Get(srv.URL + "/healthz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the internal listener from loopback: %v %v", resp, err)
 	}
 }

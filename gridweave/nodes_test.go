@@ -95,7 +95,7 @@ func TestJoinFlow(t *testing.T) {
 			t.Errorf("worker groups %+v", rc.Spec.WorkerGroupSpecs)
 		}
 		kn, _ := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
-		if kn.Labels[fleet.PoolLabel] != "gpu-nvidia-nvidia-h100-80gb-hbm3-x8" {
+		if kn.Labels[fleet.NodePoolLabel] != "gpu-nvidia-nvidia-h100-80gb-hbm3-x8" {
 			t.Errorf("node labels %v", kn.Labels)
 		}
 		// The same report twice changes nothing.

@@ -109,7 +109,7 @@ func TestRunFollowsKubernetesNodes(t *testing.T) {
 		kn, _ := h.fakes.Kube.CoreV1().Nodes().Get(ctx, "late-node", metav1.GetOptions{})
 		peers, _ := h.mesh.Peers(ctx)
 		routed := len(peers) == 1 && slices.Contains(peers[0].AllowedIPs, netip.MustParsePrefix("10.42.33.0/24"))
-		if node.PodCIDR.String() == "10.42.33.0/24" && routed && kn != nil && kn.Labels[fleet.PoolLabel] == group {
+		if node.PodCIDR.String() == "10.42.33.0/24" && routed && kn != nil && kn.Labels[fleet.NodePoolLabel] == group {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -139,6 +139,18 @@ var vpnRoutes = map[string]bool{
 	bundleRoute:                                  true,
 }
 
+// tunnelDownloads are the large downloads only a joined machine needs:
+// once the VPN listener is configured (Config.VPNURL) they are served
+// there alone, through a machine's tunnel, and the public listener
+// answers 404 for them (they are open without credentials, multi-GB, and
+// answer Range requests).
+var tunnelDownloads = map[string]bool{
+	"GET /v1/nodes/worker-image":                 true,
+	"GET /v1/nodes/worker-image/sha256":          true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s":        true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256": true,
+}
+
 // bundleRoute serves bundles at their unguessable URLs without
 // credentials: on the VPN and internal listeners only, never to the
 // world on the public one.
@@ -170,7 +182,11 @@ func (s *Server) routes() (public, internal, vpn http.Handler) {
 		case authUser:
 			h = s.requireRole(h, RoleAdmin, RoleUser)
 		}
-		mux.Handle(rt.pattern, s.named(rt.pattern, h))
+		if tunnelDownloads[rt.pattern] && s.cfg.VPNURL != "" {
+			mux.Handle(rt.pattern, s.named(rt.pattern, http.HandlerFunc(s.downloadNotHere)))
+		} else {
+			mux.Handle(rt.pattern, s.named(rt.pattern, h))
+		}
 		if vpnRoutes[rt.pattern] {
 			vmux.Handle(rt.pattern, s.named(rt.pattern, h))
 			vpnTable = append(vpnTable, rt)
@@ -192,8 +208,26 @@ func (s *Server) routes() (public, internal, vpn http.Handler) {
 		}
 	}
 	imux.Handle("/", s.named("unmatched", s.notFound(internalRoutes)))
-	internal = chain(imux, withRequestID, s.withAccessLog, s.withBodyLimit)
+	internal = chain(imux, withRequestID, s.withAccessLog, s.notFromTheFleet, s.withBodyLimit)
 	return public, internal, vpn
+}
+
+// notFromTheFleet refuses, on the internal listener, a caller whose
+// address is in VPN_CIDR or the cluster's pod range: a joined machine can
+// route any address of the master into its tunnel (it widens its own
+// master peer's allowed IPs) and Linux delivers the packet to whichever
+// local address it names, so an INTERNAL_ADDR on a bridge would otherwise
+// answer every machine and every pod without a credential.
+func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip, err := netip.ParseAddr(clientIP(r))
+		if err != nil || s.cfg.VPNCIDR.Contains(ip.Unmap()) || s.cfg.ClusterCIDR.Contains(ip.Unmap()) {
+			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "from_the_fleet",
+				message: "the internal listener does not answer callers from the WireGuard tunnels (VPN_CIDR) or the cluster's pods (CLUSTER_CIDR); use the public listener with INTERNAL_TOKEN"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // throughTunnelOnly refuses a caller whose address is not inside the VPN:
@@ -217,6 +251,13 @@ func (s *Server) throughTunnelOnly(next http.Handler) http.Handler {
 func (s *Server) bundleNotHere(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
 		message: "bundles are served on the VPN listener (http://MASTER_VPN_IP:VPN_HTTP_PORT, reached through a node's tunnel) and the internal listener, not on the public one"})
+}
+
+// downloadNotHere is the public listener's answer for a download a
+// machine fetches through its tunnel.
+func (s *Server) downloadNotHere(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "through_the_tunnel",
+		message: "this download is served only through a joined machine's tunnel, on the VPN listener (" + s.cfg.VPNURL + "); the join agent fetches it there"})
 }
 
 // named records the route pattern for the access log and the metrics.

@@ -2,6 +2,8 @@ package gridweave
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,10 +142,14 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.auth = newAuthenticator(cfg, b.Keyring, s.now)
 	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
 	s.metrics = newMetrics(s)
+	marks, err := NodeMarker(cfg.JWTSecret)
+	if err != nil {
+		return nil, err
+	}
 	nodes := &fleet.KubeNodes{Client: b.Kube, Logger: s.log}
 	fb := fleet.Backends{Ledger: b.Keyring, Peers: b.Mesh, Routes: b.Routes, Nodes: nodes,
 		ServiceRanges: fleet.KubeServiceCIDRs{Client: b.Kube},
-		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Nodes: nodes, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
+		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Nodes: nodes, Marks: marks, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
 			HeadImage: cfg.RayImage, WorkerImage: cfg.RayImageWorker},
 		Logger: s.log, Now: s.now}
 	if cfg.DCGMTargetsDir != "" {
@@ -160,11 +166,22 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		masterPrefixes = append(masterPrefixes, netip.PrefixFrom(ip, ip.BitLen()))
 	}
 	if s.fleet, err = fleet.New(fleet.Config{ServerVersion: cfg.ServerVersion, ValidatedTTL: cfg.ValidatedTTL, ReapInterval: cfg.ReapInterval,
-		MasterPrefixes: masterPrefixes}, fb); err != nil {
+		MasterPrefixes: masterPrefixes, ClusterCIDR: cfg.ClusterCIDR, NodeCIDRMaskBits: cfg.NodeCIDRMaskBits, Marks: marks}, fb); err != nil {
 		return nil, err
 	}
 	s.public, s.internal, s.vpn = s.routes()
 	return s, nil
+}
+
+// NodeMarker is the Marker of the nodes' ownership marks of a server
+// with jwtSecret: its secret is derived from the JWT secret every replica
+// shares (an HMAC under it, so neither reveals the other), so a node's
+// mark is computable by the master alone. A new JWT_SECRET makes new
+// marks: the machines join again (the join command) to carry them.
+func NodeMarker(jwtSecret string) (*fleet.Marker, error) {
+	h := hmac.New(sha256.New, []byte(jwtSecret))
+	h.Write([]byte("gridweave.dev/node ownership marks"))
+	return fleet.NewMarker(h.Sum(nil))
 }
 
 // Fleet returns the node lifecycle the service's join routes call.

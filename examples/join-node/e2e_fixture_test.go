@@ -33,6 +33,8 @@ import (
 
 	"gridweave.dev/deploy"
 	"gridweave.dev/deploy/image"
+	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/childproc"
 	"gridweave.dev/internal/netnstest"
@@ -56,7 +58,19 @@ const (
 	e2eK3sToken   = "K10e2e::node:agent-token-for-the-e2e-test"
 	e2eImageName  = "gridweave-worker:e2e"
 	masterUnderIP = "198.18.240.1"
+	e2eJWTSecret  = "e2e-jwt-secret-0123456789abcdef0123456789"
 )
+
+// e2eMarks makes the ownership marks the e2e master makes: an HMAC under
+// a secret derived from its JWT secret.
+func e2eMarks(t testing.TB) *fleet.Marker {
+	t.Helper()
+	marks, err := gridweave.NodeMarker(e2eJWTSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return marks
+}
 
 // e2eBinaries are built once per test binary.
 var e2eBinaries struct {
@@ -192,7 +206,7 @@ func startMasterWith(t testing.TB, deployed bool) *master {
 	m.url = "https://" + masterUnderIP + ":" + strconv.Itoa(port)
 	overrides := []string{
 		"ADMIN_TOKEN=" + e2eAdminToken,
-		"JWT_SECRET=e2e-jwt-secret-0123456789abcdef0123456789",
+		"JWT_SECRET=" + e2eJWTSecret,
 		"KUBERAY_NAMESPACE=" + m.namespace,
 		"KUBERAY_DB=" + filepath.Join(m.dir, "db", "kuberay.db"),
 		"KUBERAY_PORT=" + strconv.Itoa(port),

@@ -90,7 +90,7 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the node's public key: %v (%v)", err, listed)
 	}
-	wantArgs := strings.Join([]string{"https://" + m.vpnIP.String() + ":6443", vpnIP.String(), "gridweave0", "gpu-e2e", fleet.MarkLabel + "=" + fleet.Mark(pub)}, "\n")
+	wantArgs := strings.Join([]string{"https://" + m.vpnIP.String() + ":6443", vpnIP.String(), "gridweave0", "gpu-e2e", fleet.MarkLabel + "=" + e2eMarks(t).Mark(pub)}, "\n")
 	// k3s starts in the background (the join command does not wait for
 	// it), so its record may come a moment after the command returned.
 	if err := within(30*time.Second, func() error {

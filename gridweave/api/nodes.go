@@ -68,16 +68,28 @@ type ValidateRequest struct {
 // ValidateResponse is what a node needs to bring up its tunnel and its
 // k3s agent. NodeToken is the node's credential from now on.
 type ValidateResponse struct {
-	VPNIP           string   `json:"vpn_ip" description:"The node's WireGuard address."`
-	MasterVPNIP     string   `json:"master_vpn_ip"`
-	VPNCIDR         string   `json:"vpn_cidr"`
-	MasterPublicKey string   `json:"master_public_key" description:"The master's WireGuard public key."`
-	MasterEndpoint  string   `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when MASTER_IP is not set."`
-	K3sURL          string   `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
-	K3sToken        string   `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
-	NodeToken       string   `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
-	NodeLabels      []string `json:"node_labels" description:"Labels (key=value) the k3s agent must register the node's Kubernetes Node with: the master labels, routes and deletes only a Node that carries them."`
-	MasterVPNURL    string   `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
+	VPNIP           string       `json:"vpn_ip" description:"The node's WireGuard address."`
+	MasterVPNIP     string       `json:"master_vpn_ip"`
+	VPNCIDR         string       `json:"vpn_cidr"`
+	MasterPublicKey string       `json:"master_public_key" description:"The master's WireGuard public key."`
+	MasterEndpoint  string       `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when MASTER_IP is not set."`
+	K3sURL          string       `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
+	K3sToken        string       `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
+	NodeToken       string       `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
+	NodeLabels      []string     `json:"node_labels" description:"Labels (key=value) the k3s agent must register the node's Kubernetes Node with: the master labels, routes and deletes only a Node that carries them. The mark in them is this node's alone (an HMAC under the master's secret): keep it private."`
+	ClusterCIDR     string       `json:"cluster_cidr" description:"The cluster's pod range (CLUSTER_CIDR): the master and every machine route and allow only pod CIDRs inside it, each no larger than a /node_cidr_mask."`
+	NodeCIDRMask    int          `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr (NODE_CIDR_MASK)."`
+	Kubelet         *KubeletJoin `json:"kubelet" nullable:"true" description:"What the machine's kubelet needs to join a conformant control plane by TLS bootstrapping; null in the k3s join mode."`
+	MasterVPNURL    string       `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
+}
+
+// KubeletJoin is what a machine's kubelet needs in the kubelet join mode
+// (KUBE_JOIN_MODE=kubelet): the API server through the tunnel, the
+// cluster's CA and a short-lived bootstrap token made for this join.
+type KubeletJoin struct {
+	APIServer      string `json:"api_server" description:"https:// URL of the API server, reachable through the tunnel."`
+	CACertPEM      string `json:"ca_cert_pem" description:"The cluster CA's certificate, PEM."`
+	BootstrapToken string `json:"bootstrap_token" description:"A bootstrap token (id.secret) made for this join, short-lived."`
 }
 
 // GPU is one GPU of a node, as the node reports it at register and as

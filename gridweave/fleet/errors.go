@@ -17,6 +17,11 @@ var (
 	// ErrPublicKeyMismatch: a node token was presented with a WireGuard
 	// public key other than the one the node joined with.
 	ErrPublicKeyMismatch = errors.New("the public key is not the node's")
+	// ErrPodCIDROutsideCluster: the pod CIDR a node's Kubernetes Node
+	// carries is not a per-node prefix inside the cluster's pod range
+	// (Config.ClusterCIDR, Config.NodeCIDRMaskBits); it is never
+	// recorded, routed or allowed.
+	ErrPodCIDROutsideCluster = errors.New("the pod CIDR is outside the cluster's pod range")
 )
 
 // Error is a refusal of the fleet's own: Kind is one of the sentinels

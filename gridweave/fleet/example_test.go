@@ -22,7 +22,10 @@ func Example() {
 	_, masterKey, _ := wgkey.GeneratePair()
 	peers := memmesh.New(masterKey)
 	nodes := new(memfleet.Nodes)
-	svc, _ := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{
+	// The marks of the machines' Nodes are an HMAC under a secret of the
+	// master's; the pod range is where the cluster gives pod CIDRs.
+	marks, _ := fleet.NewMarker([]byte("a-secret-of-the-master-32-bytes!"))
+	svc, _ := fleet.New(fleet.Config{ServerVersion: "1.4.0", Marks: marks, ClusterCIDR: netip.MustParsePrefix("198.19.0.0/16")}, fleet.Backends{
 		Ledger: ledger, Peers: peers, Nodes: nodes,
 		Routes: new(memfleet.Routes), Placement: new(memfleet.Placement), Targets: new(memfleet.Targets),
 	})
@@ -38,7 +41,7 @@ func Example() {
 	// k3s on the machine registers its Kubernetes Node with a pod CIDR and
 	// the labels validate named (the fleet touches only a Node with its mark).
 	nodes.Put(fleet.KubeNode{Name: "gpu-1", PodCIDR: netip.MustParsePrefix("198.19.1.0/24"),
-		Labels: map[string]string{fleet.MarkLabel: fleet.Mark(machineKey)}})
+		Labels: map[string]string{fleet.MarkLabel: marks.Mark(machineKey)}})
 	reg, err := svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: "gpu-1", Version: "1.4.2",
 		GPUs: []joinkeys.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, UUID: "GPU-0"}}})
 	if err != nil {

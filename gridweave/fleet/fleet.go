@@ -31,6 +31,17 @@ type Config struct {
 	// CIDR may overlap them (joinkeys.Keyring.SetMasterPrefixes). The
 	// ledger's own Options.MasterPrefixes stay among them.
 	MasterPrefixes []netip.Prefix
+	// ClusterCIDR is the cluster's pod range: a node's pod CIDR is
+	// recorded, routed and allowed into its peer only when it lies inside
+	// it and is no larger than a /NodeCIDRMaskBits (joinkeys.PodRange).
+	// Default 10.42.0.0/16 (k3s's --cluster-cidr); NodeCIDRMaskBits
+	// default 24, at least ClusterCIDR's own length.
+	ClusterCIDR      netip.Prefix
+	NodeCIDRMaskBits int
+	// Marks makes and checks the ownership marks of the nodes' Kubernetes
+	// Nodes (MarkLabel). Required: every replica of a server uses one
+	// secret.
+	Marks *Marker
 }
 
 // Backends are the fleet's dependencies. Ledger and Peers are required;
@@ -63,6 +74,8 @@ type Backends struct {
 // interleave.
 type Service struct {
 	cfg       Config
+	marks     *Marker
+	podRange  joinkeys.PodRange
 	ledger    *joinkeys.Keyring
 	peers     mesh.Mesh
 	routes    Routes
@@ -102,7 +115,20 @@ func New(cfg Config, b Backends) (*Service, error) {
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Minute
 	}
-	s := &Service{cfg: cfg, ledger: b.Ledger, peers: b.Peers, routes: b.Routes, nodes: b.Nodes,
+	if !cfg.ClusterCIDR.IsValid() {
+		cfg.ClusterCIDR = joinkeys.DefaultPodRange.Cluster
+	}
+	if cfg.NodeCIDRMaskBits == 0 {
+		cfg.NodeCIDRMaskBits = max(joinkeys.DefaultPodRange.NodeBits, cfg.ClusterCIDR.Bits())
+	}
+	podRange := joinkeys.PodRange{Cluster: cfg.ClusterCIDR, NodeBits: cfg.NodeCIDRMaskBits}
+	if err := podRange.Validate(); err != nil {
+		return nil, fmt.Errorf("fleet: Config.ClusterCIDR: %w", err)
+	}
+	if cfg.Marks == nil {
+		return nil, errors.New("fleet: Config needs Marks (NewMarker)")
+	}
+	s := &Service{cfg: cfg, marks: cfg.Marks, podRange: podRange, ledger: b.Ledger, peers: b.Peers, routes: b.Routes, nodes: b.Nodes,
 		placement: b.Placement, targets: b.Targets, services: b.ServiceRanges, log: b.Logger, now: b.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -115,6 +141,25 @@ func New(cfg Config, b Backends) (*Service, error) {
 		return nil, fmt.Errorf("fleet: Config.MasterPrefixes: %w", err)
 	}
 	return s, nil
+}
+
+// Marks returns the Marker of the nodes' ownership marks.
+func (s *Service) Marks() *Marker { return s.marks }
+
+// PodRange returns the cluster's pod range.
+func (s *Service) PodRange() joinkeys.PodRange { return s.podRange }
+
+// CheckPodCIDR reports whether p may be a node's pod CIDR: a prefix
+// without host bits inside Config.ClusterCIDR, no larger than
+// /Config.NodeCIDRMaskBits (*Error of ErrPodCIDROutsideCluster
+// otherwise). Whatever a Kubernetes Node says of itself is checked by it
+// before it is recorded, routed or allowed into a peer.
+func (s *Service) CheckPodCIDR(p netip.Prefix) error {
+	if err := s.podRange.Check(p); err != nil {
+		return &Error{Kind: ErrPodCIDROutsideCluster, Field: "pod_cidr",
+			Message: err.Error() + ": a Node's pod CIDR is a node's prefix of the cluster's pod range (CLUSTER_CIDR, NODE_CIDR_MASK)"}
+	}
+	return nil
 }
 
 // Ledger returns the fleet's ledger.

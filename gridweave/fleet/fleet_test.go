@@ -92,7 +92,7 @@ func kubernetesWorld(t *testing.T) *world {
 	}
 	nodes := &fleet.KubeNodes{Client: tc.Kube}
 	w := newWorld(t, nodes, nil, func(ledger *joinkeys.Keyring) fleet.Placement {
-		return &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test",
+		return &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Marks: testMarks, Namespace: ns, Cluster: "fleet-test",
 			HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}
 	})
 	w.labelsPools = true
@@ -149,7 +149,7 @@ func newWorld(t *testing.T, nodes fleet.Nodes, placement fleet.Placement, makePl
 	}
 	_, masterKey, _ := wgkey.GeneratePair()
 	w := &world{ledger: ledger, peers: memmesh.New(masterKey), routes: new(memfleet.Routes), targets: new(memfleet.Targets)}
-	w.svc, err = fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{
+	w.svc, err = fleet.New(testConfig(), fleet.Backends{
 		Ledger: ledger, Peers: w.peers, Routes: w.routes, Nodes: nodes, Placement: placement, Targets: w.targets,
 	})
 	if err != nil {
@@ -185,6 +185,17 @@ func publicKey(t *testing.T) string {
 	return pub.String()
 }
 
+// testMarks makes the marks of the tests' nodes.
+var testMarks, _ = fleet.NewMarker([]byte("the-master's-secret-of-32-bytes!"))
+
+// testClusterCIDR is the tests' cluster pod range.
+var testClusterCIDR = netip.MustParsePrefix("198.18.0.0/15")
+
+// testConfig is the fleet's configuration in the tests.
+func testConfig() fleet.Config {
+	return fleet.Config{ServerVersion: "1.4.0", Marks: testMarks, ClusterCIDR: testClusterCIDR}
+}
+
 // marked are the labels k3s registers a joined node's Node with: the
 // mark of its public key.
 func marked(t *testing.T, pub string) map[string]string {
@@ -193,7 +204,7 @@ func marked(t *testing.T, pub string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]string{fleet.MarkLabel: fleet.Mark(k)}
+	return map[string]string{fleet.MarkLabel: testMarks.Mark(k)}
 }
 
 func (w *world) peerOf(t *testing.T, pub string) (mesh.Peer, bool) {
@@ -260,8 +271,8 @@ func TestNodeLifecycle(t *testing.T) {
 		if tg, ok := w.targets.Targets()[host]; !ok || tg.GPUCount != 8 {
 			t.Errorf("scrape target %+v (%v), want one of 8 GPUs", tg, ok)
 		}
-		if labels, _, _ := w.kube(t, host); w.labelsPools && labels[fleet.PoolLabel] != pool.Name {
-			t.Errorf("the Node's pool label is %q, want %s", labels[fleet.PoolLabel], pool.Name)
+		if labels, _, _ := w.kube(t, host); w.labelsPools && labels[fleet.NodePoolLabel] != pool.Name {
+			t.Errorf("the Node's pool label is %q, want %s", labels[fleet.NodePoolLabel], pool.Name)
 		}
 		if _, err := w.svc.ReportVersion(ctx, host, v.NodeToken, "1.4.3"); err != nil {
 			t.Fatal(err)
@@ -532,8 +543,8 @@ func TestConcurrentRegistersShareWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, masterKey, _ := wgkey.GeneratePair()
-	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: &fleet.KubeNodes{Client: tc.Kube},
-		Placement: &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Namespace: ns, Cluster: "fleet-test", HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}})
+	svc, err := fleet.New(testConfig(), fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: &fleet.KubeNodes{Client: tc.Kube},
+		Placement: &fleet.RayGroups{Ray: rc, Kube: tc.Kube, Ledger: ledger, Marks: testMarks, Namespace: ns, Cluster: "fleet-test", HeadImage: "rayproject/ray:2.54.0", WorkerImage: "rayproject/ray:2.54.0-gpu"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,7 +681,7 @@ func TestForeignNodesAreNeverTouched(t *testing.T) {
 			t.Errorf("routed %v, the pod CIDRs of Nodes that are not the fleet's", routed)
 		}
 		labels, ann, _ := w.kube(t, lookalike)
-		if labels[fleet.PoolLabel] != "" || ann[fleet.VersionAnnotation] != "" {
+		if labels[fleet.NodePoolLabel] != "" || ann[fleet.VersionAnnotation] != "" {
 			t.Errorf("the look-alike's Node was written: labels %v, annotations %v", labels, ann)
 		}
 		if released, err := w.svc.Disconnect(ctx, lookalike, "admin:test"); err != nil || !released {
@@ -788,7 +799,7 @@ func TestKubeNodesWatchReportsAddressesAndDeletes(t *testing.T) {
 }
 
 // TestServiceRangesFromTheCluster: the real API server's Service range
-// (the test cluster's --service-cluster-ip-range, 198.19.0.0/16) is read
+// (the test cluster's --service-cluster-ip-range, 198.19.0.0/17) is read
 // from its ServiceCIDR objects, and a pod CIDR inside it is refused.
 func TestServiceRangesFromTheCluster(t *testing.T) {
 	if testing.Short() {
@@ -797,14 +808,14 @@ func TestServiceRangesFromTheCluster(t *testing.T) {
 	tc := testcluster.Shared(t)
 	ctx := context.Background()
 	ranges, err := fleet.KubeServiceCIDRs{Client: tc.Kube}.ServiceCIDRs(ctx)
-	if err != nil || !slices.Contains(ranges, netip.MustParsePrefix("198.19.0.0/16")) {
+	if err != nil || !slices.Contains(ranges, netip.MustParsePrefix(testcluster.ServiceCIDR)) {
 		t.Fatalf("the cluster's service CIDRs: %v, %v", ranges, err)
 	}
 	pool, _ := joinkeys.NewPool(netip.MustParsePrefix("198.18.64.0/20"), netip.MustParseAddr("198.18.64.1"))
 	ledger, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte("a-jwt-secret-of-at-least-32-bytes"), Pool: pool})
 	_, masterKey, _ := wgkey.GeneratePair()
 	nodes, routes := new(memfleet.Nodes), new(memfleet.Routes)
-	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: nodes, Routes: routes,
+	svc, err := fleet.New(testConfig(), fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: nodes, Routes: routes,
 		ServiceRanges: fleet.KubeServiceCIDRs{Client: tc.Kube}})
 	if err != nil {
 		t.Fatal(err)
@@ -818,7 +829,7 @@ func TestServiceRangesFromTheCluster(t *testing.T) {
 	nodes.Put(fleet.KubeNode{Name: host, PodCIDR: netip.MustParsePrefix("198.19.7.0/24"), Labels: marked(t, pub)})
 	_, err = svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0"})
 	var conflict *joinkeys.PodCIDRConflictError
-	if !errors.As(err, &conflict) || conflict.Overlaps != netip.MustParsePrefix("198.19.0.0/16") {
+	if !errors.As(err, &conflict) || conflict.Overlaps != netip.MustParsePrefix(testcluster.ServiceCIDR) {
 		t.Fatalf("a pod CIDR inside the Service range: %v", err)
 	}
 	if len(routes.Routed()) != 0 {
@@ -835,7 +846,7 @@ func TestReleasedJoinTakesItsRoute(t *testing.T) {
 	_, masterKey, _ := wgkey.GeneratePair()
 	routes := new(memfleet.Routes)
 	later := func() time.Time { return time.Now().Add(time.Hour) } // past every validated node's TTL
-	svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: new(memfleet.Nodes), Routes: routes, Now: later})
+	svc, err := fleet.New(testConfig(), fleet.Backends{Ledger: ledger, Peers: memmesh.New(masterKey), Nodes: new(memfleet.Nodes), Routes: routes, Now: later})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1002,13 +1013,13 @@ func TestFollowLedgerChangesOnlyWhatDiffers(t *testing.T) {
 	if tg, ok := w.targets.Targets()[host]; !ok || tg.GPUCount != 2 {
 		t.Errorf("the target after following the ledger: %+v (%v)", tg, ok)
 	}
-	if _, err := w.ledger.SetNodePodCIDR(ctx, host, netip.MustParsePrefix("10.42.7.0/24")); err != nil {
+	if _, err := w.ledger.SetNodePodCIDR(ctx, host, netip.MustParsePrefix("198.18.7.0/24")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.svc.FollowLedger(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(w.routes.Routed(), netip.MustParsePrefix("10.42.7.0/24")) {
+	if !slices.Contains(w.routes.Routed(), netip.MustParsePrefix("198.18.7.0/24")) {
 		t.Error("the pod CIDR set through another replica is not routed")
 	}
 	if _, err := w.ledger.Release(ctx, host, "another replica"); err != nil {
@@ -1020,7 +1031,7 @@ func TestFollowLedgerChangesOnlyWhatDiffers(t *testing.T) {
 	if _, ok := w.targets.Targets()[host]; ok {
 		t.Error("the released node's scrape target stayed")
 	}
-	if slices.Contains(w.routes.Routed(), netip.MustParsePrefix("10.42.7.0/24")) {
+	if slices.Contains(w.routes.Routed(), netip.MustParsePrefix("198.18.7.0/24")) {
 		t.Error("the released node's pod CIDR is still routed")
 	}
 	if peers, _ := w.peers.Peers(ctx); len(peers) != 0 {

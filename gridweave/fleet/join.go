@@ -84,7 +84,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated,
 	}
 	// If the mesh refuses a first join, the reservation is undone: no
 	// ledger row without a peer.
-	if err := s.peers.UpsertPeer(ctx, PeerOf(res.Node)); err != nil {
+	if err := s.peers.UpsertPeer(ctx, s.PeerOf(res.Node)); err != nil {
 		if !res.Rejoined {
 			if _, undoErr := s.ledger.ReleaseIfUnchanged(context.WithoutCancel(ctx), res.Node, "gridweave", "the mesh refused the peer"); undoErr != nil {
 				s.log.Error("undoing a reservation the mesh refused", "hostname", res.Node.Hostname, "err", undoErr)
@@ -140,10 +140,12 @@ func (s *Service) authenticateNode(ctx context.Context, hostname, token string) 
 }
 
 // PeerOf is the WireGuard peer of a node: its VPN address, and its pod
-// CIDR once Kubernetes gave it one.
-func PeerOf(n joinkeys.Node) mesh.Peer {
+// CIDR once Kubernetes gave it one, when that lies in the cluster's pod
+// range (a ledger written before the range was set may hold one that
+// does not: it is left out).
+func (s *Service) PeerOf(n joinkeys.Node) mesh.Peer {
 	allowed := []netip.Prefix{netip.PrefixFrom(n.VPNIP, 32)}
-	if n.PodCIDR.IsValid() {
+	if n.PodCIDR.IsValid() && s.CheckPodCIDR(n.PodCIDR) == nil {
 		allowed = append(allowed, n.PodCIDR)
 	}
 	return mesh.Peer{PublicKey: n.PublicKey, AllowedIPs: allowed}
@@ -228,7 +230,7 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (Registered
 	if err != nil {
 		return Registered{}, err
 	}
-	if err := s.peers.UpsertPeer(ctx, PeerOf(node)); err != nil {
+	if err := s.peers.UpsertPeer(ctx, s.PeerOf(node)); err != nil {
 		return Registered{}, err
 	}
 	if err := s.route(ctx, node.PodCIDR); err != nil {
@@ -289,14 +291,20 @@ func (s *Service) syncPodCIDR(ctx context.Context, n joinkeys.Node) (joinkeys.No
 	if !kn.PodCIDR.IsValid() || kn.PodCIDR == n.PodCIDR {
 		return n, nil
 	}
+	if err := s.CheckPodCIDR(kn.PodCIDR); err != nil {
+		s.log.WarnContext(ctx, "a Node's pod CIDR refused", "hostname", n.Hostname, "pod_cidr", kn.PodCIDR, "err", err)
+		return n, err
+	}
 	if err := s.readServiceRanges(ctx); err != nil {
 		return n, err
 	}
 	return s.ledger.SetNodePodCIDR(ctx, n.Hostname, kn.PodCIDR)
 }
 
+// route routes a node's pod CIDR into the device; one outside the
+// cluster's pod range never is.
 func (s *Service) route(ctx context.Context, pod netip.Prefix) error {
-	if s.routes == nil || !pod.IsValid() {
+	if s.routes == nil || !pod.IsValid() || s.CheckPodCIDR(pod) != nil {
 		return nil
 	}
 	return s.routes.Replace(ctx, pod)

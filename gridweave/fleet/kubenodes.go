@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -115,26 +117,54 @@ func kubeNodeOf(n *corev1.Node) (KubeNode, error) {
 }
 
 // SetLabel implements Nodes.
-func (k *KubeNodes) SetLabel(ctx context.Context, name, key, value string) error {
-	return k.patchMeta(ctx, name, "labels", key, value)
+func (k *KubeNodes) SetLabel(ctx context.Context, kn KubeNode, key, value string) error {
+	return k.patchMeta(ctx, kn, "labels", key, value)
 }
 
 // SetAnnotation implements Nodes.
-func (k *KubeNodes) SetAnnotation(ctx context.Context, name, key, value string) error {
-	return k.patchMeta(ctx, name, "annotations", key, value)
+func (k *KubeNodes) SetAnnotation(ctx context.Context, kn KubeNode, key, value string) error {
+	return k.patchMeta(ctx, kn, "annotations", key, value)
 }
 
-func (k *KubeNodes) patchMeta(ctx context.Context, name, field, key, value string) error {
-	v := "null"
+// patchMeta sets (or, with an empty value, removes) one label or
+// annotation by a merge patch that carries the Node's metadata.uid when
+// known: the API server applies it to that object only.
+func (k *KubeNodes) patchMeta(ctx context.Context, kn KubeNode, field, key, value string) error {
+	var v any
 	if value != "" {
-		v = fmt.Sprintf("%q", value)
+		v = value
 	}
-	patch := fmt.Sprintf(`{"metadata":{%q:{%q:%s}}}`, field, key, v)
-	_, err := k.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
-	if apierrors.IsNotFound(err) {
+	meta := map[string]any{field: map[string]any{key: v}}
+	if kn.UID != "" {
+		meta["uid"] = kn.UID
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	_, err = k.Client.CoreV1().Nodes().Patch(ctx, kn.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil
+	case kn.UID != "" && (apierrors.IsConflict(err) || uidRefused(err)):
+		return fmt.Errorf("node %s: %w: %v", kn.Name, ErrKubeNodeReplaced, err)
 	}
 	return err
+}
+
+// uidRefused reports whether err is the API server's refusal of a patch
+// whose metadata.uid is not the object's (422, the field is immutable).
+func uidRefused(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete implements Nodes, with the UID as a precondition.

@@ -120,10 +120,10 @@ func (s *Service) ReportVersion(ctx context.Context, hostname, nodeToken, versio
 	if err != nil {
 		return joinkeys.Node{}, err
 	}
-	if _, found, err := s.ownedNode(ctx, node); err != nil {
+	if kn, found, err := s.ownedNode(ctx, node); err != nil {
 		return joinkeys.Node{}, err
 	} else if found {
-		if err := s.nodes.SetAnnotation(ctx, hostname, VersionAnnotation, version); err != nil {
+		if err := s.nodes.SetAnnotation(ctx, kn, VersionAnnotation, version); err != nil {
 			return joinkeys.Node{}, err
 		}
 	}

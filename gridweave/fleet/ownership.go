@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,31 +17,58 @@ import (
 )
 
 // MarkLabel is the Kubernetes Node label that makes a Node the fleet's:
-// the join agent asks k3s to register its Node with it (validate's
-// node_labels), its value is Mark of the node's WireGuard public key. The
-// fleet labels, annotates, routes and deletes only Nodes whose mark
+// the join agent asks k3s (or its kubelet) to register its Node with it
+// (validate's node_labels), its value is the node's mark (Marker.Mark).
+// The fleet labels, annotates, routes and deletes only Nodes whose mark
 // matches the ledger's node of that name; any other Node of the cluster
-// (the master's, a machine k3s joined otherwise) is never touched, and a
-// first join under its name is refused (ErrHostnameInCluster).
+// (the master's, a machine joined otherwise) is never touched, and a first
+// join under its name is refused (ErrHostnameInCluster).
 const MarkLabel = "gridweave.dev/node"
 
+// MinMarkSecretLen is the shortest secret NewMarker accepts.
+const MinMarkSecretLen = 32
+
+// Marker makes the ownership marks of nodes: an HMAC-SHA256 of the node's
+// WireGuard public key under a secret only the master holds, so a mark
+// cannot be computed from what the peer directory hands every machine (the
+// public keys). Each machine learns its own mark only, in its validate
+// answer. Every server replica must use the same secret.
+type Marker struct{ secret []byte }
+
+// NewMarker returns the Marker of secret (at least MinMarkSecretLen
+// bytes).
+func NewMarker(secret []byte) (*Marker, error) {
+	if len(secret) < MinMarkSecretLen {
+		return nil, fmt.Errorf("fleet: a mark secret of %d bytes; use at least %d", len(secret), MinMarkSecretLen)
+	}
+	return &Marker{secret: bytes.Clone(secret)}, nil
+}
+
 // Mark is the value of MarkLabel for the node with public key pub: the
-// first 20 bytes of the SHA-256 of the key, in hex (a valid label value).
-func Mark(pub wgkey.Key) string {
-	sum := sha256.Sum256(pub[:])
-	return hex.EncodeToString(sum[:20])
+// first 20 bytes of the HMAC-SHA256 of the key, in hex (a valid label
+// value).
+func (m *Marker) Mark(pub wgkey.Key) string {
+	h := hmac.New(sha256.New, m.secret)
+	h.Write([]byte("gridweave node mark\x00"))
+	h.Write(pub[:])
+	return hex.EncodeToString(h.Sum(nil)[:20])
 }
 
 // NodeLabels are the labels a node's Kubernetes Node must be registered
-// with, as key=value: what validate tells the agent to pass to k3s.
-func NodeLabels(n joinkeys.Node) []string {
-	return []string{MarkLabel + "=" + Mark(n.PublicKey)}
+// with, as key=value: what validate tells that node's agent, and only it,
+// to pass to k3s or its kubelet.
+func (m *Marker) NodeLabels(n joinkeys.Node) []string {
+	return []string{MarkLabel + "=" + m.Mark(n.PublicKey)}
 }
 
 // Owns reports whether kn is the Kubernetes Node of ledger node n: its
-// name and its mark match.
-func Owns(kn KubeNode, n joinkeys.Node) bool {
-	return kn.Name == n.Hostname && kn.Labels[MarkLabel] == Mark(n.PublicKey)
+// name and its mark match. A nil Marker owns nothing.
+func (m *Marker) Owns(kn KubeNode, n joinkeys.Node) bool {
+	if m == nil {
+		return false
+	}
+	mark := kn.Labels[MarkLabel]
+	return kn.Name == n.Hostname && hmac.Equal([]byte(mark), []byte(m.Mark(n.PublicKey)))
 }
 
 // ErrHostnameInCluster: a first join names a Kubernetes Node that no
@@ -94,7 +123,7 @@ func (s *Service) ownedNode(ctx context.Context, n joinkeys.Node) (kn KubeNode, 
 	if err != nil {
 		return KubeNode{}, false, err
 	}
-	if !Owns(kn, n) {
+	if !s.marks.Owns(kn, n) {
 		s.log.WarnContext(ctx, "a Kubernetes Node of a joined node's name is not its own; left alone", "hostname", n.Hostname, "mark", kn.Labels[MarkLabel])
 		return KubeNode{}, false, nil
 	}
@@ -134,12 +163,31 @@ func (s *Service) pushMasterPrefixesLocked() error {
 	return s.ledger.SetMasterPrefixes(all)
 }
 
+// foreignNode follows a Node that is not the fleet's: its prefixes are
+// the master's (observeForeign), and a worker-pool label on it is removed,
+// so no pool's worker lands there (a kubelet cannot set that label on its
+// own Node; anyone else who did is undone).
+func (s *Service) foreignNode(ctx context.Context, kn KubeNode) error {
+	if err := s.observeForeign(ctx, kn.Name, s.prefixesOf(kn)); err != nil {
+		return err
+	}
+	if kn.Labels[NodePoolLabel] == "" || s.nodes == nil {
+		return nil
+	}
+	s.log.WarnContext(ctx, "a worker-pool label on a Node that is not the fleet's removed", "node", kn.Name, "pool", kn.Labels[NodePoolLabel])
+	return s.nodes.SetLabel(ctx, kn, NodePoolLabel, "")
+}
+
 // prefixesOf are what a Node holds: its pod CIDRs and its InternalIPs
-// (one address each).
-func prefixesOf(kn KubeNode) []netip.Prefix {
-	out := slices.Clone(kn.PodCIDRs)
-	if kn.PodCIDR.IsValid() && !slices.Contains(out, kn.PodCIDR) {
-		out = append(out, kn.PodCIDR)
+// (one address each). A pod CIDR that is not a node's prefix inside the
+// cluster's pod range cannot overlap a node's and is left out, so a Node
+// claiming a whole range blocks nothing.
+func (s *Service) prefixesOf(kn KubeNode) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range append(slices.Clone(kn.PodCIDRs), kn.PodCIDR) {
+		if p.IsValid() && !slices.Contains(out, p) && s.CheckPodCIDR(p) == nil {
+			out = append(out, p)
+		}
 	}
 	for _, ip := range kn.InternalIPs {
 		out = append(out, netip.PrefixFrom(ip, ip.BitLen()))

@@ -9,10 +9,17 @@ import (
 	"gridweave.dev/joinkeys"
 )
 
-// PoolLabel is the Kubernetes Node label that puts a GPU node into its
-// worker pool, and the pod label that marks a worker group as one the
-// fleet manages.
+// PoolLabel is the pod label that marks a worker group as one the fleet
+// manages, its value the pool.
 const PoolLabel = "gridweave.dev/worker-pool"
+
+// NodePoolLabel is the Kubernetes Node label that puts a GPU node into its
+// worker pool: the pool's worker group selects it. It is under
+// node-restriction.kubernetes.io/, which the NodeRestriction admission
+// plugin forbids a kubelet to set on its own Node, so only the master puts
+// a machine into a pool (and the fleet removes it from Nodes that are not
+// its own).
+const NodePoolLabel = "node-restriction.kubernetes.io/gridweave-pool"
 
 // VersionAnnotation is the Kubernetes Node annotation that carries the
 // node's reported agent version.

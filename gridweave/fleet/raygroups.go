@@ -23,7 +23,7 @@ import (
 // group per node would grow the RayCluster by about a kilobyte per node
 // (more with managedFields), past etcd's 1.5 MiB object limit well before
 // 1,000 nodes. A pool's group has the pool's registered nodes as
-// replicas; its pods select the pool's Node label (PoolLabel) and repel
+// replicas; its pods select the pool's Node label (NodePoolLabel) and repel
 // each other by hostname, so each node runs exactly one worker of the
 // group. The RayCluster grows with the number of kinds of machine, not of
 // machines. The cluster is created when the first GPU node registers.
@@ -40,6 +40,9 @@ type RayGroups struct {
 	Ledger *joinkeys.Keyring
 	// Nodes carries the pool label; default KubeNodes over Kube.
 	Nodes Nodes
+	// Marks tells which Nodes are the fleet's: only they get a pool
+	// label. Required.
+	Marks *Marker
 	// Namespace and Cluster name the RayCluster.
 	Namespace, Cluster string
 	// HeadImage is the image of a cluster RayGroups creates; WorkerImage
@@ -122,8 +125,8 @@ func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string,
 	}
 	// The label goes onto the node's own Node only; one k3s has not
 	// registered yet gets it from Observe when it appears.
-	if kn, err := peek(ctx, g.nodes(), n.Hostname); err == nil && Owns(kn, n) {
-		if err := g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name); err != nil {
+	if kn, err := peek(ctx, g.nodes(), n.Hostname); err == nil && g.Marks.Owns(kn, n) {
+		if err := g.nodes().SetLabel(ctx, kn, NodePoolLabel, p.Name); err != nil {
 			return "", err
 		}
 	} else if err != nil && !errors.Is(err, ErrNoKubeNode) {
@@ -167,8 +170,8 @@ func (g *RayGroups) Remove(ctx context.Context, n joinkeys.Node) error {
 // Observe implements Placement: a registered GPU node's Node carries its
 // pool's label.
 func (g *RayGroups) Observe(ctx context.Context, n joinkeys.Node, kn KubeNode) error {
-	if p, ok := PoolOf(n.GPUs); ok && kn.Labels[PoolLabel] != p.Name {
-		return g.nodes().SetLabel(ctx, n.Hostname, PoolLabel, p.Name)
+	if p, ok := PoolOf(n.GPUs); ok && kn.Labels[NodePoolLabel] != p.Name {
+		return g.nodes().SetLabel(ctx, kn, NodePoolLabel, p.Name)
 	}
 	return nil
 }
@@ -212,6 +215,9 @@ func (g *RayGroups) reconcile(ctx context.Context, leaving []joinkeys.Node) erro
 				continue
 			}
 			grp.Replicas, grp.MinReplicas, grp.MaxReplicas = ptr.To(p.count), ptr.To[int32](0), ptr.To(p.count)
+			// Groups made before the pool label moved under
+			// node-restriction.kubernetes.io/ select the new one.
+			grp.Template.Spec.NodeSelector = map[string]string{NodePoolLabel: grp.GroupName}
 			if pods := leavingPods[grp.GroupName]; len(pods) > 0 {
 				// The operator never clears the list; keep only pods that
 				// still exist, so it does not grow with every departure.
@@ -285,7 +291,7 @@ func (g *RayGroups) groupSpec(p poolCount) (rayv1.WorkerGroupSpec, error) {
 		MaxReplicas:  ptr.To(p.count),
 		GPUs:         p.GPUs,
 		GPUResource:  p.Resource,
-		NodeSelector: map[string]string{PoolLabel: p.Name},
+		NodeSelector: map[string]string{NodePoolLabel: p.Name},
 		Labels:       map[string]string{PoolLabel: p.Name},
 	}.Build()
 	if err != nil {

@@ -31,7 +31,7 @@ func (s *Service) RestoreMesh(ctx context.Context) error {
 			continue
 		}
 		want[n.PublicKey.String()] = true
-		if err := s.peers.UpsertPeer(ctx, PeerOf(n)); err != nil {
+		if err := s.peers.UpsertPeer(ctx, s.PeerOf(n)); err != nil {
 			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
 			continue
 		}
@@ -106,7 +106,7 @@ func (s *Service) releaseHalfFinished(ctx context.Context, n joinkeys.Node) (boo
 	case errors.Is(err, joinkeys.ErrNodeChanged), errors.Is(err, joinkeys.ErrNodeNotFound):
 		// It registered (or left) meanwhile: give its peer back.
 		if fresh, err := s.ledger.Node(ctx, n.Hostname); err == nil && fresh.Status != joinkeys.StatusDisconnected {
-			return false, s.peers.UpsertPeer(ctx, PeerOf(fresh))
+			return false, s.peers.UpsertPeer(ctx, s.PeerOf(fresh))
 		}
 		return false, nil
 	case err != nil:
@@ -140,16 +140,16 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		// Not the fleet's (a mark is no proof: a kubelet labels its own
 		// Node; the node that validates later is cleared at register): its pods and addresses are the master's to
 		// route, so no node's pod CIDR may overlap them.
-		return s.observeForeign(ctx, kn.Name, prefixesOf(kn))
+		return s.foreignNode(ctx, kn)
 	}
 	if err != nil {
 		return err
 	}
-	if !Owns(kn, n) {
+	if !s.marks.Owns(kn, n) {
 		// A Node of the same name that k3s did not register for this
 		// node: its pod CIDR is not routed into the tunnel, nothing of it
 		// is changed, and no node's pod CIDR may overlap it.
-		return s.observeForeign(ctx, kn.Name, prefixesOf(kn))
+		return s.foreignNode(ctx, kn)
 	}
 	if err := s.observeForeign(ctx, kn.Name, nil); err != nil {
 		return err
@@ -158,6 +158,12 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		return nil
 	}
 	if kn.PodCIDR.IsValid() && kn.PodCIDR != n.PodCIDR {
+		if err := s.CheckPodCIDR(kn.PodCIDR); err != nil {
+			// The machine's Node says what the cluster never gave it: the
+			// pod CIDR is not recorded, routed or allowed.
+			s.log.WarnContext(ctx, "a Node's pod CIDR refused", "hostname", n.Hostname, "pod_cidr", kn.PodCIDR, "err", err)
+			return s.observePlacement(ctx, n, kn)
+		}
 		if err := s.readServiceRanges(ctx); err != nil {
 			return err
 		}
@@ -165,7 +171,7 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		if n, err = s.ledger.SetNodePodCIDR(ctx, n.Hostname, kn.PodCIDR); err != nil {
 			return err
 		}
-		if err := s.peers.UpsertPeer(ctx, PeerOf(n)); err != nil {
+		if err := s.peers.UpsertPeer(ctx, s.PeerOf(n)); err != nil {
 			return err
 		}
 		if err := s.unroute(ctx, old); err != nil {
@@ -176,6 +182,11 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		}
 		s.log.InfoContext(ctx, "pod CIDR routed to its node", "hostname", n.Hostname, "pod_cidr", kn.PodCIDR)
 	}
+	return s.observePlacement(ctx, n, kn)
+}
+
+// observePlacement tells the placement of a registered node's Node.
+func (s *Service) observePlacement(ctx context.Context, n joinkeys.Node, kn KubeNode) error {
 	if s.placement != nil && n.Status == joinkeys.StatusRegistered {
 		return s.placement.Observe(ctx, n, kn)
 	}
@@ -266,7 +277,7 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 		if n.Status == joinkeys.StatusDisconnected {
 			continue
 		}
-		want, err := mesh.Normalize(PeerOf(n))
+		want, err := mesh.Normalize(s.PeerOf(n))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("peer of %s: %w", n.Hostname, err))
 			continue

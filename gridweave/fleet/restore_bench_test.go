@@ -76,7 +76,7 @@ func BenchmarkRestoreMesh10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		svc, err := fleet.New(fleet.Config{ServerVersion: "1.4.0"}, fleet.Backends{Ledger: ledger, Peers: peers, Routes: fleet.DeviceRoutes{Interface: dev.Name}})
+		svc, err := fleet.New(testConfig(), fleet.Backends{Ledger: ledger, Peers: peers, Routes: fleet.DeviceRoutes{Interface: dev.Name}})
 		if err != nil {
 			b.Fatal(err)
 		}

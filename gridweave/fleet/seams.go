@@ -47,16 +47,23 @@ type KubeNode struct {
 // know (yet: k3s registers a node after its tunnel is up).
 var ErrNoKubeNode = errors.New("fleet: no Kubernetes Node of that name")
 
+// ErrKubeNodeReplaced is returned by a write to a Node that was deleted
+// and made again (another metadata.uid) since it was read.
+var ErrKubeNodeReplaced = errors.New("fleet: the Kubernetes Node was replaced since it was read")
+
 // Nodes are the cluster's Kubernetes Nodes. Writes to a Node that does not
 // exist succeed and do nothing: k3s may not have registered it yet, or it
 // is gone already. Real: KubeNodes. In memory: memfleet.Nodes.
 type Nodes interface {
 	// Get returns the Node name, or ErrNoKubeNode.
 	Get(ctx context.Context, name string) (KubeNode, error)
-	// SetLabel sets a label of the Node; an empty value removes it.
-	SetLabel(ctx context.Context, name, key, value string) error
-	// SetAnnotation sets an annotation of the Node.
-	SetAnnotation(ctx context.Context, name, key, value string) error
+	// SetLabel sets a label of the Node kn.Name; an empty value removes
+	// it. When kn.UID is set, only the very object read as kn is changed
+	// (ErrKubeNodeReplaced for another of the same name).
+	SetLabel(ctx context.Context, kn KubeNode, key, value string) error
+	// SetAnnotation sets an annotation of the Node kn.Name, with kn.UID as
+	// SetLabel's precondition.
+	SetAnnotation(ctx context.Context, kn KubeNode, key, value string) error
 	// Delete deletes the Node kn.Name, and only the very object read as
 	// kn when kn.UID is set: a Node replaced since by another of the same
 	// name is left alone.

@@ -45,7 +45,7 @@ type Options struct {
 // traffic is ever sent to them) and lie in 198.18.0.0/15, the benchmarking
 // range this project's tests use.
 const (
-	ServiceCIDR    = "198.19.0.0/16"
+	ServiceCIDR    = "198.19.0.0/17"
 	DefaultPodCIDR = "198.18.0.0/16"
 )
 
@@ -94,6 +94,19 @@ type Cluster struct {
 	withGridweaveCRDs bool
 	spawner           *spawner
 	processes         []*process
+	certs             *pki
+}
+
+// NodeConfig returns a config that reaches the API server as the kubelet
+// of Node name does: a client certificate for system:node:<name> in
+// system:nodes, which the node authorizer and NodeRestriction hold to that
+// Node (and its pods).
+func (c *Cluster) NodeConfig(name string) (*rest.Config, error) {
+	cert, key, err := c.certs.clientCert("system:node:"+name, "system:nodes")
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{Host: c.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: c.Config.CAData, CertData: cert, KeyData: key}}, nil
 }
 
 // New starts a control plane and returns when the API server is ready, the
@@ -145,6 +158,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.certs = certs
 	token := randomHex(24)
 	tokenFile := filepath.Join(c.Dir, "pki", "tokens.csv")
 	if err := os.WriteFile(tokenFile, []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
@@ -193,7 +207,11 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--service-account-key-file=" + certs.serviceAccountPubKey,
 			"--service-account-signing-key-file=" + certs.serviceAccountKey,
 			"--token-auth-file=" + tokenFile,
-			"--authorization-mode=RBAC",
+			"--client-ca-file=" + certs.caCertFile,
+			// Kubelets' credentials (NodeConfig) are held to their own
+			// Node and its pods, as on a real cluster.
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
 			"--service-cluster-ip-range=" + ServiceCIDR,
 			// The "kubernetes" Service's endpoint would be 127.0.0.1, which
 			// Endpoints validation rejects; nothing here needs it.

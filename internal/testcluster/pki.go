@@ -25,6 +25,40 @@ type pki struct {
 	caCertFile           string
 	serviceAccountKey    string // RSA private key, PEM
 	serviceAccountPubKey string // RSA public key, PEM
+	// caCert and caKey sign client certificates (NodeConfig).
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+}
+
+// clientCert issues a client certificate for user cn in groups orgs,
+// signed by the cluster's CA: what a kubelet's credential is.
+func (p *pki) clientCert(cn string, orgs ...string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // newPKI writes a throwaway CA, a serving certificate for 127.0.0.1 and
@@ -92,6 +126,8 @@ func newPKI(dir string) (*pki, error) {
 		servingKeyFile:       filepath.Join(dir, "apiserver.key"),
 		serviceAccountKey:    filepath.Join(dir, "sa.key"),
 		serviceAccountPubKey: filepath.Join(dir, "sa.pub"),
+		caCert:               caCert,
+		caKey:                caKey,
 	}
 	files := map[string][]byte{
 		p.caCertFile:           p.caCertPEM,

@@ -15,11 +15,38 @@ import (
 // kernel's main table.
 type Device struct{ Interface string }
 
-// Replace routes prefix through the device (idempotent).
+// ErrRouteNotOwned is returned by Replace when the main table already
+// routes the prefix elsewhere than through the device (a connected LAN,
+// a default route, another tunnel's): that route is never replaced.
+var ErrRouteNotOwned = errors.New("the prefix is routed elsewhere, not through this device")
+
+// Replace routes prefix through the device (idempotent). A route of the
+// same prefix through another device or gateway is left as it is and
+// ErrRouteNotOwned returned, and a default route (/0) is never written.
 func (d Device) Replace(ctx context.Context, prefix netip.Prefix) error {
 	route, err := d.route(prefix)
 	if err != nil {
 		return err
+	}
+	if prefix.Bits() == 0 {
+		return fmt.Errorf("route %s into %s: %w (a default route is never routed into the tunnel)", prefix, d.Interface, ErrRouteNotOwned)
+	}
+	family := unix.AF_INET
+	if prefix.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	existing, err := netlink.RouteListFiltered(family, &netlink.Route{Dst: route.Dst, Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("read the routes of %s: %w", prefix, err)
+	}
+	for _, r := range existing {
+		if r.LinkIndex != route.LinkIndex || r.Gw != nil {
+			via := "another device"
+			if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
+				via = l.Attrs().Name
+			}
+			return fmt.Errorf("route %s into %s: %w (it goes through %s)", prefix, d.Interface, ErrRouteNotOwned, via)
+		}
 	}
 	if err := netlink.RouteReplace(route); err != nil {
 		return fmt.Errorf("route %s into %s: %w", prefix, d.Interface, err)

@@ -118,10 +118,13 @@ func (n *Nodes) Annotations(name string) map[string]string {
 }
 
 // SetLabel implements fleet.Nodes.
-func (n *Nodes) SetLabel(_ context.Context, name, key, value string) error {
+func (n *Nodes) SetLabel(_ context.Context, kn fleet.KubeNode, key, value string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if nd, ok := n.nodes[name]; ok {
+	if nd, ok := n.nodes[kn.Name]; ok {
+		if kn.UID != "" && nd.kn.UID != "" && kn.UID != nd.kn.UID {
+			return fmt.Errorf("node %s: %w", kn.Name, fleet.ErrKubeNodeReplaced)
+		}
 		if nd.kn.Labels == nil {
 			nd.kn.Labels = map[string]string{}
 		}
@@ -135,10 +138,13 @@ func (n *Nodes) SetLabel(_ context.Context, name, key, value string) error {
 }
 
 // SetAnnotation implements fleet.Nodes.
-func (n *Nodes) SetAnnotation(_ context.Context, name, key, value string) error {
+func (n *Nodes) SetAnnotation(_ context.Context, kn fleet.KubeNode, key, value string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if nd, ok := n.nodes[name]; ok {
+	if nd, ok := n.nodes[kn.Name]; ok {
+		if kn.UID != "" && nd.kn.UID != "" && kn.UID != nd.kn.UID {
+			return fmt.Errorf("node %s: %w", kn.Name, fleet.ErrKubeNodeReplaced)
+		}
 		nd.annotations[key] = value
 	}
 	return nil

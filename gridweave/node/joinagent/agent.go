@@ -205,6 +205,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	st.NodeToken, st.VPNIP, st.MasterPublicKey, st.VPNCIDR = v.NodeToken, v.VPNIP, v.MasterPublicKey, v.VPNCIDR
+	st.ClusterCIDR, st.NodeCIDRMask = v.ClusterCIDR, v.NodeCIDRMask
 	if st.MasterVPNURL, err = vpnURL(v); err != nil {
 		return Result{}, err
 	}

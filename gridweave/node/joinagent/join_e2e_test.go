@@ -80,7 +80,8 @@ func TestJoinOverARealTunnel(t *testing.T) {
 
 	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
 		return map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
-			"MASTER_IP": "198.18.211.1", "VPN_CIDR": "198.19.211.0/24", "MASTER_VPN_IP": "198.19.211.1", "K3S_URL": "https://198.19.211.1:6443"}[k]
+			"MASTER_IP": "198.18.211.1", "VPN_CIDR": "198.19.211.0/24", "MASTER_VPN_IP": "198.19.211.1", "K3S_URL": "https://198.19.211.1:6443",
+			"CLUSTER_CIDR": "198.19.212.0/22"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func Serve(ctx context.Context, o Options) error {
 		return fmt.Errorf("joinagent: the identity's vpn_cidr: %w", err)
 	}
 	links, err := peering.New(peering.WireGuardDevice{Interface: device}, kernelroutes.Device{Interface: device}, peering.Options{
-		Self: self, Master: master, MasterPrefixes: []netip.Prefix{vpn}, HubOnly: o.HubOnly,
+		Self: self, Master: master, MasterPrefixes: []netip.Prefix{vpn}, PodRange: st.PodRange(), HubOnly: o.HubOnly,
 		HandshakeTimeout: o.HandshakeTimeout, Logger: o.Logger})
 	if err != nil {
 		return err
@@ -128,6 +128,11 @@ func Serve(ctx context.Context, o Options) error {
 		case <-ctx.Done():
 			return nil
 		case err := <-refused:
+			// The master no longer knows this node: the direct peers and
+			// their routes go (the tunnel to the master stays for a join).
+			if ferr := links.Forget(context.WithoutCancel(ctx)); ferr != nil {
+				o.Logger.WarnContext(ctx, "removing the direct peers", "error", ferr)
+			}
 			return err
 		case <-step.C:
 		case <-changed:

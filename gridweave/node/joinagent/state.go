@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 
+	"gridweave.dev/joinkeys"
 	"gridweave.dev/wgkey"
 )
 
@@ -23,6 +25,12 @@ type State struct {
 	// the link service (empty in an identity kept before it existed).
 	MasterPublicKey string
 	VPNCIDR         string
+	// ClusterCIDR and NodeCIDRMask are the cluster's pod range as the
+	// master said it at validate: the only pod CIDRs the link service
+	// routes (empty in an identity kept before it existed: none then,
+	// until the next join).
+	ClusterCIDR  string
+	NodeCIDRMask int
 }
 
 // K3sTokenFile is the file in the state directory that holds the k3s
@@ -41,6 +49,8 @@ type stateJSON struct {
 	MasterVPN  string `json:"master_vpn_url,omitempty"`
 	MasterKey  string `json:"master_public_key,omitempty"`
 	VPNCIDR    string `json:"vpn_cidr,omitempty"`
+	Cluster    string `json:"cluster_cidr,omitempty"`
+	NodeMask   int    `json:"node_cidr_mask,omitempty"`
 }
 
 // LoadState reads the identity in dir, or makes a new key pair for
@@ -70,7 +80,19 @@ func LoadState(dir, hostname string) (State, error) {
 		return State{}, fmt.Errorf("joinagent: this machine joined as %q and is now called %q; run with --leave first, then join again", j.Hostname, hostname)
 	}
 	return State{Hostname: j.Hostname, PrivateKey: key, NodeToken: j.NodeToken, VPNIP: j.VPNIP, MasterVPNURL: j.MasterVPN,
-		MasterPublicKey: j.MasterKey, VPNCIDR: j.VPNCIDR}, nil
+		MasterPublicKey: j.MasterKey, VPNCIDR: j.VPNCIDR, ClusterCIDR: j.Cluster, NodeCIDRMask: j.NodeMask}, nil
+}
+
+// PodRange is the cluster's pod range the identity holds; the zero
+// PodRange (which admits no pod CIDR) when it holds none or a malformed
+// one.
+func (s State) PodRange() joinkeys.PodRange {
+	cluster, err := netip.ParsePrefix(s.ClusterCIDR)
+	r := joinkeys.PodRange{Cluster: cluster, NodeBits: s.NodeCIDRMask}
+	if err != nil || r.Validate() != nil {
+		return joinkeys.PodRange{}
+	}
+	return r
 }
 
 // save writes the identity atomically, readable by root only.
@@ -79,7 +101,7 @@ func (s State) save(dir string) error {
 		return err
 	}
 	raw, err := json.MarshalIndent(stateJSON{Hostname: s.Hostname, PrivateKey: s.PrivateKey.Base64(), NodeToken: s.NodeToken, VPNIP: s.VPNIP, MasterVPN: s.MasterVPNURL,
-		MasterKey: s.MasterPublicKey, VPNCIDR: s.VPNCIDR}, "", "  ")
+		MasterKey: s.MasterPublicKey, VPNCIDR: s.VPNCIDR, Cluster: s.ClusterCIDR, NodeMask: s.NodeCIDRMask}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/wgkey"
 )
@@ -75,6 +76,12 @@ type Options struct {
 	// always holds (the VPN CIDR).
 	Master         wgkey.Key
 	MasterPrefixes []netip.Prefix
+	// PodRange is the cluster's pod range (validate's cluster_cidr and
+	// node_cidr_mask): a directory entry whose pod CIDR is not a node's
+	// prefix inside it is skipped, so nothing outside it is ever routed
+	// into the tunnel or allowed into a peer. The zero PodRange admits no
+	// pod CIDR at all.
+	PodRange joinkeys.PodRange
 	// HandshakeTimeout is how long a direct link may try before its node
 	// is relayed; default 15 s.
 	HandshakeTimeout time.Duration
@@ -205,6 +212,12 @@ func (m *Manager) SetPeers(peers []api.DirectoryPeer) error {
 		if _, dup := want[t.key]; dup {
 			errs = append(errs, fmt.Errorf("peering: %s: public key %s is named twice", p.Hostname, t.key))
 			continue
+		}
+		if t.podCIDR.IsValid() {
+			if err := m.o.PodRange.Check(t.podCIDR); err != nil {
+				errs = append(errs, fmt.Errorf("peering: %s skipped: its pod_cidr: %w", p.Hostname, err))
+				continue
+			}
 		}
 		clash := ""
 		for _, pfx := range t.prefixes() {
@@ -502,6 +515,37 @@ func (m *Manager) route(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Forget drops every direct link: each other node's peer goes from the
+// device, with the routes of their pod CIDRs, and the master's peer keeps
+// its own prefixes only. A machine the master no longer knows (its node
+// token refused) does this: it holds no credential to the directory, so
+// nothing it keeps of it is current.
+func (m *Manager) Forget(ctx context.Context) error {
+	if err := m.SetPeers(nil); err != nil {
+		return err
+	}
+	err := m.Step(ctx)
+	if !errors.Is(err, ErrNoMasterPeer) {
+		return err
+	}
+	// No master's peer to fall back on: remove the others all the same.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, err := m.dev.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("peering: read the device: %w", err)
+	}
+	var removals []PeerChange
+	for _, p := range st.Peers {
+		removals = append(removals, PeerChange{PublicKey: p.PublicKey, Remove: true})
+	}
+	if err := m.dev.Apply(ctx, removals); err != nil {
+		return fmt.Errorf("peering: configure the device: %w", err)
+	}
+	m.links = map[wgkey.Key]*link{}
+	return m.route(ctx)
 }
 
 // Links reports every link, by hostname, as of the last Step.

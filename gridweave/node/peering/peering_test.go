@@ -12,6 +12,7 @@ import (
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/peering"
+	"gridweave.dev/joinkeys"
 	"gridweave.dev/wgkey"
 )
 
@@ -143,6 +144,9 @@ type fixture struct {
 
 const vpn = "198.18.0.0/16"
 
+// podRange is the cluster's pod range of the fixture (k3s's default).
+var podRange = joinkeys.DefaultPodRange
+
 func newFixture(t *testing.T, hubOnly bool) *fixture {
 	f := &fixture{t: t, self: key(t), master: key(t), b: key(t), c: key(t), routes: &routes{set: map[netip.Prefix]bool{}},
 		clock: &clock{now: time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)}}
@@ -157,7 +161,7 @@ func newFixture(t *testing.T, hubOnly bool) *fixture {
 }
 
 func (f *fixture) manager(hubOnly bool) *peering.Manager {
-	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), HubOnly: hubOnly, Now: f.clock.Now})
+	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange, HubOnly: hubOnly, Now: f.clock.Now})
 	must(f.t, err)
 	must(f.t, m.SetPeers(f.directory))
 	return m
@@ -300,7 +304,7 @@ func TestRestartKeepsLiveLinks(t *testing.T) {
 	f.dev.handshake(f.c, f.clock.now)
 	f.step()
 	n := len(f.dev.applied)
-	restarted, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), Now: f.clock.Now})
+	restarted, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange, Now: f.clock.Now})
 	must(t, err)
 	must(t, restarted.Step(context.Background()))
 	must(t, restarted.SetPeers(f.directory))
@@ -349,6 +353,61 @@ func TestDirectoryEntriesThatCannotBeUsed(t *testing.T) {
 	f.step()
 	if got := len(f.mgr.Links()); got != 2 {
 		t.Errorf("%d links, want gpu-b and gpu-c: %+v", got, f.mgr.Links())
+	}
+}
+
+// A directory entry whose pod CIDR is not a node's prefix of the cluster's
+// pod range (a public range, a LAN, another node's endpoints, every IPv6
+// address) is skipped: nothing of it is routed or allowed into a peer.
+func TestPodCIDRsOutsideTheClusterRangeAreRefused(t *testing.T) {
+	for _, cidr := range []string{"8.8.0.0/16", "192.168.1.0/24", "192.0.2.0/24", "::/0", "10.42.0.0/16", "0.0.0.0/0"} {
+		t.Run(cidr, func(t *testing.T) {
+			f := newFixture(t, false)
+			liar := key(t)
+			err := f.mgr.SetPeers(append(slices.Clone(f.directory), api.DirectoryPeer{Hostname: "liar", PublicKey: liar.String(), VPNIP: "198.18.0.20", PodCIDR: cidr}))
+			if err == nil || !strings.Contains(err.Error(), "liar") || !errors.Is(err, joinkeys.ErrPodCIDROutsideRange) {
+				t.Errorf("SetPeers = %v, want the liar skipped for its pod CIDR", err)
+			}
+			f.step()
+			for p := range f.routes.set {
+				if p.String() == cidr {
+					t.Errorf("%s is routed into the tunnel", cidr)
+				}
+			}
+			for _, p := range f.dev.peers {
+				for _, a := range p.AllowedIPs {
+					if a.String() == cidr {
+						t.Errorf("%s is allowed into the peer %s", cidr, p.PublicKey)
+					}
+				}
+			}
+		})
+	}
+	// Without a known pod range (an identity kept before the master said
+	// it), no pod CIDR is taken.
+	f := newFixture(t, false)
+	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), Now: f.clock.Now})
+	must(t, err)
+	if err := m.SetPeers(f.directory); err == nil || !errors.Is(err, joinkeys.ErrPodCIDROutsideRange) {
+		t.Errorf("with no pod range, SetPeers = %v", err)
+	}
+}
+
+// Forget leaves the device with the master's peer alone, holding only its
+// own prefixes, and no route of another node's pod CIDR.
+func TestForgetDropsEveryDirectLink(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	if len(f.dev.peers) != 3 || len(f.routes.set) != 2 {
+		t.Fatalf("before: %d peers, routes %v", len(f.dev.peers), f.routes.set)
+	}
+	must(t, f.mgr.Forget(context.Background()))
+	if len(f.dev.peers) != 1 || f.dev.peers[f.master] == nil || len(f.routes.set) != 0 {
+		t.Errorf("after Forget: peers %v, routes %v", f.dev.peers, f.routes.set)
+	}
+	f.wantAllowed(f.master, prefixes(vpn), "the master after Forget")
+	if len(f.mgr.Links()) != 0 {
+		t.Errorf("links after Forget: %+v", f.mgr.Links())
 	}
 }
 
