@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -49,8 +51,8 @@ import (
 // UTS namespace when the join command runs: its hostname, /usr/local/bin,
 // /var/lib/gridweave and /run/wireguard). Every address is in
 // 198.18.0.0/15: the master's underlay 198.18.240.1, the links
-// 198.18.241.0/24 (a /30 each), the VPN 198.19.240+k.0/24, pod CIDRs
-// 198.18.100+i.0/24.
+// 198.18.241.0/24 (a /30 each), the VPN 198.19.240+k.0/24, the cluster's
+// pod range 198.18.64.0/18 (e2eClusterCIDR), pod CIDRs 198.18.64+i.0/24.
 
 const (
 	e2eAdminToken = "e2e-admin-token-0123456789abcdef"
@@ -59,6 +61,8 @@ const (
 	e2eImageName  = "gridweave-worker:e2e"
 	masterUnderIP = "198.18.240.1"
 	e2eJWTSecret  = "e2e-jwt-secret-0123456789abcdef0123456789"
+	// e2eClusterCIDR is the cluster's pod range (CLUSTER_CIDR).
+	e2eClusterCIDR = "198.18.64.0/18"
 )
 
 // e2eMarks makes the ownership marks the e2e master makes: an HMAC under
@@ -152,6 +156,17 @@ func nextSeq() int {
 // startMaster sets up a master host and starts the server on it.
 func startMaster(t testing.TB) *master { return startMasterWith(t, false) }
 
+// masterOptions change what startMasterOpts starts.
+type masterOptions struct {
+	// deployed: see startMasterWith.
+	deployed bool
+	// addresses are more addresses of the master's underlay device, added
+	// before the server starts (a bridge's, say).
+	addresses []string
+	// env is more of the server's environment.
+	env []string
+}
+
 // startMasterWith is startMaster; deployed runs the server as the
 // README's systemd path does: the static binary of make server-static
 // (agents built in, no AGENT_DIR), the variables of
@@ -160,6 +175,13 @@ func startMaster(t testing.TB) *master { return startMasterWith(t, false) }
 // arguments (the unit's ExecStart).
 func startMasterWith(t testing.TB, deployed bool) *master {
 	t.Helper()
+	return startMasterOpts(t, masterOptions{deployed: deployed})
+}
+
+// startMasterOpts is startMaster with o.
+func startMasterOpts(t testing.TB, o masterOptions) *master {
+	t.Helper()
+	deployed := o.deployed
 	netnstest.RequireRoot(t)
 	buildE2EBinaries(t)
 	tc := testcluster.Shared(t)
@@ -179,6 +201,9 @@ func startMasterWith(t testing.TB, deployed bool) *master {
 	netnstest.IP(t, "link", "add", underlay, "type", "veth", "peer", "name", underlay+"p")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", underlay).Run() })
 	netnstest.IP(t, "addr", "add", masterUnderIP+"/32", "dev", underlay)
+	for _, a := range o.addresses {
+		netnstest.IP(t, "addr", "add", a+"/32", "dev", underlay)
+	}
 	netnstest.IP(t, "link", "set", underlay, "up")
 
 	// No WireGuard device: the server makes its own (no kernel WireGuard
@@ -213,6 +238,7 @@ func startMasterWith(t testing.TB, deployed bool) *master {
 		"VPN_HTTP_PORT=" + strconv.Itoa(freeTCPPort(t)),
 		"MASTER_IP=" + masterUnderIP,
 		"VPN_CIDR=" + m.vpnPrefix.String(),
+		"CLUSTER_CIDR=" + e2eClusterCIDR,
 		"MASTER_VPN_IP=" + m.vpnIP.String(),
 		"WG_INTERFACE=" + m.device,
 		"WG_PORT=" + strconv.Itoa(m.wgPort),
@@ -224,6 +250,7 @@ func startMasterWith(t testing.TB, deployed bool) *master {
 		// must in its image, where there is no ip executable.
 		"PATH=" + t.TempDir(),
 	}
+	overrides = append(overrides, o.env...)
 	if deployed {
 		m.binary, m.args = staticServer(t), nil
 		creds := t.TempDir() // the unit's credentials directory (%d)
@@ -396,7 +423,7 @@ func (m *master) newNode(i int, hostname string, gpu bool) *node {
 	t := m.t
 	t.Helper()
 	n := &node{t: t, m: m, ns: netnstest.New(t, "gwn"), hostname: hostname, dir: t.TempDir(),
-		podCIDR: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 100+i))}
+		podCIDR: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 64+i))}
 	hostEnd := fmt.Sprintf("198.18.241.%d", 4*i+1)
 	n.underlay = netip.MustParseAddr(fmt.Sprintf("198.18.241.%d", 4*i+2))
 	n.hostLink, _ = netnstest.LinkToHost(t, hostEnd+"/30", n.ns, n.underlay.String()+"/30")
@@ -413,15 +440,26 @@ func (m *master) newNode(i int, hostname string, gpu bool) *node {
 	if gpu {
 		// nvidia-smi as an H100 machine prints it for the agent's query.
 		writeFile(t, filepath.Join(n.dir, "bin", "nvidia-smi"), "#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, 81559, GPU-"+hostname+"-0000-1111-2222, 550.54.15'\n", 0o755)
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(n.dir, "bin", "k3s"), fmt.Sprintf("#!/bin/sh\nexport %s=k3s %s=%q %s=%q %s=%q %s=%q %s=%q %s=%q\nexec %q \"$@\"\n",
-			standInEnv, standInDir, filepath.Join(n.dir, "records"), standInPodCIDR, n.podCIDR, standInKubeconfig, m.tc.KubeconfigPath,
-			standInK3sToken, e2eK3sToken, standInImageSum, m.imageSum, standInImageName, e2eImageName, self), 0o755)
+		n.writeK3sStandIn()
 	}
 	return n
+}
+
+// writeK3sStandIn puts the k3s stand-in on the machine's PATH: it
+// registers the Node with n.podCIDR, with the kubelet's credential, which
+// the node authorizer and NodeRestriction hold to that Node.
+func (n *node) writeK3sStandIn() {
+	t := n.t
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(n.dir, "kubelet.kubeconfig")
+	writeNodeKubeconfig(t, n.m.tc, n.hostname, kubeconfig)
+	writeFile(t, filepath.Join(n.dir, "bin", "k3s"), fmt.Sprintf("#!/bin/sh\nexport %s=k3s %s=%q %s=%q %s=%q %s=%q %s=%q %s=%q\nexec %q \"$@\"\n",
+		standInEnv, standInDir, filepath.Join(n.dir, "records"), standInPodCIDR, n.podCIDR, standInKubeconfig, kubeconfig,
+		standInK3sToken, e2eK3sToken, standInImageSum, n.m.imageSum, standInImageName, e2eImageName, self), 0o755)
 }
 
 // run runs a shell command as the machine: in its network namespace, with
@@ -683,4 +721,22 @@ func copyFile(t testing.TB, from, to string) {
 		t.Fatal(err)
 	}
 	writeFile(t, to, string(raw), 0o600)
+}
+
+// writeNodeKubeconfig writes a kubeconfig with the credential of Node
+// name's kubelet (system:node:<name>) on tc.
+func writeNodeKubeconfig(t testing.TB, tc *testcluster.Cluster, name, path string) {
+	t.Helper()
+	cfg, err := tc.NodeConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["testcluster"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["kubelet"] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: "kubelet"}
+	kc.CurrentContext = "kubelet"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
 }

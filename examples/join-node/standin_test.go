@@ -64,6 +64,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(standInEnv) == "wg-allow" {
+		if err := wgAllow(os.Args[1], os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "wg-allow (stand-in):", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(standInEnv) == "k3s" {
 		if err := k3sStandIn(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, "k3s (stand-in):", err)

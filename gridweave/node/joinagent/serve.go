@@ -234,12 +234,16 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 	for ctx.Err() == nil {
 		asked := time.Now()
 		dir, err := o.peers(ctx, st, since)
+		var me *MasterError
 		if err != nil && public != nil && ctx.Err() == nil {
+			// The tunnel does not answer: the master removed this node's
+			// peer (a disconnect), or another replica leads now.
 			if d, perr := public.peers(ctx, st, ""); perr == nil {
 				dir, err = d, nil
+			} else if errors.As(perr, &me) && me.Status == http.StatusUnauthorized {
+				err = perr
 			}
 		}
-		var me *MasterError
 		if errors.As(err, &me) && me.Status == http.StatusUnauthorized {
 			refused <- fmt.Errorf("joinagent: the master no longer knows this node (it was disconnected?): join again: %w", err)
 			return
