@@ -177,6 +177,14 @@ type Config struct {
 	// ReapInterval how often that is checked (1m).
 	ValidatedTTL time.Duration
 	ReapInterval time.Duration
+	// SharedOrgs are orgs whose machines every machine sees in the peer
+	// directory, and which see every machine (SHARED_ORGS, comma-separated;
+	// none by default): otherwise a machine sees only its own org's.
+	SharedOrgs []string
+	// FleetLAN says the fleet's machines share a LAN (FLEET_LAN=on; off by
+	// default): only then are endpoints in private ranges that agents
+	// advertise handed to other machines.
+	FleetLAN bool
 	// Dev allows unsafe defaults: the default or a short JWT secret, no
 	// admin token (GRIDWEAVE_DEV=1 or --dev).
 	Dev bool
@@ -307,6 +315,18 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, &ConfigError{"VALIDATED_TTL", fmt.Sprintf("%q is not a positive duration such as 10m", env("VALIDATED_TTL", ""))}
 	}
 	c.ReapInterval = time.Minute
+	for _, o := range strings.Split(env("SHARED_ORGS", ""), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.SharedOrgs = append(c.SharedOrgs, o)
+		}
+	}
+	switch strings.ToLower(env("FLEET_LAN", "off")) {
+	case "on":
+		c.FleetLAN = true
+	case "off":
+	default:
+		return Config{}, &ConfigError{"FLEET_LAN", fmt.Sprintf("%q is neither on nor off", env("FLEET_LAN", ""))}
+	}
 	for _, o := range strings.Split(env("CORS_ORIGINS", "*"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.CORSOrigins = append(c.CORSOrigins, o)

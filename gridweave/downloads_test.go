@@ -108,7 +108,7 @@ func TestJoinScriptPinsTheMaster(t *testing.T) {
 	_, key := h.mint("org")
 	r := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 600}), 201, "mint")
 	pin := h.tls.Pin.String()
-	want := fmt.Sprintf("curl -fsSL --pinnedpubkey %s -k https://203.0.113.7:%d/join-node.sh -o join-node.sh && sudo MASTER_IP=203.0.113.7 MASTER_PIN=%s bash join-node.sh %s",
+	want := fmt.Sprintf(`d=$(mktemp -d) && curl -fsSL --pinnedpubkey %s -k https://203.0.113.7:%d/join-node.sh -o "$d/join-node.sh" && sudo MASTER_IP=203.0.113.7 MASTER_PIN=%s bash "$d/join-node.sh" %s`,
 		pin, h.cfg.Port, pin, r.body["key"])
 	if got := r.body["join_command"]; got != want {
 		t.Fatalf("join_command\n got %s\nwant %s", got, want)

@@ -279,7 +279,7 @@ var errorCodes = map[int][]string{
 	http.StatusUnsupportedMediaType:  {"unsupported_media_type"},
 	http.StatusUnprocessableEntity:   {"invalid_spec", "rejected_by_kubernetes"},
 	http.StatusUpgradeRequired:       {"version_mismatch"},
-	http.StatusTooManyRequests:       {"rate_limited"},
+	http.StatusTooManyRequests:       {"rate_limited", "too_many_polls"},
 	http.StatusBadGateway:            {"kubernetes_denied", "ray_dashboard_error", "ray_dashboard_unreachable"},
 	http.StatusServiceUnavailable:    {"no_kubernetes", "no_ray_dashboard", "kubernetes_unavailable"},
 	http.StatusGatewayTimeout:        {"timeout", "ray_dashboard_timeout"},

@@ -42,6 +42,6 @@ func Example() {
 	resp, _ := http.DefaultClient.Do(req)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	fmt.Println(resp.StatusCode, strings.Contains(string(body), `"join_command":"curl -fsSL http://<MASTER_IP>:8800/join-node.sh`))
+	fmt.Println(resp.StatusCode, strings.Contains(string(body), `"join_command":"d=$(mktemp -d) && curl -fsSL http://<MASTER_IP>:8800/join-node.sh`))
 	// Output: 201 true
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,20 +38,69 @@ const (
 	// maxReportedLinks keeps a report under the default body limit (1 MiB,
 	// about 250 bytes a link).
 	maxReportedLinks = 3000
+	// MaxPollsPerNode bounds the long polls of the directory one node may
+	// hold open at once (its agent holds one; a restart may overlap it).
+	MaxPollsPerNode = 2
 )
+
+// pollCount counts the long polls each node holds open.
+type pollCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take reserves a poll for hostname; false when it holds
+// MaxPollsPerNode already.
+func (c *pollCount) take(hostname string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	if c.n[hostname] >= MaxPollsPerNode {
+		return false
+	}
+	c.n[hostname]++
+	return true
+}
+
+func (c *pollCount) give(hostname string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[hostname]--; c.n[hostname] <= 0 {
+		delete(c.n, hostname)
+	}
+}
 
 // peerDirectory is the last computed directory, shared by every waiting
 // agent: at most one computation per directoryMaxAge, whatever the fleet
-// size.
+// size. Each org sees its own view of it (directoryView), made once per
+// computation.
 type peerDirectory struct {
-	mu       sync.Mutex
-	body     []byte            // the encoded api.PeerDirectory
-	keys     map[string]string // hostname → public key of every peer
-	revision string
-	err      error     // of the last computation, kept as long as a body
-	at       time.Time // by the wall clock: the cache's age
-	// changed is closed (and replaced) when the revision changes.
+	mu             sync.Mutex
+	peers          []orgPeer // every node with a tunnel, by hostname
+	masterEndpoint string
+	views          map[string]*directoryView // by org, made on demand
+	err            error                     // of the last computation, kept as long as a directory
+	at             time.Time                 // by the wall clock: the cache's age
+	// changed is closed (and replaced) when the directory changes.
 	changed chan struct{}
+	// sum identifies the whole directory, to tell a change.
+	sum string
+}
+
+// orgPeer is a directory entry with the org its node joined for.
+type orgPeer struct {
+	org string
+	api.DirectoryPeer
+}
+
+// directoryView is what the nodes of one org see: the body, its revision
+// and the hostname → public key of every peer in it.
+type directoryView struct {
+	body     []byte
+	revision string
+	keys     map[string]string
 }
 
 // linkBook keeps each node's last link report.
@@ -121,61 +171,100 @@ func countLinks(links []api.Link, at time.Time) api.LinkCounts {
 	return c
 }
 
-// directory returns the peer directory, computed again when it is older
-// than directoryMaxAge, and the channel closed at its next change.
-func (s *Server) directory(ctx context.Context) (body []byte, revision string, changed <-chan struct{}, err error) {
+// directory returns the peer directory as the nodes of org see it,
+// computed again when it is older than directoryMaxAge, and the channel
+// closed at its next change (of any org's view: a waiter looks again).
+func (s *Server) directory(ctx context.Context, org string) (view *directoryView, changed <-chan struct{}, err error) {
 	d := &s.peers
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.changed == nil {
 		d.changed = make(chan struct{})
 	}
-	if (d.body != nil || d.err != nil) && time.Since(d.at) < directoryMaxAge {
-		return d.body, d.revision, d.changed, d.err
+	if !((d.peers != nil || d.err != nil) && time.Since(d.at) < directoryMaxAge) {
+		peers, endpoint, err := s.computeDirectory(ctx)
+		if err != nil {
+			// Kept as long as a directory would be: waiters retry at that
+			// pace, not each on its own.
+			d.peers, d.err, d.at = nil, err, time.Now()
+			return nil, nil, err
+		}
+		h := sha256.New()
+		for _, p := range peers {
+			raw, _ := json.Marshal(p.DirectoryPeer)
+			h.Write([]byte(p.org))
+			h.Write(raw)
+		}
+		h.Write([]byte(endpoint))
+		sum := hex.EncodeToString(h.Sum(nil))
+		if sum != d.sum && d.sum != "" {
+			close(d.changed)
+			d.changed = make(chan struct{})
+		}
+		if sum != d.sum {
+			d.views = map[string]*directoryView{}
+		}
+		d.peers, d.masterEndpoint, d.sum, d.err, d.at = peers, endpoint, sum, nil, time.Now()
 	}
-	dir, err := s.computeDirectory(ctx)
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	if v, ok := d.views[org]; ok {
+		return v, d.changed, nil
+	}
+	v, err := s.viewFor(org, d.peers, d.masterEndpoint)
 	if err != nil {
-		// Kept as long as a directory would be: waiters retry at that pace,
-		// not each on its own.
-		d.body, d.err, d.at = nil, err, time.Now()
-		return nil, "", nil, err
+		return nil, nil, err
 	}
-	keys := make(map[string]string, len(dir.Peers))
-	for _, p := range dir.Peers {
-		keys[p.Hostname] = p.PublicKey
+	d.views[org] = v
+	return v, d.changed, nil
+}
+
+// mayLink reports whether the nodes of orgs a and b see each other in the
+// directory: one org, or either of them shared (Config.SharedOrgs).
+func (s *Server) mayLink(a, b string) bool {
+	return a == b || slices.Contains(s.cfg.SharedOrgs, a) || slices.Contains(s.cfg.SharedOrgs, b)
+}
+
+// viewFor is the directory the nodes of org see: the nodes they may link
+// to (mayLink), and nothing of any other org's fleet.
+func (s *Server) viewFor(org string, peers []orgPeer, endpoint string) (*directoryView, error) {
+	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}, MasterEndpoint: endpoint}
+	keys := map[string]string{}
+	for _, p := range peers {
+		if s.mayLink(org, p.org) {
+			dir.Peers = append(dir.Peers, p.DirectoryPeer)
+			keys[p.Hostname] = p.PublicKey
+		}
 	}
 	raw, err := json.Marshal(dir.Peers)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
-	raw = append(raw, dir.MasterEndpoint...)
+	raw = append(raw, endpoint...)
 	sum := sha256.Sum256(raw)
 	dir.Revision = hex.EncodeToString(sum[:12])
-	body, err = json.Marshal(dir)
+	body, err := json.Marshal(dir)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
-	if dir.Revision != d.revision && d.body != nil {
-		close(d.changed)
-		d.changed = make(chan struct{})
-	}
-	d.body, d.keys, d.revision, d.err, d.at = body, keys, dir.Revision, nil, time.Now()
-	return d.body, d.revision, d.changed, nil
+	return &directoryView{body: body, revision: dir.Revision, keys: keys}, nil
 }
 
 // computeDirectory lists the nodes that have a tunnel (validated or
 // registered), each with the endpoints to try: where the master's device
-// sees its packets come from, then what its agent reported.
-func (s *Server) computeDirectory(ctx context.Context) (api.PeerDirectory, error) {
+// sees its packets come from, then what its agent reported; and where the
+// master's device is reached now.
+func (s *Server) computeDirectory(ctx context.Context) ([]orgPeer, string, error) {
 	nodes, err := s.keyring.Nodes(ctx)
 	if err != nil {
-		return api.PeerDirectory{}, err
+		return nil, "", err
 	}
 	observed := map[wgkey.Key]netip.AddrPort{}
 	if o, ok := s.mesh.(mesh.Observer); ok {
 		statuses, err := o.PeerStatuses(ctx)
 		if err != nil {
-			return api.PeerDirectory{}, err
+			return nil, "", err
 		}
 		for _, st := range statuses {
 			observed[st.PublicKey] = st.Endpoint
@@ -183,7 +272,7 @@ func (s *Server) computeDirectory(ctx context.Context) (api.PeerDirectory, error
 	}
 	reports := s.links.all()
 	present := make(map[string]bool, len(nodes))
-	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}}
+	peers := []orgPeer{}
 	for _, n := range nodes {
 		present[n.Hostname] = true
 		if n.Status == joinkeys.StatusDisconnected || !n.VPNIP.IsValid() {
@@ -210,20 +299,11 @@ func (s *Server) computeDirectory(ctx context.Context) (api.PeerDirectory, error
 				p.Endpoints = append(p.Endpoints, ep.String())
 			}
 		}
-		dir.Peers = append(dir.Peers, p)
+		peers = append(peers, orgPeer{org: n.Org, DirectoryPeer: p})
 	}
 	s.links.keep(present)
-	dir.MasterEndpoint = s.masterEndpoint()
-	slices.SortFunc(dir.Peers, func(a, b api.DirectoryPeer) int {
-		switch {
-		case a.Hostname < b.Hostname:
-			return -1
-		case a.Hostname > b.Hostname:
-			return 1
-		}
-		return 0
-	})
-	return dir, nil
+	slices.SortFunc(peers, func(a, b orgPeer) int { return strings.Compare(a.Hostname, b.Hostname) })
+	return peers, s.masterEndpoint(), nil
 }
 
 // handlePeers answers the peer directory to a node: at once, or, with
@@ -233,7 +313,8 @@ func (s *Server) computeDirectory(ctx context.Context) (api.PeerDirectory, error
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	hostname := q.Get("hostname")
-	if _, err := s.keyring.AuthenticateNode(r.Context(), hostname, bearer(r)); err != nil {
+	node, err := s.keyring.AuthenticateNode(r.Context(), hostname, bearer(r))
+	if err != nil {
 		s.writeError(w, r, s.nodeCredentialError(r, err))
 		return
 	}
@@ -247,20 +328,29 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 		wait = time.Duration(secs) * time.Second
 	}
 	since := q.Get("since")
+	if wait > 0 {
+		if !s.polls.take(hostname) {
+			w.Header().Set("Retry-After", "5")
+			s.writeError(w, r, &apiError{status: http.StatusTooManyRequests, code: "too_many_polls",
+				message: fmt.Sprintf("node %s already holds %d long polls of the directory open; close one first", hostname, MaxPollsPerNode)})
+			return
+		}
+		defer s.polls.give(hostname)
+	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(directoryMaxAge)
 	defer tick.Stop()
 	for {
-		body, revision, changed, err := s.directory(r.Context())
+		view, changed, err := s.directory(r.Context(), node.Org)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if revision != since || wait == 0 {
+		if view.revision != since || wait == 0 {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
-			_, _ = w.Write(body)
+			_, _ = w.Write(view.body)
 			return
 		}
 		select {
@@ -281,23 +371,23 @@ func (s *Server) handleReportLinks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := s.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r)); err != nil {
+	node, err := s.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r))
+	if err != nil {
 		s.writeError(w, r, s.nodeCredentialError(r, err))
 		return
 	}
-	report, err := checkLinksReport(req, s.cfg.VPNCIDR)
+	report, err := checkLinksReport(req, s.cfg.VPNCIDR, s.cfg.FleetLAN)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	// Only links to nodes of the directory, by their keys, count.
-	if _, _, _, err := s.directory(r.Context()); err != nil {
+	// Only links to nodes of the node's directory, by their keys, count.
+	view, _, err := s.directory(r.Context(), node.Org)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.peers.mu.Lock()
-	keys := s.peers.keys
-	s.peers.mu.Unlock()
+	keys := view.keys
 	report.links = slices.DeleteFunc(report.links, func(l api.Link) bool { return l.Hostname == req.Hostname || keys[l.Hostname] != l.PublicKey })
 	report.at = s.now().UTC()
 	report.counts = countLinks(report.links, report.at)
@@ -306,8 +396,11 @@ func (s *Server) handleReportLinks(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkLinksReport checks every field of a report, naming the one that
-// is wrong.
-func checkLinksReport(req api.LinksReport, vpn netip.Prefix) (linkReport, error) {
+// is wrong. An advertised endpoint in a private range is kept only when
+// the fleet shares a LAN (Config.FleetLAN): otherwise it names a host of
+// the machine's own network, which another org's machine would be sent
+// to probe.
+func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkReport, error) {
 	out := linkReport{listenPort: req.ListenPort, links: make([]api.Link, 0, len(req.Links))}
 	if req.ListenPort < 0 || req.ListenPort > 65535 {
 		return linkReport{}, badField("listen_port", "listen_port must be a port from 1 to 65535 (or left out), got %d", req.ListenPort)
@@ -322,6 +415,9 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix) (linkReport, error)
 		}
 		if vpn.Contains(ep.Addr().Unmap()) {
 			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] %s is inside the VPN %s: an endpoint is where the tunnel is reached from outside", i, e, vpn)
+		}
+		if ep.Addr().IsPrivate() && !lan {
+			continue
 		}
 		out.endpoints = append(out.endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
@@ -240,4 +241,107 @@ func TestHubMovesTheMasterEndpoint(t *testing.T) {
 	if r := h.want(h.validate(n2, key), 200, "validate"); r.body["master_endpoint"] != "203.0.113.7:51820" {
 		t.Errorf("with no hub known, validate's master_endpoint %v, want this server's MASTER_IP:WG_PORT", r.body["master_endpoint"])
 	}
+}
+
+// TestEachOrgSeesItsOwnFleet: a node's directory names the nodes of its
+// own org only, and those of the shared orgs (SHARED_ORGS), which see
+// every node; links to a node outside the reporter's view do not count.
+// An advertised endpoint in a private range reaches nobody unless the
+// fleet shares a LAN (FLEET_LAN).
+func TestEachOrgSeesItsOwnFleet(t *testing.T) {
+	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.SharedOrgs = []string{"infra"} }})
+	mintFor := func(org string) string {
+		r := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": org, "ttl_seconds": 3600}), 201, "mint")
+		return r.body["key"].(string)
+	}
+	nodes := map[string]*node{}
+	for host, org := range map[string]string{"acme-1": "acme", "acme-2": "acme", "umbrella-1": "umbrella", "infra-1": "infra"} {
+		n := newNode(t, host)
+		h.want(h.validate(n, mintFor(org)), 200, "validate "+host)
+		nodes[host] = n
+	}
+	seen := func(host string) []string {
+		d := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname="+host, nodes[host].token, nil), 200, "peers of "+host))
+		var names []string
+		for _, p := range d.Peers {
+			names = append(names, p.Hostname)
+		}
+		return names
+	}
+	for host, want := range map[string][]string{
+		"acme-1":     {"acme-1", "acme-2", "infra-1"},
+		"acme-2":     {"acme-1", "acme-2", "infra-1"},
+		"umbrella-1": {"infra-1", "umbrella-1"},
+		"infra-1":    {"acme-1", "acme-2", "infra-1", "umbrella-1"},
+	} {
+		if got := seen(host); !slices.Equal(got, want) {
+			t.Errorf("%s sees %v, want %v", host, got, want)
+		}
+	}
+	// A link an acme node reports to umbrella's node is not kept.
+	u := nodes["umbrella-1"]
+	h.want(h.do("POST", "/v1/nodes/links", nodes["acme-1"].token, api.LinksReport{Hostname: "acme-1", Links: []api.Link{
+		{Hostname: "umbrella-1", PublicKey: u.public, State: api.LinkDirect},
+		{Hostname: "acme-2", PublicKey: nodes["acme-2"].public, State: api.LinkDirect},
+	}}), 200, "acme-1's report")
+	var links api.NodeLinks
+	if err := json.Unmarshal(h.want(h.do("GET", "/v1/nodes/acme-1/links", testAdminToken, nil), 200, "links").raw, &links); err != nil {
+		t.Fatal(err)
+	}
+	if len(links.Links) != 1 || links.Links[0].Hostname != "acme-2" {
+		t.Errorf("acme-1's links: %+v, want acme-2's alone", links.Links)
+	}
+
+	// Private endpoints: dropped without FLEET_LAN, kept with it.
+	for _, lan := range []bool{false, true} {
+		h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.FleetLAN = lan }})
+		_, key := h.mint("org")
+		a, b := newNode(t, "lan-a"), newNode(t, "lan-b")
+		h.want(h.validate(a, key), 200, "validate")
+		h.want(h.validate(b, key), 200, "validate")
+		h.want(h.do("POST", "/v1/nodes/links", a.token, api.LinksReport{Hostname: "lan-a", Endpoints: []string{"192.168.1.20:51820", "203.0.113.20:51820"}, Links: []api.Link{}}), 200, "report")
+		want := []string{"203.0.113.20:51820"}
+		if lan {
+			want = []string{"192.168.1.20:51820", "203.0.113.20:51820"}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			d := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=lan-b", b.token, nil), 200, "peers"))
+			pa, _ := peerNamed(d, "lan-a")
+			if slices.Equal(pa.Endpoints, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("FLEET_LAN=%t: lan-a's endpoints %v, want %v", lan, pa.Endpoints, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// A node holds at most MaxPollsPerNode long polls of the directory open:
+// one more is 429 too_many_polls; an immediate answer (no wait) is not
+// counted.
+func TestLongPollsPerNodeAreCapped(t *testing.T) {
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	a := newNode(t, "poller")
+	h.want(h.validate(a, key), 200, "validate")
+	first := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=poller", a.token, nil), 200, "peers"))
+	done := make(chan reply, gridweave.MaxPollsPerNode)
+	for range gridweave.MaxPollsPerNode {
+		go func() {
+			done <- h.do("GET", "/v1/nodes/peers?hostname=poller&wait=6&since="+first.Revision, a.token, nil)
+		}()
+	}
+	time.Sleep(time.Second) // the polls are waiting at the server
+	r := h.do("GET", "/v1/nodes/peers?hostname=poller&wait=6&since="+first.Revision, a.token, nil)
+	if r.status != 429 || r.errorField("code") != "too_many_polls" || r.header.Get("Retry-After") == "" {
+		t.Errorf("a poll beyond the cap: %d %s", r.status, r.raw)
+	}
+	h.want(h.do("GET", "/v1/nodes/peers?hostname=poller", a.token, nil), 200, "an immediate answer beside the polls")
+	for range gridweave.MaxPollsPerNode {
+		h.want(<-done, 200, "a capped poll")
+	}
+	h.want(h.do("GET", "/v1/nodes/peers?hostname=poller&wait=1&since="+first.Revision, a.token, nil), 200, "a poll once the others ended")
 }

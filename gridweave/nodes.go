@@ -64,7 +64,9 @@ func viewKey(k joinkeys.Key) api.Key {
 	return v
 }
 
-// joinCommand is what a person pastes on the node.
+// joinCommand is what a person pastes on the node. join-node.sh goes into
+// a new private directory (mktemp -d, 0700), never the current one, where
+// another user of the machine could have put a file of that name first.
 func (s *Server) joinCommand(key string) string {
 	master := s.cfg.MasterIP
 	if master == "" {
@@ -73,11 +75,11 @@ func (s *Server) joinCommand(key string) string {
 	if s.cfg.PublicPin != "" {
 		// -k is safe: the pin replaces CA verification (tlspin).
 		base := fmt.Sprintf("https://%s:%d", hostForURL(master), s.cfg.Port)
-		return fmt.Sprintf("curl -fsSL --pinnedpubkey %s -k %s/join-node.sh -o join-node.sh && sudo MASTER_IP=%s MASTER_PIN=%s bash join-node.sh %s",
+		return fmt.Sprintf(`d=$(mktemp -d) && curl -fsSL --pinnedpubkey %s -k %s/join-node.sh -o "$d/join-node.sh" && sudo MASTER_IP=%s MASTER_PIN=%s bash "$d/join-node.sh" %s`,
 			s.cfg.PublicPin, base, master, s.cfg.PublicPin, key)
 	}
 	base := fmt.Sprintf("http://%s:%d", hostForURL(master), s.cfg.Port)
-	return fmt.Sprintf("curl -fsSL %s/join-node.sh -o join-node.sh && sudo MASTER_IP=%s bash join-node.sh %s", base, master, key)
+	return fmt.Sprintf(`d=$(mktemp -d) && curl -fsSL %s/join-node.sh -o "$d/join-node.sh" && sudo MASTER_IP=%s bash "$d/join-node.sh" %s`, base, master, key)
 }
 
 func hostForURL(host string) string {

@@ -45,7 +45,7 @@ func TestJoinFlow(t *testing.T) {
 			}
 		}
 		key := minted.body["key"].(string)
-		wantCmd := "curl -fsSL http://203.0.113.7:8800/join-node.sh -o join-node.sh && sudo MASTER_IP=203.0.113.7 bash join-node.sh " + key
+		wantCmd := `d=$(mktemp -d) && curl -fsSL http://203.0.113.7:8800/join-node.sh -o "$d/join-node.sh" && sudo MASTER_IP=203.0.113.7 bash "$d/join-node.sh" ` + key
 		if minted.body["join_command"] != wantCmd {
 			t.Errorf("join_command\n got %q\nwant %q", minted.body["join_command"], wantCmd)
 		}

@@ -2,6 +2,7 @@ package gridweave
 
 import (
 	"reflect"
+	"strconv"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/swaggest/jsonschema-go"
@@ -130,7 +131,8 @@ func operations() map[string]operation {
 			description: "Recorded in the ledger and as the annotation `" + fleet.VersionAnnotation + "` on the Kubernetes Node.",
 			request:     api.ReportVersionRequest{}, status: 200, response: api.NodeEnvelope{}, errors: []int{404, 409}},
 		"GET /v1/nodes/peers": {id: "nodePeers", tag: "nodes", summary: "A node waits for the other nodes it links to directly (its node token as bearer)",
-			description: "Every node with a tunnel: public key, VPN address, pod CIDR and the endpoints to try (where the master's WireGuard device sees its packets come from, then the ones its agent reported). " +
+			description: "Every node with a tunnel that the caller may link to (its own org's, and those of `SHARED_ORGS`): public key, VPN address, pod CIDR and the endpoints to try (where the master's WireGuard device sees its packets come from, then the ones its agent reported; those in private ranges only with `FLEET_LAN=on`). " +
+				"A node holds at most " + strconv.Itoa(MaxPollsPerNode) + " long polls open at once (429 `too_many_polls`). " +
 				"With `since` (the `revision` of the last answer) and `wait`, the answer comes when the directory differs from that revision, or after `wait` seconds with the same one (a long poll: call again). " +
 				"A node missing from an answer has left: its peer goes. Served on the VPN listener as on the public one.",
 			query: []param{

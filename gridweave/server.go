@@ -84,6 +84,7 @@ type Server struct {
 	// reports of their links.
 	peers peerDirectory
 	links linkBook
+	polls pollCount
 	// history is the fleet's recent samples, for the console.
 	history fleetHistory
 

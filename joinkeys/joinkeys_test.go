@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +203,50 @@ func TestVersionReportsAreAudited(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].Reason != "version 1.5.0 (was 1.4.2)" || events[0].KeyID != m.Key.ID {
 		t.Errorf("version events %+v, want one of 1.5.0", events)
+	}
+}
+
+// countingStore counts the node reads a Keyring makes.
+type countingStore struct {
+	joinkeys.Store
+	nodeReads atomic.Int64
+}
+
+func (s *countingStore) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord, error) {
+	s.nodeReads.Add(1)
+	return s.Store.Node(ctx, hostname)
+}
+
+// A hostname that names no node is read from the store once per
+// missTTL, however often it is probed with made-up tokens; a join of that
+// hostname is seen at once.
+func TestMissesOfUnknownHostnamesAreCached(t *testing.T) {
+	ctx := context.Background()
+	store := &countingStore{Store: new(memstore.Store)}
+	clock := storetest.NewClock()
+	kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		if _, err := kr.AuthenticateNode(ctx, "ghost", "gwn_"+strings.Repeat("0", 64)); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+			t.Fatalf("a probe of an unknown hostname: %v", err)
+		}
+	}
+	if n := store.nodeReads.Load(); n != 1 {
+		t.Errorf("1000 probes of one unknown hostname read the store %d times, want 1", n)
+	}
+	clock.Advance(3 * time.Second)
+	_, _ = kr.AuthenticateNode(ctx, "ghost", "gwn_"+strings.Repeat("0", 64))
+	if n := store.nodeReads.Load(); n != 2 {
+		t.Errorf("after the miss expired: %d reads, want 2", n)
+	}
+	m, _ := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	joined, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "ghost", PublicKey: storetest.PublicKey(t), Version: "1.4.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.AuthenticateNode(ctx, "ghost", joined.NodeToken); err != nil {
+		t.Errorf("the node that joined under the probed name: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +91,45 @@ type Keyring struct {
 	claims *jwt.Validator
 
 	masterPrefixes atomic.Pointer[[]netip.Prefix]
+	// misses are hostnames AuthenticateNode found in no node lately.
+	misses missCache
+}
+
+// missTTL is how long AuthenticateNode trusts that a hostname names no
+// node; maxMisses bounds how many it remembers.
+const (
+	missTTL   = 2 * time.Second
+	maxMisses = 8192
+)
+
+// missCache remembers hostnames the store did not hold, for missTTL. A
+// join this Keyring makes forgets its hostname at once; one another
+// server replica makes is seen within missTTL.
+type missCache struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (c *missCache) recent(hostname string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[hostname]
+	return ok && now.Sub(at) < missTTL && !now.Before(at)
+}
+
+func (c *missCache) add(hostname string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil || len(c.at) >= maxMisses {
+		c.at = map[string]time.Time{} // bounded: start over rather than grow
+	}
+	c.at[hostname] = now
+}
+
+func (c *missCache) forget(hostname string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.at, hostname)
 }
 
 // New returns a Keyring over store.

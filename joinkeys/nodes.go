@@ -115,6 +115,7 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 	if err != nil {
 		return JoinResult{}, key.ID, err
 	}
+	k.misses.forget(req.Hostname)
 	return JoinResult{Node: rec.Node, NodeToken: token}, key.ID, nil
 }
 
@@ -207,13 +208,21 @@ func tokenMatches(rec NodeRecord, token string) bool {
 	return subtle.ConstantTimeCompare(hashToken(token), rec.TokenHash) == 1
 }
 
-// AuthenticateNode returns the node with hostname if token is its node token.
+// AuthenticateNode returns the node with hostname if token is its node
+// token. A hostname the ledger did not hold a moment ago (missTTL) is
+// refused without reading the store again: a caller probing one name
+// with made-up tokens costs the store one read per missTTL, not one per
+// request.
 func (k *Keyring) AuthenticateNode(ctx context.Context, hostname, token string) (Node, error) {
 	if err := ValidateHostname(hostname); err != nil {
 		return Node{}, err
 	}
+	if k.misses.recent(hostname, k.now()) {
+		return Node{}, ErrNodeTokenInvalid
+	}
 	rec, err := k.store.Node(ctx, hostname)
 	if errors.Is(err, ErrNodeNotFound) {
+		k.misses.add(hostname, k.now())
 		return Node{}, ErrNodeTokenInvalid
 	}
 	if err != nil {

@@ -59,7 +59,7 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	// 1. The agent joins; the tunnel carries traffic both ways.
 	gpuNode := m.newNode(1, "gpu-e2e", true)
 	command := m.joinCommand()
-	if !strings.HasPrefix(command, "curl -fsSL --pinnedpubkey "+m.pin.String()+" -k "+m.url+"/join-node.sh -o join-node.sh && sudo MASTER_IP="+masterUnderIP+" MASTER_PIN="+m.pin.String()+" bash join-node.sh ") {
+	if !strings.HasPrefix(command, `d=$(mktemp -d) && curl -fsSL --pinnedpubkey `+m.pin.String()+" -k "+m.url+`/join-node.sh -o "$d/join-node.sh" && sudo MASTER_IP=`+masterUnderIP+" MASTER_PIN="+m.pin.String()+` bash "$d/join-node.sh" `) {
 		t.Fatalf("join_command %q", command)
 	}
 	started := time.Now()
@@ -325,7 +325,9 @@ func TestOneCommandJoinsAMachine(t *testing.T) {
 	if err := json.Unmarshal(state, &identity); err != nil || identity.NodeToken == "" {
 		t.Fatalf("the successor's identity: %s, %v", state, err)
 	}
-	code, stdout, stderr = successor.run("sudo MASTER_IP=" + masterUnderIP + " MASTER_PIN=" + m.pin.String() + " bash join-node.sh --leave")
+	// The join command's script went to a private directory of its own;
+	// the machine fetches it again, pinned, to leave.
+	code, stdout, stderr = successor.run("curl -fsSL --pinnedpubkey " + m.pin.String() + " -k " + m.url + "/join-node.sh -o join-node.sh && sudo MASTER_IP=" + masterUnderIP + " MASTER_PIN=" + m.pin.String() + " bash join-node.sh --leave")
 	if code != 0 {
 		t.Fatalf("join-node.sh --leave (%d):\n%s\n%s", code, stdout, stderr)
 	}

@@ -130,7 +130,7 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 	// As root, a machine on this host joins the playground with the join
 	// command it printed: over its veth, through a real tunnel.
 	if os.Geteuid() == 0 {
-		if !strings.Contains(text, "join command: curl -fsSL http://198.18.250.1:"+strconv.Itoa(port)+"/join-node.sh") {
+		if !strings.Contains(text, "join command: d=$(mktemp -d) && curl -fsSL http://198.18.250.1:"+strconv.Itoa(port)+"/join-node.sh") {
 			t.Errorf("the banner gives no join command for machines:\n%s", text)
 		}
 		out, err := exec.Command(filepath.Join(bin, "playground"), "machine").CombinedOutput()
