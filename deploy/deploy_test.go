@@ -16,6 +16,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -396,18 +397,65 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
-		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave"}, false},
-		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "other", Namespace: "gridweave"}, false},
-		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "gridweave"}, false},
-		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "gridweave-hub", Namespace: "gridweave"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "other", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave-system"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave-system"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave-system"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "other", Namespace: "gridweave-system"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "gridweave-system"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "gridweave-hub", Namespace: "gridweave-system"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Name: "other", Namespace: "gridweave-system"}, false},
+		// Nothing of the master's own in the workloads' namespace.
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "default"}, false},
 	} {
 		if allowed(t, ctx, tc, sa, c.attrs) != c.want {
 			t.Errorf("%s may %s %s %s in %q: %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Name, c.attrs.Namespace, !c.want)
 		}
+	}
+}
+
+// TestTheIdentityIsApartFromTheWorkloads: someone with the built-in edit
+// role in the workloads' namespace (a data scientist who runs RayClusters
+// there) reads that namespace's Secrets, but not the master's identity,
+// which the HA replicas keep in their own namespace.
+func TestTheIdentityIsApartFromTheWorkloads(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	for _, ns := range []string{"gridweave", "gridweave-system"} {
+		if err := tc.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "data-scientist-edit", Namespace: "gridweave"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "data-scientist"}}}
+	if _, err := tc.Kube.RbacV1().RoleBindings("gridweave").Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tc.Kube.RbacV1().RoleBindings("gridweave").Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	secret := func(ns string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: ns}
+	}
+	// The edit role reads Secrets where it is bound: a Secret kept there
+	// would be read.
+	if !allowed(t, ctx, tc, "data-scientist", secret("gridweave")) {
+		t.Fatal("the edit role does not read Secrets in its namespace: this test proves nothing")
+	}
+	if allowed(t, ctx, tc, "data-scientist", secret("gridweave-system")) {
+		t.Error("the edit role in the workloads' namespace reads the master's identity")
+	}
+	// And the replicas keep it there: GRIDWEAVE_SYSTEM_NAMESPACE's default,
+	// the HA Deployment's namespace, is not KUBERAY_NAMESPACE's.
+	cfg, err := gridweave.ConfigFromEnv(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SystemNamespace != "gridweave-system" || cfg.Namespace != "gridweave" {
+		t.Errorf("the defaults keep the identity in %q and the workloads in %q", cfg.SystemNamespace, cfg.Namespace)
 	}
 }
 

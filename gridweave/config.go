@@ -49,6 +49,12 @@ type Config struct {
 	LeaseDuration time.Duration
 	// Namespace holds the RayClusters (KUBERAY_NAMESPACE, gridweave).
 	Namespace string
+	// SystemNamespace holds the master's own objects with several
+	// replicas (GRIDWEAVE_SYSTEM_NAMESPACE, gridweave-system): the Secret
+	// of its identity (WireGuard key, TLS pair, JWT secret), the leader's
+	// Lease and the hub ConfigMap. It must not be Namespace, where the
+	// workloads' editors read Secrets.
+	SystemNamespace string
 	// AdminToken is the admin bearer token (ADMIN_TOKEN).
 	AdminToken string
 	// JWTSecret signs provider keys and verifies admin, user and provider
@@ -213,6 +219,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		DBSync:             env("KUBERAY_DB_SYNC", "normal"),
 		Store:              strings.ToLower(env("KUBERAY_STORE", "sqlite")),
 		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
+		SystemNamespace:    env("GRIDWEAVE_SYSTEM_NAMESPACE", "gridweave-system"),
 		AdminToken:         strings.TrimSpace(getenv("ADMIN_TOKEN")),
 		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
 		ServerVersion:      env("SERVER_VERSION", "0.0.0"),
@@ -359,6 +366,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return Config{}, &ConfigError{"TLS_CERT_FILE", "TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for a generated pair"}
 	}
+	if c.SystemNamespace == c.Namespace {
+		return Config{}, &ConfigError{"GRIDWEAVE_SYSTEM_NAMESPACE", fmt.Sprintf("%q is KUBERAY_NAMESPACE too: the master's identity must live apart from the workloads, whose editors read the Secrets there", c.SystemNamespace)}
+	}
 	if c.Store != "sqlite" && c.Store != "kubernetes" {
 		return Config{}, &ConfigError{"KUBERAY_STORE", fmt.Sprintf("%q is neither sqlite nor kubernetes", c.Store)}
 	}
@@ -390,6 +400,25 @@ func (c Config) UsesTLS() bool { return c.TLS == "on" || (c.TLS == "" && !c.Dev)
 // MinSecretLen is the shortest JWT_SECRET accepted outside dev mode.
 const MinSecretLen = 32
 
+// CheckJWTSecret refuses, outside dev mode, a JWT secret that is the
+// default, a placeholder or short: what Check says of JWT_SECRET alone,
+// for a program that stores the secret before the rest of the
+// configuration is complete.
+func (c Config) CheckJWTSecret() error {
+	if c.Dev {
+		return nil
+	}
+	switch {
+	case placeholder(c.JWTSecret):
+		return &ConfigError{"JWT_SECRET", "is a placeholder from the documentation; generate a secret (openssl rand -hex 32)"}
+	case c.JWTSecret == DefaultJWTSecret:
+		return &ConfigError{"JWT_SECRET", "is the published default; set a random secret of at least 32 bytes (or start in dev mode with --dev / GRIDWEAVE_DEV=1)"}
+	case len(c.JWTSecret) < MinSecretLen:
+		return &ConfigError{"JWT_SECRET", fmt.Sprintf("is %d bytes; use at least %d random bytes", len(c.JWTSecret), MinSecretLen)}
+	}
+	return nil
+}
+
 // Check refuses unsafe settings outside dev mode: the default, a
 // placeholder or a short JWT secret, an empty, placeholder or short admin
 // token, a placeholder or short internal token.
@@ -397,16 +426,15 @@ func (c Config) Check() error {
 	if c.Dev {
 		return nil
 	}
-	for _, secret := range []struct{ name, value string }{{"JWT_SECRET", c.JWTSecret}, {"ADMIN_TOKEN", c.AdminToken}, {"INTERNAL_TOKEN", c.InternalToken}} {
+	if err := c.CheckJWTSecret(); err != nil {
+		return err
+	}
+	for _, secret := range []struct{ name, value string }{{"ADMIN_TOKEN", c.AdminToken}, {"INTERNAL_TOKEN", c.InternalToken}} {
 		if placeholder(secret.value) {
 			return &ConfigError{secret.name, "is a placeholder from the documentation; generate a secret (openssl rand -hex 32)"}
 		}
 	}
 	switch {
-	case c.JWTSecret == DefaultJWTSecret:
-		return &ConfigError{"JWT_SECRET", "is the published default; set a random secret of at least 32 bytes (or start in dev mode with --dev / GRIDWEAVE_DEV=1)"}
-	case len(c.JWTSecret) < MinSecretLen:
-		return &ConfigError{"JWT_SECRET", fmt.Sprintf("is %d bytes; use at least %d random bytes", len(c.JWTSecret), MinSecretLen)}
 	case c.AdminToken == "":
 		return &ConfigError{"ADMIN_TOKEN", "is empty; set a random token (or start in dev mode with --dev / GRIDWEAVE_DEV=1)"}
 	case len(c.AdminToken) < 16:

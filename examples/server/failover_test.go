@@ -78,11 +78,18 @@ func haLedger(t *testing.T, prefix string) (*testcluster.Cluster, string) {
 		t.Fatal(err)
 	}
 	ns := prefix + "-" + randomHex(3)
-	if _, err := tc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{ns, systemNamespace(ns)} {
+		if _, err := tc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return tc, ns
 }
+
+// systemNamespace is where the replicas of the ledger in ns keep their own
+// objects (GRIDWEAVE_SYSTEM_NAMESPACE): the identity's Secret, the Lease,
+// the hub ConfigMap.
+func systemNamespace(ns string) string { return ns + "-system" }
 
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
@@ -126,7 +133,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 		r := &replicaProcess{name: fmt.Sprintf("replica-%d", i), url: "https://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
 		r.cmd = exec.Command(bin, "--addr", addr)
 		r.cmd.Env = append(os.Environ(),
-			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns,
+			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns, "GRIDWEAVE_SYSTEM_NAMESPACE="+systemNamespace(ns),
 			"KUBERAY_DB="+filepath.Join(dir, "kuberay.db"), "POD_NAME="+r.name, "ADMIN_TOKEN="+adminToken,
 			"WG_INTERFACE="+iface, "WG_PORT="+wgPort, "MASTER_IP=127.0.0.1", fmt.Sprintf("HUB_IP=127.0.0.%d", i+1),
 			"MASTER_VPN_IP=198.18.240.1", "VPN_CIDR=198.18.240.0/20",
@@ -158,7 +165,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	// Every replica serves the same certificate, from the shared Secret:
 	// one pin reaches all three, as a join command's does.
 	secret := waitFor(t, 60*time.Second, "the shared Secret", func() (*corev1.Secret, bool) {
-		s, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, "gridweave-master", metav1.GetOptions{})
+		s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, "gridweave-master", metav1.GetOptions{})
 		return s, err == nil
 	})
 	pinDir := t.TempDir()
@@ -183,7 +190,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 		})
 	}
 	holder := func() string {
-		l, err := tc.Kube.CoordinationV1().Leases(ns).Get(ctx, "gridweave-leader", metav1.GetOptions{})
+		l, err := tc.Kube.CoordinationV1().Leases(systemNamespace(ns)).Get(ctx, "gridweave-leader", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}
@@ -202,7 +209,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 
 	// Ready when the leader has taken the device and said where it is.
 	waitFor(t, 30*time.Second, "the leader's endpoint", func() (bool, bool) {
-		cm, err := tc.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "gridweave-hub", metav1.GetOptions{})
+		cm, err := tc.Kube.CoreV1().ConfigMaps(systemNamespace(ns)).Get(ctx, "gridweave-hub", metav1.GetOptions{})
 		return true, err == nil && cm.Data["leader"] == first
 	})
 
@@ -296,7 +303,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	// A new leader holds the Lease within the lease duration (and the
 	// retry period a candidate waits between tries).
 	next := waitFor(t, 3*lease, "a new leader", func() (string, bool) { h := holder(); return h, h != "" && h != first })
-	l, err := tc.Kube.CoordinationV1().Leases(ns).Get(ctx, "gridweave-leader", metav1.GetOptions{})
+	l, err := tc.Kube.CoordinationV1().Leases(systemNamespace(ns)).Get(ctx, "gridweave-leader", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,9 +100,9 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	if *to == "kubernetes" {
-		fmt.Fprintf(stdout, "the master's WireGuard key, TLS pair and JWT secret are in the Secret %s/%s: start the replicas with KUBERAY_STORE=kubernetes\n", cfg.Namespace, masterSecret)
+		fmt.Fprintf(stdout, "the master's WireGuard key, TLS pair and JWT secret are in the Secret %s/%s: start the replicas with KUBERAY_STORE=kubernetes\n", cfg.SystemNamespace, masterSecret)
 	} else {
-		fmt.Fprintf(stdout, "the master's WireGuard key and TLS pair are beside %s, and JWT_SECRET must be the Secret %s/%s's %s: start the server with KUBERAY_STORE=sqlite\n", cfg.DBPath, cfg.Namespace, masterSecret, secretJWT)
+		fmt.Fprintf(stdout, "the master's WireGuard key and TLS pair are beside %s, and JWT_SECRET must be the Secret %s/%s's %s: start the server with KUBERAY_STORE=sqlite\n", cfg.DBPath, cfg.SystemNamespace, masterSecret, secretJWT)
 	}
 	return nil
 }

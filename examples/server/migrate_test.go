@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/joinkeys"
@@ -84,7 +85,7 @@ func TestMigrateBothWays(t *testing.T) {
 	if _, err := loadOrCreateKey(wgKey); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"KUBERAY_DB": db, "KUBECONFIG": tc.KubeconfigPath, "KUBERAY_NAMESPACE": ns, "JWT_SECRET": string(secret)}
+	env := map[string]string{"KUBERAY_DB": db, "KUBECONFIG": tc.KubeconfigPath, "KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "JWT_SECRET": string(secret)}
 	var out, errOut bytes.Buffer
 	if err := run(ctx, []string{"migrate", "--from", "sqlite", "--to", "kubernetes"}, func(k string) string { return env[k] }, &out, &errOut); err != nil {
 		t.Fatalf("migrate to kubernetes: %v\n%s", err, errOut.String())
@@ -116,7 +117,7 @@ func TestMigrateBothWays(t *testing.T) {
 		t.Errorf("the revoked key after the move: %v", err)
 	}
 	// The master's WireGuard key and JWT secret are in the shared Secret.
-	s, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, masterSecret, metav1.GetOptions{})
+	s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, masterSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestMigrateBothWays(t *testing.T) {
 
 	// And back, into a new file.
 	back := filepath.Join(t.TempDir(), "back", "kuberay.db")
-	envBack := map[string]string{"KUBERAY_DB": back, "KUBECONFIG": tc.KubeconfigPath, "KUBERAY_NAMESPACE": ns}
+	envBack := map[string]string{"KUBERAY_DB": back, "KUBECONFIG": tc.KubeconfigPath, "KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns)}
 	out.Reset()
 	if err := run(ctx, []string{"migrate", "--from", "kubernetes", "--to", "sqlite"}, func(k string) string { return envBack[k] }, &out, &errOut); err != nil {
 		t.Fatalf("migrate back: %v\n%s", err, errOut.String())
@@ -184,7 +185,7 @@ func TestMigrateBothWays(t *testing.T) {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	replicaEnv := map[string]string{"KUBERAY_STORE": "kubernetes", "KUBERAY_DB": filepath.Join(other, "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath,
-		"KUBERAY_NAMESPACE": ns, "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none"}
+		"KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none"}
 	if err := run(startCtx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "differs from the one in the Secret") {
 		t.Errorf("a replica with another WireGuard key: %v", err)
 	}
@@ -195,5 +196,29 @@ func TestMigrateBothWays(t *testing.T) {
 	replicaEnv["JWT_SECRET"] = strings.Repeat("x", 40)
 	if err := run(startCtx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "JWT_SECRET differs") {
 		t.Errorf("a replica with another JWT_SECRET: %v", err)
+	}
+}
+
+// A replica started with a JWT_SECRET the configuration check refuses
+// stops before it makes the shared Secret: nothing of the unsafe secret
+// is stored for the next start to take.
+func TestAnUnsafeJWTSecretIsNeverStored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real control plane; run make test")
+	}
+	tc, ns := haLedger(t, "unsafe")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, secret := range []string{"short", "change-me-change-me-change-me-change-me"} {
+		env := map[string]string{"KUBERAY_STORE": "kubernetes", "KUBERAY_DB": filepath.Join(t.TempDir(), "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath,
+			"KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none",
+			"JWT_SECRET": secret}
+		var out, errOut bytes.Buffer
+		if err := run(ctx, nil, func(k string) string { return env[k] }, &out, &errOut); err == nil || !strings.HasPrefix(err.Error(), "JWT_SECRET:") {
+			t.Errorf("a replica with JWT_SECRET=%q: %v", secret, err)
+		}
+		if _, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, masterSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after a start with JWT_SECRET=%q the Secret exists (or: %v)", secret, err)
+		}
 	}
 }

@@ -60,7 +60,9 @@ const (
 
 // replica is this server as one of several.
 type replica struct {
-	identity  string
+	identity string
+	// namespace holds the replicas' own objects: the Lease, the hub
+	// ConfigMap and the identity's Secret (GRIDWEAVE_SYSTEM_NAMESPACE).
 	namespace string
 	kube      kubernetes.Interface
 	store     *kubestore.Store
@@ -191,7 +193,7 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, getenv func(string)
 		identity = host + "-" + randomHex(4)
 	}
 	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", identity)
-	return &replica{identity: identity, namespace: cfg.Namespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
+	return &replica{identity: identity, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
 }
 
 func randomHex(n int) string {
@@ -205,10 +207,17 @@ func randomHex(n int) string {
 // first replica makes it, from the files in dir when they exist; a replica
 // that lost that race takes the winner's.
 func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config, dir string, log *slog.Logger) (string, error) {
-	secrets := kube.CoreV1().Secrets(cfg.Namespace)
+	secrets := kube.CoreV1().Secrets(cfg.SystemNamespace)
 	s, err := secrets.Get(ctx, masterSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		made, fresh, makeErr := makeMasterSecret(cfg, dir)
+		var refused *gridweave.ConfigError
+		if errors.As(makeErr, &refused) {
+			for _, path := range fresh {
+				_ = os.Remove(path)
+			}
+			return "", refused
+		}
 		if makeErr == nil {
 			s, err = secrets.Create(ctx, made, metav1.CreateOptions{FieldManager: "gridweave"})
 		} else {
@@ -229,7 +238,7 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("the Secret %s/%s: %w", cfg.Namespace, masterSecret, err)
+		return "", fmt.Errorf("the Secret %s/%s: %w", cfg.SystemNamespace, masterSecret, err)
 	}
 	names := []string{secretWireGuardKey}
 	if cfg.UsesTLS() && cfg.TLSCertFile == "" {
@@ -238,14 +247,14 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 	for _, name := range names {
 		data, ok := s.Data[name]
 		if !ok {
-			return "", fmt.Errorf("the Secret %s/%s has no %s: every replica must serve the same one; add it (kubectl -n %s edit secret %s) or delete the Secret so that the first replica makes it again (joined nodes then need new join commands)", cfg.Namespace, masterSecret, name, cfg.Namespace, masterSecret)
+			return "", fmt.Errorf("the Secret %s/%s has no %s: every replica must serve the same one; add it (kubectl -n %s edit secret %s) or delete the Secret so that the first replica makes it again (joined nodes then need new join commands)", cfg.SystemNamespace, masterSecret, name, cfg.SystemNamespace, masterSecret)
 		}
 		path := filepath.Join(dir, name)
 		// A different identity already here (a single master's, say) is
 		// never overwritten: which one the fleet keeps is the operator's
 		// choice.
 		if old, err := os.ReadFile(path); err == nil && !bytes.Equal(bytes.TrimSpace(old), bytes.TrimSpace(data)) {
-			return "", fmt.Errorf("%s beside KUBERAY_DB differs from the one in the Secret %s/%s: move it away to take the Secret's (nodes joined with the file's then need new join commands), or migrate this master's ledger and identity with gridweave-server migrate", path, cfg.Namespace, masterSecret)
+			return "", fmt.Errorf("%s beside KUBERAY_DB differs from the one in the Secret %s/%s: move it away to take the Secret's (nodes joined with the file's then need new join commands), or migrate this master's ledger and identity with gridweave-server migrate", path, cfg.SystemNamespace, masterSecret)
 		}
 		if err := writePrivate(path, data); err != nil {
 			return "", err
@@ -253,10 +262,10 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 	}
 	jwt := string(s.Data[secretJWT])
 	if len(jwt) == 0 {
-		return "", fmt.Errorf("the Secret %s/%s has no %s", cfg.Namespace, masterSecret, secretJWT)
+		return "", fmt.Errorf("the Secret %s/%s has no %s", cfg.SystemNamespace, masterSecret, secretJWT)
 	}
 	if cfg.JWTSecret != "" && cfg.JWTSecret != gridweave.DefaultJWTSecret && cfg.JWTSecret != jwt {
-		return "", fmt.Errorf("JWT_SECRET differs from the Secret %s/%s's %s: every replica must verify with the same one; unset JWT_SECRET to use the Secret's", cfg.Namespace, masterSecret, secretJWT)
+		return "", fmt.Errorf("JWT_SECRET differs from the Secret %s/%s's %s: every replica must verify with the same one; unset JWT_SECRET to use the Secret's", cfg.SystemNamespace, masterSecret, secretJWT)
 	}
 	return jwt, nil
 }
@@ -296,6 +305,9 @@ func makeMasterSecret(cfg gridweave.Config, dir string) (_ *corev1.Secret, fresh
 	jwt := cfg.JWTSecret
 	if jwt == "" || jwt == gridweave.DefaultJWTSecret {
 		jwt = randomHex(32)
+	} else if err := cfg.CheckJWTSecret(); err != nil {
+		// Never stored before it passed: the Secret outlives this start.
+		return nil, fresh, err
 	}
 	data[secretJWT] = []byte(jwt)
 	return &corev1.Secret{
@@ -323,7 +335,7 @@ func writePrivate(path string, data []byte) error {
 // the Lease up so another replica takes over at once.
 func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: leaderLease, Namespace: cfg.Namespace},
+		LeaseMeta:  metav1.ObjectMeta{Name: leaderLease, Namespace: cfg.SystemNamespace},
 		Client:     r.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: r.identity},
 	}
@@ -414,7 +426,7 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		// Nodes learn it from validate and the peer directory, and point
 		// their master peer here.
 		endpoint = net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
-		if err := r.publishHub(ctx, cfg.Namespace, endpoint); err != nil {
+		if err := r.publishHub(ctx, cfg.SystemNamespace, endpoint); err != nil {
 			_ = dev.close()
 			return fmt.Errorf("publishing the hub's endpoint in the ConfigMap %s: %w", hubConfigMap, err)
 		}
@@ -447,7 +459,7 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 			// A deposed leader's late write may have replaced the
 			// endpoint: followHub read it; write it again.
 			if endpoint != "" && r.Hub() != endpoint {
-				if err := r.publishHub(ctx, cfg.Namespace, endpoint); err != nil && ctx.Err() == nil {
+				if err := r.publishHub(ctx, cfg.SystemNamespace, endpoint); err != nil && ctx.Err() == nil {
 					log.Warn("leader: publishing the hub's endpoint", "err", err)
 				}
 			}
