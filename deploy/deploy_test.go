@@ -395,7 +395,7 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgernodes", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave-system"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave-system"}, false},

@@ -250,3 +250,58 @@ func TestMissesOfUnknownHostnamesAreCached(t *testing.T) {
 		t.Errorf("the node that joined under the probed name: %v", err)
 	}
 }
+
+// Rejected attempts are written once per hostname and reason a minute,
+// their repeats summed up when the minute is over, and past the minute's
+// cap counted in one event.
+func TestRejectedAttemptsAreAggregated(t *testing.T) {
+	ctx := context.Background()
+	store := new(memstore.Store)
+	clock := storetest.NewClock()
+	kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1"),
+		Now: clock.Now, RejectionsPerMinute: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := "gwk_000000000000." + strings.Repeat("0", 64)
+	join := func(host string) {
+		if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: bad, Hostname: host, PublicKey: storetest.PublicKey(t), Version: "1.0.0"}); err == nil {
+			t.Fatal("a made-up key was accepted")
+		}
+	}
+	for i := range 300 {
+		join(fmt.Sprintf("box-%d", i%3))
+	}
+	rejected := func() []joinkeys.AuditEvent {
+		events, err := kr.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventValidationRejected})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events
+	}
+	if n := len(rejected()); n != 3 {
+		t.Fatalf("300 rejections of 3 hostnames wrote %d events in their minute, want 3", n)
+	}
+	clock.Advance(61 * time.Second)
+	for i := range 50 { // 50 hostnames: 10 recorded, 40 counted
+		join(fmt.Sprintf("probe-%d", i))
+	}
+	events := rejected()
+	summaries := 0
+	for _, e := range events {
+		if strings.Contains(e.Reason, "99 more times in the minute") {
+			summaries++
+		}
+	}
+	if summaries != 3 || len(events) != 3+3+10 {
+		t.Errorf("after the minute: %d events, %d summaries of 99 repeats: %+v", len(events), summaries, events)
+	}
+	clock.Advance(61 * time.Second)
+	if _, err := kr.CompactAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := rejected()
+	if len(last) != 17 || !strings.Contains(last[16].Reason, "40 more rejected attempts from 40 hostnames") {
+		t.Errorf("the minute's overflow: %+v", last[len(last)-1])
+	}
+}

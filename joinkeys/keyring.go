@@ -44,6 +44,13 @@ type Options struct {
 	// VPN pool (its underlay address, cluster and service CIDRs): a node's
 	// pod CIDR may not overlap them.
 	MasterPrefixes []netip.Prefix
+	// AuditRetention bounds the audit trail (CompactAudit); each zero
+	// field takes DefaultAuditRetention's.
+	AuditRetention AuditRetention
+	// RejectionsPerMinute is how many distinct rejected attempts are
+	// written in a minute before the rest are counted in one event;
+	// default DefaultRejectionsPerMinute.
+	RejectionsPerMinute int
 }
 
 // SetMasterPrefixes replaces the master's prefixes (Options.MasterPrefixes)
@@ -93,6 +100,10 @@ type Keyring struct {
 	masterPrefixes atomic.Pointer[[]netip.Prefix]
 	// misses are hostnames AuthenticateNode found in no node lately.
 	misses missCache
+	// rejected aggregates rejected attempts before they are audited.
+	rejected            rejections
+	rejectionsPerMinute int
+	retention           AuditRetention
 }
 
 // missTTL is how long AuthenticateNode trusts that a hostname names no
@@ -170,6 +181,20 @@ func New(store Store, opts *Options) (*Keyring, error) {
 	}
 	if k.maxTTL == 0 {
 		k.maxTTL = 365 * 24 * time.Hour
+	}
+	k.retention = opts.AuditRetention
+	if k.retention.MaxEvents <= 0 {
+		k.retention.MaxEvents = DefaultAuditRetention.MaxEvents
+	}
+	if k.retention.MaxPerHostname <= 0 {
+		k.retention.MaxPerHostname = DefaultAuditRetention.MaxPerHostname
+	}
+	if k.retention.MaxAge <= 0 {
+		k.retention.MaxAge = DefaultAuditRetention.MaxAge
+	}
+	k.rejectionsPerMinute = opts.RejectionsPerMinute
+	if k.rejectionsPerMinute <= 0 {
+		k.rejectionsPerMinute = DefaultRejectionsPerMinute
 	}
 	k.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -473,6 +498,11 @@ func (k *Keyring) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error)
 // happened. A failure to record it is logged, not returned.
 func (k *Keyring) audit(ctx context.Context, e AuditEvent) {
 	e.At = k.now().UTC()
+	k.write(ctx, e)
+}
+
+// write appends e as it is.
+func (k *Keyring) write(ctx context.Context, e AuditEvent) {
 	if err := k.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		k.log.ErrorContext(ctx, "audit event not stored", "type", e.Type, "key_id", e.KeyID, "hostname", e.Hostname, "err", err)
 	}

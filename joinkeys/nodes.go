@@ -41,7 +41,7 @@ func (k *Keyring) Join(ctx context.Context, req JoinRequest) (JoinResult, error)
 	res, keyID, err := k.join(ctx, req)
 	if err != nil {
 		reason := err.Error()
-		k.audit(ctx, AuditEvent{Type: EventValidationRejected, KeyID: keyID, Hostname: req.Hostname, Actor: req.Source, Reason: reason})
+		k.auditRejected(ctx, AuditEvent{Type: EventValidationRejected, KeyID: keyID, Hostname: req.Hostname, Actor: req.Source, Reason: reason})
 		k.log.InfoContext(ctx, "join rejected", "key_id", keyID, "hostname", req.Hostname, "reason", reason)
 		return JoinResult{}, err
 	}
@@ -254,7 +254,7 @@ type Registration struct {
 func (k *Keyring) Register(ctx context.Context, r Registration) (Node, error) {
 	node, err := k.register(ctx, r)
 	if err != nil {
-		k.audit(ctx, AuditEvent{Type: EventValidationRejected, Hostname: r.Hostname, Actor: r.Source, Reason: "register: " + err.Error()})
+		k.auditRejected(ctx, AuditEvent{Type: EventValidationRejected, Hostname: r.Hostname, Actor: r.Source, Reason: "register: " + err.Error()})
 		return Node{}, err
 	}
 	k.log.InfoContext(ctx, "node registered", "hostname", node.Hostname, "vpn_ip", node.VPNIP, "gpus", len(node.GPUs))

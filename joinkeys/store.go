@@ -73,6 +73,11 @@ type Store interface {
 	AppendAudit(ctx context.Context, e AuditEvent) error
 	// Audit returns the events q selects, oldest first.
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error)
+	// PruneAudit removes the events r does not keep as of now: older than
+	// r.MaxAge, beyond the newest r.MaxPerHostname of their hostname, and
+	// beyond the newest r.MaxEvents of all. A zero bound keeps all on its
+	// count. It returns how many went.
+	PruneAudit(ctx context.Context, r AuditRetention, now time.Time) (int, error)
 
 	// Close releases the store's resources.
 	Close() error

@@ -147,6 +147,23 @@ type AuditEvent struct {
 	Reason   string // why a validation was rejected; free text otherwise
 }
 
+// AuditRetention bounds the audit trail: Store.PruneAudit removes the
+// events beyond it, oldest first.
+type AuditRetention struct {
+	// MaxEvents is the most events kept in all.
+	MaxEvents int
+	// MaxPerHostname is the most events kept of one hostname (events that
+	// name none count toward MaxEvents only).
+	MaxPerHostname int
+	// MaxAge is how old an event may grow before it goes.
+	MaxAge time.Duration
+}
+
+// DefaultAuditRetention is what a Keyring keeps unless
+// Options.AuditRetention says otherwise: 20,000 events, 200 of each
+// hostname, none older than 90 days.
+var DefaultAuditRetention = AuditRetention{MaxEvents: 20_000, MaxPerHostname: 200, MaxAge: 90 * 24 * time.Hour}
+
 // AuditQuery selects audit events, newest last. Zero fields select all.
 type AuditQuery struct {
 	Type     EventType

@@ -196,7 +196,8 @@ func (s *Service) observePlacement(ctx context.Context, n joinkeys.Node, kn Kube
 // Run does the fleet's background work until ctx ends: it restores the
 // mesh from the ledger, keeps pod CIDRs and the placement in step with
 // the Kubernetes Nodes (which also repairs drift after a restart), and
-// releases half-finished joins every Config.ReapInterval.
+// every Config.ReapInterval releases half-finished joins and compacts the
+// audit trail (joinkeys.Keyring.CompactAudit).
 func (s *Service) Run(ctx context.Context) error {
 	if err := s.RestoreMesh(ctx); err != nil {
 		s.log.ErrorContext(ctx, "restoring the mesh from the ledger", "err", err)
@@ -230,6 +231,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-tick.C:
 			if _, err := s.ReleaseHalfFinishedJoins(ctx); err != nil {
 				s.log.WarnContext(ctx, "releasing half-finished joins", "err", err)
+			}
+			if _, err := s.ledger.CompactAudit(ctx); err != nil {
+				s.log.WarnContext(ctx, "compacting the audit trail", "err", err)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -50,6 +51,8 @@ type Store struct {
 	staleAge  time.Duration
 	now       func() time.Time
 	closed    atomic.Bool
+	// lastEvent is the time the last event name carried (eventTime).
+	lastEvent atomic.Int64
 
 	// writes queues this Store's writes of one key, or of the pod CIDR
 	// table; the caches hold those objects as last written.
@@ -1141,14 +1144,52 @@ func (s *Store) appendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
 			labels[k] = v
 		}
 	}
-	name := "ev-" + newReservationID()
-	_, err := s.events.create(ctx, s.events.new(name, labels, eventSpec{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}))
+	_, err := s.events.create(ctx, s.events.new(eventName(s.eventTime(e.At)), labels, eventSpec{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}))
 	return err
+}
+
+// eventTime is the time an event's name carries: at, or just after the
+// last this Store named when that is later (a clock that did not move, or
+// moved back), so that this Store's names sort in the order it wrote them.
+func (s *Store) eventTime(at time.Time) int64 {
+	for {
+		last := s.lastEvent.Load()
+		next := max(at.UnixNano(), last+1)
+		if s.lastEvent.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// eventName names an event made at at (nanoseconds) so that names sort newest first
+// (the time counted down from the largest 63-bit nanosecond count), then
+// at random: the API server lists in name order, so the newest events are
+// read without reading the others. Events named before this scheme
+// (ev-<random hex>) sort after every such name.
+func eventName(at int64) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("ev-%019d-%s", math.MaxInt64-at, hex.EncodeToString(b))
+}
+
+// timeSorted reports whether an event's name is eventName's (ev-, 19
+// digits, -, 6 hex), not the random one events had before.
+func timeSorted(name string) bool {
+	if len(name) != 3+19+1+6 || name[:3] != "ev-" || name[22] != '-' {
+		return false
+	}
+	for _, c := range name[3:22] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Audit implements joinkeys.Store. An event's ID is the resourceVersion
 // it was created at. The query's fields select on the API server where
-// they are valid label values, and here otherwise.
+// they are valid label values, and here otherwise; with a Limit, events
+// are read newest first and no more pages than the limit needs.
 func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.AuditEvent, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -1159,20 +1200,31 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 			sel[k] = v
 		}
 	}
+	size := listPageSize
+	if q.Limit > 0 {
+		size = min(q.Limit, listPageSize)
+	}
 	var out []joinkeys.AuditEvent
 	var decodeErr error
-	err := s.events.each(ctx, selector(sel), func(o object[eventSpec]) bool {
+	sorted := 0 // events read under time-sorted names
+	err := s.events.eachPaged(ctx, selector(sel), size, func(o object[eventSpec]) bool {
 		sp := o.Spec
 		if (q.Type != "" && sp.Type != q.Type) || (q.Hostname != "" && sp.Hostname != q.Hostname) || (q.KeyID != "" && sp.KeyID != q.KeyID) {
 			return true
 		}
-		id, err := o.Metadata.revision()
+		e, err := auditEvent(o)
 		if err != nil {
 			decodeErr = err
 			return false
 		}
-		out = append(out, joinkeys.AuditEvent{ID: id, At: sp.At, Type: sp.Type, KeyID: sp.KeyID, Hostname: sp.Hostname, Actor: sp.Actor, Reason: sp.Reason})
-		return true
+		out = append(out, e)
+		// Once the limit's newest are read under time-sorted names, the
+		// rest are older: those names sort newest first, and an event named
+		// before that scheme is older than all of them.
+		if timeSorted(o.Metadata.Name) {
+			sorted++
+		}
+		return q.Limit <= 0 || sorted < q.Limit
 	})
 	if err := cmp.Or(err, decodeErr); err != nil {
 		return nil, err
@@ -1182,4 +1234,59 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 		out = out[len(out)-q.Limit:]
 	}
 	return out, nil
+}
+
+func auditEvent(o object[eventSpec]) (joinkeys.AuditEvent, error) {
+	id, err := o.Metadata.revision()
+	if err != nil {
+		return joinkeys.AuditEvent{}, err
+	}
+	sp := o.Spec
+	return joinkeys.AuditEvent{ID: id, At: sp.At, Type: sp.Type, KeyID: sp.KeyID, Hostname: sp.Hostname, Actor: sp.Actor, Reason: sp.Reason}, nil
+}
+
+// PruneAudit implements joinkeys.Store: it reads the trail (bounded by
+// the retention it keeps) and deletes each event it does not keep.
+func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	type named struct {
+		joinkeys.AuditEvent
+		name, uid string
+	}
+	var all []named
+	var decodeErr error
+	err := s.events.each(ctx, "", func(o object[eventSpec]) bool {
+		e, err := auditEvent(o)
+		if err != nil {
+			decodeErr = err
+			return false
+		}
+		all = append(all, named{e, o.Metadata.Name, o.Metadata.UID})
+		return true
+	})
+	if err := cmp.Or(err, decodeErr); err != nil {
+		return 0, err
+	}
+	slices.SortFunc(all, func(a, b named) int { return cmp.Compare(a.ID, b.ID) })
+	trail := make([]joinkeys.AuditEvent, len(all))
+	for i, n := range all {
+		trail[i] = n.AuditEvent
+	}
+	kept := map[int64]bool{}
+	for _, e := range joinkeys.Retained(trail, r, now) {
+		kept[e.ID] = true
+	}
+	removed := 0
+	for _, n := range all {
+		if kept[n.ID] {
+			continue
+		}
+		if err := s.events.remove(ctx, n.name, n.uid, ""); err != nil && !apierrors.IsNotFound(err) {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
 }

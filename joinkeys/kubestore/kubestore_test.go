@@ -379,3 +379,62 @@ func TestALeftoverPodCIDREntryGivesWay(t *testing.T) {
 		t.Errorf("over an entry no node holds, an hour old: %v", err)
 	}
 }
+
+// TestRejectedAttemptsLeaveABoundedTrail: 10,000 validates with made-up
+// keys and hostnames (what a joined machine could post) leave at most the
+// retention's bound of LedgerEvent objects in the namespace, however the
+// minutes fall: the rejected attempts are aggregated as they come, and a
+// compaction prunes to the bound.
+func TestRejectedAttemptsLeaveABoundedTrail(t *testing.T) {
+	c, ns := ledger(t)
+	s, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	bound := joinkeys.AuditRetention{MaxEvents: 150, MaxPerHostname: 20, MaxAge: 24 * time.Hour}
+	kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/16", "198.18.0.1"),
+		Now: clock.Now, AuditRetention: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := storetest.PublicKey(t)
+	const attempts = 10_000
+	for i := range attempts {
+		key := fmt.Sprintf("gwk_%012x.%064x", i, i)
+		if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: key, Hostname: fmt.Sprintf("probe-%d", i), PublicKey: pub, Version: "1.0.0"}); err == nil {
+			t.Fatal("a made-up key was accepted")
+		}
+		if i%500 == 499 {
+			clock.Advance(20 * time.Second) // the attempts span about seven minutes
+		}
+		if i%3000 == 2999 {
+			if _, err := kr.CompactAudit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clock.Advance(time.Minute)
+	if _, err := kr.CompactAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	objects := 0
+	list, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerevents"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects = len(list.Items)
+	t.Logf("%d rejected validates left %d LedgerEvent objects (bound %d)", attempts, objects, bound.MaxEvents)
+	if objects == 0 || objects > bound.MaxEvents {
+		t.Errorf("%d LedgerEvent objects after %d rejected validates, bound %d", objects, attempts, bound.MaxEvents)
+	}
+	// The summaries say how many were not recorded one by one.
+	events, err := kr.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventValidationRejected, Limit: 5})
+	if err != nil || len(events) != 5 {
+		t.Fatalf("the newest five: %+v, %v", events, err)
+	}
+	if !strings.Contains(events[len(events)-1].Reason, "more rejected attempts from") {
+		t.Errorf("the newest rejection event is not a summary: %+v", events[len(events)-1])
+	}
+}

@@ -260,9 +260,14 @@ const listPageSize = 500
 // each calls visit for the objects selector selects, in name order, page
 // by page, until visit returns false.
 func (r resource[S]) each(ctx context.Context, selector string, visit func(object[S]) bool) error {
+	return r.eachPaged(ctx, selector, listPageSize, visit)
+}
+
+// eachPaged is each with pages of size objects.
+func (r resource[S]) eachPaged(ctx context.Context, selector string, size int, visit func(object[S]) bool) error {
 	cont := ""
 	for {
-		req := r.client.Get().Namespace(r.namespace).Resource(r.plural).Param("limit", strconv.Itoa(listPageSize))
+		req := r.client.Get().Namespace(r.namespace).Resource(r.plural).Param("limit", strconv.Itoa(size))
 		if selector != "" {
 			req = req.Param("labelSelector", selector)
 		}

@@ -370,6 +370,18 @@ func (s *Store) Audit(_ context.Context, q joinkeys.AuditQuery) ([]joinkeys.Audi
 	return slices.Clone(out), nil
 }
 
+// PruneAudit implements joinkeys.Store.
+func (s *Store) PruneAudit(_ context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	keep := joinkeys.Retained(s.audit, r, now)
+	removed := len(s.audit) - len(keep)
+	s.audit = keep
+	return removed, nil
+}
+
 // Close implements joinkeys.Store; later calls fail.
 func (s *Store) Close() error {
 	s.mu.Lock()

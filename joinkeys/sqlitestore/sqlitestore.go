@@ -662,6 +662,48 @@ func appendAudit(ctx context.Context, tx *sql.Tx, e joinkeys.AuditEvent) error {
 	return err
 }
 
+// PruneAudit implements joinkeys.Store, in one transaction.
+func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
+	removed := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		removed = 0
+		var steps []struct {
+			query string
+			args  []any
+		}
+		if r.MaxAge > 0 {
+			steps = append(steps, struct {
+				query string
+				args  []any
+			}{`DELETE FROM audit_events WHERE at < ?`, []any{toNanos(now.Add(-r.MaxAge))}})
+		}
+		if r.MaxPerHostname > 0 {
+			steps = append(steps, struct {
+				query string
+				args  []any
+			}{`DELETE FROM audit_events WHERE id IN (SELECT id FROM (
+				SELECT id, ROW_NUMBER() OVER (PARTITION BY hostname ORDER BY id DESC) AS newer
+				FROM audit_events WHERE hostname != '') WHERE newer > ?)`, []any{r.MaxPerHostname}})
+		}
+		if r.MaxEvents > 0 {
+			steps = append(steps, struct {
+				query string
+				args  []any
+			}{`DELETE FROM audit_events WHERE id <= (SELECT id FROM audit_events ORDER BY id DESC LIMIT 1 OFFSET ?)`, []any{r.MaxEvents}})
+		}
+		for _, st := range steps {
+			res, err := tx.ExecContext(ctx, st.query, st.args...)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			removed += int(n)
+		}
+		return nil
+	})
+	return removed, err
+}
+
 // Audit implements joinkeys.Store.
 func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.AuditEvent, error) {
 	var where []string

@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore func(t *testing.T) joinkeys.Store) {
 	t.Run("BadInputWritesNothing", func(t *testing.T) { testBadInput(t, big) })
 	t.Run("RegisterAndReports", func(t *testing.T) { testRegister(t, big) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, big) })
+	t.Run("AuditIsPrunedToItsBounds", func(t *testing.T) { testPruneAudit(t, big) })
 	t.Run("KeyOnlyCompletesAValidatedReservation", func(t *testing.T) { testKeyOnlyCompletesValidated(t, big) })
 	t.Run("PodCIDRsNeverOverlap", func(t *testing.T) { testPodCIDRs(t, big) })
 	t.Run("ClockSkewLeewayButExactExpiry", func(t *testing.T) { testClockSkew(t, big) })
@@ -829,5 +830,70 @@ func testAudit(t *testing.T, env envFunc) {
 	last, _ := kr.Audit(ctx, joinkeys.AuditQuery{Limit: 2})
 	if len(last) != 2 || last[1].Type != joinkeys.EventKeyRevoked {
 		t.Errorf("limited audit %+v", last)
+	}
+}
+
+// testPruneAudit: PruneAudit keeps the newest events of each hostname up
+// to MaxPerHostname, of all up to MaxEvents, and none older than MaxAge;
+// Audit reads what is left, its newest first by Limit.
+func testPruneAudit(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	_, store, clock := env(t)
+	start := clock.Now().UTC()
+	var appended []joinkeys.AuditEvent
+	hosts := []string{"h1", "h1", "h2", "h1", "", "h2", "h3"}
+	for i := range 42 {
+		e := joinkeys.AuditEvent{At: start.Add(time.Duration(i) * time.Hour), Type: joinkeys.EventValidationRejected, Hostname: hosts[i%len(hosts)], Reason: fmt.Sprintf("event %d", i)}
+		if err := store.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		appended = append(appended, e)
+	}
+	now := start.Add(42 * time.Hour)
+	r := joinkeys.AuditRetention{MaxEvents: 12, MaxPerHostname: 5, MaxAge: 30 * time.Hour}
+	removed, err := store.PruneAudit(ctx, r, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := store.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != len(appended)-len(left) {
+		t.Errorf("PruneAudit says %d went; %d of %d are left", removed, len(left), len(appended))
+	}
+	perHost := map[string]int{}
+	for _, e := range left {
+		perHost[e.Hostname]++
+		if e.At.Before(now.Add(-r.MaxAge)) {
+			t.Errorf("kept %q, older than %s", e.Reason, r.MaxAge)
+		}
+	}
+	for h, n := range perHost {
+		if h != "" && n > r.MaxPerHostname {
+			t.Errorf("kept %d events of %s, bound %d", n, h, r.MaxPerHostname)
+		}
+	}
+	if len(left) == 0 || len(left) > r.MaxEvents || left[len(left)-1].Reason != "event 41" {
+		t.Fatalf("left %d events (bound %d), newest %+v", len(left), r.MaxEvents, left)
+	}
+	// What is kept is what the bounds keep, reckoned newest first.
+	var want []string
+	for _, e := range joinkeys.Retained(appended, r, now) {
+		want = append(want, e.Reason)
+	}
+	var got []string
+	for _, e := range left {
+		got = append(got, e.Reason)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("kept %v\nwant %v", got, want)
+	}
+	newest, err := store.Audit(ctx, joinkeys.AuditQuery{Hostname: "h1", Limit: 2})
+	if err != nil || len(newest) != 2 || newest[1].Reason != "event 38" || newest[0].Reason != "event 36" {
+		t.Errorf("the newest two of h1: %+v, %v", newest, err)
+	}
+	if again, err := store.PruneAudit(ctx, r, now); err != nil || again != 0 {
+		t.Errorf("a second PruneAudit removed %d, %v", again, err)
 	}
 }
