@@ -183,6 +183,13 @@ type Config struct {
 	// ReapInterval how often that is checked (1m).
 	ValidatedTTL time.Duration
 	ReapInterval time.Duration
+	// ConsolePublic serves the web console to every caller of the public
+	// listener (CONSOLE_PUBLIC=on). Off by default: with the self-signed
+	// pair the server makes (TLS on, no TLS_CERT_FILE), a browser cannot
+	// verify the listener, and an administrator who clicks through its
+	// warning would click through a man in the middle's too; the console
+	// is then served to loopback callers only (an SSH port forward).
+	ConsolePublic bool
 	// SharedOrgs are orgs whose machines every machine sees in the peer
 	// directory, and which see every machine (SHARED_ORGS, comma-separated;
 	// none by default): otherwise a machine sees only its own org's.
@@ -327,6 +334,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			c.SharedOrgs = append(c.SharedOrgs, o)
 		}
 	}
+	switch strings.ToLower(env("CONSOLE_PUBLIC", "off")) {
+	case "on":
+		c.ConsolePublic = true
+	case "off":
+	default:
+		return Config{}, &ConfigError{"CONSOLE_PUBLIC", fmt.Sprintf("%q is neither on nor off", env("CONSOLE_PUBLIC", ""))}
+	}
 	switch strings.ToLower(env("FLEET_LAN", "off")) {
 	case "on":
 		c.FleetLAN = true
@@ -396,6 +410,12 @@ func envInt(env func(string, string) string, name string, def, lo, hi int) (int,
 // UsesTLS reports whether the public listener serves HTTPS: TLS=on, or
 // TLS unset outside dev mode.
 func (c Config) UsesTLS() bool { return c.TLS == "on" || (c.TLS == "" && !c.Dev) }
+
+// ConsoleLoopbackOnly reports whether the public listener serves the web
+// console to loopback callers only: it serves HTTPS with the pair the
+// server made itself (no TLS_CERT_FILE), which no browser can verify, and
+// CONSOLE_PUBLIC is not on.
+func (c Config) ConsoleLoopbackOnly() bool { return c.UsesTLS() && c.TLSCertFile == "" && !c.ConsolePublic }
 
 // MinSecretLen is the shortest JWT_SECRET accepted outside dev mode.
 const MinSecretLen = 32

@@ -4,7 +4,9 @@ import (
 	"context"
 	"embed"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -33,8 +35,19 @@ var consoleFS embed.FS
 const consolePolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// handleConsole answers the console's page (GET /ui/) and its files.
+// handleConsole answers the console's page (GET /ui/) and its files; to
+// loopback callers only when the listener's certificate is one no browser
+// can verify (Config.ConsoleLoopbackOnly).
 func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.ConsoleLoopbackOnly() {
+		if ip, err := netip.ParseAddr(clientIP(r)); err != nil || !ip.Unmap().IsLoopback() {
+			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "console_loopback_only",
+				message: "this server's certificate is its own, which no browser can verify: the console is served on loopback only. " +
+					"Forward a port (ssh -L 8800:127.0.0.1:" + strconv.Itoa(s.cfg.Port) + " <master>) and open https://127.0.0.1:8800/ui/, " +
+					"or give the server a certificate browsers trust (TLS_CERT_FILE, TLS_KEY_FILE), or set CONSOLE_PUBLIC=on"})
+			return
+		}
+	}
 	name := r.PathValue("file")
 	if r.URL.Path == "/ui/" {
 		name = "index.html"

@@ -271,7 +271,7 @@ func (s *Server) logFor(r *http.Request) *slog.Logger {
 var errorCodes = map[int][]string{
 	http.StatusBadRequest:            {"invalid_json", "invalid_body", "invalid_field", "invalid_bundle"},
 	http.StatusUnauthorized:          {"unauthenticated", "invalid_join_key", "join_key_expired", "join_key_revoked", "join_key_exhausted", "join_key_not_yet_valid", "invalid_node_token"},
-	http.StatusForbidden:             {"forbidden", "internal_route", "outside_vpn", "from_the_fleet"},
+	http.StatusForbidden:             {"forbidden", "internal_route", "outside_vpn", "from_the_fleet", "console_loopback_only"},
 	http.StatusNotFound:              {"node_not_found", "join_key_not_found", "not_found", "no_such_route", "no_agent", "no_worker_image", "no_k3s", "through_the_tunnel"},
 	http.StatusMethodNotAllowed:      {"method_not_allowed"},
 	http.StatusConflict:              {"hostname_taken", "hostname_in_cluster", "node_token_required", "node_disconnected", "public_key_taken", "public_key_mismatch", "pod_cidr_conflict", "pod_cidr_outside_cluster", "allowed_ip_conflict", "vpn_pool_exhausted", "worker_group_exists", "already_exists", "conflict", "imperative_applications", "no_gpu_workers"},

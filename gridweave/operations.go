@@ -79,9 +79,10 @@ func operations() map[string]operation {
 			status: 200, responseType: "text/plain", response: "", errors: []int{404}},
 
 		"GET /ui/": {id: "console", tag: "docs", summary: "The web console: nodes, keys, clusters and jobs (sign in with the admin token, an admin JWT or a user JWT)",
-			status: 200, responseType: "text/html", response: ""},
+			description: "With the certificate the server made itself (HTTPS without `TLS_CERT_FILE`), served to loopback callers only (403 `console_loopback_only`) unless `CONSOLE_PUBLIC=on`.",
+			status:      200, responseType: "text/html", response: "", errors: []int{403}},
 		"GET /ui/{file}": {id: "consoleAsset", tag: "docs", summary: "A file of the web console (script, stylesheet, licence)",
-			status: 200, responseType: "text/plain", response: "", errors: []int{404}},
+			status: 200, responseType: "text/plain", response: "", errors: []int{403, 404}},
 
 		"GET /join-node.sh": {id: "joinScript", tag: "nodes", summary: "The script the join command runs on a node",
 			description: "Downloads the join agent for the node's OS and architecture, checks its SHA-256 against /v1/nodes/agent/{os}/{arch}/sha256, and runs it with the join key.",

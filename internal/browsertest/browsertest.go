@@ -40,7 +40,17 @@ type Browser struct {
 // recording. It stops when the test ends.
 func Start(t testing.TB, width, height int) *Browser {
 	t.Helper()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	return StartTrusting(t, width, height)
+}
+
+// StartTrusting is Start with Chromium trusting, besides its own roots,
+// the certificates whose public keys have the SHA-256 pins given (the
+// base64 of the SHA-256 of the SubjectPublicKeyInfo, as curl's
+// --pinnedpubkey takes after sha256//): a server's own self-signed pair,
+// as an administrator who clicked through the warning would.
+func StartTrusting(t testing.TB, width, height int, spkiPins ...string) *Browser {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(Chromium(t)),
 		chromedp.Flag("headless", "new"),
 		chromedp.NoSandbox, // as root
@@ -61,7 +71,11 @@ func Start(t testing.TB, width, height int) *Browser {
 		chromedp.Flag("password-store", "basic"),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(width, height),
-	)
+	}
+	if len(spkiPins) > 0 {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(spkiPins, ",")))
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
 	t.Cleanup(cancel)
