@@ -415,7 +415,9 @@ func (c Config) UsesTLS() bool { return c.TLS == "on" || (c.TLS == "" && !c.Dev)
 // console to loopback callers only: it serves HTTPS with the pair the
 // server made itself (no TLS_CERT_FILE), which no browser can verify, and
 // CONSOLE_PUBLIC is not on.
-func (c Config) ConsoleLoopbackOnly() bool { return c.UsesTLS() && c.TLSCertFile == "" && !c.ConsolePublic }
+func (c Config) ConsoleLoopbackOnly() bool {
+	return c.UsesTLS() && c.TLSCertFile == "" && !c.ConsolePublic
+}
 
 // MinSecretLen is the shortest JWT_SECRET accepted outside dev mode.
 const MinSecretLen = 32
