@@ -412,12 +412,17 @@ func (s *Server) handleGetNode(w http.ResponseWriter, r *http.Request) {
 const onlineWithin = 5 * time.Minute
 
 // viewNodes shows nodes as the API does: the ledger's record with what
-// the master's device observed of each tunnel (one read for all), its
-// agent's version against the server's, and its links.
+// the master's device observed of each tunnel (one peer's status for one
+// node, as a register answers; one read for all for a page), its agent's
+// version against the server's, and its links.
 func (s *Server) viewNodes(ctx context.Context, nodes ...joinkeys.Node) []api.Node {
 	handshakes := map[string]time.Time{}
 	if o, ok := s.mesh.(mesh.Observer); ok {
-		if statuses, err := o.PeerStatuses(ctx); err == nil {
+		if len(nodes) == 1 {
+			if st, err := o.PeerStatus(ctx, nodes[0].PublicKey); err == nil {
+				handshakes[st.PublicKey.String()] = st.LastHandshake
+			}
+		} else if statuses, err := o.PeerStatuses(ctx); err == nil {
 			for _, st := range statuses {
 				handshakes[st.PublicKey.String()] = st.LastHandshake
 			}

@@ -150,4 +150,7 @@ type PeerStatus struct {
 type Observer interface {
 	// PeerStatuses lists every peer's status, ordered by public key.
 	PeerStatuses(ctx context.Context) ([]PeerStatus, error)
+	// PeerStatus is one peer's status, ErrPeerNotFound when there is no
+	// such peer: what showing one node costs, whatever the fleet's size.
+	PeerStatus(ctx context.Context, key wgkey.Key) (PeerStatus, error)
 }

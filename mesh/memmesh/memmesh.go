@@ -140,6 +140,22 @@ func (m *Mesh) SetStatus(st mesh.PeerStatus) error {
 	return nil
 }
 
+// PeerStatus implements mesh.Observer.
+func (m *Mesh) PeerStatus(_ context.Context, key wgkey.Key) (mesh.PeerStatus, error) {
+	if err := m.lock(); err != nil {
+		return mesh.PeerStatus{}, err
+	}
+	defer m.mu.Unlock()
+	p, ok := m.peers[key]
+	if !ok {
+		return mesh.PeerStatus{}, mesh.ErrPeerNotFound
+	}
+	if st, ok := m.status[key]; ok {
+		return st, nil
+	}
+	return mesh.PeerStatus{PublicKey: key, Endpoint: p.Endpoint}, nil
+}
+
 // PeerStatuses implements mesh.Observer: every peer, with what SetStatus
 // gave it (nothing observed otherwise; a peer's endpoint until then is the
 // one it was given).

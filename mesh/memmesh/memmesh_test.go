@@ -17,6 +17,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	meshtest.Run(t, func(*testing.T) mesh.Mesh { return new(memmesh.Mesh) })
+	meshtest.RunObserver(t, func(*testing.T) mesh.Mesh { return new(memmesh.Mesh) })
 }
 
 func TestInterceptorInjectsFaults(t *testing.T) {

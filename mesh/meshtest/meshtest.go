@@ -273,3 +273,48 @@ func expectPeers(t *testing.T, m mesh.Mesh, want ...mesh.Peer) {
 func describe(p mesh.Peer) string {
 	return fmt.Sprintf("{ips %v endpoint %v keepalive %v}", p.AllowedIPs, p.Endpoint, p.PersistentKeepalive)
 }
+
+// RunObserver runs the conformance cases of a mesh.Observer: one peer's
+// status is what the whole list says of it, and a peer that is not there
+// (never added, or removed) is mesh.ErrPeerNotFound. newMesh is as for
+// Run and must return an Observer.
+func RunObserver(t *testing.T, newMesh func(t *testing.T) mesh.Mesh) {
+	ctx := context.Background()
+	t.Run("PeerStatusIsThePeersOwn", func(t *testing.T) {
+		m := newMesh(t)
+		t.Cleanup(func() { m.Close() })
+		o, ok := m.(mesh.Observer)
+		if !ok {
+			t.Fatalf("%T is not a mesh.Observer", m)
+		}
+		keys := []wgkey.Key{NewKey(t), NewKey(t), NewKey(t)}
+		for i, k := range keys {
+			mustUpsert(t, m, mesh.Peer{PublicKey: k, AllowedIPs: []netip.Prefix{pfx(fmt.Sprintf("198.19.3.%d/32", i+1))},
+				Endpoint: netip.MustParseAddrPort(fmt.Sprintf("198.18.201.%d:51820", i+1))})
+		}
+		all, err := o.PeerStatuses(ctx)
+		if err != nil || len(all) != len(keys) {
+			t.Fatalf("PeerStatuses = %d, %v", len(all), err)
+		}
+		for _, st := range all {
+			one, err := o.PeerStatus(ctx, st.PublicKey)
+			if err != nil || one.PublicKey != st.PublicKey || one.LastHandshake != st.LastHandshake {
+				t.Errorf("PeerStatus(%s) = %+v, %v; the list says %+v", st.PublicKey, one, err, st)
+			}
+		}
+		if _, err := o.PeerStatus(ctx, NewKey(t)); !errors.Is(err, mesh.ErrPeerNotFound) {
+			t.Errorf("PeerStatus of a key never added: %v, want ErrPeerNotFound", err)
+		}
+		if err := m.RemovePeer(ctx, keys[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.PeerStatus(ctx, keys[0]); !errors.Is(err, mesh.ErrPeerNotFound) {
+			t.Errorf("PeerStatus of a removed peer: %v, want ErrPeerNotFound", err)
+		}
+		added := NewKey(t)
+		mustUpsert(t, m, mesh.Peer{PublicKey: added, AllowedIPs: []netip.Prefix{pfx("198.19.3.9/32")}})
+		if st, err := o.PeerStatus(ctx, added); err != nil || st.PublicKey != added {
+			t.Errorf("PeerStatus of a peer just added: %+v, %v", st, err)
+		}
+	})
+}

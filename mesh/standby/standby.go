@@ -92,6 +92,25 @@ func (m *Mesh) PeerStatuses(ctx context.Context) ([]mesh.PeerStatus, error) {
 	return nil, nil
 }
 
+// PeerStatus implements mesh.Observer: the device's, or nothing observed
+// of a peer the standby holds.
+func (m *Mesh) PeerStatus(ctx context.Context, key wgkey.Key) (mesh.PeerStatus, error) {
+	cur := m.current()
+	if o, ok := cur.(mesh.Observer); ok {
+		return o.PeerStatus(ctx, key)
+	}
+	peers, err := cur.Peers(ctx)
+	if err != nil {
+		return mesh.PeerStatus{}, err
+	}
+	for _, p := range peers {
+		if p.PublicKey == key {
+			return mesh.PeerStatus{PublicKey: key}, nil
+		}
+	}
+	return mesh.PeerStatus{}, mesh.ErrPeerNotFound
+}
+
 // Close implements mesh.Mesh; an attached device is the caller's to close.
 func (m *Mesh) Close() error { return m.memory.Close() }
 

@@ -8,6 +8,7 @@ import (
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/meshtest"
 	"gridweave.dev/mesh/standby"
 	"gridweave.dev/wgkey"
 )
@@ -86,4 +87,20 @@ func TestRoutesAreMadeOnlyWhileAttached(t *testing.T) {
 	if len(table.replaced) != 1 || len(table.deleted) != 1 {
 		t.Errorf("table saw %v replaced and %v deleted, want one each", table.replaced, table.deleted)
 	}
+}
+
+// A standby answers one peer's status as its device does when attached,
+// and as its memory does otherwise.
+func TestObserverConformance(t *testing.T) {
+	t.Run("detached", func(t *testing.T) {
+		meshtest.RunObserver(t, func(t *testing.T) mesh.Mesh { return standby.New(key(t)) })
+	})
+	t.Run("attached", func(t *testing.T) {
+		meshtest.RunObserver(t, func(t *testing.T) mesh.Mesh {
+			master := key(t)
+			m := standby.New(master)
+			m.Attach(memmesh.New(master))
+			return m
+		})
+	})
 }

@@ -65,7 +65,19 @@ type Mesh struct {
 	identity deviceIdentity
 	readAt   time.Time
 	stale    bool
+
+	// observed is the device's peers as last read for their statuses,
+	// by key, and when: PeerStatus answers from it while it is younger
+	// than statusMaxAge, so showing one node reads the device at most
+	// that often, not once per call.
+	observedMu sync.Mutex
+	observed   map[wgkey.Key]mesh.PeerStatus
+	observedAt time.Time
 }
+
+// statusMaxAge is how old the device's statuses PeerStatus answers may
+// be: a second, against a handshake every two minutes.
+const statusMaxAge = time.Second
 
 var _ mesh.Mesh = (*Mesh)(nil)
 
@@ -343,6 +355,36 @@ func toIPNets(prefixes []netip.Prefix) []net.IPNet {
 }
 
 var _ mesh.Observer = (*Mesh)(nil)
+
+// PeerStatus implements mesh.Observer from a reading of the device at
+// most statusMaxAge old: WireGuard's interface reads a device whole, so
+// one peer costs the whole device's read, shared by every call within
+// that second.
+func (m *Mesh) PeerStatus(ctx context.Context, key wgkey.Key) (mesh.PeerStatus, error) {
+	m.observedMu.Lock()
+	defer m.observedMu.Unlock()
+	if m.observed == nil || time.Since(m.observedAt) >= statusMaxAge {
+		all, err := m.PeerStatuses(ctx)
+		if err != nil {
+			return mesh.PeerStatus{}, err
+		}
+		m.observed = make(map[wgkey.Key]mesh.PeerStatus, len(all))
+		for _, st := range all {
+			m.observed[st.PublicKey] = st
+		}
+		m.observedAt = time.Now()
+	}
+	m.mu.Lock()
+	_, known := m.peers[key]
+	m.mu.Unlock()
+	if !known { // never there, or removed since the reading
+		return mesh.PeerStatus{}, mesh.ErrPeerNotFound
+	}
+	if st, ok := m.observed[key]; ok {
+		return st, nil
+	}
+	return mesh.PeerStatus{PublicKey: key}, nil // added since the reading
+}
 
 // PeerStatuses implements mesh.Observer: it reads the device now (the
 // cache knows what was programmed, not what was observed), so each call

@@ -38,7 +38,7 @@ func newDevice(t testing.TB) *wgdevice.Device {
 
 func TestConformanceOnWireguardGo(t *testing.T) {
 	skipShort(t)
-	meshtest.Run(t, func(t *testing.T) mesh.Mesh {
+	open := func(t *testing.T) mesh.Mesh {
 		dev := newDevice(t)
 		m, err := wgmesh.New(context.Background(), dev.Name, nil)
 		if err != nil {
@@ -48,7 +48,9 @@ func TestConformanceOnWireguardGo(t *testing.T) {
 			t.Fatalf("PublicKey = %s, device has %s", pub, dev.PublicKey)
 		}
 		return m
-	})
+	}
+	meshtest.Run(t, open)
+	meshtest.RunObserver(t, open)
 }
 
 // recorder is a wgmesh.Client that keeps every configuration sent and
