@@ -71,7 +71,9 @@ func TestConsoleOnlyWhereABrowserCanTrustIt(t *testing.T) {
 
 	for name, change := range map[string]func(*gridweave.Config){
 		"CONSOLE_PUBLIC=on": func(c *gridweave.Config) { c.ConsolePublic = true },
-		"TLS_CERT_FILE":     func(c *gridweave.Config) { c.TLSCertFile, c.TLSKeyFile = "/etc/gridweave/tls.crt", "/etc/gridweave/tls.key" },
+		"TLS_CERT_FILE": func(c *gridweave.Config) {
+			c.TLSCertFile, c.TLSKeyFile = "/etc/gridweave/tls.crt", "/etc/gridweave/tls.key"
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, &harnessOptions{tls: true, config: change})
