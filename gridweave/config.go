@@ -183,6 +183,12 @@ type Config struct {
 	// ReapInterval how often that is checked (1m).
 	ValidatedTTL time.Duration
 	ReapInterval time.Duration
+	// AddressQuarantine is how long a released VPN address rests before a
+	// new node gets it (ADDRESS_QUARANTINE, 1h; 0s: none): a machine whose
+	// link service was down may still hold a peer for the departed node.
+	// The program that builds the Keyring passes it on
+	// (joinkeys.Options.AddressQuarantine).
+	AddressQuarantine time.Duration
 	// ConsolePublic serves the web console to every caller of the public
 	// listener (CONSOLE_PUBLIC=on). Off by default: with the self-signed
 	// pair the server makes (TLS on, no TLS_CERT_FILE), a browser cannot
@@ -329,6 +335,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, &ConfigError{"VALIDATED_TTL", fmt.Sprintf("%q is not a positive duration such as 10m", env("VALIDATED_TTL", ""))}
 	}
 	c.ReapInterval = time.Minute
+	if c.AddressQuarantine, err = time.ParseDuration(env("ADDRESS_QUARANTINE", "1h")); err != nil || c.AddressQuarantine < 0 {
+		return Config{}, &ConfigError{"ADDRESS_QUARANTINE", fmt.Sprintf("%q is not a duration such as 1h (0s for none)", env("ADDRESS_QUARANTINE", ""))}
+	}
 	for _, o := range strings.Split(env("SHARED_ORGS", ""), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			c.SharedOrgs = append(c.SharedOrgs, o)

@@ -47,6 +47,11 @@ type Options struct {
 	// AuditRetention bounds the audit trail (CompactAudit); each zero
 	// field takes DefaultAuditRetention's.
 	AuditRetention AuditRetention
+	// AddressQuarantine is how long a released VPN address is not handed
+	// out again: a machine whose link service was down meanwhile may still
+	// hold a peer for the departed node at that address, which must not be
+	// anyone else's yet. Default DefaultAddressQuarantine; negative: none.
+	AddressQuarantine time.Duration
 	// RejectionsPerMinute is how many distinct rejected attempts are
 	// written in a minute before the rest are counted in one event;
 	// default DefaultRejectionsPerMinute.
@@ -104,7 +109,13 @@ type Keyring struct {
 	rejected            rejections
 	rejectionsPerMinute int
 	retention           AuditRetention
+	quarantine          time.Duration
 }
+
+// DefaultAddressQuarantine is how long a released VPN address rests
+// before a new node gets it, unless Options.AddressQuarantine says
+// otherwise.
+const DefaultAddressQuarantine = time.Hour
 
 // missTTL is how long AuthenticateNode trusts that a hostname names no
 // node; maxMisses bounds how many it remembers.
@@ -191,6 +202,12 @@ func New(store Store, opts *Options) (*Keyring, error) {
 	}
 	if k.retention.MaxAge <= 0 {
 		k.retention.MaxAge = DefaultAuditRetention.MaxAge
+	}
+	switch k.quarantine = opts.AddressQuarantine; {
+	case k.quarantine == 0:
+		k.quarantine = DefaultAddressQuarantine
+	case k.quarantine < 0:
+		k.quarantine = 0
 	}
 	k.rejectionsPerMinute = opts.RejectionsPerMinute
 	if k.rejectionsPerMinute <= 0 {

@@ -101,9 +101,10 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 			},
 			TokenHash: hashToken(token),
 		},
-		Addresses:  k.pool.Addresses(),
-		SpendKeyID: key.ID,
-		Now:        now,
+		Addresses:      k.pool.Addresses(),
+		SpendKeyID:     key.ID,
+		Now:            now,
+		ReleasedBefore: now.Add(-k.quarantine),
 		Event:      AuditEvent{At: now, Type: EventValidationAccepted, KeyID: key.ID, Hostname: req.Hostname, Actor: req.Source, Reason: "first join"},
 	})
 	var pkTaken *PublicKeyTakenError
@@ -442,7 +443,7 @@ func (k *Keyring) release(ctx context.Context, hostname string, revision int64, 
 	if err := ValidateHostname(hostname); err != nil {
 		return Node{}, err
 	}
-	rec, err := k.store.DeleteNode(ctx, hostname, revision)
+	rec, err := k.store.DeleteNode(ctx, hostname, revision, k.now().UTC())
 	if err != nil {
 		return Node{}, err
 	}

@@ -64,10 +64,12 @@ type Store interface {
 	// transaction.
 	UpdateNode(ctx context.Context, n NodeRecord, event AuditEvent) (NodeRecord, error)
 	// DeleteNode removes the node with hostname and returns its address to
-	// the free list of its range. If revision is not zero, the node is
-	// removed only if its stored Revision is still revision
-	// (ErrNodeChanged otherwise). ErrNodeNotFound if there is no such node.
-	DeleteNode(ctx context.Context, hostname string, revision int64) (NodeRecord, error)
+	// the free list of its range, released at at: a reservation hands it
+	// out again only once Reservation.ReleasedBefore is past at. If
+	// revision is not zero, the node is removed only if its stored
+	// Revision is still revision (ErrNodeChanged otherwise).
+	// ErrNodeNotFound if there is no such node.
+	DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (NodeRecord, error)
 
 	// AppendAudit stores an event; the store assigns its ID.
 	AppendAudit(ctx context.Context, e AuditEvent) error
@@ -104,6 +106,10 @@ type Reservation struct {
 	Addresses  addrpool.Range
 	SpendKeyID string
 	Now        time.Time
+	// ReleasedBefore quarantines released addresses: one released after
+	// it is not handed out (zero: none is quarantined). When only such
+	// addresses are left the range is exhausted.
+	ReleasedBefore time.Time
 	// Event, if its Type is set, is audited atomically with the reservation.
 	Event AuditEvent
 }

@@ -109,7 +109,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("VPN_CIDR: %w", err)
 	}
-	keyring, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: secret, Pool: pool, Logger: log})
+	quarantine := cfg.AddressQuarantine
+	if quarantine == 0 {
+		quarantine = -1 // ADDRESS_QUARANTINE=0s: none
+	}
+	keyring, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: secret, Pool: pool, Logger: log, AddressQuarantine: quarantine})
 	if err != nil {
 		return err
 	}

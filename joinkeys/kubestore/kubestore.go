@@ -71,6 +71,9 @@ type Store struct {
 	loaded  bool
 	claimed map[uint32]bool
 	lowest  map[string]uint32
+	// resting are claimed addresses whose node was released, and when:
+	// quarantined until a reservation's ReleasedBefore is past that.
+	resting map[uint32]time.Time
 }
 
 var _ joinkeys.Store = (*Store)(nil)
@@ -581,7 +584,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 		undo = append(undo, func() { _ = s.releasePodCIDR(give, n.Hostname, reservation) })
 	}
 
-	addr, err := s.claimAddress(ctx, r.Addresses, n.Hostname, reservation)
+	addr, err := s.claimAddress(ctx, r.Addresses, n.Hostname, reservation, r.ReleasedBefore)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -788,7 +791,7 @@ func changed(hostname, stored string, based int64) error {
 // DeleteNode implements joinkeys.Store: the node object goes first (under
 // its resourceVersion), then its address's claim, its pod CIDR's entry and
 // its public key's claim.
-func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64) (joinkeys.NodeRecord, error) {
+func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -817,7 +820,7 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64)
 		}
 		s.cacheNode(hostname, nil)
 		give := context.WithoutCancel(ctx)
-		s.releaseAddress(give, n.VPNIP, cur.Spec.Reservation)
+		s.restAddress(give, n.VPNIP, cur.Spec.Reservation, at)
 		_ = s.releasePodCIDR(give, hostname, cur.Spec.Reservation)
 		_ = s.releaseClaimNamed(give, publicKeyClaim(n.PublicKey), cur.Spec.Reservation)
 		return n, nil
@@ -828,37 +831,58 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64)
 
 // book is the addrpool.Book of one allocation, over the Store's address
 // book (s.mu held). Released addresses are not kept in a list: the lowest
-// address that may be free is, and the claims say which are taken.
-type book struct{ s *Store }
+// address that may be free is, and the claims say which are taken; an
+// address resting since after releasedBefore counts as taken.
+type book struct {
+	s              *Store
+	releasedBefore time.Time
+}
 
 func (b book) PopFree(string) (uint32, bool, error) { return 0, false, nil }
 
 func (b book) Next(id string, first uint32) (uint32, error) {
-	if low, ok := b.s.lowest[id]; ok && low > first {
-		return low, nil
+	low := first
+	if l, ok := b.s.lowest[id]; ok && l > first {
+		low = l
 	}
-	return first, nil
+	// An address that has rested long enough, below the mark, is free
+	// again: the lowest free address is handed out, as in the other
+	// stores.
+	for ip, at := range b.s.resting {
+		if ip >= first && ip < low && (b.releasedBefore.IsZero() || !at.After(b.releasedBefore)) {
+			low = ip
+		}
+	}
+	return low, nil
 }
 
 func (b book) SetNext(id string, next uint32) error { b.s.lowest[id] = next; return nil }
 
-func (b book) InUse(ip uint32) (bool, error) { return b.s.claimed[ip], nil }
+func (b book) InUse(ip uint32) (bool, error) {
+	if at, ok := b.s.resting[ip]; ok {
+		return !b.releasedBefore.IsZero() && at.After(b.releasedBefore), nil
+	}
+	return b.s.claimed[ip], nil
+}
 
 // claimAddress picks the lowest address this Store does not know to be
 // claimed and creates its claim; AlreadyExists (another Store took it)
 // moves on to the next. When the range looks full, the book is read again
 // from the claims (other Stores may have released addresses) before
 // ErrPoolExhausted.
-func (s *Store) claimAddress(ctx context.Context, r addrpool.Range, hostname, reservation string) (netip.Addr, error) {
+func (s *Store) claimAddress(ctx context.Context, r addrpool.Range, hostname, reservation string, releasedBefore time.Time) (netip.Addr, error) {
 	if err := s.loadAddresses(ctx, false); err != nil {
 		return netip.Addr{}, err
 	}
 	reloaded := false
 	for {
 		s.mu.Lock()
-		addr, err := r.Allocate(book{s})
+		addr, err := r.Allocate(book{s, releasedBefore})
+		rested := false
 		if err == nil {
+			_, rested = s.resting[addrpool.ToUint32(addr)]
 			s.claimed[addrpool.ToUint32(addr)] = true
+			delete(s.resting, addrpool.ToUint32(addr))
 		}
 		s.mu.Unlock()
 		if errors.Is(err, addrpool.ErrExhausted) && !reloaded {
@@ -870,6 +894,19 @@ func (s *Store) claimAddress(ctx context.Context, r addrpool.Range, hostname, re
 		}
 		if err != nil {
 			return netip.Addr{}, err
+		}
+		if rested {
+			// The address rested long enough: its claim is taken over, if
+			// it is still the resting one.
+			taken, err := s.takeRestingClaim(ctx, addr, hostname, reservation, releasedBefore)
+			if err != nil {
+				s.forgetAddress(addr)
+				return netip.Addr{}, err
+			}
+			if taken {
+				return addr, nil
+			}
+			continue
 		}
 		_, err = s.claims.create(ctx, s.claims.new(addressClaim(addr), map[string]string{labelClaim: "address"}, claimSpec{Hostname: hostname, Reservation: reservation}))
 		if apierrors.IsAlreadyExists(err) {
@@ -896,11 +933,69 @@ func (s *Store) forgetAddress(addr netip.Addr) {
 }
 
 // releaseAddress deletes the address's claim if reservation holds it and
-// puts the address back in the book.
+// puts the address back in the book (a reservation given back: the
+// address was never a node's).
 func (s *Store) releaseAddress(ctx context.Context, addr netip.Addr, reservation string) {
 	if err := s.releaseClaimNamed(ctx, addressClaim(addr), reservation); err == nil {
 		s.forgetAddress(addr)
 	}
+}
+
+// restAddress keeps a released node's address claimed, marked released at
+// at, if reservation still holds it: the address rests until a
+// reservation's ReleasedBefore is past at (takeRestingClaim).
+func (s *Store) restAddress(ctx context.Context, addr netip.Addr, reservation string, at time.Time) {
+	for {
+		c, err := s.claims.get(ctx, addressClaim(addr))
+		if err != nil || c.Spec.Reservation != reservation {
+			return
+		}
+		at := at.UTC()
+		c.Spec = claimSpec{ReleasedAt: &at}
+		if _, err := s.claims.update(ctx, c); apierrors.IsConflict(err) {
+			continue
+		} else if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.resting == nil {
+			s.resting = map[uint32]time.Time{}
+		}
+		s.resting[addrpool.ToUint32(addr)] = at
+		s.mu.Unlock()
+		return
+	}
+}
+
+// takeRestingClaim gives the resting claim of addr to reservation when it
+// has rested since at most releasedBefore; taken is false (and the book
+// corrected) when another Store took it first or it rests still.
+func (s *Store) takeRestingClaim(ctx context.Context, addr netip.Addr, hostname, reservation string, releasedBefore time.Time) (taken bool, err error) {
+	c, err := s.claims.get(ctx, addressClaim(addr))
+	if apierrors.IsNotFound(err) {
+		_, err = s.claims.create(ctx, s.claims.new(addressClaim(addr), map[string]string{labelClaim: "address"}, claimSpec{Hostname: hostname, Reservation: reservation}))
+		if apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if err != nil {
+		return false, err
+	}
+	if c.Spec.ReleasedAt == nil || (!releasedBefore.IsZero() && c.Spec.ReleasedAt.After(releasedBefore)) {
+		if c.Spec.ReleasedAt != nil { // it rests still: keep it so in the book
+			s.mu.Lock()
+			s.resting[addrpool.ToUint32(addr)] = *c.Spec.ReleasedAt
+			s.mu.Unlock()
+		}
+		return false, nil
+	}
+	c.Spec = claimSpec{Hostname: hostname, Reservation: reservation}
+	_, err = s.claims.update(ctx, c)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // loadAddresses reads the book from the address claims, once, or again
@@ -921,9 +1016,15 @@ func (s *Store) loadAddresses(ctx context.Context, reload bool) error {
 		return err
 	}
 	claimed := map[uint32]bool{}
+	resting := map[uint32]time.Time{}
 	for _, c := range claims {
 		addr, err := netip.ParseAddr(c.Metadata.Name[len("ip."):])
 		if err != nil {
+			continue
+		}
+		if c.Spec.ReleasedAt != nil { // a released node's, resting
+			claimed[addrpool.ToUint32(addr)] = true
+			resting[addrpool.ToUint32(addr)] = *c.Spec.ReleasedAt
 			continue
 		}
 		if reload && s.stale(c) && s.leftover(ctx, c, addr) {
@@ -935,7 +1036,7 @@ func (s *Store) loadAddresses(ctx context.Context, reload bool) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.claimed, s.lowest, s.loaded = claimed, map[string]uint32{}, true
+	s.claimed, s.resting, s.lowest, s.loaded = claimed, resting, map[string]uint32{}, true
 	return nil
 }
 

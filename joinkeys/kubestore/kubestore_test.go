@@ -248,7 +248,7 @@ func TestACommittedReservationKeepsItsClaims(t *testing.T) {
 		if forbidden != nil && strings.Contains(forbidden.Error(), "audit event was not written") || time.Now().After(deadline) {
 			break // RBAC takes a moment to apply
 		}
-		_, _ = s.DeleteNode(ctx, "kept", 0)
+		_, _ = s.DeleteNode(ctx, "kept", 0, time.Now())
 	}
 	if forbidden == nil || !strings.Contains(forbidden.Error(), "audit event was not written") {
 		t.Fatalf("a reservation whose audit event is refused: %v", forbidden)

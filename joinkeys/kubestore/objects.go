@@ -348,6 +348,10 @@ type nodeSpec struct {
 type claimSpec struct {
 	Hostname    string `json:"hostname"`
 	Reservation string `json:"reservation"`
+	// ReleasedAt is set on an address's claim when its node was released:
+	// the claim keeps the address resting (quarantined) until a
+	// reservation whose ReleasedBefore is past it takes the claim over.
+	ReleasedAt *time.Time `json:"releasedAt,omitempty"`
 }
 
 // eventSpec is a LedgerEvent's spec: a joinkeys.AuditEvent less its ID

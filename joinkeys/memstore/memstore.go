@@ -25,6 +25,8 @@ type Store struct {
 	byIP    map[uint32]string    // VPN IP → hostname
 	next    map[string]uint32    // pool → high-water mark
 	free    map[string]*addrHeap // pool → released addresses
+	// releasedAt is when each address of a free list was released.
+	releasedAt map[uint32]time.Time
 	audit   []joinkeys.AuditEvent
 	auditID int64
 	rev     int64 // the last revision given to a node
@@ -47,6 +49,7 @@ func (s *Store) init() error {
 		s.byIP = map[uint32]string{}
 		s.next = map[string]uint32{}
 		s.free = map[string]*addrHeap{}
+		s.releasedAt = map[uint32]time.Time{}
 	}
 	return nil
 }
@@ -147,7 +150,7 @@ func (s *Store) ReserveNode(_ context.Context, r joinkeys.Reservation) (joinkeys
 	}
 	// Allocation mutates the free list and high-water mark; work on a
 	// transaction view and commit only on success.
-	tx := &book{s: s, next: map[string]uint32{}}
+	tx := &book{s: s, next: map[string]uint32{}, releasedBefore: r.ReleasedBefore}
 	addr, err := r.Addresses.Allocate(tx)
 	if err != nil {
 		tx.rollback()
@@ -311,7 +314,7 @@ func (s *Store) checkPodCIDR(n joinkeys.NodeRecord) error {
 }
 
 // DeleteNode implements joinkeys.Store.
-func (s *Store) DeleteNode(_ context.Context, hostname string, revision int64) (joinkeys.NodeRecord, error) {
+func (s *Store) DeleteNode(_ context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -332,7 +335,10 @@ func (s *Store) DeleteNode(_ context.Context, hostname string, revision int64) (
 		h = &addrHeap{}
 		s.free[n.PoolID] = h
 	}
-	heap.Push(h, ip)
+	if _, listed := s.releasedAt[ip]; !listed {
+		heap.Push(h, ip)
+	}
+	s.releasedAt[ip] = at
 	return cloneNode(n), nil
 }
 
@@ -396,21 +402,36 @@ type book struct {
 	s      *Store
 	next   map[string]uint32
 	popped []poppedAddr
+	// releasedBefore: an address released after it rests (quarantine;
+	// zero: none does).
+	releasedBefore time.Time
 }
 
 type poppedAddr struct {
 	pool string
 	ip   uint32
+	at   time.Time
 }
 
 func (b *book) PopFree(pool string) (uint32, bool, error) {
 	h := b.s.free[pool]
-	if h == nil || h.Len() == 0 {
-		return 0, false, nil
+	var resting []uint32 // released too lately: put back
+	defer func() {
+		for _, ip := range resting {
+			heap.Push(h, ip)
+		}
+	}()
+	for h != nil && h.Len() > 0 {
+		ip := heap.Pop(h).(uint32)
+		if at := b.s.releasedAt[ip]; !b.releasedBefore.IsZero() && at.After(b.releasedBefore) {
+			resting = append(resting, ip)
+			continue
+		}
+		b.popped = append(b.popped, poppedAddr{pool, ip, b.s.releasedAt[ip]})
+		delete(b.s.releasedAt, ip)
+		return ip, true, nil
 	}
-	ip := heap.Pop(h).(uint32)
-	b.popped = append(b.popped, poppedAddr{pool, ip})
-	return ip, true, nil
+	return 0, false, nil
 }
 
 func (b *book) Next(pool string, first uint32) (uint32, error) {
@@ -436,6 +457,7 @@ func (b *book) InUse(ip uint32) (bool, error) {
 func (b *book) rollback() {
 	for _, p := range b.popped {
 		heap.Push(b.s.free[p.pool], p.ip)
+		b.s.releasedAt[p.ip] = p.at
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"io/fs"
 	"net/netip"
 	"net/url"
@@ -389,7 +390,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		if err := checkPodCIDR(ctx, tx, n); err != nil {
 			return err
 		}
-		addr, err := r.Addresses.Allocate(&txBook{ctx: ctx, tx: tx})
+		addr, err := r.Addresses.Allocate(&txBook{ctx: ctx, tx: tx, releasedBefore: r.ReleasedBefore})
 		if err != nil {
 			return err
 		}
@@ -469,11 +470,17 @@ func checkPodCIDR(ctx context.Context, tx *sql.Tx, n joinkeys.NodeRecord) error 
 type txBook struct {
 	ctx context.Context
 	tx  *sql.Tx
+	// releasedBefore: an address released after it rests (quarantine).
+	releasedBefore time.Time
 }
 
 func (b *txBook) PopFree(pool string) (uint32, bool, error) {
 	var ip int64
-	err := b.tx.QueryRowContext(b.ctx, `SELECT ip FROM ip_free WHERE pool = ? ORDER BY ip LIMIT 1`, pool).Scan(&ip)
+	cutoff := int64(math.MaxInt64) // no quarantine
+	if !b.releasedBefore.IsZero() {
+		cutoff = toNanos(b.releasedBefore)
+	}
+	err := b.tx.QueryRowContext(b.ctx, `SELECT ip FROM ip_free WHERE pool = ? AND released_at <= ? ORDER BY ip LIMIT 1`, pool, cutoff).Scan(&ip)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -628,7 +635,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 }
 
 // DeleteNode implements joinkeys.Store.
-func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64) (joinkeys.NodeRecord, error) {
+func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
 	var n joinkeys.NodeRecord
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -642,8 +649,9 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM nodes WHERE hostname = ?`, hostname); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO ip_free (pool, ip) VALUES (?, ?)`,
-			n.PoolID, int64(addrpool.ToUint32(n.VPNIP)))
+		_, err = tx.ExecContext(ctx, `INSERT INTO ip_free (pool, ip, released_at) VALUES (?, ?, ?)
+			ON CONFLICT (pool, ip) DO UPDATE SET released_at = excluded.released_at`,
+			n.PoolID, int64(addrpool.ToUint32(n.VPNIP)), toNanos(at))
 		return err
 	})
 	return n, err

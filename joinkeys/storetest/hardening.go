@@ -75,8 +75,8 @@ func (s *HookedStore) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, eve
 }
 
 // DeleteNode implements joinkeys.Store.
-func (s *HookedStore) DeleteNode(ctx context.Context, hostname string, revision int64) (joinkeys.NodeRecord, error) {
-	rec, err := s.Store.DeleteNode(ctx, hostname, revision)
+func (s *HookedStore) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
+	rec, err := s.Store.DeleteNode(ctx, hostname, revision, at)
 	s.wrote(err)
 	return rec, err
 }

@@ -468,11 +468,11 @@ func testRejoin(t *testing.T, env envFunc) {
 
 func testPoolExhaustion(t *testing.T, env envFunc) {
 	ctx := context.Background()
-	kr, _, _ := env(t) // 198.18.5.0/29 with .1 reserved: .2-.6 are for nodes
+	kr, _, clock := env(t) // 198.18.5.0/29 with .1 reserved: .2-.6 are for nodes
 	if got := kr.Pool().Size(); got != 5 {
 		t.Fatalf("pool size %d, want 5", got)
 	}
-	m := mint(t, kr, joinkeys.MintRequest{MaxUses: 100})
+	m := mint(t, kr, joinkeys.MintRequest{MaxUses: 100, TTL: 48 * time.Hour})
 	var got []string
 	for i := range 5 {
 		r, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("n%d", i), PublicKey: PublicKey(t)})
@@ -497,13 +497,17 @@ func testPoolExhaustion(t *testing.T, env envFunc) {
 	if _, err := kr.Node(ctx, "one-too-many"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
 		t.Errorf("failed reservation left a node: %v", err)
 	}
-	// Freeing one address makes room again.
+	// Freeing one address makes room again, once it has rested.
 	if _, err := kr.Release(ctx, "n2", "admin"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "one-too-many", PublicKey: PublicKey(t)}); !errors.Is(err, joinkeys.ErrPoolExhausted) {
+		t.Fatalf("a join while the only free address rests: %v, want ErrPoolExhausted", err)
+	}
+	clock.Advance(joinkeys.DefaultAddressQuarantine + time.Second)
 	r, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "one-too-many", PublicKey: PublicKey(t)})
 	if err != nil || r.Node.VPNIP.String() != "198.18.5.4" {
-		t.Fatalf("after release: %+v, %v; want 198.18.5.4", r.Node, err)
+		t.Fatalf("after release and rest: %+v, %v; want 198.18.5.4", r.Node, err)
 	}
 }
 
@@ -630,8 +634,8 @@ func testNodesPage(t *testing.T, env envFunc) {
 
 func testReleaseAndReuse(t *testing.T, env envFunc) {
 	ctx := context.Background()
-	kr, _, _ := env(t)
-	m := mint(t, kr, joinkeys.MintRequest{})
+	kr, _, clock := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{TTL: 48 * time.Hour})
 	a, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "a", PublicKey: PublicKey(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -647,16 +651,21 @@ func testReleaseAndReuse(t *testing.T, env envFunc) {
 	if _, err := kr.Release(ctx, "a", "admin"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
 		t.Errorf("second Release = %v, want ErrNodeNotFound", err)
 	}
-	// The hostname is free for a new machine, which gets the freed address.
+	// The hostname is free for a new machine at once; the freed address
+	// rests (a machine whose link service was down may still take it for
+	// the departed node's), so the new machine gets another.
 	c, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "a", PublicKey: PublicKey(t)})
 	if err != nil {
 		t.Fatalf("reusing the hostname: %v", err)
 	}
-	if c.Node.VPNIP != a.Node.VPNIP {
-		t.Errorf("new node got %s, want the freed %s", c.Node.VPNIP, a.Node.VPNIP)
+	if c.Node.VPNIP == a.Node.VPNIP || c.Node.VPNIP == b.Node.VPNIP {
+		t.Fatalf("a new node got %s at once; the freed %s rests and %s is b's", c.Node.VPNIP, a.Node.VPNIP, b.Node.VPNIP)
 	}
-	if c.Node.VPNIP == b.Node.VPNIP {
-		t.Fatal("address handed out twice")
+	// Past the quarantine it is handed out again (the lowest free).
+	clock.Advance(joinkeys.DefaultAddressQuarantine + time.Second)
+	d, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "d", PublicKey: PublicKey(t)})
+	if err != nil || d.Node.VPNIP != a.Node.VPNIP {
+		t.Errorf("a node after the quarantine got %s (%v), want the freed %s", d.Node.VPNIP, err, a.Node.VPNIP)
 	}
 	// The old token no longer works.
 	if _, err := kr.AuthenticateNode(ctx, "a", a.NodeToken); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
