@@ -105,7 +105,7 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 		SpendKeyID:     key.ID,
 		Now:            now,
 		ReleasedBefore: now.Add(-k.quarantine),
-		Event:      AuditEvent{At: now, Type: EventValidationAccepted, KeyID: key.ID, Hostname: req.Hostname, Actor: req.Source, Reason: "first join"},
+		Event:          AuditEvent{At: now, Type: EventValidationAccepted, KeyID: key.ID, Hostname: req.Hostname, Actor: req.Source, Reason: "first join"},
 	})
 	var pkTaken *PublicKeyTakenError
 	if errors.As(err, &pkTaken) && pkTaken.Existing.Hostname == req.Hostname {

@@ -17,20 +17,20 @@ import (
 
 // Store is an in-memory joinkeys.Store. The zero value is ready to use.
 type Store struct {
-	mu      sync.Mutex
-	keys    map[string]joinkeys.KeyRecord
-	keyIDs  []string // insertion order
-	nodes   map[string]joinkeys.NodeRecord
-	byKey   map[wgkey.Key]string // public key → hostname
-	byIP    map[uint32]string    // VPN IP → hostname
-	next    map[string]uint32    // pool → high-water mark
-	free    map[string]*addrHeap // pool → released addresses
+	mu     sync.Mutex
+	keys   map[string]joinkeys.KeyRecord
+	keyIDs []string // insertion order
+	nodes  map[string]joinkeys.NodeRecord
+	byKey  map[wgkey.Key]string // public key → hostname
+	byIP   map[uint32]string    // VPN IP → hostname
+	next   map[string]uint32    // pool → high-water mark
+	free   map[string]*addrHeap // pool → released addresses
 	// releasedAt is when each address of a free list was released.
 	releasedAt map[uint32]time.Time
-	audit   []joinkeys.AuditEvent
-	auditID int64
-	rev     int64 // the last revision given to a node
-	closed  bool
+	audit      []joinkeys.AuditEvent
+	auditID    int64
+	rev        int64 // the last revision given to a node
+	closed     bool
 }
 
 var _ joinkeys.Store = (*Store)(nil)
