@@ -58,7 +58,15 @@ vet: ## go vet
 	$(GO) vet $(PKGS)
 
 .PHONY: bench
-bench: ## benchmarks with allocation figures
+bench: testcluster ## every goal's benchmark, one table: figure, goal, met (as root for all of them; about 15 minutes)
+	$(GO) run ./internal/benchgoals/cmd/benchgoals
+
+.PHONY: bench-short
+bench-short: ## the quick subset of make bench (the GPU join rate, the launcher, direct vs hub as root; a few minutes)
+	$(GO) run ./internal/benchgoals/cmd/benchgoals -short
+
+.PHONY: bench-all
+bench-all: ## every Go benchmark of every package, with allocation figures
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 .PHONY: lint

@@ -1,0 +1,142 @@
+package benchgoals
+
+import "context"
+
+// Goals are every goal the README's benchmark section names, in the
+// order it names them.
+func Goals() []Goal {
+	return []Goal{
+		{
+			Name:    "10,000 GPU machines join over HTTP (SQLite, embedded cluster, 16 clients)",
+			Command: "joinload --nodes 10000 --clients 16 --gpus against examples/server (TLS=off, WG_INTERFACE=none)",
+			Short:   true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				j, err := r.Joins(ctx, 10_000, true)
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{AtLeast("joins/s", j.PerSec, "joins/s", 1000), AtLeast("last tenth ÷ first", j.LastTenth/j.FirstTenth, "", 0.9)}, nil
+			},
+		},
+		{
+			Name:    "10,000 CPU machines join over HTTP (SQLite, embedded cluster, 16 clients)",
+			Command: "joinload --nodes 10000 --clients 16 against examples/server (TLS=off, WG_INTERFACE=none)",
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				j, err := r.Joins(ctx, 10_000, false)
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{AtLeast("joins/s", j.PerSec, "joins/s", 1000), AtLeast("last tenth ÷ first", j.LastTenth/j.FirstTenth, "", 0.8)}, nil
+			},
+		},
+		{
+			Name:    "joins on the Kubernetes ledger (real API server, 16 clients)",
+			Command: "go test -run '^$' -bench BenchmarkJoinOnTheKubernetesLedger -benchtime 1000x ./gridweave/",
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./gridweave/", "BenchmarkJoinOnTheKubernetesLedger", "1000x")
+				if err != nil {
+					return nil, err
+				}
+				var out []Figure
+				for _, existing := range []string{"100", "5000"} {
+					v, err := metric(res, "BenchmarkJoinOnTheKubernetesLedger/cpu/clients=16/existing="+existing, "joins/s")
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, AtLeast("with "+existing+" nodes", v, "joins/s", 200))
+				}
+				return out, nil
+			},
+		},
+		{
+			Name:    "the launcher as users run it (a fresh process each time)",
+			Command: "go test -run '^$' -bench BenchmarkProcess ./examples/launcher/",
+			Short:   true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./examples/launcher/", "BenchmarkProcess", "1x")
+				if err != nil {
+					return nil, err
+				}
+				get := func(sub, unit string) float64 {
+					v, _ := metric(res, "BenchmarkProcess/"+sub, unit)
+					return v
+				}
+				lint, kubeconform := get("lint-RayCluster", "ns/op"), get("kubeconform-RayCluster", "ns/op")
+				return []Figure{
+					AtMost("lint of one RayCluster ÷ kubeconform's wall time", lint/kubeconform, "", 0.5),
+					AtMost("lint of one RayCluster, peak", get("lint-RayCluster", "peak-MB"), "MB", 40),
+					AtMost("check grpo_swe", get("check-grpo_swe", "ns/op")/1e6, "ms", 55),
+					AtMost("lint of the users' corpus", get("lint-users-corpus", "ns/op")/1e6, "ms", 150),
+					AtMost("lint of valid_large.yaml (a List of 100,000)", get("lint-valid_large", "ns/op")/1e9, "s", 3),
+					AtMost("lint of valid_large.yaml, peak", get("lint-valid_large", "peak-MB"), "MB", 200),
+				}, nil
+			},
+		},
+		{
+			Name:    "restart with 10,000 nodes (wireguard-go device, netlink routes)",
+			Command: "sudo go test -run '^$' -bench RestoreMesh10k -benchtime 3x ./gridweave/fleet/",
+			Root:    true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./gridweave/fleet/", "RestoreMesh10k", "3x")
+				if err != nil {
+					return nil, err
+				}
+				ns, err := metric(res, "BenchmarkRestoreMesh10k", "ns/op")
+				if err != nil {
+					return nil, err
+				}
+				rss, err := metric(res, "BenchmarkRestoreMesh10k", "rss-MB")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{AtMost("mesh and routes rebuilt", ns/1e9, "s", 10), AtMost("resident set", rss, "MB", 300)}, nil
+			},
+		},
+		{
+			Name:    "direct links against the hub (two machines, wireguard-go)",
+			Command: "sudo go test -run '^$' -bench DirectVersusHub -benchtime 20x ./examples/join-node/",
+			Root:    true,
+			Short:   true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./examples/join-node/", "DirectVersusHub", "20x")
+				if err != nil {
+					return nil, err
+				}
+				direct, err := metric(res, "BenchmarkDirectVersusHub/direct", "MB/s")
+				if err != nil {
+					return nil, err
+				}
+				hub, err := metric(res, "BenchmarkDirectVersusHub/hub", "MB/s")
+				if err != nil {
+					return nil, err
+				}
+				up, err := metric(res, "BenchmarkDirectVersusHub/direct", "link_up_s")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{
+					{What: "direct", Value: direct, Unit: "MB/s"},
+					{What: "through the master", Value: hub, Unit: "MB/s"},
+					AtLeast("direct ÷ through the master", direct/hub, "", 1.8),
+					AtMost("a new machine's direct link up after its register", up, "s", 5),
+				}, nil
+			},
+		},
+		{
+			Name:    "Ray object transfer between two machines, through the master (bare Ray processes)",
+			Command: "sudo go test -run '^$' -bench RayObjectTransfer -benchtime 3x ./examples/join-node/",
+			Root:    true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./examples/join-node/", "RayObjectTransfer", "3x")
+				if err != nil {
+					return nil, err
+				}
+				v, err := metric(res, "BenchmarkRayObjectTransferOverMesh", "MiB/s")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{{What: "256 MiB", Value: v, Unit: "MiB/s"}}, nil
+			},
+		},
+	}
+}
