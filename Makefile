@@ -16,10 +16,14 @@ build: ## compile every package and example binary
 	$(GO) build $(PKGS)
 
 .PHONY: test
-test: vet testcluster ray-venv ## everything CI runs: vet, unit and real-component tests, then a check for leftover processes
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
-	cd deploy/helm/chartcheck && $(GO) test -count=1 -timeout 20m ./...   # the Helm chart, a module of its own (Helm's Kubernetes modules)
-	$(GO) run ./internal/testcluster/cmd/testcluster-leftovers
+test: ## everything CI runs: modules, vet, the control-plane and Ray caches, unit and real-component tests, then a check for leftover processes; each phase timed
+	@.ci/phase "modules" $(GO) mod download
+	@.ci/phase "vet" $(GO) vet $(PKGS)
+	@.ci/phase "control-plane build" $(GO) run ./internal/testcluster/cmd/testcluster-build
+	@.ci/phase "Ray environment" $(GO) run ./internal/raytest/cmd/raytest-venv
+	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
+	@.ci/phase "Helm chart tests" sh -c 'cd deploy/helm/chartcheck && $(GO) test -count=1 -timeout 20m ./...'   # a module of its own (Helm's Kubernetes modules)
+	@.ci/phase "leftover check" $(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
 .PHONY: run
 run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mesh and cluster, join agents, on 127.0.0.1:8800
