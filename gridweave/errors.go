@@ -89,7 +89,7 @@ func fleetError(err error) *apiError {
 		case errors.Is(fe.Kind, fleet.ErrPublicKeyMismatch):
 			return &apiError{status: http.StatusConflict, code: "public_key_mismatch", field: fe.Field, message: fe.Message}
 		case errors.Is(fe.Kind, fleet.ErrPodCIDROutsideCluster):
-			return &apiError{status: http.StatusConflict, code: "pod_cidr_outside_cluster", message: "this machine's Kubernetes Node has a pod CIDR the cluster did not give it: " + fe.Message}
+			return &apiError{status: http.StatusConflict, code: "pod_cidr_outside_cluster", field: fe.Field, message: "this machine's Kubernetes Node has a pod CIDR the cluster did not give it: " + fe.Message}
 		default:
 			return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: fe.Field, message: fe.Message}
 		}

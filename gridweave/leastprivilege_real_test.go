@@ -308,6 +308,7 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	c.Namespace = ns
 	c.InternalToken = internalToken
 	c.VPNCIDR, c.MasterVPNIP = netip.MustParsePrefix("198.18.128.0/20"), netip.MustParseAddr("198.18.128.1")
+	c.ClusterCIDR = netip.MustParsePrefix("198.18.0.0/17") // the pod CIDRs of privilegeSteps
 	pool, _ := joinkeys.NewPool(c.VPNCIDR, c.MasterVPNIP)
 	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(c.JWTSecret), Pool: pool})
 	if err != nil {

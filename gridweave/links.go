@@ -229,7 +229,8 @@ func (s *Server) mayLink(a, b string) bool {
 // viewFor is the directory the nodes of org see: the nodes they may link
 // to (mayLink), and nothing of any other org's fleet.
 func (s *Server) viewFor(org string, peers []orgPeer, endpoint string) (*directoryView, error) {
-	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}, MasterEndpoint: endpoint}
+	podRange := s.fleet.PodRange()
+	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}, MasterEndpoint: endpoint, ClusterCIDR: podRange.Cluster.String(), NodeCIDRMask: podRange.NodeBits}
 	keys := map[string]string{}
 	for _, p := range peers {
 		if s.mayLink(org, p.org) {
@@ -279,7 +280,7 @@ func (s *Server) computeDirectory(ctx context.Context) ([]orgPeer, string, error
 			continue
 		}
 		p := api.DirectoryPeer{Hostname: n.Hostname, PublicKey: n.PublicKey.String(), VPNIP: n.VPNIP.String(), Endpoints: []string{}}
-		if n.PodCIDR.IsValid() {
+		if n.PodCIDR.IsValid() && s.fleet.CheckPodCIDR(n.PodCIDR) == nil {
 			p.PodCIDR = n.PodCIDR.String()
 		}
 		var eps []netip.AddrPort
@@ -416,7 +417,7 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkRepo
 		if vpn.Contains(ep.Addr().Unmap()) {
 			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] %s is inside the VPN %s: an endpoint is where the tunnel is reached from outside", i, e, vpn)
 		}
-		if ep.Addr().IsPrivate() && !lan {
+		if !lan && localOnly(ep.Addr().Unmap()) {
 			continue
 		}
 		out.endpoints = append(out.endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
@@ -449,6 +450,15 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkRepo
 	}
 	return out, nil
 }
+
+// sharedAddressSpace is 100.64.0.0/10 (RFC 6598), carrier-grade NAT's:
+// like a private range, an address there means something only inside one
+// provider's network.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+// localOnly reports whether a is an address that means something only on
+// one network: private (RFC 1918, IPv6 ULA) or shared (CGNAT).
+func localOnly(a netip.Addr) bool { return a.IsPrivate() || sharedAddressSpace.Contains(a) }
 
 // handleNodeLinks answers a node's last link report (admin).
 func (s *Server) handleNodeLinks(w http.ResponseWriter, r *http.Request) {

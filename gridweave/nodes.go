@@ -251,7 +251,7 @@ func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 			VPNIP: v.Node.VPNIP.String(), MasterVPNIP: s.cfg.MasterVPNIP.String(), VPNCIDR: s.cfg.VPNCIDR.String(),
 			MasterPublicKey: s.masterKey.String(), MasterEndpoint: s.masterEndpoint(), K3sURL: s.cfg.K3sURL,
 			K3sToken: s.k3sToken, NodeToken: v.NodeToken, MasterVPNURL: s.cfg.VPNURL,
-			NodeLabels: s.fleet.Marks().NodeLabels(v.Node), ClusterCIDR: s.cfg.ClusterCIDR.String(), NodeCIDRMask: s.cfg.NodeCIDRMaskBits,
+			NodeLabels: s.fleet.Marks().NodeLabels(v.Node), ClusterCIDR: s.fleet.PodRange().Cluster.String(), NodeCIDRMask: s.fleet.PodRange().NodeBits,
 		}, nil
 	})(w, r)
 }

@@ -51,6 +51,7 @@ func realHarness(t *testing.T) (*harness, *testcluster.Cluster, string) {
 	cfg := testConfig()
 	cfg.Namespace = ns
 	cfg.VPNCIDR, cfg.MasterVPNIP = netip.MustParsePrefix("198.18.128.0/20"), netip.MustParseAddr("198.18.128.1")
+	cfg.ClusterCIDR = netip.MustParsePrefix("198.18.192.0/18") // the pod CIDRs below: 198.18.200+.0/24
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
 	if err != nil {

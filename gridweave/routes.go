@@ -221,7 +221,7 @@ func (s *Server) routes() (public, internal, vpn http.Handler) {
 func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, err := netip.ParseAddr(clientIP(r))
-		if err != nil || s.cfg.VPNCIDR.Contains(ip.Unmap()) || s.cfg.ClusterCIDR.Contains(ip.Unmap()) {
+		if err != nil || s.cfg.VPNCIDR.Contains(ip.Unmap()) || s.fleet.PodRange().Cluster.Contains(ip.Unmap()) {
 			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "from_the_fleet",
 				message: "the internal listener does not answer callers from the WireGuard tunnels (VPN_CIDR) or the cluster's pods (CLUSTER_CIDR); use the public listener with INTERNAL_TOKEN"})
 			return

@@ -29,6 +29,10 @@ const DefaultRejectionsPerMinute = 60
 // maxReasonLen bounds a rejection's reason as aggregated and stored.
 const maxReasonLen = 300
 
+// maxCountedHosts bounds the hostnames a minute's overflow remembers to
+// count them: past it the summary says "at least".
+const maxCountedHosts = 10_000
+
 type rejectionKey struct{ hostname, reason string }
 
 // rejections aggregates rejected attempts per window.
@@ -60,7 +64,9 @@ func (r *rejections) record(e AuditEvent, perMinute int) []AuditEvent {
 	}
 	if r.written >= perMinute {
 		r.overflow++
-		r.hosts[e.Hostname] = true
+		if len(r.hosts) < maxCountedHosts {
+			r.hosts[e.Hostname] = true
+		}
 		return out
 	}
 	r.seen[k] = &repeated{first: e}
@@ -90,9 +96,13 @@ func (r *rejections) flushLocked(now time.Time) []AuditEvent {
 		out = append(out, e)
 	}
 	if r.overflow > 0 {
+		hosts := fmt.Sprint(len(r.hosts))
+		if len(r.hosts) >= maxCountedHosts {
+			hosts = "at least " + hosts
+		}
 		out = append(out, AuditEvent{At: now, Type: EventValidationRejected, Actor: "gridweave",
-			Reason: fmt.Sprintf("%d more rejected attempts from %d hostnames in the minute from %s, past the %d a minute recorded one by one",
-				r.overflow, len(r.hosts), r.start.Format(time.RFC3339), r.written)})
+			Reason: fmt.Sprintf("%d more rejected attempts from %s hostnames in the minute from %s, past the %d a minute recorded one by one",
+				r.overflow, hosts, r.start.Format(time.RFC3339), r.written)})
 	}
 	r.start, r.seen, r.written, r.overflow, r.hosts = now, map[rejectionKey]*repeated{}, 0, 0, map[string]bool{}
 	return out
@@ -114,14 +124,31 @@ func (k *Keyring) auditRejected(ctx context.Context, e AuditEvent) {
 	}
 }
 
+// FlushRejections writes the summaries of a minute of rejected attempts
+// that is over. Every server that takes joins calls it every minute or so
+// (CompactAudit does it too), so that a minute's counts are written within
+// about a minute, whether or not another attempt comes.
+func (k *Keyring) FlushRejections(ctx context.Context) {
+	for _, e := range k.rejected.flush(k.now().UTC()) {
+		k.write(ctx, e)
+	}
+}
+
+// FlushAllRejections writes the summaries of every rejected attempt still
+// counted, the current minute's too: what a server does as it stops.
+func (k *Keyring) FlushAllRejections(ctx context.Context) {
+	for _, e := range k.rejected.flush(k.now().UTC().Add(rejectionWindow)) {
+		e.At = k.now().UTC()
+		k.write(ctx, e)
+	}
+}
+
 // CompactAudit writes the summaries of a minute of rejected attempts that
 // is over and prunes the trail to Options.AuditRetention. One server (the
 // leader, when several share a ledger) calls it every minute or so; it
 // returns how many events went.
 func (k *Keyring) CompactAudit(ctx context.Context) (int, error) {
-	for _, e := range k.rejected.flush(k.now().UTC()) {
-		k.write(ctx, e)
-	}
+	k.FlushRejections(ctx)
 	n, err := k.store.PruneAudit(ctx, k.retention, k.now().UTC())
 	if n > 0 {
 		k.log.InfoContext(ctx, "audit trail pruned", "events_removed", n)
@@ -133,26 +160,35 @@ func (k *Keyring) CompactAudit(ctx context.Context) (int, error) {
 // as of now, in order: for a store that prunes by reading its trail.
 func Retained(trail []AuditEvent, r AuditRetention, now time.Time) []AuditEvent {
 	keep := make([]bool, len(trail))
-	perHost := map[string]int{}
-	total := 0
+	type class struct {
+		host     string
+		rejected bool
+	}
+	perHost := map[class]int{}
+	total := map[bool]int{}
+	bound := map[bool]int{false: r.MaxEvents, true: r.MaxRejected}
+	kept := 0
 	for i := len(trail) - 1; i >= 0; i-- { // newest first
 		e := trail[i]
+		rejected := e.Type == EventValidationRejected
 		if r.MaxAge > 0 && e.At.Before(now.Add(-r.MaxAge)) {
 			continue
 		}
 		if e.Hostname != "" && r.MaxPerHostname > 0 {
-			if perHost[e.Hostname] >= r.MaxPerHostname {
+			c := class{e.Hostname, rejected}
+			if perHost[c] >= r.MaxPerHostname {
 				continue
 			}
-			perHost[e.Hostname]++
+			perHost[c]++
 		}
-		if r.MaxEvents > 0 && total >= r.MaxEvents {
+		if bound[rejected] > 0 && total[rejected] >= bound[rejected] {
 			continue
 		}
-		total++
+		total[rejected]++
+		kept++
 		keep[i] = true
 	}
-	out := make([]AuditEvent, 0, total)
+	out := make([]AuditEvent, 0, kept)
 	for i, e := range trail {
 		if keep[i] {
 			out = append(out, e)

@@ -130,6 +130,17 @@ const (
 type missCache struct {
 	mu sync.Mutex
 	at map[string]time.Time
+	// joins counts the joins this Keyring made: a miss read before one is
+	// not remembered after it (the joined hostname may be that miss's).
+	joins uint64
+}
+
+// epoch is the joins count, read before a store read whose miss may be
+// remembered.
+func (c *missCache) epoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.joins
 }
 
 func (c *missCache) recent(hostname string, now time.Time) bool {
@@ -139,9 +150,12 @@ func (c *missCache) recent(hostname string, now time.Time) bool {
 	return ok && now.Sub(at) < missTTL && !now.Before(at)
 }
 
-func (c *missCache) add(hostname string, now time.Time) {
+func (c *missCache) add(hostname string, now time.Time, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if epoch != c.joins {
+		return // a join since the read: the miss may be stale
+	}
 	if c.at == nil || len(c.at) >= maxMisses {
 		c.at = map[string]time.Time{} // bounded: start over rather than grow
 	}
@@ -151,6 +165,7 @@ func (c *missCache) add(hostname string, now time.Time) {
 func (c *missCache) forget(hostname string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.joins++
 	delete(c.at, hostname)
 }
 
@@ -196,6 +211,9 @@ func New(store Store, opts *Options) (*Keyring, error) {
 	k.retention = opts.AuditRetention
 	if k.retention.MaxEvents <= 0 {
 		k.retention.MaxEvents = DefaultAuditRetention.MaxEvents
+	}
+	if k.retention.MaxRejected <= 0 {
+		k.retention.MaxRejected = DefaultAuditRetention.MaxRejected
 	}
 	if k.retention.MaxPerHostname <= 0 {
 		k.retention.MaxPerHostname = DefaultAuditRetention.MaxPerHostname

@@ -221,9 +221,10 @@ func (k *Keyring) AuthenticateNode(ctx context.Context, hostname, token string) 
 	if k.misses.recent(hostname, k.now()) {
 		return Node{}, ErrNodeTokenInvalid
 	}
+	epoch := k.misses.epoch()
 	rec, err := k.store.Node(ctx, hostname)
 	if errors.Is(err, ErrNodeNotFound) {
-		k.misses.add(hostname, k.now())
+		k.misses.add(hostname, k.now(), epoch)
 		return Node{}, ErrNodeTokenInvalid
 	}
 	if err != nil {

@@ -148,21 +148,27 @@ type AuditEvent struct {
 }
 
 // AuditRetention bounds the audit trail: Store.PruneAudit removes the
-// events beyond it, oldest first.
+// events beyond it, oldest first. Rejected attempts
+// (EventValidationRejected, which anyone can cause) and every other
+// event are bounded apart, so a flood of the first never evicts the
+// second.
 type AuditRetention struct {
-	// MaxEvents is the most events kept in all.
+	// MaxEvents is the most events kept in all, rejected attempts aside.
 	MaxEvents int
-	// MaxPerHostname is the most events kept of one hostname (events that
-	// name none count toward MaxEvents only).
+	// MaxRejected is the most rejected attempts kept in all.
+	MaxRejected int
+	// MaxPerHostname is the most events kept of one hostname, rejected
+	// attempts and the rest each (events that name none count toward the
+	// totals only).
 	MaxPerHostname int
 	// MaxAge is how old an event may grow before it goes.
 	MaxAge time.Duration
 }
 
 // DefaultAuditRetention is what a Keyring keeps unless
-// Options.AuditRetention says otherwise: 20,000 events, 200 of each
-// hostname, none older than 90 days.
-var DefaultAuditRetention = AuditRetention{MaxEvents: 20_000, MaxPerHostname: 200, MaxAge: 90 * 24 * time.Hour}
+// Options.AuditRetention says otherwise: 20,000 events and 5,000
+// rejected attempts, 200 of each of a hostname, none older than 90 days.
+var DefaultAuditRetention = AuditRetention{MaxEvents: 20_000, MaxRejected: 5_000, MaxPerHostname: 200, MaxAge: 90 * 24 * time.Hour}
 
 // AuditQuery selects audit events, newest last. Zero fields select all.
 type AuditQuery struct {

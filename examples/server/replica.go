@@ -210,6 +210,12 @@ func shareMasterSecret(ctx context.Context, kube kubernetes.Interface, cfg gridw
 	secrets := kube.CoreV1().Secrets(cfg.SystemNamespace)
 	s, err := secrets.Get(ctx, masterSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		// Servers before GRIDWEAVE_SYSTEM_NAMESPACE kept it beside the
+		// workloads: a new identity here would strand every joined machine.
+		if _, oldErr := kube.CoreV1().Secrets(cfg.Namespace).Get(ctx, masterSecret, metav1.GetOptions{}); oldErr == nil {
+			return "", fmt.Errorf("the Secret %s/%s holds this master's identity, where the workloads' editors read it: move it to %s before starting (kubectl -n %s get secret %s -o yaml | sed 's/namespace: %s/namespace: %s/' | kubectl apply -f - && kubectl -n %s delete secret %s)",
+				cfg.Namespace, masterSecret, cfg.SystemNamespace, cfg.Namespace, masterSecret, cfg.Namespace, cfg.SystemNamespace, cfg.Namespace, masterSecret)
+		}
 		made, fresh, makeErr := makeMasterSecret(cfg, dir)
 		var refused *gridweave.ConfigError
 		if errors.As(makeErr, &refused) {

@@ -238,6 +238,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else {
 		go func() { background <- server.Run(ctx) }()
 	}
+	// Every replica writes its minute's counts of rejected attempts, and
+	// what it still counts as it stops (the leader also prunes the trail).
+	go func() {
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-served.Done():
+				return
+			case <-tick.C:
+				keyring.FlushRejections(served)
+			}
+		}
+	}()
+	defer keyring.FlushAllRejections(context.WithoutCancel(ctx))
 	err = serve(served, servers, cfg.ShutdownTimeout, log)
 	if served.Err() == nil { // a listener failed: stop the background work too
 		if ha == nil {

@@ -230,6 +230,8 @@ type PeerDirectory struct {
 	Peers    []DirectoryPeer `json:"peers" description:"Every node with a tunnel, the caller included, by hostname. A node missing from one answer to the next has gone: remove its peer."`
 	// MasterEndpoint moves when another server replica takes the
 	// WireGuard device over.
+	ClusterCIDR    string `json:"cluster_cidr" description:"The cluster's pod range, as validate says it: only pod CIDRs inside it are routed."`
+	NodeCIDRMask   int    `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr."`
 	MasterEndpoint string `json:"master_endpoint,omitempty" description:"host:port where the master's WireGuard device is reached now (as validate's master_endpoint); with several server replicas it moves to the new leader's when one takes over: set it as the master peer's endpoint. Absent when the master has no public address (MASTER_IP)."`
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/kernelroutes"
 	"gridweave.dev/wgkey"
 )
 
@@ -302,12 +303,20 @@ func (s *Service) syncPodCIDR(ctx context.Context, n joinkeys.Node) (joinkeys.No
 }
 
 // route routes a node's pod CIDR into the device; one outside the
-// cluster's pod range never is.
+// cluster's pod range never is. A prefix the master routes to its own
+// networks is left so (kernelroutes.ErrRouteNotOwned) and said in the
+// log: the node's pods are not reached through the tunnel then, and
+// nothing of the master's is taken from it.
 func (s *Service) route(ctx context.Context, pod netip.Prefix) error {
 	if s.routes == nil || !pod.IsValid() || s.CheckPodCIDR(pod) != nil {
 		return nil
 	}
-	return s.routes.Replace(ctx, pod)
+	err := s.routes.Replace(ctx, pod)
+	if errors.Is(err, kernelroutes.ErrRouteNotOwned) {
+		s.log.WarnContext(ctx, "a node's pod CIDR is routed to the master's own networks: not routed into the tunnel", "pod_cidr", pod, "err", err)
+		return nil
+	}
+	return err
 }
 
 func (s *Service) unroute(ctx context.Context, pod netip.Prefix) error {

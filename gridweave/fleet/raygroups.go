@@ -142,6 +142,11 @@ func (g *RayGroups) Place(ctx context.Context, before, n joinkeys.Node) (string,
 	return p.Name, nil
 }
 
+// Reconcile writes the worker groups as the ledger has them now: what Run
+// does at start, so that groups an older server wrote select the pool
+// label under node-restriction.kubernetes.io/.
+func (g *RayGroups) Reconcile(ctx context.Context) error { return g.sync(ctx, nil) }
+
 // Remove implements Placement: the node's pod is named for deletion and
 // the group shrinks, or goes when it was the pool's last node.
 func (g *RayGroups) Remove(ctx context.Context, n joinkeys.Node) error {

@@ -26,9 +26,18 @@ func (s *Service) RestoreMesh(ctx context.Context) error {
 	want := map[string]bool{}
 	var errs []error
 	restored := 0
-	for _, n := range nodes {
+	for i, n := range nodes {
 		if n.Status == joinkeys.StatusDisconnected {
 			continue
+		}
+		if n.PodCIDR.IsValid() && s.CheckPodCIDR(n.PodCIDR) != nil {
+			// Recorded before the cluster's pod range was checked (an
+			// older server): no longer the node's, and no longer routed.
+			if err := s.dropPodCIDR(ctx, n); err != nil {
+				errs = append(errs, err)
+			}
+			n.PodCIDR = netip.Prefix{}
+			nodes[i] = n
 		}
 		want[n.PublicKey.String()] = true
 		if err := s.peers.UpsertPeer(ctx, s.PeerOf(n)); err != nil {
@@ -62,6 +71,22 @@ func (s *Service) RestoreMesh(ctx context.Context) error {
 	}
 	s.log.InfoContext(ctx, "mesh restored from the ledger", "peers", restored, "stale_peers_removed", removed)
 	return errors.Join(errs...)
+}
+
+// dropPodCIDR clears a pod CIDR outside the cluster's pod range from the
+// ledger and takes its route out of the device (a route there is the
+// master's own, never taken away).
+func (s *Service) dropPodCIDR(ctx context.Context, n joinkeys.Node) error {
+	s.log.WarnContext(ctx, "a node's recorded pod CIDR is outside the cluster's pod range: cleared", "hostname", n.Hostname, "pod_cidr", n.PodCIDR)
+	if _, err := s.ledger.SetNodePodCIDR(ctx, n.Hostname, netip.Prefix{}); err != nil {
+		return fmt.Errorf("clear the pod CIDR of %s: %w", n.Hostname, err)
+	}
+	if s.routes != nil {
+		if err := s.routes.Delete(ctx, n.PodCIDR); err != nil {
+			return fmt.Errorf("remove the route of %s's pod CIDR %s: %w", n.Hostname, n.PodCIDR, err)
+		}
+	}
+	return nil
 }
 
 // ReleaseHalfFinishedJoins releases nodes that validated but did not
@@ -135,6 +160,13 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 	if kn.Deleted {
 		return s.observeForeign(ctx, kn.Name, nil)
 	}
+	if kn.Labels[PoolLabel] != "" && s.nodes != nil {
+		// The pool label of older servers, which a kubelet may set on its
+		// own Node: no group selects it now, and it goes.
+		if err := s.nodes.SetLabel(ctx, kn, PoolLabel, ""); err != nil {
+			return err
+		}
+	}
 	n, err := s.ledger.Node(ctx, kn.Name)
 	if errors.Is(err, joinkeys.ErrNodeNotFound) {
 		// Not the fleet's (a mark is no proof: a kubelet labels its own
@@ -201,6 +233,13 @@ func (s *Service) observePlacement(ctx context.Context, n joinkeys.Node, kn Kube
 func (s *Service) Run(ctx context.Context) error {
 	if err := s.RestoreMesh(ctx); err != nil {
 		s.log.ErrorContext(ctx, "restoring the mesh from the ledger", "err", err)
+	}
+	if r, ok := s.placement.(interface{ Reconcile(context.Context) error }); ok {
+		// The worker groups as the ledger has them, with this server's
+		// selectors (an older server's may select a label a kubelet sets).
+		if err := r.Reconcile(ctx); err != nil {
+			s.log.WarnContext(ctx, "bringing the worker groups to the ledger", "err", err)
+		}
 	}
 	watched := make(chan error, 1)
 	if s.nodes != nil {
@@ -269,7 +308,7 @@ func (s *Service) FollowLedger(ctx context.Context) (int, error) {
 	// never taken away with a peer that held it before.
 	live := map[netip.Prefix]bool{}
 	for _, n := range nodes {
-		if n.Status != joinkeys.StatusDisconnected && n.PodCIDR.IsValid() {
+		if n.Status != joinkeys.StatusDisconnected && n.PodCIDR.IsValid() && s.CheckPodCIDR(n.PodCIDR) == nil {
 			live[n.PodCIDR] = true
 		}
 	}

@@ -276,3 +276,55 @@ func TestLabelsGoToTheNodeThatWasRead(t *testing.T) {
 		t.Errorf("the label written with the right uid: %q", got)
 	}
 }
+
+// A pod CIDR an older server recorded outside the cluster's pod range is
+// cleared when the fleet restores the mesh: out of the ledger, the peer
+// and the routes.
+func TestRestoreClearsPodCIDRsOutsideTheRange(t *testing.T) {
+	w := memoryWorld(t)
+	ctx := context.Background()
+	host, pub := hostname("legacy"), publicKey(t)
+	v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0"}); err != nil {
+		t.Fatal(err)
+	}
+	outside := netip.MustParsePrefix("10.9.0.0/24") // outside testClusterCIDR
+	if _, err := w.ledger.SetNodePodCIDR(ctx, host, outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.routes.Replace(ctx, outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.RestoreMesh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := w.ledger.Node(ctx, host); n.PodCIDR.IsValid() {
+		t.Errorf("the ledger keeps %s", n.PodCIDR)
+	}
+	for _, r := range w.routes.Routed() {
+		if r == outside {
+			t.Errorf("%s is still routed", outside)
+		}
+	}
+	if p, ok := w.peerOf(t, pub); !ok || len(p.AllowedIPs) != 1 {
+		t.Errorf("the peer after the restore: %+v", p)
+	}
+}
+
+// The pool label older servers used, which a kubelet may set on its own
+// Node, goes from every Node the fleet sees.
+func TestTheOldPoolLabelGoes(t *testing.T) {
+	w := memoryWorld(t)
+	ctx := context.Background()
+	w.kubeNode(t, "self-labelled", "", 0, map[string]string{fleet.PoolLabel: "gpu-nvidia-nvidia-h100-80gb-hbm3-x8"})
+	labels, _, _ := w.kube(t, "self-labelled")
+	if err := w.svc.SyncNode(ctx, fleet.KubeNode{Name: "self-labelled", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	if labels, _, _ := w.kube(t, "self-labelled"); labels[fleet.PoolLabel] != "" {
+		t.Errorf("the old pool label stays: %v", labels)
+	}
+}

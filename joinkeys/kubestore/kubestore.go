@@ -990,9 +990,17 @@ func (s *Store) takeRestingClaim(ctx context.Context, addr netip.Addr, hostname,
 		}
 		return false, nil
 	}
-	c.Spec = claimSpec{Hostname: hostname, Reservation: reservation}
-	_, err = s.claims.update(ctx, c)
+	// A new object, not an update: its creation time is the claim's age,
+	// which another Store's leftover check reads.
+	err = s.claims.remove(ctx, c.Metadata.Name, c.Metadata.UID, c.Metadata.ResourceVersion)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil // another Store took it first
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = s.claims.create(ctx, s.claims.new(addressClaim(addr), map[string]string{labelClaim: "address"}, claimSpec{Hostname: hostname, Reservation: reservation}))
+	if apierrors.IsAlreadyExists(err) {
 		return false, nil
 	}
 	return err == nil, err
@@ -1262,21 +1270,23 @@ func (s *Store) eventTime(at time.Time) int64 {
 	}
 }
 
-// eventName names an event made at at (nanoseconds) so that names sort newest first
-// (the time counted down from the largest 63-bit nanosecond count), then
-// at random: the API server lists in name order, so the newest events are
-// read without reading the others. Events named before this scheme
-// (ev-<random hex>) sort after every such name.
+// eventName names an event made at at (nanoseconds) so that names sort
+// newest first (the time counted down from the largest 63-bit nanosecond
+// count), then at random: the API server lists in name order, so the
+// newest events are read without reading the others. Events named before
+// this scheme (ev-<random hex>) sort after every such name (ea- < ev-).
+// Several replicas name events by their own clocks: skew between them
+// orders their events by those clocks.
 func eventName(at int64) string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	return fmt.Sprintf("ev-%019d-%s", math.MaxInt64-at, hex.EncodeToString(b))
+	return fmt.Sprintf("ea-%019d-%s", math.MaxInt64-at, hex.EncodeToString(b))
 }
 
-// timeSorted reports whether an event's name is eventName's (ev-, 19
+// timeSorted reports whether an event's name is eventName's (ea-, 19
 // digits, -, 6 hex), not the random one events had before.
 func timeSorted(name string) bool {
-	if len(name) != 3+19+1+6 || name[:3] != "ev-" || name[22] != '-' {
+	if len(name) != 3+19+1+6 || name[:3] != "ea-" || name[22] != '-' {
 		return false
 	}
 	for _, c := range name[3:22] {
@@ -1380,9 +1390,12 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 		kept[e.ID] = true
 	}
 	removed := 0
-	for _, n := range all {
+	for _, n := range all { // oldest first
 		if kept[n.ID] {
 			continue
+		}
+		if removed == maxPrunedPerCall {
+			break // the rest at the next call: a backlog never stalls the caller
 		}
 		if err := s.events.remove(ctx, n.name, n.uid, ""); err != nil && !apierrors.IsNotFound(err) {
 			return removed, err
@@ -1391,3 +1404,7 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 	}
 	return removed, nil
 }
+
+// maxPrunedPerCall bounds the events one PruneAudit deletes (a request
+// each).
+const maxPrunedPerCall = 1000

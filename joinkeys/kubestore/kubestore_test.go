@@ -393,7 +393,7 @@ func TestRejectedAttemptsLeaveABoundedTrail(t *testing.T) {
 	}
 	ctx := context.Background()
 	clock := storetest.NewClock()
-	bound := joinkeys.AuditRetention{MaxEvents: 150, MaxPerHostname: 20, MaxAge: 24 * time.Hour}
+	bound := joinkeys.AuditRetention{MaxEvents: 100, MaxRejected: 150, MaxPerHostname: 20, MaxAge: 24 * time.Hour}
 	kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/16", "198.18.0.1"),
 		Now: clock.Now, AuditRetention: bound})
 	if err != nil {
@@ -425,9 +425,9 @@ func TestRejectedAttemptsLeaveABoundedTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	objects = len(list.Items)
-	t.Logf("%d rejected validates left %d LedgerEvent objects (bound %d)", attempts, objects, bound.MaxEvents)
-	if objects == 0 || objects > bound.MaxEvents {
-		t.Errorf("%d LedgerEvent objects after %d rejected validates, bound %d", objects, attempts, bound.MaxEvents)
+	t.Logf("%d rejected validates left %d LedgerEvent objects (bound %d)", attempts, objects, bound.MaxRejected)
+	if objects == 0 || objects > bound.MaxRejected {
+		t.Errorf("%d LedgerEvent objects after %d rejected validates, bound %d", objects, attempts, bound.MaxRejected)
 	}
 	// The summaries say how many were not recorded one by one.
 	events, err := kr.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventValidationRejected, Limit: 5})
@@ -436,5 +436,61 @@ func TestRejectedAttemptsLeaveABoundedTrail(t *testing.T) {
 	}
 	if !strings.Contains(events[len(events)-1].Reason, "more rejected attempts from") {
 		t.Errorf("the newest rejection event is not a summary: %+v", events[len(events)-1])
+	}
+}
+
+// A released node's address rests on the ledger, not in one Store's
+// memory: another Store (another server replica), reading the claims
+// afresh, neither hands it out before its rest is over nor takes it for a
+// leftover, and hands it out after.
+func TestARestingAddressIsSeenByEveryStore(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	keyring := func() *joinkeys.Keyring {
+		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.5.0/29", "198.18.5.1"), Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kr
+	}
+	a := keyring()
+	m, err := a.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(kr *joinkeys.Keyring, host string) (joinkeys.JoinResult, error) {
+		return kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: host, PublicKey: storetest.PublicKey(t), Version: "1.0.0"})
+	}
+	var held []netip.Addr
+	for i := range 5 { // the whole range
+		j, err := join(a, fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, j.Node.VPNIP)
+	}
+	if _, err := a.Release(ctx, "n2", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	// Past the leftover age, so a reload would take a claim no node holds.
+	clock.Advance(10 * time.Minute)
+	b := keyring()
+	if _, err := join(b, "too-soon"); !errors.Is(err, joinkeys.ErrPoolExhausted) {
+		t.Fatalf("a join on another Store while the freed address rests: %v, want ErrPoolExhausted", err)
+	}
+	clock.Advance(joinkeys.DefaultAddressQuarantine)
+	j, err := join(b, "after-rest")
+	if err != nil || j.Node.VPNIP != held[2] {
+		t.Fatalf("after the rest: %+v, %v; want %s", j.Node, err, held[2])
+	}
+	// And the first Store, whose book still says it rests, learns it is
+	// taken: the range is full.
+	if _, err := join(a, "one-more"); !errors.Is(err, joinkeys.ErrPoolExhausted) {
+		t.Errorf("a join on the first Store with every address held: %v", err)
 	}
 }

@@ -685,19 +685,26 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 				args  []any
 			}{`DELETE FROM audit_events WHERE at < ?`, []any{toNanos(now.Add(-r.MaxAge))}})
 		}
+		rejected := string(joinkeys.EventValidationRejected)
 		if r.MaxPerHostname > 0 {
 			steps = append(steps, struct {
 				query string
 				args  []any
 			}{`DELETE FROM audit_events WHERE id IN (SELECT id FROM (
-				SELECT id, ROW_NUMBER() OVER (PARTITION BY hostname ORDER BY id DESC) AS newer
-				FROM audit_events WHERE hostname != '') WHERE newer > ?)`, []any{r.MaxPerHostname}})
+				SELECT id, ROW_NUMBER() OVER (PARTITION BY hostname, type = ? ORDER BY id DESC) AS newer
+				FROM audit_events WHERE hostname != '') WHERE newer > ?)`, []any{rejected, r.MaxPerHostname}})
 		}
 		if r.MaxEvents > 0 {
 			steps = append(steps, struct {
 				query string
 				args  []any
-			}{`DELETE FROM audit_events WHERE id <= (SELECT id FROM audit_events ORDER BY id DESC LIMIT 1 OFFSET ?)`, []any{r.MaxEvents}})
+			}{`DELETE FROM audit_events WHERE type != ? AND id <= (SELECT id FROM audit_events WHERE type != ? ORDER BY id DESC LIMIT 1 OFFSET ?)`, []any{rejected, rejected, r.MaxEvents}})
+		}
+		if r.MaxRejected > 0 {
+			steps = append(steps, struct {
+				query string
+				args  []any
+			}{`DELETE FROM audit_events WHERE type = ? AND id <= (SELECT id FROM audit_events WHERE type = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`, []any{rejected, rejected, r.MaxRejected}})
 		}
 		for _, st := range steps {
 			res, err := tx.ExecContext(ctx, st.query, st.args...)

@@ -851,15 +851,16 @@ func testPruneAudit(t *testing.T, env envFunc) {
 	start := clock.Now().UTC()
 	var appended []joinkeys.AuditEvent
 	hosts := []string{"h1", "h1", "h2", "h1", "", "h2", "h3"}
+	types := []joinkeys.EventType{joinkeys.EventValidationRejected, joinkeys.EventValidationRejected, joinkeys.EventNodeRegistered}
 	for i := range 42 {
-		e := joinkeys.AuditEvent{At: start.Add(time.Duration(i) * time.Hour), Type: joinkeys.EventValidationRejected, Hostname: hosts[i%len(hosts)], Reason: fmt.Sprintf("event %d", i)}
+		e := joinkeys.AuditEvent{At: start.Add(time.Duration(i) * time.Hour), Type: types[i%len(types)], Hostname: hosts[i%len(hosts)], Reason: fmt.Sprintf("event %d", i)}
 		if err := store.AppendAudit(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 		appended = append(appended, e)
 	}
 	now := start.Add(42 * time.Hour)
-	r := joinkeys.AuditRetention{MaxEvents: 12, MaxPerHostname: 5, MaxAge: 30 * time.Hour}
+	r := joinkeys.AuditRetention{MaxEvents: 4, MaxRejected: 8, MaxPerHostname: 3, MaxAge: 30 * time.Hour}
 	removed, err := store.PruneAudit(ctx, r, now)
 	if err != nil {
 		t.Fatal(err)
@@ -871,20 +872,27 @@ func testPruneAudit(t *testing.T, env envFunc) {
 	if removed != len(appended)-len(left) {
 		t.Errorf("PruneAudit says %d went; %d of %d are left", removed, len(left), len(appended))
 	}
-	perHost := map[string]int{}
+	type class struct {
+		host     string
+		rejected bool
+	}
+	perHost := map[class]int{}
+	totals := map[bool]int{}
 	for _, e := range left {
-		perHost[e.Hostname]++
+		rejected := e.Type == joinkeys.EventValidationRejected
+		perHost[class{e.Hostname, rejected}]++
+		totals[rejected]++
 		if e.At.Before(now.Add(-r.MaxAge)) {
 			t.Errorf("kept %q, older than %s", e.Reason, r.MaxAge)
 		}
 	}
-	for h, n := range perHost {
-		if h != "" && n > r.MaxPerHostname {
-			t.Errorf("kept %d events of %s, bound %d", n, h, r.MaxPerHostname)
+	for c, n := range perHost {
+		if c.host != "" && n > r.MaxPerHostname {
+			t.Errorf("kept %d events of %+v, bound %d", n, c, r.MaxPerHostname)
 		}
 	}
-	if len(left) == 0 || len(left) > r.MaxEvents || left[len(left)-1].Reason != "event 41" {
-		t.Fatalf("left %d events (bound %d), newest %+v", len(left), r.MaxEvents, left)
+	if totals[true] > r.MaxRejected || totals[false] > r.MaxEvents || totals[false] == 0 || left[len(left)-1].Reason != "event 41" {
+		t.Fatalf("left %d rejected (bound %d) and %d other events (bound %d), newest %+v", totals[true], r.MaxRejected, totals[false], r.MaxEvents, left)
 	}
 	// What is kept is what the bounds keep, reckoned newest first.
 	var want []string
@@ -899,10 +907,34 @@ func testPruneAudit(t *testing.T, env envFunc) {
 		t.Errorf("kept %v\nwant %v", got, want)
 	}
 	newest, err := store.Audit(ctx, joinkeys.AuditQuery{Hostname: "h1", Limit: 2})
-	if err != nil || len(newest) != 2 || newest[1].Reason != "event 38" || newest[0].Reason != "event 36" {
+	if err != nil || len(newest) != 2 || newest[1].Reason != want[lastOf(left, "h1")] {
 		t.Errorf("the newest two of h1: %+v, %v", newest, err)
+	}
+	// A flood of rejected attempts evicts none of the other events.
+	for i := range 30 {
+		if err := store.AppendAudit(ctx, joinkeys.AuditEvent{At: now, Type: joinkeys.EventValidationRejected, Hostname: fmt.Sprintf("probe-%d", i), Reason: "flood"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.PruneAudit(ctx, r, now); err != nil {
+		t.Fatal(err)
+	}
+	others, err := store.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventNodeRegistered})
+	if err != nil || len(others) != totals[false] {
+		t.Errorf("after a flood of rejections, %d other events, want %d (%v)", len(others), totals[false], err)
 	}
 	if again, err := store.PruneAudit(ctx, r, now); err != nil || again != 0 {
 		t.Errorf("a second PruneAudit removed %d, %v", again, err)
 	}
+}
+
+// lastOf is the index in events of the newest event of hostname.
+func lastOf(events []joinkeys.AuditEvent, hostname string) int {
+	last := -1
+	for i, e := range events {
+		if e.Hostname == hostname {
+			last = i
+		}
+	}
+	return last
 }

@@ -16,13 +16,18 @@ import (
 type Device struct{ Interface string }
 
 // ErrRouteNotOwned is returned by Replace when the main table already
-// routes the prefix elsewhere than through the device (a connected LAN,
-// a default route, another tunnel's): that route is never replaced.
+// routes the prefix to the machine's own networks (a connected network, a
+// route from DHCP or router advertisements, a route through a gateway):
+// that route is never replaced.
 var ErrRouteNotOwned = errors.New("the prefix is routed elsewhere, not through this device")
 
-// Replace routes prefix through the device (idempotent). A route of the
-// same prefix through another device or gateway is left as it is and
-// ErrRouteNotOwned returned, and a default route (/0) is never written.
+// Replace routes prefix through the device (idempotent). A default route
+// (/0) is never written, and a route of the same prefix that is the
+// machine's own (connected, from DHCP or router advertisements, or through
+// a gateway) is left as it is and ErrRouteNotOwned returned. A route of
+// a pod network's overlay (an on-link gateway on its own device, as
+// flannel's VXLAN writes one per node) is replaced: the tunnel carries
+// that prefix now.
 func (d Device) Replace(ctx context.Context, prefix netip.Prefix) error {
 	route, err := d.route(prefix)
 	if err != nil {
@@ -40,7 +45,10 @@ func (d Device) Replace(ctx context.Context, prefix netip.Prefix) error {
 		return fmt.Errorf("read the routes of %s: %w", prefix, err)
 	}
 	for _, r := range existing {
-		if r.LinkIndex != route.LinkIndex || r.Gw != nil {
+		if r.LinkIndex == route.LinkIndex && r.Gw == nil {
+			continue // ours
+		}
+		if machines(r) {
 			via := "another device"
 			if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
 				via = l.Attrs().Name
@@ -52,6 +60,17 @@ func (d Device) Replace(ctx context.Context, prefix netip.Prefix) error {
 		return fmt.Errorf("route %s into %s: %w", prefix, d.Interface, err)
 	}
 	return nil
+}
+
+// machines reports whether r is a route of the machine's own networks:
+// connected (the kernel's), from DHCP or router advertisements, or
+// through a gateway that is not on-link (an overlay's own device).
+func machines(r netlink.Route) bool {
+	switch r.Protocol {
+	case unix.RTPROT_KERNEL, unix.RTPROT_DHCP, unix.RTPROT_RA:
+		return true
+	}
+	return r.Gw != nil && r.Flags&unix.RTNH_F_ONLINK == 0
 }
 
 // Delete removes the route; a route that is not there is fine.

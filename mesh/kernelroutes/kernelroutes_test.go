@@ -29,6 +29,11 @@ func TestReplaceNeverTakesAnotherDevicesRoute(t *testing.T) {
 	ns.IP(t, "address", "add", "198.18.5.1/24", "dev", "lan")
 	ns.IP(t, "route", "add", "default", "via", "198.18.5.254", "dev", "lan")
 	ns.IP(t, "route", "add", "198.18.6.0/24", "via", "198.18.5.254", "dev", "lan")
+	// An overlay's route for another node's pods, as flannel's VXLAN
+	// writes one: an on-link gateway on its own device.
+	ns.IP(t, "link", "add", "overlay", "type", "veth", "peer", "name", "overlayp")
+	ns.IP(t, "link", "set", "overlay", "up")
+	ns.IP(t, "route", "add", "198.18.7.0/24", "via", "198.18.7.0", "dev", "overlay", "onlink")
 	dev := kernelroutes.Device{Interface: "tun"}
 	ctx := context.Background()
 
@@ -41,6 +46,13 @@ func TestReplaceNeverTakesAnotherDevicesRoute(t *testing.T) {
 		if after := netnstest.Route(t, ns, prefix); after != before {
 			t.Errorf("the route of %s changed: %q, then %q", prefix, before, after)
 		}
+	}
+	// The overlay's route is taken over: the tunnel carries the prefix.
+	if err := ns.Do(func() error { return dev.Replace(ctx, netip.MustParsePrefix("198.18.7.0/24")) }); err != nil {
+		t.Errorf("Replace of an overlay's route: %v", err)
+	}
+	if r := netnstest.Route(t, ns, "198.18.7.0/24"); !strings.Contains(r, "dev tun") {
+		t.Errorf("the overlay's route %q was not taken over", r)
 	}
 	own := "198.18.9.0/24"
 	for range 2 {

@@ -18,6 +18,7 @@ import (
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/peering"
+	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh/kernelroutes"
 	"gridweave.dev/wgkey"
 )
@@ -285,6 +286,17 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 		if ep, err := netip.ParseAddrPort(dir.MasterEndpoint); err == nil {
 			if _, err := links.SetMasterEndpoint(ctx, ep); err != nil {
 				o.Logger.WarnContext(ctx, "pointing the master's peer at its new endpoint", "endpoint", ep, "error", err)
+			}
+		}
+		if st.PodRange() == (joinkeys.PodRange{}) {
+			// An identity kept before the master said the pod range: the
+			// directory says it now, and the identity keeps it.
+			st.ClusterCIDR, st.NodeCIDRMask = dir.ClusterCIDR, dir.NodeCIDRMask
+			if r := st.PodRange(); r != (joinkeys.PodRange{}) {
+				links.SetPodRange(r)
+				if err := st.save(o.StateDir); err != nil {
+					o.Logger.WarnContext(ctx, "keeping the cluster's pod range in the identity", "error", err)
+				}
 			}
 		}
 		if err := links.SetPeers(dir.Peers); err != nil {

@@ -14,6 +14,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/kernelroutes"
 	"gridweave.dev/wgkey"
 )
 
@@ -214,9 +215,13 @@ func (m *Manager) SetPeers(peers []api.DirectoryPeer) error {
 			continue
 		}
 		if t.podCIDR.IsValid() {
-			if err := m.o.PodRange.Check(t.podCIDR); err != nil {
-				errs = append(errs, fmt.Errorf("peering: %s skipped: its pod_cidr: %w", p.Hostname, err))
-				continue
+			m.mu.Lock()
+			podRange := m.o.PodRange
+			m.mu.Unlock()
+			if err := podRange.Check(t.podCIDR); err != nil {
+				// Linked all the same, by its VPN address alone.
+				errs = append(errs, fmt.Errorf("peering: %s's pod_cidr left out: %w", p.Hostname, err))
+				t.podCIDR = netip.Prefix{}
 			}
 		}
 		clash := ""
@@ -507,7 +512,15 @@ func (m *Manager) route(ctx context.Context) error {
 	}
 	for p := range want {
 		if !m.routed[p] {
-			if err := m.routes.Replace(ctx, p); err != nil {
+			err := m.routes.Replace(ctx, p)
+			if errors.Is(err, kernelroutes.ErrRouteNotOwned) {
+				// The machine routes it to its own networks: left so, said
+				// once, and tried again at the next change of the links.
+				m.o.Logger.WarnContext(ctx, "another node's pod CIDR is routed to this machine's own networks: not routed into the tunnel", "pod_cidr", p, "error", err)
+				m.routed[p] = true
+				continue
+			}
+			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -515,6 +528,15 @@ func (m *Manager) route(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SetPodRange replaces the cluster's pod range (an identity kept before
+// the master said it learns it from the directory); the next SetPeers
+// holds the directory to it.
+func (m *Manager) SetPodRange(r joinkeys.PodRange) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.o.PodRange = r
 }
 
 // Forget drops every direct link: each other node's peer goes from the

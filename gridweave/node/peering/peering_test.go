@@ -351,8 +351,13 @@ func TestDirectoryEntriesThatCannotBeUsed(t *testing.T) {
 		}
 	}
 	f.step()
-	if got := len(f.mgr.Links()); got != 2 {
-		t.Errorf("%d links, want gpu-b and gpu-c: %+v", got, f.mgr.Links())
+	// pods-in-vpn is linked by its VPN address alone: its pod CIDR is not
+	// the cluster's.
+	if got := len(f.mgr.Links()); got != 3 {
+		t.Errorf("%d links, want gpu-b, gpu-c and pods-in-vpn: %+v", got, f.mgr.Links())
+	}
+	if f.routes.set[pfx("198.18.5.0/24")] {
+		t.Error("pods-in-vpn's pod CIDR is routed")
 	}
 }
 
@@ -366,7 +371,7 @@ func TestPodCIDRsOutsideTheClusterRangeAreRefused(t *testing.T) {
 			liar := key(t)
 			err := f.mgr.SetPeers(append(slices.Clone(f.directory), api.DirectoryPeer{Hostname: "liar", PublicKey: liar.String(), VPNIP: "198.18.0.20", PodCIDR: cidr}))
 			if err == nil || !strings.Contains(err.Error(), "liar") || !errors.Is(err, joinkeys.ErrPodCIDROutsideRange) {
-				t.Errorf("SetPeers = %v, want the liar skipped for its pod CIDR", err)
+				t.Errorf("SetPeers = %v, want the liar's pod CIDR left out", err)
 			}
 			f.step()
 			for p := range f.routes.set {
@@ -390,6 +395,21 @@ func TestPodCIDRsOutsideTheClusterRangeAreRefused(t *testing.T) {
 	must(t, err)
 	if err := m.SetPeers(f.directory); err == nil || !errors.Is(err, joinkeys.ErrPodCIDROutsideRange) {
 		t.Errorf("with no pod range, SetPeers = %v", err)
+	}
+	// Its peers are linked by their VPN addresses alone; once the range is
+	// known (the directory says it), their pod CIDRs too.
+	must(t, m.Step(context.Background()))
+	if len(f.routes.set) != 0 {
+		t.Errorf("routes without a pod range: %v", f.routes.set)
+	}
+	if got := len(m.Links()); got != 2 {
+		t.Errorf("%d links without a pod range, want gpu-b and gpu-c", got)
+	}
+	m.SetPodRange(podRange)
+	must(t, m.SetPeers(f.directory))
+	must(t, m.Step(context.Background()))
+	if len(f.routes.set) != 2 {
+		t.Errorf("routes once the range is known: %v", f.routes.set)
 	}
 }
 
