@@ -39,6 +39,12 @@ type Options struct {
 	// GridweaveEndpoint), for a test of what installs them; KubeRay's are
 	// always applied.
 	WithoutGridweaveCRDs bool
+	// ClusterCIDR, when set, is the pod range the controller-manager
+	// allocates Nodes' pod CIDRs from (its node IPAM, in /NodeCIDRMaskSize
+	// prefixes, default 24), as a real cluster does for its kubelets.
+	// Unset, no pod CIDR is allocated: tests set kwok Nodes' own.
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
 }
 
 // Network ranges used inside the control plane. They are data only (no
@@ -95,7 +101,35 @@ type Cluster struct {
 	spawner           *spawner
 	processes         []*process
 	certs             *pki
+	clusterCIDR       string
+	nodeCIDRMask      int
 }
+
+// controllers is the controller-manager's --controllers: all but the
+// cloud's, tokencleaner too, and node IPAM only with a pod range.
+func (c *Cluster) controllers() string {
+	if c.clusterCIDR != "" {
+		return "--controllers=*,-cloud-node-lifecycle,tokencleaner"
+	}
+	return "--controllers=*,-nodeipam,-cloud-node-lifecycle,tokencleaner"
+}
+
+// nodeIPAM are the controller-manager's flags that allocate Nodes' pod
+// CIDRs from Options.ClusterCIDR; none without it.
+func (c *Cluster) nodeIPAM() []string {
+	if c.clusterCIDR == "" {
+		return nil
+	}
+	mask := c.nodeCIDRMask
+	if mask == 0 {
+		mask = 24
+	}
+	return []string{"--allocate-node-cidrs", "--cluster-cidr=" + c.clusterCIDR, "--node-cidr-mask-size=" + strconv.Itoa(mask)}
+}
+
+// CACertFile is the cluster CA's certificate, PEM (what kubelets trust the
+// API server and its clients by).
+func (c *Cluster) CACertFile() string { return c.certs.caCertFile }
 
 // NodeConfig returns a config that reaches the API server as the kubelet
 // of Node name does: a client certificate for system:node:<name> in
@@ -116,7 +150,8 @@ func New(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Cluster{progress: opts.Progress, timeout: opts.StartTimeout, Dir: opts.Dir, withGridweaveCRDs: !opts.WithoutGridweaveCRDs}
+	c := &Cluster{progress: opts.Progress, timeout: opts.StartTimeout, Dir: opts.Dir, withGridweaveCRDs: !opts.WithoutGridweaveCRDs,
+		clusterCIDR: opts.ClusterCIDR, nodeCIDRMask: opts.NodeCIDRMaskSize}
 	if c.progress == nil {
 		c.progress = io.Discard
 	}
@@ -207,6 +242,8 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--service-account-key-file=" + certs.serviceAccountPubKey,
 			"--service-account-signing-key-file=" + certs.serviceAccountKey,
 			"--token-auth-file=" + tokenFile,
+			// Kubelets join by TLS bootstrapping, with a bootstrap token.
+			"--enable-bootstrap-token-auth",
 			"--client-ca-file=" + certs.caCertFile,
 			// Kubelets' credentials (NodeConfig) are held to their own
 			// Node and its pods, as on a real cluster.
@@ -269,7 +306,7 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	// kube-controller-manager and kube-scheduler
 	if _, err := c.startComponent(ctx, "kube-controller-manager", 1, func(ports []int) []string {
-		return []string{
+		args := []string{
 			c.Binaries.KubeControllerManager,
 			"--kubeconfig=" + c.KubeconfigPath,
 			"--authentication-kubeconfig=" + c.KubeconfigPath,
@@ -277,9 +314,14 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(ports[0]),
 			"--cert-dir=" + mkdir(c.Dir, "kube-controller-manager"),
-			// nodeipam would fight the pod CIDRs tests set; there is no cloud.
-			// nodelifecycle stays: it lifts the not-ready taint from kwok nodes.
-			"--controllers=*,-nodeipam,-cloud-node-lifecycle",
+			// nodeipam would fight the pod CIDRs tests set, unless the
+			// cluster has a pod range; there is no cloud. nodelifecycle
+			// stays: it lifts the not-ready taint from kwok nodes.
+			// tokencleaner removes expired bootstrap tokens.
+			c.controllers(),
+			// The kubelets' client certificates, signed by the cluster CA.
+			"--cluster-signing-cert-file=" + certs.caCertFile,
+			"--cluster-signing-key-file=" + certs.caKeyFile,
 			// kwok renews every node's heartbeat from one process; on two
 			// busy cores a renewal can come late, and the default 50s grace
 			// would mark the node Unknown and its pods not ready.
@@ -290,6 +332,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			"--service-cluster-ip-range=" + ServiceCIDR,
 			"--profiling=false",
 		}
+		return append(args, c.nodeIPAM()...)
 	}, func(ctx context.Context, ports []int) error {
 		return httpOK(ctx, insecureHTTPS, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", "")
 	}); err != nil {

@@ -23,6 +23,7 @@ type pki struct {
 	servingCertFile      string
 	servingKeyFile       string
 	caCertFile           string
+	caKeyFile            string // the CA's key, PEM: the controller-manager signs kubelets' certificates with it
 	serviceAccountKey    string // RSA private key, PEM
 	serviceAccountPubKey string // RSA public key, PEM
 	// caCert and caKey sign client certificates (NodeConfig).
@@ -122,6 +123,7 @@ func newPKI(dir string) (*pki, error) {
 	p := &pki{
 		caCertPEM:            pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		caCertFile:           filepath.Join(dir, "ca.crt"),
+		caKeyFile:            filepath.Join(dir, "ca.key"),
 		servingCertFile:      filepath.Join(dir, "apiserver.crt"),
 		servingKeyFile:       filepath.Join(dir, "apiserver.key"),
 		serviceAccountKey:    filepath.Join(dir, "sa.key"),
@@ -129,8 +131,13 @@ func newPKI(dir string) (*pki, error) {
 		caCert:               caCert,
 		caKey:                caKey,
 	}
+	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	if err != nil {
+		return nil, fmt.Errorf("marshal CA key: %w", err)
+	}
 	files := map[string][]byte{
 		p.caCertFile:           p.caCertPEM,
+		p.caKeyFile:            pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: caKeyDER}),
 		p.servingCertFile:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}),
 		p.servingKeyFile:       pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
 		p.serviceAccountKey:    pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),

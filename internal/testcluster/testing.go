@@ -54,6 +54,7 @@ func Start(tb testing.TB, opts *Options) *Cluster {
 var shared struct {
 	sync.Mutex
 	enabled bool
+	options Options
 	cluster *Cluster
 	err     error
 }
@@ -65,9 +66,14 @@ var shared struct {
 //
 // When any test failed, the end of every component's log is printed. It
 // returns m.Run's exit code, or 1 if a harness process outlived the cluster.
-func RunMain(m *testing.M) int {
+func RunMain(m *testing.M) int { return RunMainWith(m, Options{}) }
+
+// RunMainWith is RunMain whose shared control plane starts with opts (a
+// pod range its controller-manager allocates from, say).
+func RunMainWith(m *testing.M, opts Options) int {
 	shared.Lock()
 	shared.enabled = true
+	shared.options = opts
 	shared.Unlock()
 
 	code := m.Run()
@@ -110,7 +116,9 @@ func Shared(tb testing.TB) *Cluster {
 		if testing.Verbose() {
 			progress = os.Stderr
 		}
-		shared.cluster, shared.err = New(ctx, &Options{Progress: progress})
+		opts := shared.options
+		opts.Progress = progress
+		shared.cluster, shared.err = New(ctx, &opts)
 	}
 	if shared.err != nil {
 		tb.Fatalf("testcluster: %v", shared.err)

@@ -1,6 +1,6 @@
 // Command testcluster-build builds (or finds in the cache) the control-plane
-// binaries used by gridweave.dev/internal/testcluster and prints the
-// directory that holds them. `make testcluster` runs it; with -clean it
+// binaries used by gridweave.dev/internal/testcluster, and the kubelet of
+// the tests' machines, and prints where they are. `make testcluster` runs it; with -clean it
 // removes the whole cache instead (`make clean-cache`).
 package main
 
@@ -39,5 +39,11 @@ func run(ctx context.Context, clean bool) error {
 		return err
 	}
 	fmt.Println(bins.Dir)
+	// The kubelet of the tests' machines, cached beside them.
+	kubelet, err := testcluster.EnsureKubelet(ctx, root, os.Stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Println(kubelet)
 	return nil
 }

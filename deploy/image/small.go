@@ -1,0 +1,129 @@
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// PauseImage is the tag of the pause image a machine imports: the one
+// containerd's CRI plugin asks for by default (sandbox_image), so pods
+// start without a registry.
+const PauseImage = "registry.k8s.io/pause:3.10.1"
+
+// File is one file of a small image: its path inside, mode and content.
+type File struct {
+	Path string
+	Mode int64
+	Data []byte
+}
+
+// Small assembles a one-layer image of files, with no base, running
+// entrypoint as user (uid:gid): every timestamp is the epoch and the files
+// are in path order, so the same files give the same digest.
+func Small(files []File, entrypoint []string, user string, labels map[string]string) (v1.Image, error) {
+	layerTar, err := tarOf(files)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil }, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
+		Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "gridweave deploy/image", Comment: "no base image"}, MediaType: types.OCILayer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	// containerd refuses to import an image whose config names no
+	// platform.
+	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.Entrypoint = entrypoint
+	cfg.Config.User = user
+	cfg.Config.WorkingDir = "/"
+	cfg.Config.Labels = labels
+	return mutate.ConfigFile(img, cfg)
+}
+
+// tarOf is a layer of files, with their parent directories, in path order.
+func tarOf(files []File) ([]byte, error) {
+	dirs := map[string]bool{}
+	for _, f := range files {
+		for d := path.Dir(f.Path); d != "." && d != "/"; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	var names []string
+	for d := range dirs {
+		names = append(names, d)
+	}
+	sort.Strings(names)
+	sorted := append([]File(nil), files...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range names {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range sorted {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.Path, "/"), Mode: f.Mode, Size: int64(len(f.Data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// BuildPause builds the pause command of the module in moduleDir (static,
+// reproducible) and packs it as the pause image: /pause as uid 65535, as
+// Kubernetes' own.
+func BuildPause(ctx context.Context, moduleDir string) (v1.Image, error) {
+	dir, err := os.MkdirTemp("", "gridweave-pause-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "pause")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", bin, "./deploy/image/pause")
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("image: build pause: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	return Small([]File{{Path: "/pause", Mode: 0o755, Data: data}}, []string{"/pause"}, "65535:65535",
+		map[string]string{"org.opencontainers.image.title": "pause", "org.opencontainers.image.source": "https://gridweave.dev"})
+}

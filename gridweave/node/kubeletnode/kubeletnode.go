@@ -1,0 +1,339 @@
+package kubeletnode
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultPauseImage is the sandbox image containerd asks for: the tag the
+// master's pause image is imported under.
+const DefaultPauseImage = "registry.k8s.io/pause:3.10.1"
+
+// Config is one machine's node.
+type Config struct {
+	// Dir holds everything written (/var/lib/gridweave/node): containerd's
+	// configuration and root, the CNI configuration, the kubelet's
+	// configuration, credentials and certificates.
+	Dir string
+	// RunDir holds containerd's state and socket (/run/gridweave).
+	RunDir string
+	// NodeName and NodeIP name the Node and its address (the machine's VPN
+	// address: the API server reaches the kubelet through the tunnel).
+	NodeName string
+	NodeIP   netip.Addr
+	// APIServer is the API server's https:// URL, reachable through the
+	// tunnel; CACertPEM the cluster CA. TLSServerName, when set, is the name
+	// the API server's certificate is checked against (it does not name the
+	// address the tunnel reaches it at).
+	APIServer     string
+	CACertPEM     []byte
+	TLSServerName string
+	// BootstrapToken (id.secret) TLS-bootstraps the kubelet's credential;
+	// Kubeconfig, when set instead, is a credential the kubelet uses as is.
+	BootstrapToken string
+	Kubeconfig     []byte
+	// Kubelet is the kubelet binary the master served.
+	Kubelet string
+	// CNIBinDir holds the CNI plugins; default /usr/lib/cni (Debian's
+	// containernetworking-plugins), else /opt/cni/bin when it has them.
+	CNIBinDir string
+	// NodeLabels are key=value labels the Node registers with (the
+	// fleet's ownership mark).
+	NodeLabels []string
+	// ClusterDNS and ClusterDomain are the pods' DNS (the cluster's DNS
+	// Service; cluster.local by default).
+	ClusterDNS    []string
+	ClusterDomain string
+	// PauseImage is the sandbox image; default DefaultPauseImage.
+	PauseImage string
+}
+
+func (c *Config) defaults() error {
+	if c.Dir == "" || c.NodeName == "" || !c.NodeIP.IsValid() || c.APIServer == "" || len(c.CACertPEM) == 0 || c.Kubelet == "" {
+		return errors.New("kubeletnode: Config needs Dir, NodeName, NodeIP, APIServer, CACertPEM and Kubelet")
+	}
+	if c.BootstrapToken == "" && len(c.Kubeconfig) == 0 {
+		return errors.New("kubeletnode: Config needs a BootstrapToken or a Kubeconfig")
+	}
+	c.RunDir = c.runDir()
+	if c.CNIBinDir == "" {
+		c.CNIBinDir = "/usr/lib/cni"
+		if _, err := os.Stat(filepath.Join(c.CNIBinDir, "bridge")); err != nil {
+			if _, err := os.Stat("/opt/cni/bin/bridge"); err == nil {
+				c.CNIBinDir = "/opt/cni/bin"
+			}
+		}
+	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = "cluster.local"
+	}
+	if c.PauseImage == "" {
+		c.PauseImage = DefaultPauseImage
+	}
+	return nil
+}
+
+// Paths of what Write writes and what runs.
+func (c Config) containerdConfig() string { return filepath.Join(c.Dir, "containerd", "config.toml") }
+func (c Config) containerdRoot() string   { return filepath.Join(c.Dir, "containerd", "root") }
+
+// DefaultRunDir is where containerd's state and socket go unless
+// Config.RunDir says otherwise.
+const DefaultRunDir = "/run/gridweave"
+
+func (c Config) runDir() string {
+	if c.RunDir == "" {
+		return DefaultRunDir
+	}
+	return c.RunDir
+}
+
+// Socket is containerd's socket.
+func (c Config) Socket() string        { return filepath.Join(c.runDir(), "containerd", "containerd.sock") }
+func (c Config) cniConfDir() string    { return filepath.Join(c.Dir, "cni") }
+func (c Config) kubeletDir() string    { return filepath.Join(c.Dir, "kubelet") }
+func (c Config) kubeletConfig() string { return filepath.Join(c.kubeletDir(), "config.yaml") }
+func (c Config) bootstrapKubeconfig() string {
+	return filepath.Join(c.kubeletDir(), "bootstrap-kubeconfig")
+}
+
+// KubeletKubeconfig is the kubelet's credential once bootstrapped (or the
+// one Config.Kubeconfig gave).
+func (c Config) KubeletKubeconfig() string { return filepath.Join(c.kubeletDir(), "kubeconfig") }
+func (c Config) caFile() string            { return filepath.Join(c.kubeletDir(), "ca.crt") }
+
+// CertDir is where the kubelet keeps its certificates.
+func (c Config) CertDir() string { return filepath.Join(c.kubeletDir(), "pki") }
+
+// Missing are what a machine lacks for the kubelet mode, with the
+// packages that bring each on Debian and Ubuntu.
+type Missing struct {
+	What, Package string
+}
+
+// Check reports what the machine lacks to run the node: containerd, runc
+// and the CNI plugins come from the machine's packages.
+func (c Config) Check() []Missing {
+	_ = c.defaults()
+	var out []Missing
+	for _, bin := range []struct{ name, pkg string }{{"containerd", "containerd"}, {"ctr", "containerd"}, {"runc", "runc"}} {
+		if _, err := exec.LookPath(bin.name); err != nil {
+			out = append(out, Missing{bin.name, bin.pkg})
+		}
+	}
+	for _, plugin := range []string{"bridge", "host-local", "loopback"} {
+		if _, err := os.Stat(filepath.Join(c.CNIBinDir, plugin)); err != nil {
+			out = append(out, Missing{"the CNI plugin " + plugin + " (in " + c.CNIBinDir + ")", "containernetworking-plugins"})
+		}
+	}
+	return out
+}
+
+// MissingError says what to install.
+func MissingError(missing []Missing) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	var what []string
+	pkgs := map[string]bool{}
+	var names []string
+	for _, m := range missing {
+		what = append(what, m.What)
+		if !pkgs[m.Package] {
+			pkgs[m.Package] = true
+			names = append(names, m.Package)
+		}
+	}
+	return fmt.Errorf("kubeletnode: this machine lacks %s: install them (Debian, Ubuntu: sudo apt-get install %s) and run the join command again",
+		strings.Join(what, ", "), strings.Join(names, " "))
+}
+
+// CgroupV1 reports whether the host's cgroups are v1 (or hybrid): the
+// kubelet refuses them unless told (failCgroupV1: false).
+func CgroupV1() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err != nil
+}
+
+// CgroupDriver is the host's: systemd when systemd runs the machine on
+// cgroup v2, cgroupfs otherwise.
+func CgroupDriver() string {
+	if _, err := os.Stat("/run/systemd/system"); err == nil && !CgroupV1() {
+		return "systemd"
+	}
+	return "cgroupfs"
+}
+
+// Write writes containerd's and the kubelet's configuration, the CA and
+// the credential, 0600 where secret.
+func (c Config) Write() error {
+	if err := c.defaults(); err != nil {
+		return err
+	}
+	for _, d := range []string{filepath.Dir(c.containerdConfig()), c.containerdRoot(), c.cniConfDir(), c.kubeletDir(), c.CertDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	driver := CgroupDriver()
+	containerd := fmt.Sprintf(`# Written by the Gridweave join agent (kubelet mode); removed by --leave.
+version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # Containers' OOM score adjustments no lower than containerd's own.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = %t
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+`, c.containerdRoot(), filepath.Join(c.RunDir, "containerd"), c.Socket(), c.PauseImage, driver == "systemd", c.CNIBinDir, c.cniConfDir())
+	if err := os.WriteFile(c.containerdConfig(), []byte(containerd), 0o600); err != nil {
+		return err
+	}
+	kubelet := map[string]any{
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"cgroupDriver":             driver,
+		"containerRuntimeEndpoint": "unix://" + c.Socket(),
+		"failSwapOn":               false,
+		// Images are imported, never pulled again: they are not collected.
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+		"clusterDomain":               c.ClusterDomain,
+		"rotateCertificates":          true,
+		// The serving certificate is signed by the cluster, after the
+		// master checked its names are this node's.
+		"serverTLSBootstrap": true,
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true},
+			"x509":      map[string]any{"clientCAFile": c.caFile()},
+		},
+		"authorization": map[string]any{"mode": "Webhook"},
+	}
+	if CgroupV1() {
+		kubelet["failCgroupV1"] = false
+	}
+	if len(c.ClusterDNS) > 0 {
+		kubelet["clusterDNS"] = c.ClusterDNS
+	}
+	raw, err := json.MarshalIndent(kubelet, "", "  ") // JSON is YAML
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.kubeletConfig(), raw, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.caFile(), c.CACertPEM, 0o644); err != nil {
+		return err
+	}
+	if len(c.Kubeconfig) > 0 {
+		return os.WriteFile(c.KubeletKubeconfig(), c.Kubeconfig, 0o600)
+	}
+	return os.WriteFile(c.bootstrapKubeconfig(), []byte(kubeconfig(c.APIServer, c.CACertPEM, c.TLSServerName, c.BootstrapToken)), 0o600)
+}
+
+// kubeconfig is a kubeconfig for server with the bearer token.
+func kubeconfig(server string, ca []byte, tlsServerName, token string) string {
+	name := ""
+	if tlsServerName != "" {
+		name = fmt.Sprintf("\n    tls-server-name: %q", tlsServerName)
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster:
+    server: %q
+    certificate-authority-data: %s%s
+users:
+- name: kubelet-bootstrap
+  user:
+    token: %q
+contexts:
+- name: bootstrap
+  context: {cluster: cluster, user: kubelet-bootstrap}
+current-context: bootstrap
+`, server, base64.StdEncoding.EncodeToString(ca), name, token)
+}
+
+// ContainerdCommand is how containerd runs.
+func (c Config) ContainerdCommand() []string {
+	return []string{"containerd", "--config", c.containerdConfig()}
+}
+
+// KubeletCommand is how the kubelet runs.
+func (c Config) KubeletCommand() []string {
+	argv := []string{c.Kubelet, "--config=" + c.kubeletConfig(), "--kubeconfig=" + c.KubeletKubeconfig(), "--cert-dir=" + c.CertDir(),
+		"--hostname-override=" + c.NodeName, "--node-ip=" + c.NodeIP.String()}
+	if len(c.Kubeconfig) == 0 {
+		argv = append(argv, "--bootstrap-kubeconfig="+c.bootstrapKubeconfig())
+	}
+	if len(c.NodeLabels) > 0 {
+		argv = append(argv, "--node-labels="+strings.Join(c.NodeLabels, ","))
+	}
+	return argv
+}
+
+// WriteCNI writes the pod network's configuration for the Node's pod
+// CIDR: a bridge (gwbr0, the pods' gateway) and addresses from the CIDR;
+// no masquerading, so a pod's address is what other machines see, routed
+// through the mesh. containerd takes it up within seconds.
+func (c Config) WriteCNI(podCIDR netip.Prefix) error {
+	if err := c.defaults(); err != nil {
+		return err
+	}
+	if !podCIDR.IsValid() || podCIDR.Masked() != podCIDR {
+		return fmt.Errorf("kubeletnode: pod CIDR %s is not a prefix", podCIDR)
+	}
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "gridweave",
+		"plugins": []any{
+			map[string]any{"type": "bridge", "bridge": "gwbr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": podCIDR.String()}}},
+					"routes": []map[string]string{{"dst": "0.0.0.0/0"}}}},
+			map[string]any{"type": "loopback"},
+		},
+	}
+	raw, err := json.MarshalIndent(conf, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.cniConfDir(), 0o700); err != nil {
+		return err
+	}
+	tmp := filepath.Join(c.cniConfDir(), ".10-gridweave.conflist")
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(c.cniConfDir(), "10-gridweave.conflist"))
+}
+
+// Remove takes away everything Write and the processes wrote, the
+// kubelet's root directory's content included (/var/lib/kubelet).
+func (c Config) Remove() error {
+	var errs []error
+	for _, d := range []string{c.Dir, filepath.Join(c.runDir(), "containerd")} {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,119 @@
+package kubeletnode
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func testConfig(t *testing.T) Config {
+	return Config{Dir: t.TempDir(), RunDir: t.TempDir(), NodeName: "gpu-1", NodeIP: netip.MustParseAddr("198.18.0.7"),
+		APIServer: "https://198.18.0.1:6443", CACertPEM: []byte("-----BEGIN CERTIFICATE-----\n"), BootstrapToken: "abcdef.0123456789abcdef",
+		Kubelet: "/usr/local/bin/kubelet", NodeLabels: []string{"gridweave.dev/owner=m1"}}
+}
+
+func TestWriteKeepsTheBootstrapTokenPrivate(t *testing.T) {
+	c := testConfig(t)
+	if err := c.Write(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(c.bootstrapKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("the bootstrap kubeconfig is %v, want 0600", info.Mode().Perm())
+	}
+	raw, _ := os.ReadFile(c.bootstrapKubeconfig())
+	if !strings.Contains(string(raw), `token: "abcdef.0123456789abcdef"`) || !strings.Contains(string(raw), `server: "https://198.18.0.1:6443"`) {
+		t.Errorf("bootstrap kubeconfig:\n%s", raw)
+	}
+	argv := strings.Join(c.KubeletCommand(), " ")
+	for _, want := range []string{"--bootstrap-kubeconfig=" + c.bootstrapKubeconfig(), "--node-ip=198.18.0.7", "--hostname-override=gpu-1", "--node-labels=gridweave.dev/owner=m1"} {
+		if !strings.Contains(argv, want) {
+			t.Errorf("kubelet command %q lacks %q", argv, want)
+		}
+	}
+	if strings.Contains(argv, "abcdef.0123456789abcdef") {
+		t.Errorf("the kubelet's command line carries the token: %s", argv)
+	}
+}
+
+func TestTheKubeletServesOnlyAuthenticatedCallers(t *testing.T) {
+	c := testConfig(t)
+	if err := c.Write(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(c.kubeletConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+		ServerTLSBootstrap       bool   `json:"serverTLSBootstrap"`
+		Authentication           struct {
+			Anonymous struct{ Enabled bool } `json:"anonymous"`
+			Webhook   struct{ Enabled bool } `json:"webhook"`
+		} `json:"authentication"`
+		Authorization struct{ Mode string } `json:"authorization"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Authentication.Anonymous.Enabled || !cfg.Authentication.Webhook.Enabled || cfg.Authorization.Mode != "Webhook" || !cfg.ServerTLSBootstrap {
+		t.Errorf("kubelet config: %s", raw)
+	}
+	if cfg.ContainerRuntimeEndpoint != "unix://"+filepath.Join(c.RunDir, "containerd", "containerd.sock") {
+		t.Errorf("runtime endpoint %q", cfg.ContainerRuntimeEndpoint)
+	}
+	containerd, _ := os.ReadFile(c.containerdConfig())
+	for _, want := range []string{"restrict_oom_score_adj = true", `address = "` + c.Socket() + `"`, `root = "` + c.containerdRoot() + `"`} {
+		if !strings.Contains(string(containerd), want) {
+			t.Errorf("containerd config lacks %q:\n%s", want, containerd)
+		}
+	}
+}
+
+func TestSocketDefaultsToTheRunDirectory(t *testing.T) {
+	if got := (Config{}).Socket(); got != "/run/gridweave/containerd/containerd.sock" {
+		t.Errorf("Socket() = %q", got)
+	}
+}
+
+func TestWriteCNI(t *testing.T) {
+	c := testConfig(t)
+	if err := c.WriteCNI(netip.MustParsePrefix("198.18.96.1/24")); err == nil {
+		t.Error("a pod CIDR with host bits was taken")
+	}
+	if err := c.WriteCNI(netip.MustParsePrefix("198.18.96.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(c.cniConfDir(), "10-gridweave.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"subnet": "198.18.96.0/24"`) || !strings.Contains(string(raw), `"ipMasq": false`) {
+		t.Errorf("CNI configuration:\n%s", raw)
+	}
+}
+
+func TestMissingErrorNamesThePackages(t *testing.T) {
+	err := MissingError([]Missing{{"containerd", "containerd"}, {"ctr", "containerd"}, {"runc", "runc"}})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install containerd runc") {
+		t.Errorf("MissingError = %v", err)
+	}
+	if MissingError(nil) != nil {
+		t.Error("MissingError(nil) is an error")
+	}
+}
+
+func TestConfigNeedsACredential(t *testing.T) {
+	c := testConfig(t)
+	c.BootstrapToken = ""
+	if err := c.Write(); err == nil || !strings.Contains(err.Error(), "BootstrapToken") {
+		t.Errorf("Write without a credential: %v", err)
+	}
+}

@@ -1,0 +1,365 @@
+package realnode
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/internal/testcluster"
+)
+
+// Hierarchies are the cgroup v1 hierarchies a machine gets a root in; the
+// kubelet needs cpu, cpuacct, cpuset, memory, pids and systemd's.
+var Hierarchies = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd"}
+
+// cgroupRoot is where the cgroup v1 hierarchies are mounted on the host.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// Sysctls are the host-wide settings the kubelet writes at start
+// (container_manager_linux.go, setupKernelTunables): each is shadowed in
+// the machine's mount namespace by a file of the machine's.
+var Sysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// Private are the machine's own directories, mounted over the host's.
+var Private = map[string]string{
+	"/run":             "run",
+	"/var/lib/kubelet": "kubelet",
+	"/var/lib/cni":     "cni",
+	"/var/log":         "log",
+}
+
+// Machine is a network namespace prepared to run a real node.
+type Machine struct {
+	Name string
+	// Dir holds the machine's private directories (Private) and its
+	// sysctl shadows.
+	Dir string
+	NS  *netnstest.Namespace
+	// Cgroup is the machine's cgroup root in every hierarchy (gw-<name>).
+	Cgroup string
+	holder *exec.Cmd
+}
+
+// Prepare makes ns the machine name: its cgroup root, its private
+// directories under dir and its sysctl shadows. Teardown runs at the
+// test's cleanup: every process of the machine's cgroups is killed and
+// the cgroups removed.
+func Prepare(t testing.TB, ns *netnstest.Namespace, name, dir string) *Machine {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	m := &Machine{Name: name, Dir: dir, NS: ns, Cgroup: "gw-" + name}
+	for _, sub := range Private {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "run", "wireguard"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sysctl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Sysctls {
+		value, err := os.ReadFile(filepath.Join("/proc/sys", s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(m.sysctlFile(s), value, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if err := m.Teardown(); err != nil {
+			t.Errorf("realnode: tearing %s down: %v", name, err)
+		}
+	})
+	for _, h := range Hierarchies {
+		path := filepath.Join(cgroupRoot, h, m.Cgroup)
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			t.Fatalf("realnode: the cgroup %s: %v", path, err)
+		}
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		value, err := os.ReadFile(filepath.Join(cgroupRoot, "cpuset", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cgroupRoot, "cpuset", m.Cgroup, f), value, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func (m *Machine) sysctlFile(s string) string {
+	return filepath.Join(m.Dir, "sysctl", strings.ReplaceAll(s, "/", "."))
+}
+
+// Enter is a shell script that puts the shell running it, in the
+// machine's network namespace and a new mount namespace of its own, into
+// the machine, then runs "$@": its cgroup root and a cgroup namespace
+// rooted there, its private directories, its sysctl shadows.
+func (m *Machine) Enter() string {
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	// ip netns exec remounted /sys: the host's hierarchies, to move in.
+	fmt.Fprintf(&b, "mount -t tmpfs -o mode=755 cgroup %s\n", cgroupRoot)
+	for _, h := range Hierarchies {
+		fmt.Fprintf(&b, "mkdir -p %[1]s/%[2]s && mount -t cgroup -o %[3]s cgroup %[1]s/%[2]s && echo $$ > %[1]s/%[2]s/%[4]s/cgroup.procs\n", cgroupRoot, h, option(h), m.Cgroup)
+	}
+	var stage2 strings.Builder
+	stage2.WriteString("set -e\n")
+	fmt.Fprintf(&stage2, "umount -R %[1]s && mount -t tmpfs -o mode=755 cgroup %[1]s\n", cgroupRoot)
+	for _, h := range Hierarchies {
+		fmt.Fprintf(&stage2, "mkdir -p %[1]s/%[2]s && mount -t cgroup -o %[3]s cgroup %[1]s/%[2]s\n", cgroupRoot, h, option(h))
+	}
+	for target, sub := range Private {
+		fmt.Fprintf(&stage2, "mkdir -p %[1]s && mount --bind %[2]s %[1]s\n", target, filepath.Join(m.Dir, sub))
+	}
+	for _, s := range Sysctls {
+		fmt.Fprintf(&stage2, "mount --bind %s /proc/sys/%s\n", m.sysctlFile(s), s)
+	}
+	// The kubelet's volumes reach containerd's containers.
+	stage2.WriteString("mount --make-rshared /\nexec \"$@\"\n")
+	fmt.Fprintf(&b, "exec unshare --cgroup sh -c %s realnode \"$@\"\n", singleQuoted(stage2.String()))
+	return b.String()
+}
+
+// singleQuoted is s as one word of a POSIX shell.
+func singleQuoted(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func option(h string) string {
+	if h == "systemd" {
+		return "none,name=systemd"
+	}
+	return h
+}
+
+// Command is argv run as the machine: in its network namespace, a new
+// mount namespace and the machine (Enter). Like every harness process it
+// carries the test control plane's owner mark, so make test's leftover
+// check finds it.
+func (m *Machine) Command(argv ...string) *exec.Cmd {
+	args := append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c", m.Enter(), "realnode"}, argv...)
+	cmd := m.NS.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), testcluster.OwnerEnv+"=realnode-"+m.Name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// Pids lists every process of the machine's cgroups.
+func (m *Machine) Pids() ([]int, error) {
+	var pids []int
+	err := filepath.WalkDir(filepath.Join(cgroupRoot, "pids", m.Cgroup), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		for _, f := range strings.Fields(string(raw)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids, err
+}
+
+// Teardown kills every process of the machine's cgroups, until none is
+// left, and removes the cgroups, deepest first.
+func (m *Machine) Teardown() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pids, err := m.Pids()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v of %s do not die", pids, m.Cgroup)
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var errs []string
+	for _, h := range Hierarchies {
+		root := filepath.Join(cgroupRoot, h, m.Cgroup)
+		var dirs []string
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- { // deepest first
+			if err := removeCgroup(dirs[i]); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// removeCgroup removes an empty cgroup, trying again while the kernel
+// still counts a process that just died.
+func removeCgroup(dir string) error {
+	var err error
+	for range 50 {
+		if err = syscall.Rmdir(dir); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("remove %s: %w", dir, err)
+}
+
+// Leftovers lists the machines' cgroups (gw-*) still in the host's
+// hierarchies.
+func Leftovers() ([]string, error) {
+	var left []string
+	for _, h := range Hierarchies {
+		matches, err := filepath.Glob(filepath.Join(cgroupRoot, h, "gw-*"))
+		if err != nil {
+			return nil, err
+		}
+		left = append(left, matches...)
+	}
+	return left, nil
+}
+
+// Holder starts a process that holds the machine's namespaces (Enter's)
+// open; Run starts processes in them, so that they share one mount
+// namespace (containerd sees the kubelet's volume mounts). It stops at
+// Teardown.
+func (m *Machine) Holder(t testing.TB) int {
+	t.Helper()
+	if m.holder != nil {
+		return m.holder.Process.Pid
+	}
+	cmd := m.Command("sleep", "infinity")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.holder = cmd
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The holder is in the machine once its mount namespace is not the
+	// host's and its cgroup namespace is rooted at the machine's.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if child := sleeping(cmd.Process.Pid); child != 0 {
+			return child
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("realnode: the machine's holder exited (%v): %s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("realnode: the machine's holder did not start: %s", stderr.String())
+		}
+	}
+}
+
+// sleeping is the pid of the `sleep infinity` the holder's shells exec
+// into: the holder itself once it has exec'd (ip netns exec, unshare and
+// the shells all exec).
+func sleeping(pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.HasPrefix(string(raw), "sleep\x00infinity") {
+		return 0
+	}
+	return pid
+}
+
+// Process is a process Run started.
+type Process struct {
+	Cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Wait waits for the process to exit and returns how it did.
+func (p *Process) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Run starts argv in the machine, in the holder's namespaces and the
+// machine's cgroups, its output to log.
+func (m *Machine) Run(t testing.TB, logPath string, argv ...string) *Process {
+	t.Helper()
+	holder := m.Holder(t)
+	var enter strings.Builder
+	for _, h := range Hierarchies {
+		fmt.Fprintf(&enter, "echo $$ > %s/%s/%s/cgroup.procs\n", cgroupRoot, h, m.Cgroup)
+	}
+	fmt.Fprintf(&enter, "exec nsenter -t %d -m -n -C -- \"$@\"\n", holder)
+	cmd := exec.Command("sh", append([]string{"-c", enter.String(), "realnode"}, argv...)...)
+	cmd.Env = append(os.Environ(), testcluster.OwnerEnv+"=realnode-"+m.Name)
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// lockedBuffer is a bytes.Buffer safe to write from a process's copier
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,262 @@
+package realnode_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"gridweave.dev/deploy/image"
+	"gridweave.dev/gridweave/node/kubeletnode"
+	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/internal/realnode"
+	"gridweave.dev/internal/testcluster"
+)
+
+// clusterCIDR is the pod range the test control plane allocates Nodes'
+// pod CIDRs from.
+const clusterCIDR = "198.18.96.0/19"
+
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.RunMainWith(m, testcluster.Options{ClusterCIDR: clusterCIDR}))
+}
+
+// forward relays TCP connections from listen to target until the test
+// ends.
+func forward(t *testing.T, listen, target string) {
+	t.Helper()
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				d, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer d.Close()
+				go func() { _, _ = io.Copy(d, c) }()
+				_, _ = io.Copy(c, d)
+			}()
+		}
+	}()
+}
+
+// TestARealNodeRunsAPod: a machine namespace runs containerd and the
+// kubelet (its credential a system:node one); its Node becomes Ready by
+// its kubelet's own status, gets a pod CIDR from the controller-manager,
+// and runs a pod of the pause image the machine imported, at an address of
+// that CIDR. The host's sysctls stay as they were, and the machine's
+// teardown leaves no process or cgroup.
+func TestARealNodeRunsAPod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real kubelet and containerd; run make test")
+	}
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	sysctlsBefore := readSysctls(t)
+	kubelet, err := testcluster.EnsureKubelet(ctx, mustCacheRoot(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := netnstest.New(t, "gwrn")
+	netnstest.LinkToHost(t, "198.18.231.5/30", ns, "198.18.231.6/30")
+	api, _ := url.Parse(tc.Config.Host)
+	forward(t, "198.18.231.5:6443", api.Host)
+
+	const name = "realnode-1"
+	dir := t.TempDir()
+	m := realnode.Prepare(t, ns, name, dir)
+	cred, err := tc.NodeConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://198.18.231.5:6443", CertificateAuthorityData: cred.CAData, TLSServerName: "127.0.0.1"}
+	kc.AuthInfos["k"] = &clientcmdapi.AuthInfo{ClientCertificateData: cred.CertData, ClientKeyData: cred.KeyData}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "k"}
+	kc.CurrentContext = "c"
+	raw, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kubeletnode.Config{Dir: filepath.Join(dir, "node"), NodeName: name, NodeIP: netip.MustParseAddr("198.18.231.6"),
+		APIServer: "https://198.18.231.5:6443", CACertPEM: cred.CAData, Kubeconfig: raw, Kubelet: kubelet}
+	if missing := cfg.Check(); len(missing) > 0 {
+		t.Fatal(kubeletnode.MissingError(missing))
+	}
+	if err := cfg.Write(); err != nil {
+		t.Fatal(err)
+	}
+	pause, err := image.BuildPause(ctx, "../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauseTar := filepath.Join(dir, "pause.tar")
+	if err := image.WriteTarball(pause, image.PauseImage, pauseTar); err != nil {
+		t.Fatal(err)
+	}
+	logs := t.TempDir()
+	m.Run(t, filepath.Join(logs, "containerd.log"), cfg.ContainerdCommand()...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"containerd.log", "kubelet.log"} {
+				data, _ := os.ReadFile(filepath.Join(logs, f))
+				t.Logf("%s (tail):\n%s", f, tail(string(data), 3000))
+			}
+		}
+	})
+	if err := waitFor(30*time.Second, func() error {
+		imp := m.Run(t, filepath.Join(logs, "import.log"), "ctr", "--address", cfg.Socket(), "-n", "k8s.io", "images", "import", pauseTar)
+		if err := imp.Wait(); err != nil {
+			out, _ := os.ReadFile(filepath.Join(logs, "import.log"))
+			return fmt.Errorf("ctr images import: %v: %s", err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m.Run(t, filepath.Join(logs, "kubelet.log"), cfg.KubeletCommand()...)
+
+	var node *corev1.Node
+	if err := waitFor(90*time.Second, func() error {
+		n, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Spec.PodCIDR == "" {
+			return fmt.Errorf("no pod CIDR yet")
+		}
+		node = n
+		return nil
+	}); err != nil {
+		t.Fatalf("the Node: %v", err)
+	}
+	podCIDR := netip.MustParsePrefix(node.Spec.PodCIDR)
+	if err := cfg.WriteCNI(podCIDR); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(90*time.Second, func() error {
+		n, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.Reason == "KubeletReady" {
+				node = n
+				return nil
+			}
+		}
+		return fmt.Errorf("not Ready: %v", n.Status.Conditions)
+	}); err != nil {
+		t.Fatalf("the Node: %v", err)
+	}
+	t.Logf("Node %s Ready (kubelet %s), pod CIDR %s", name, node.Status.NodeInfo.KubeletVersion, podCIDR)
+	if node.Status.NodeInfo.KubeletVersion != testcluster.KubernetesVersion {
+		t.Errorf("kubelet version %q, want %s", node.Status.NodeInfo.KubeletVersion, testcluster.KubernetesVersion)
+	}
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: "default"}, Spec: corev1.PodSpec{
+		NodeName:   name,
+		Containers: []corev1.Container{{Name: "pause", Image: image.PauseImage, ImagePullPolicy: corev1.PullNever}},
+	}}
+	if _, err := tc.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tc.Kube.CoreV1().Pods("default").Delete(context.Background(), "sandbox", metav1.DeleteOptions{})
+	})
+	if err := waitFor(90*time.Second, func() error {
+		p, err := tc.Kube.CoreV1().Pods("default").Get(ctx, "sandbox", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			return fmt.Errorf("pod %s %s", p.Status.Phase, p.Status.PodIP)
+		}
+		ip := netip.MustParseAddr(p.Status.PodIP)
+		if !podCIDR.Contains(ip) {
+			t.Errorf("the pod's address %s is not in the Node's pod CIDR %s", ip, podCIDR)
+		}
+		t.Logf("pod %s Running at %s", p.Name, ip)
+		return nil
+	}); err != nil {
+		t.Fatalf("the pod: %v", err)
+	}
+
+	if after := readSysctls(t); !slices.Equal(after, sysctlsBefore) {
+		t.Errorf("the host's sysctls changed: %v, then %v", sysctlsBefore, after)
+	}
+	if err := m.Teardown(); err != nil {
+		t.Fatal(err)
+	}
+	if pids, _ := m.Pids(); len(pids) > 0 {
+		t.Errorf("processes left: %v", pids)
+	}
+	if left, _ := realnode.Leftovers(); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+}
+
+func readSysctls(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, s := range realnode.Sysctls {
+		raw, err := os.ReadFile(filepath.Join("/proc/sys", s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s+"="+string(raw))
+	}
+	return out
+}
+
+func mustCacheRoot(t *testing.T) string {
+	t.Helper()
+	root, err := testcluster.DefaultCacheRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func waitFor(limit time.Duration, f func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
