@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -129,6 +130,26 @@ type Config struct {
 	// K3S_AGENT_TOKEN_FILE); empty means the k3s step is off.
 	K3sURL            string
 	K3sAgentTokenFile string
+	// KubeJoinMode is how a machine's Node joins the cluster
+	// (KUBE_JOIN_MODE): "k3s" (the default; K3S_URL and the k3s agent) or
+	// "kubelet" (any conformant control plane: the machine's own kubelet,
+	// TLS-bootstrapped with a token validate makes for it).
+	KubeJoinMode string
+	// The kubelet join mode: KubeletAPIServer is the API server's URL
+	// through the tunnel (KUBELET_API_SERVER, default
+	// https://MASTER_VPN_IP:6443); KubeletCAPEM the cluster CA (read from
+	// KUBELET_CA_FILE, else the CA the server's own Kubernetes client
+	// trusts, which the program sets); KubeletTLSServerName the name the
+	// API server's certificate is checked against when it does not name
+	// that address (KUBELET_TLS_SERVER_NAME); KubeletBinary the kubelet
+	// served to machines (KUBELET_BINARY, /usr/bin/kubelet); KubeletTokenTTL
+	// a bootstrap token's life (KUBELET_TOKEN_TTL, 30m).
+	KubeletAPIServer     string
+	KubeletCAFile        string
+	KubeletCAPEM         []byte
+	KubeletTLSServerName string
+	KubeletBinary        string
+	KubeletTokenTTL      time.Duration
 	// InternalAddr is the listener for the internal routes without
 	// credentials (INTERNAL_ADDR); InternalToken opens them on the public
 	// listener (INTERNAL_TOKEN). Neither set: internal routes are off.
@@ -209,6 +230,12 @@ type Config struct {
 	Dev bool
 }
 
+// The join modes (KUBE_JOIN_MODE).
+const (
+	JoinModeK3s     = "k3s"
+	JoinModeKubelet = "kubelet"
+)
+
 // ConfigError names the environment variable whose value is wrong.
 type ConfigError struct {
 	Variable string
@@ -228,33 +255,37 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return def
 	}
 	c := Config{
-		DBPath:             env("KUBERAY_DB", "/data/kuberay.db"),
-		DBSync:             env("KUBERAY_DB_SYNC", "normal"),
-		Store:              strings.ToLower(env("KUBERAY_STORE", "sqlite")),
-		Namespace:          env("KUBERAY_NAMESPACE", "gridweave"),
-		SystemNamespace:    env("GRIDWEAVE_SYSTEM_NAMESPACE", "gridweave-system"),
-		AdminToken:         strings.TrimSpace(getenv("ADMIN_TOKEN")),
-		JWTSecret:          env("JWT_SECRET", DefaultJWTSecret),
-		ServerVersion:      env("SERVER_VERSION", "0.0.0"),
-		RayImage:           env("RAY_IMAGE", "rayproject/ray:2.54.0-py312"),
-		RayImageWorker:     env("RAY_IMAGE_WORKER", "gridweave-worker:latest"),
-		ClusterName:        env("CLUSTER_NAME", "gridweave-cluster"),
-		MasterIP:           env("MASTER_IP", ""),
-		HubIP:              env("HUB_IP", ""),
-		WireGuardInterface: env("WG_INTERFACE", "wg0"),
-		RayDashboardURL:    env("RAY_DASHBOARD_URL", ""),
-		K3sURL:             env("K3S_URL", ""),
-		K3sAgentTokenFile:  env("K3S_AGENT_TOKEN_FILE", ""),
-		InternalAddr:       env("INTERNAL_ADDR", ""),
-		AgentDir:           env("AGENT_DIR", ""),
-		WorkerImageTar:     env("WORKER_IMAGE_TAR", ""),
-		K3sBinary:          env("K3S_BINARY", "/usr/local/bin/k3s"),
-		DCGMTargetsDir:     env("DCGM_TARGETS_DIR", ""),
-		TLS:                strings.ToLower(env("TLS", "")),
-		TLSCertFile:        env("TLS_CERT_FILE", ""),
-		TLSKeyFile:         env("TLS_KEY_FILE", ""),
-		InternalToken:      getenv("INTERNAL_TOKEN"),
-		Dev:                env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
+		DBPath:               env("KUBERAY_DB", "/data/kuberay.db"),
+		DBSync:               env("KUBERAY_DB_SYNC", "normal"),
+		Store:                strings.ToLower(env("KUBERAY_STORE", "sqlite")),
+		Namespace:            env("KUBERAY_NAMESPACE", "gridweave"),
+		SystemNamespace:      env("GRIDWEAVE_SYSTEM_NAMESPACE", "gridweave-system"),
+		AdminToken:           strings.TrimSpace(getenv("ADMIN_TOKEN")),
+		JWTSecret:            env("JWT_SECRET", DefaultJWTSecret),
+		ServerVersion:        env("SERVER_VERSION", "0.0.0"),
+		RayImage:             env("RAY_IMAGE", "rayproject/ray:2.54.0-py312"),
+		RayImageWorker:       env("RAY_IMAGE_WORKER", "gridweave-worker:latest"),
+		ClusterName:          env("CLUSTER_NAME", "gridweave-cluster"),
+		MasterIP:             env("MASTER_IP", ""),
+		HubIP:                env("HUB_IP", ""),
+		WireGuardInterface:   env("WG_INTERFACE", "wg0"),
+		RayDashboardURL:      env("RAY_DASHBOARD_URL", ""),
+		K3sURL:               env("K3S_URL", ""),
+		K3sAgentTokenFile:    env("K3S_AGENT_TOKEN_FILE", ""),
+		InternalAddr:         env("INTERNAL_ADDR", ""),
+		AgentDir:             env("AGENT_DIR", ""),
+		WorkerImageTar:       env("WORKER_IMAGE_TAR", ""),
+		K3sBinary:            env("K3S_BINARY", "/usr/local/bin/k3s"),
+		KubeJoinMode:         strings.ToLower(env("KUBE_JOIN_MODE", JoinModeK3s)),
+		KubeletCAFile:        env("KUBELET_CA_FILE", ""),
+		KubeletTLSServerName: env("KUBELET_TLS_SERVER_NAME", ""),
+		KubeletBinary:        env("KUBELET_BINARY", "/usr/bin/kubelet"),
+		DCGMTargetsDir:       env("DCGM_TARGETS_DIR", ""),
+		TLS:                  strings.ToLower(env("TLS", "")),
+		TLSCertFile:          env("TLS_CERT_FILE", ""),
+		TLSKeyFile:           env("TLS_KEY_FILE", ""),
+		InternalToken:        getenv("INTERNAL_TOKEN"),
+		Dev:                  env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
 	}
 	var err error
 	if c.Port, err = envInt(env, "KUBERAY_PORT", 8800, 1, 65535); err != nil {
@@ -391,6 +422,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.SystemNamespace == c.Namespace {
 		return Config{}, &ConfigError{"GRIDWEAVE_SYSTEM_NAMESPACE", fmt.Sprintf("%q is KUBERAY_NAMESPACE too: the master's identity must live apart from the workloads, whose editors read the Secrets there", c.SystemNamespace)}
+	}
+	if c.KubeJoinMode != JoinModeK3s && c.KubeJoinMode != JoinModeKubelet {
+		return Config{}, &ConfigError{"KUBE_JOIN_MODE", fmt.Sprintf("%q is neither k3s nor kubelet", c.KubeJoinMode)}
+	}
+	c.KubeletAPIServer = env("KUBELET_API_SERVER", "https://"+netip.AddrPortFrom(c.MasterVPNIP, 6443).String())
+	if u, err := url.Parse(c.KubeletAPIServer); err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return Config{}, &ConfigError{"KUBELET_API_SERVER", fmt.Sprintf("%q is not an https://host:port URL of the API server", c.KubeletAPIServer)}
+	}
+	if c.KubeletTokenTTL, err = time.ParseDuration(env("KUBELET_TOKEN_TTL", "30m")); err != nil || c.KubeletTokenTTL < time.Minute || c.KubeletTokenTTL > 24*time.Hour {
+		return Config{}, &ConfigError{"KUBELET_TOKEN_TTL", fmt.Sprintf("%q is not a duration from 1m to 24h such as 30m", env("KUBELET_TOKEN_TTL", ""))}
+	}
+	if c.KubeJoinMode == JoinModeKubelet && c.K3sURL != "" {
+		return Config{}, &ConfigError{"KUBE_JOIN_MODE", "kubelet, with K3S_URL set: machines join by their own kubelet or by k3s's, not both; unset K3S_URL"}
 	}
 	if c.Store != "sqlite" && c.Store != "kubernetes" {
 		return Config{}, &ConfigError{"KUBERAY_STORE", fmt.Sprintf("%q is neither sqlite nor kubernetes", c.Store)}

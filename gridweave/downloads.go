@@ -203,3 +203,36 @@ func (s *Server) handleK3sSum(w http.ResponseWriter, r *http.Request) {
 	}
 	s.serveSum(w, r, path)
 }
+
+// kubeletFile returns the kubelet the master serves machines of the
+// kubelet join mode, for the request's {os}/{arch}, or the answer to give.
+func (s *Server) kubeletFile(r *http.Request) (string, error) {
+	goos, arch := r.PathValue("os"), r.PathValue("arch")
+	if goos != runtime.GOOS || arch != runtime.GOARCH {
+		return "", &apiError{status: http.StatusNotFound, code: "no_kubelet", message: "this master serves a kubelet for " + runtime.GOOS + "/" + runtime.GOARCH + "; put the control plane's kubelet on a " + goos + "/" + arch + " machine yourself"}
+	}
+	if fi, err := os.Stat(s.cfg.KubeletBinary); s.cfg.KubeletBinary == "" || err != nil || !fi.Mode().IsRegular() {
+		return "", &apiError{status: http.StatusNotFound, code: "no_kubelet", message: "this master serves no kubelet (KUBELET_BINARY names none); set KUBELET_BINARY to the control plane's kubelet"}
+	}
+	return s.cfg.KubeletBinary, nil
+}
+
+// handleKubelet serves the kubelet a machine of the kubelet join mode
+// runs (the control plane's version).
+func (s *Server) handleKubelet(w http.ResponseWriter, r *http.Request) {
+	path, err := s.kubeletFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.serveChecked(w, r, path)
+}
+
+func (s *Server) handleKubeletSum(w http.ResponseWriter, r *http.Request) {
+	path, err := s.kubeletFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.serveSum(w, r, path)
+}

@@ -247,12 +247,21 @@ func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return api.ValidateResponse{}, err
 		}
-		return api.ValidateResponse{
+		resp := api.ValidateResponse{
 			VPNIP: v.Node.VPNIP.String(), MasterVPNIP: s.cfg.MasterVPNIP.String(), VPNCIDR: s.cfg.VPNCIDR.String(),
 			MasterPublicKey: s.masterKey.String(), MasterEndpoint: s.masterEndpoint(), K3sURL: s.cfg.K3sURL,
 			K3sToken: s.k3sToken, NodeToken: v.NodeToken, MasterVPNURL: s.cfg.VPNURL,
 			NodeLabels: s.fleet.Marks().NodeLabels(v.Node), ClusterCIDR: s.fleet.PodRange().Cluster.String(), NodeCIDRMask: s.fleet.PodRange().NodeBits,
-		}, nil
+		}
+		if s.kubeletTokens != nil {
+			token, err := s.kubeletTokens.Issue(r.Context(), v.Node.Hostname)
+			if err != nil {
+				return api.ValidateResponse{}, err
+			}
+			resp.Kubelet = &api.KubeletJoin{APIServer: s.cfg.KubeletAPIServer, CACertPEM: string(s.cfg.KubeletCAPEM),
+				BootstrapToken: token, TLSServerName: s.cfg.KubeletTLSServerName}
+		}
+		return resp, nil
 	})(w, r)
 }
 

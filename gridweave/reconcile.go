@@ -13,6 +13,9 @@ import (
 func (s *Server) Run(ctx context.Context) error {
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- s.fleet.Run(ctx) }()
+	if s.approver != nil {
+		go func() { _ = s.approver.Run(ctx) }()
+	}
 	follow := time.NewTicker(s.cfg.KubeTorchSyncInterval)
 	defer follow.Stop()
 	sample := time.NewTicker(historyEvery)

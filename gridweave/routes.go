@@ -56,6 +56,8 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/nodes/worker-image/sha256", authNone, s.handleWorkerImageSum},
 		{"GET /v1/nodes/agent/{os}/{arch}/k3s", authNone, s.handleK3s},
 		{"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", authNone, s.handleK3sSum},
+		{"GET /v1/nodes/agent/{os}/{arch}/kubelet", authNone, s.handleKubelet},
+		{"GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256", authNone, s.handleKubeletSum},
 
 		// The join flow (docs/api.md).
 		{"POST /v1/nodes/join-keys", authAdmin, s.handleMintKey},
@@ -126,17 +128,19 @@ func (s *Server) routeTable() []route {
 // same credentials as on the public one: the calls a joined node makes
 // through its tunnel, and the KubeTorch bundles its Ray workers fetch.
 var vpnRoutes = map[string]bool{
-	"GET /healthz":                               true,
-	"POST /v1/nodes/register":                    true,
-	"POST /v1/nodes/report-version":              true,
-	"POST /v1/nodes/leave":                       true,
-	"GET /v1/nodes/peers":                        true,
-	"POST /v1/nodes/links":                       true,
-	"GET /v1/nodes/worker-image":                 true,
-	"GET /v1/nodes/worker-image/sha256":          true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s":        true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256": true,
-	bundleRoute:                                  true,
+	"GET /healthz":                                   true,
+	"POST /v1/nodes/register":                        true,
+	"POST /v1/nodes/report-version":                  true,
+	"POST /v1/nodes/leave":                           true,
+	"GET /v1/nodes/peers":                            true,
+	"POST /v1/nodes/links":                           true,
+	"GET /v1/nodes/worker-image":                     true,
+	"GET /v1/nodes/worker-image/sha256":              true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s":            true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256":     true,
+	"GET /v1/nodes/agent/{os}/{arch}/kubelet":        true,
+	"GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256": true,
+	bundleRoute: true,
 }
 
 // tunnelDownloads are the large downloads only a joined machine needs:
@@ -145,10 +149,12 @@ var vpnRoutes = map[string]bool{
 // answers 404 for them (they are open without credentials, multi-GB, and
 // answer Range requests).
 var tunnelDownloads = map[string]bool{
-	"GET /v1/nodes/worker-image":                 true,
-	"GET /v1/nodes/worker-image/sha256":          true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s":        true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256": true,
+	"GET /v1/nodes/worker-image":                     true,
+	"GET /v1/nodes/worker-image/sha256":              true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s":            true,
+	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256":     true,
+	"GET /v1/nodes/agent/{os}/{arch}/kubelet":        true,
+	"GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256": true,
 }
 
 // bundleRoute serves bundles at their unguessable URLs without

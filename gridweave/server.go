@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/kubeletjoin"
 	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
@@ -73,6 +75,10 @@ type Server struct {
 	masterKey wgkey.Key
 	k3sToken  string
 	sums      fileSums
+	// kubeletTokens and approver are the kubelet join mode's; nil in the
+	// k3s mode.
+	kubeletTokens *kubeletjoin.Tokens
+	approver      *kubeletjoin.Approver
 	// fleet is the node lifecycle the join routes call.
 	fleet *fleet.Service
 
@@ -140,6 +146,11 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		}
 		s.k3sToken = strings.TrimSpace(string(raw))
 	}
+	if cfg.KubeJoinMode == JoinModeKubelet {
+		if err := s.kubeletMode(); err != nil {
+			return nil, err
+		}
+	}
 	s.auth = newAuthenticator(cfg, b.Keyring, s.now)
 	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
 	s.metrics = newMetrics(s)
@@ -172,6 +183,34 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	}
 	s.public, s.internal, s.vpn = s.routes()
 	return s, nil
+}
+
+// kubeletMode sets up the kubelet join mode: the cluster CA validate
+// hands out, the bootstrap tokens it makes, the approver of the kubelets'
+// certificates.
+func (s *Server) kubeletMode() error {
+	if s.cfg.KubeletCAFile != "" {
+		raw, err := os.ReadFile(s.cfg.KubeletCAFile)
+		if err != nil {
+			return &ConfigError{"KUBELET_CA_FILE", err.Error()}
+		}
+		s.cfg.KubeletCAPEM = raw
+	}
+	if block, _ := pem.Decode(s.cfg.KubeletCAPEM); block == nil || block.Type != "CERTIFICATE" {
+		return &ConfigError{"KUBELET_CA_FILE", "the kubelet join mode hands machines the cluster CA, and none was found: set KUBELET_CA_FILE to the CA's PEM certificate"}
+	}
+	s.kubeletTokens = &kubeletjoin.Tokens{Client: s.kube, TTL: s.cfg.KubeletTokenTTL, Now: s.now}
+	s.approver = &kubeletjoin.Approver{Client: s.kube, Logger: s.log, Address: func(ctx context.Context, hostname string) (netip.Addr, bool, error) {
+		n, err := s.keyring.Node(ctx, hostname)
+		if errors.Is(err, joinkeys.ErrNodeNotFound) {
+			return netip.Addr{}, false, nil
+		}
+		if err != nil {
+			return netip.Addr{}, false, err
+		}
+		return n.VPNIP, n.Status == joinkeys.StatusValidated || n.Status == joinkeys.StatusRegistered, nil
+	}}
+	return nil
 }
 
 // NodeMarker is the Marker of the nodes' ownership marks of a server

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -229,4 +230,37 @@ func servesItsAgents(t *testing.T, command []string, db string) {
 			t.Errorf("the %s/%s agent is for %v", p.OS, p.Arch, f.Machine)
 		}
 	}
+}
+
+// TestSmallImagesAreReproducible: the pause image built twice from the
+// same source has the same digest, names a platform (ctr import refuses
+// an image that does not) and runs /pause as uid 65535.
+func TestSmallImagesAreReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the pause command twice")
+	}
+	ctx := context.Background()
+	var digests []string
+	for range 2 {
+		img, err := image.BuildPause(ctx, "../..")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, d.String())
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.OS != "linux" || cfg.Architecture == "" || cfg.Config.User != "65535:65535" || !slices.Equal(cfg.Config.Entrypoint, []string{"/pause"}) {
+			t.Errorf("the pause image's config: os %q arch %q user %q entrypoint %v", cfg.OS, cfg.Architecture, cfg.Config.User, cfg.Config.Entrypoint)
+		}
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("two builds of the pause image: %s, then %s", digests[0], digests[1])
+	}
+	t.Logf("pause image %s", digests[0])
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -108,22 +109,44 @@ func tarOf(files []File) ([]byte, error) {
 // reproducible) and packs it as the pause image: /pause as uid 65535, as
 // Kubernetes' own.
 func BuildPause(ctx context.Context, moduleDir string) (v1.Image, error) {
-	dir, err := os.MkdirTemp("", "gridweave-pause-")
+	return BuildCommand(ctx, moduleDir, "./deploy/image/pause", "/pause", "65535:65535")
+}
+
+// BuildCommand builds the Go command pkg of the module in moduleDir
+// (static, reproducible: no paths, build id or VCS stamp) and packs it as
+// a one-file image running it at path as user: the same source gives the
+// same digest.
+func BuildCommand(ctx context.Context, moduleDir, pkg, path, user string) (v1.Image, error) {
+	dir, err := os.MkdirTemp("", "gridweave-image-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "pause")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", bin, "./deploy/image/pause")
+	bin := filepath.Join(dir, "command")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", bin, pkg)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("image: build pause: %v: %s", err, out)
+		return nil, fmt.Errorf("image: build %s: %v: %s", pkg, err, out)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, err
 	}
-	return Small([]File{{Path: "/pause", Mode: 0o755, Data: data}}, []string{"/pause"}, "65535:65535",
-		map[string]string{"org.opencontainers.image.title": "pause", "org.opencontainers.image.source": "https://gridweave.dev"})
+	return Small([]File{{Path: path, Mode: 0o755, Data: data}}, []string{path}, user,
+		map[string]string{"org.opencontainers.image.title": filepath.Base(path), "org.opencontainers.image.source": "https://gridweave.dev"})
+}
+
+// WriteTarballs writes several images, each under its tag, as one
+// tarball a container runtime imports at once (ctr images import).
+func WriteTarballs(images map[string]v1.Image, path string) error {
+	refs := make(map[name.Reference]v1.Image, len(images))
+	for tag, img := range images {
+		ref, err := name.NewTag(tag)
+		if err != nil {
+			return fmt.Errorf("image: the tag %q: %w", tag, err)
+		}
+		refs[ref] = img
+	}
+	return tarball.MultiRefWriteToFile(path, refs)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"gridweave.dev/gridweave/node/joinagent"
+	"gridweave.dev/gridweave/node/kubeletnode"
 )
 
 // version is the agent's version, for the master's version gate.
@@ -42,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	imageCheck := flags.String("image-check-command", defaultImageCheckCommand, "shell command that exits 0 when the container runtime has the image IMAGE_NAME")
 	showVersion := flags.Bool("version", false, "print the agent's version")
 	serve := flags.Bool("serve", false, "run the link service (after a join): direct WireGuard links to the other nodes, the master as fallback; the join installs it as "+linkUnitName+" where systemd runs the machine")
+	runNodeFlag := flags.Bool("run-node", false, "run this machine's Kubernetes node (kubelet join mode): containerd and the kubelet, supervised, until a signal; the join starts it as "+nodeUnitName+" where systemd runs the machine, else in the background")
 	hubOnly := flags.Bool("hub-only", false, "with --serve: link to no node directly, everything through the master")
 	var advertise endpointList
 	flags.Var(&advertise, "advertise-endpoint", "with --serve: address:port where this node's WireGuard device can be reached besides the address the master sees (repeatable)")
@@ -62,6 +64,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *runNodeFlag {
+		if err := runNode(ctx, *stateDir, log); err != nil {
+			fmt.Fprintln(stderr, "join-node:", err)
+			return 1
+		}
+		return 0
+	}
+	agent, agentErr := os.Executable()
 	opts := joinagent.Options{Master: *master, MasterPin: *pin, StateDir: *stateDir, Key: key, Hostname: *hostname, Version: version,
 		Tunnel: &joinagent.WireGuardTunnel{Interface: *iface}, Logger: log}
 	switch {
@@ -83,9 +93,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			opts.Images = images
 		}
 	}
+	if agentErr == nil {
+		opts.KubeletAgent, opts.KubeletBinary = kubeletService(agent, *stateDir, *unitDir, log), kubeletBinary(*stateDir)
+		opts.KubeletImages = ctrImages{socket: kubeletnode.Config{}.Socket()}
+	}
 	opts.AdvertiseEndpoints, opts.HubOnly = advertise, *hubOnly
 	if *serve {
-		if err := joinagent.Serve(ctx, opts); err != nil {
+		err := joinagent.Serve(ctx, opts)
+		var me *joinagent.MasterError
+		if errors.As(err, &me) && me.Status == http.StatusUnauthorized {
+			// Disconnected by the master: the node goes too.
+			if serr := stopNode(context.WithoutCancel(ctx), *stateDir, *unitDir, log); serr != nil {
+				fmt.Fprintln(stderr, "join-node: stop the node:", serr)
+			}
+		}
+		if err != nil {
 			fmt.Fprintln(stderr, "join-node:", err)
 			return 1
 		}
@@ -94,6 +116,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *leave {
 		if err := removeLinkService(ctx, *unitDir); err != nil {
 			fmt.Fprintln(stderr, "join-node: stop the link service:", err)
+			return 1
+		}
+		if err := stopNode(ctx, *stateDir, *unitDir, log); err != nil {
+			fmt.Fprintln(stderr, "join-node: stop the node:", err)
 			return 1
 		}
 		if err := joinagent.Leave(ctx, opts); err != nil {
@@ -112,8 +138,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if agent, err := os.Executable(); err != nil {
-		log.Warn("the link service is not installed: where is this agent?", "error", err)
+	if agentErr != nil {
+		log.Warn("the link service is not installed: where is this agent?", "error", agentErr)
 	} else if err := installLinkService(ctx, *unitDir, linkServiceArgs(agent, args), log); err != nil {
 		// The machine joined: its traffic goes through the master until
 		// the service runs.

@@ -35,7 +35,7 @@ func linkServiceArgs(agent string, args []string) []string {
 				i++ // and its value
 			}
 			continue
-		case "serve", "leave", "version":
+		case "serve", "leave", "version", "run-node":
 			continue
 		}
 		out = append(out, a)

@@ -153,7 +153,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		log.Info("CRDs installed: gridweavejobs.gridweave.dev, gridweaveendpoints.gridweave.dev")
 	}
-	if cfg.K3sURL == "" {
+	switch {
+	case cfg.KubeJoinMode == gridweave.JoinModeKubelet:
+		if cfg.KubeletCAFile == "" {
+			if cfg.KubeletCAPEM, err = clusterCA(getenv, log); err != nil {
+				return err
+			}
+		}
+		log.Info("kubelet join mode: machines' kubelets join the API server through their tunnels", "api_server", cfg.KubeletAPIServer)
+	case cfg.K3sURL == "":
 		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
 	}
 	if cfg.DCGMTargetsDir == "" {
@@ -481,6 +489,27 @@ func openKubernetes(getenv func(string) string, namespace string, log *slog.Logg
 		return nil, nil, nil, err
 	}
 	return kube, ray, dyn, nil
+}
+
+// clusterCA is the CA the server's own Kubernetes client trusts: the
+// cluster CA the kubelet join mode hands machines unless KUBELET_CA_FILE
+// names one.
+func clusterCA(getenv func(string) string, log *slog.Logger) ([]byte, error) {
+	rc, err := restConfig(getenv, log)
+	if err != nil || rc == nil {
+		return nil, err
+	}
+	if len(rc.CAData) > 0 {
+		return rc.CAData, nil
+	}
+	if rc.CAFile == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(rc.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster CA of the Kubernetes client: %w", err)
+	}
+	return raw, nil
 }
 
 // restConfig is KUBECONFIG's, else the in-cluster one, else nil.

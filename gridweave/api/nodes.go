@@ -89,7 +89,8 @@ type ValidateResponse struct {
 type KubeletJoin struct {
 	APIServer      string `json:"api_server" description:"https:// URL of the API server, reachable through the tunnel."`
 	CACertPEM      string `json:"ca_cert_pem" description:"The cluster CA's certificate, PEM."`
-	BootstrapToken string `json:"bootstrap_token" description:"A bootstrap token (id.secret) made for this join, short-lived."`
+	BootstrapToken string `json:"bootstrap_token" description:"A bootstrap token (id.secret) made for this join, short-lived; its requests name this machine, and the master approves a client certificate of this machine's name alone."`
+	TLSServerName  string `json:"tls_server_name" description:"The name the API server's certificate is checked against when its certificate does not name the address in api_server (KUBELET_TLS_SERVER_NAME); empty: the address itself."`
 }
 
 // GPU is one GPU of a node, as the node reports it at register and as

@@ -156,7 +156,7 @@ func option(h string) string {
 func (m *Machine) Command(argv ...string) *exec.Cmd {
 	args := append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c", m.Enter(), "realnode"}, argv...)
 	cmd := m.NS.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), testcluster.OwnerEnv+"=realnode-"+m.Name)
+	cmd.Env = append(os.Environ(), m.OwnerEnv())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
@@ -316,9 +316,13 @@ func (p *Process) Wait() error {
 	return p.err
 }
 
-// Run starts argv in the machine, in the holder's namespaces and the
-// machine's cgroups, its output to log.
-func (m *Machine) Run(t testing.TB, logPath string, argv ...string) *Process {
+// Exec is argv, not started, to run in the machine: in the holder's
+// namespaces (network, mount, cgroup) and the machine's cgroups, so that
+// every process of the machine shares one mount namespace, as on a
+// machine. Its environment is the test's unless the caller sets one
+// (keep OwnerEnv in it: make test's leftover check finds the process by
+// it).
+func (m *Machine) Exec(t testing.TB, argv ...string) *exec.Cmd {
 	t.Helper()
 	holder := m.Holder(t)
 	var enter strings.Builder
@@ -327,7 +331,17 @@ func (m *Machine) Run(t testing.TB, logPath string, argv ...string) *Process {
 	}
 	fmt.Fprintf(&enter, "exec nsenter -t %d -m -n -C -- \"$@\"\n", holder)
 	cmd := exec.Command("sh", append([]string{"-c", enter.String(), "realnode"}, argv...)...)
-	cmd.Env = append(os.Environ(), testcluster.OwnerEnv+"=realnode-"+m.Name)
+	cmd.Env = append(os.Environ(), m.OwnerEnv())
+	return cmd
+}
+
+// OwnerEnv is the mark of the machine's processes (testcluster.OwnerEnv).
+func (m *Machine) OwnerEnv() string { return testcluster.OwnerEnv + "=realnode-" + m.Name }
+
+// Run starts argv in the machine (Exec), its output to log.
+func (m *Machine) Run(t testing.TB, logPath string, argv ...string) *Process {
+	t.Helper()
+	cmd := m.Exec(t, argv...)
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"gridweave.dev/deploy/image"
 	"gridweave.dev/gridweave/node/kubeletnode"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/realnode"
@@ -65,8 +64,8 @@ func forward(t *testing.T, listen, target string) {
 // TestARealNodeRunsAPod: a machine namespace runs containerd and the
 // kubelet (its credential a system:node one); its Node becomes Ready by
 // its kubelet's own status, gets a pod CIDR from the controller-manager,
-// and runs a pod of the pause image the machine imported, at an address of
-// that CIDR. The host's sysctls stay as they were, and the machine's
+// and runs a pod of the test image the machine imported (with the pause
+// image), at an address of that CIDR. The host's sysctls stay as they were, and the machine's
 // teardown leaves no process or cgroup.
 func TestARealNodeRunsAPod(t *testing.T) {
 	if testing.Short() {
@@ -108,12 +107,8 @@ func TestARealNodeRunsAPod(t *testing.T) {
 	if err := cfg.Write(); err != nil {
 		t.Fatal(err)
 	}
-	pause, err := image.BuildPause(ctx, "../..")
+	pauseTar, err := realnode.ImageTarball(ctx, "../..")
 	if err != nil {
-		t.Fatal(err)
-	}
-	pauseTar := filepath.Join(dir, "pause.tar")
-	if err := image.WriteTarball(pause, image.PauseImage, pauseTar); err != nil {
 		t.Fatal(err)
 	}
 	logs := t.TempDir()
@@ -178,7 +173,7 @@ func TestARealNodeRunsAPod(t *testing.T) {
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: "default"}, Spec: corev1.PodSpec{
 		NodeName:   name,
-		Containers: []corev1.Container{{Name: "pause", Image: image.PauseImage, ImagePullPolicy: corev1.PullNever}},
+		Containers: []corev1.Container{{Name: "podnet", Image: realnode.TestImage, Args: []string{"serve", ":8080"}, ImagePullPolicy: corev1.PullNever}},
 	}}
 	if _, err := tc.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

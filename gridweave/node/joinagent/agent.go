@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -56,9 +57,22 @@ type Options struct {
 	// master's (GET /v1/nodes/agent/{os}/{arch}/k3s, its SHA-256 checked)
 	// before the k3s step. Empty: never installed.
 	K3sBinary string
+	// KubeletAgent runs the kubelet join mode's step (a master whose
+	// validate answers a kubelet field): the machine's own containerd and
+	// kubelet, the kubelet TLS-bootstrapped with the token the master made
+	// for this join (see KubeletJoin). nil: a master of that mode is
+	// refused (this agent cannot join its cluster).
+	KubeletAgent func(ctx context.Context, join KubeletJoin) error
+	// KubeletBinary is where the master's kubelet is installed (GET
+	// /v1/nodes/agent/{os}/{arch}/kubelet, its SHA-256 checked; replaced
+	// when the master's changed), e.g. /var/lib/gridweave/node/bin/kubelet.
+	KubeletBinary string
 	// Images makes the master's GPU worker image present in the node's
 	// container runtime (GET /v1/nodes/worker-image); nil skips the step.
-	Images ImageRuntime
+	// KubeletImages replaces it in the kubelet join mode (the node's own
+	// containerd).
+	Images        ImageRuntime
+	KubeletImages ImageRuntime
 	// ImageImportWait bounds the retries of a failing import (the runtime
 	// may still be starting); default one minute.
 	ImageImportWait time.Duration
@@ -98,6 +112,23 @@ type K3sJoin struct {
 	NodeIP     netip.Addr
 	NodeName   string
 	NodeLabels []string
+}
+
+// KubeletJoin is what the kubelet join mode's step needs: the API server
+// through the tunnel, the cluster CA, the bootstrap token the master made
+// for this join (and the name the API server's certificate carries, when
+// it does not name that address); the node's name, VPN address (the
+// kubelet's --node-ip, which the API server reaches it at) and the labels
+// the master needs on its Node; the cluster's pod range and the length of
+// a node's pod CIDR; the kubelet the master served.
+type KubeletJoin struct {
+	APIServer, CACertPEM, BootstrapToken, TLSServerName string
+	NodeName                                            string
+	NodeIP                                              netip.Addr
+	NodeLabels                                          []string
+	ClusterCIDR                                         netip.Prefix
+	NodeCIDRMask                                        int
+	Kubelet                                             string
 }
 
 // Result is what a join achieved.
@@ -229,10 +260,16 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		// WireGuard authenticates and encrypts.
 		o.Master, o.HTTPClient = st.MasterVPNURL, o.tunnelClient()
 	}
-	if o.K3sAgent != nil && v.K3sURL == "" {
+	images := o.Images
+	if v.Kubelet != nil {
+		if err := o.kubeletStep(ctx, v, cfg); err != nil {
+			return Result{}, fmt.Errorf("joinagent: the kubelet step: %w", err)
+		}
+		images = o.KubeletImages
+	} else if o.K3sAgent != nil && v.K3sURL == "" {
 		o.Logger.InfoContext(ctx, "the master runs no k3s step (no K3S_URL): this machine joins the mesh and the ledger, not Kubernetes")
 	}
-	if o.K3sAgent != nil && v.K3sURL != "" {
+	if v.Kubelet == nil && o.K3sAgent != nil && v.K3sURL != "" {
 		if o.K3sBinary != "" {
 			if err := o.installK3s(ctx); err != nil {
 				return Result{}, fmt.Errorf("joinagent: the k3s step: %w", err)
@@ -243,8 +280,8 @@ func Join(ctx context.Context, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("joinagent: the k3s agent step: %w", err)
 		}
 	}
-	if o.Images != nil {
-		if err := o.workerImage(ctx); err != nil {
+	if images != nil {
+		if err := o.workerImage(ctx, images); err != nil {
 			return Result{}, fmt.Errorf("joinagent: the worker image step: %w", err)
 		}
 	}
@@ -266,6 +303,34 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	}
 	o.Logger.InfoContext(ctx, "registered", "hostname", o.Hostname, "gpus", len(found), "worker_group", res.WorkerGroup)
 	return res, nil
+}
+
+// kubeletStep installs the master's kubelet and runs the kubelet step
+// with what validate gave.
+func (o *Options) kubeletStep(ctx context.Context, v api.ValidateResponse, cfg TunnelConfig) error {
+	if o.KubeletAgent == nil || o.KubeletBinary == "" {
+		return errors.New("the master joins machines to Kubernetes by their own kubelet (KUBE_JOIN_MODE=kubelet), and this agent has no kubelet step")
+	}
+	k := v.Kubelet
+	if u, err := url.Parse(k.APIServer); err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("the master's validate answer: kubelet.api_server %q is not an https:// URL", k.APIServer)
+	}
+	if k.BootstrapToken == "" || k.CACertPEM == "" {
+		return errors.New("the master's validate answer: kubelet lacks bootstrap_token or ca_cert_pem")
+	}
+	cluster, err := netip.ParsePrefix(v.ClusterCIDR)
+	if err != nil {
+		return fmt.Errorf("the master's validate answer: cluster_cidr %q: %w", v.ClusterCIDR, err)
+	}
+	installed, err := o.installFromMaster(ctx, "kubelet", o.KubeletBinary, true)
+	if err != nil {
+		return err
+	}
+	if !installed {
+		return fmt.Errorf("the master serves no kubelet for %s/%s (KUBELET_BINARY on the master), and there is none at %s", runtime.GOOS, runtime.GOARCH, o.KubeletBinary)
+	}
+	return o.KubeletAgent(ctx, KubeletJoin{APIServer: k.APIServer, CACertPEM: k.CACertPEM, BootstrapToken: k.BootstrapToken, TLSServerName: k.TLSServerName,
+		NodeName: o.Hostname, NodeIP: cfg.Address.Addr(), NodeLabels: v.NodeLabels, ClusterCIDR: cluster, NodeCIDRMask: v.NodeCIDRMask, Kubelet: o.KubeletBinary})
 }
 
 // Leave takes the node out of the cluster: the master releases it (peer,

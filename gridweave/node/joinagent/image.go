@@ -33,14 +33,14 @@ const imageRecord = "worker-image.sha256"
 // still has the image, else downloads it (checking the SHA-256) and
 // imports it. A master that serves no image is not an error: the nodes
 // pull the image themselves then.
-func (o *Options) workerImage(ctx context.Context) error {
+func (o *Options) workerImage(ctx context.Context, images ImageRuntime) error {
 	name, sum, err := o.announcedImage(ctx)
 	if err != nil || name == "" {
 		return err
 	}
 	record := filepath.Join(o.StateDir, imageRecord)
 	if prev, _ := os.ReadFile(record); strings.TrimSpace(string(prev)) == sum {
-		has, err := o.Images.Has(ctx, name)
+		has, err := images.Has(ctx, name)
 		if err != nil {
 			return fmt.Errorf("look for %s in the container runtime: %w", name, err)
 		}
@@ -58,7 +58,7 @@ func (o *Options) workerImage(ctx context.Context) error {
 	// up): retry for a bounded time.
 	deadline := time.Now().Add(o.ImageImportWait)
 	for {
-		err = o.Images.Import(ctx, tarball)
+		err = images.Import(ctx, tarball)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}

@@ -19,62 +19,92 @@ import (
 // SHA-256 the master announces, made executable and moved into place. A
 // master that serves none (404) leaves the machine to bring its own.
 func (o *Options) installK3s(ctx context.Context) error {
-	if _, err := os.Stat(o.K3sBinary); err == nil {
-		return nil
+	_, err := o.installFromMaster(ctx, "k3s", o.K3sBinary, false)
+	return err
+}
+
+// installFromMaster puts the master's binary name (k3s, kubelet) at path:
+// downloaded through the tunnel, checked against the SHA-256 the master
+// announces, made executable and moved into place. A binary already at
+// path is kept, unless replace is set and the master's differs. installed
+// is false when the master serves none (404): the machine brings its own.
+func (o *Options) installFromMaster(ctx context.Context, name, path string, replace bool) (installed bool, err error) {
+	_, statErr := os.Stat(path)
+	if statErr == nil && !replace {
+		return true, nil
 	}
-	base := o.Master + "/v1/nodes/agent/" + runtime.GOOS + "/" + runtime.GOARCH + "/k3s"
+	base := o.Master + "/v1/nodes/agent/" + runtime.GOOS + "/" + runtime.GOARCH + "/" + name
 	want, status, err := o.getText(ctx, base+"/sha256")
 	switch {
 	case err != nil:
-		return fmt.Errorf("k3s: reach the master at %s: %w", o.Master, err)
+		return false, fmt.Errorf("%s: reach the master at %s: %w", name, o.Master, err)
 	case status == http.StatusNotFound:
-		o.Logger.InfoContext(ctx, "the master serves no k3s for this machine; install k3s here to join Kubernetes", "path", o.K3sBinary)
-		return nil
+		o.Logger.InfoContext(ctx, "the master serves no "+name+" for this machine", "path", path)
+		return statErr == nil, nil
 	case status != http.StatusOK:
-		return &MasterError{Step: "k3s", Status: status, Message: "GET " + base + "/sha256"}
+		return false, &MasterError{Step: name, Status: status, Message: "GET " + base + "/sha256"}
 	}
 	want = strings.ToLower(strings.TrimSpace(want))
+	if statErr == nil {
+		if have, err := fileSHA256(path); err == nil && have == want {
+			return true, nil
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	client := *o.HTTPClient
 	client.Timeout = 0 // large: the context bounds it
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("k3s: %w", err)
+		return false, fmt.Errorf("%s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return &MasterError{Step: "k3s", Status: resp.StatusCode, Message: "GET " + base}
+		return false, &MasterError{Step: name, Status: resp.StatusCode, Message: "GET " + base}
 	}
-	if err := os.MkdirAll(filepath.Dir(o.K3sBinary), 0o755); err != nil {
-		return err
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(o.K3sBinary), ".k3s-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+name+"-*")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(tmp, h), resp.Body); err != nil {
 		tmp.Close()
-		return fmt.Errorf("k3s: download: %w", err)
+		return false, fmt.Errorf("%s: download: %w", name, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return false, err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("k3s: the download's SHA-256 is %s, the master announced %s; not installing it", got, want)
+		return false, fmt.Errorf("%s: the download's SHA-256 is %s, the master announced %s; not installing it", name, got, want)
 	}
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
-		return err
+		return false, err
 	}
-	if err := os.Rename(tmp.Name(), o.K3sBinary); err != nil {
-		return err
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, err
 	}
-	o.Logger.InfoContext(ctx, "k3s installed from the master", "path", o.K3sBinary, "sha256", want)
-	return nil
+	o.Logger.InfoContext(ctx, name+" installed from the master", "path", path, "sha256", want)
+	return true, nil
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // getText GETs a small text answer of the master.

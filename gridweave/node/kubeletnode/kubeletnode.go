@@ -12,6 +12,12 @@ import (
 	"strings"
 )
 
+// The pod network's bridge and CNI network.
+const (
+	bridgeName  = "gwbr0"
+	networkName = "gridweave"
+)
+
 // DefaultPauseImage is the sandbox image containerd asks for: the tag the
 // master's pause image is imported under.
 const DefaultPauseImage = "registry.k8s.io/pause:3.10.1"
@@ -37,8 +43,8 @@ type Config struct {
 	TLSServerName string
 	// BootstrapToken (id.secret) TLS-bootstraps the kubelet's credential;
 	// Kubeconfig, when set instead, is a credential the kubelet uses as is.
-	BootstrapToken string
-	Kubeconfig     []byte
+	BootstrapToken string `json:"-"`
+	Kubeconfig     []byte `json:"-"`
 	// Kubelet is the kubelet binary the master served.
 	Kubelet string
 	// CNIBinDir holds the CNI plugins; default /usr/lib/cni (Debian's
@@ -53,6 +59,12 @@ type Config struct {
 	ClusterDomain string
 	// PauseImage is the sandbox image; default DefaultPauseImage.
 	PauseImage string
+	// ClusterCIDR and NodeCIDRMask are the cluster's pod range and the
+	// length of a node's pod CIDR in it (validate's cluster_cidr and
+	// node_cidr_mask): Supervise takes the Node's pod CIDR only inside
+	// them.
+	ClusterCIDR  netip.Prefix
+	NodeCIDRMask int
 }
 
 func (c *Config) defaults() error {
@@ -103,6 +115,10 @@ func (c Config) kubeletConfig() string { return filepath.Join(c.kubeletDir(), "c
 func (c Config) bootstrapKubeconfig() string {
 	return filepath.Join(c.kubeletDir(), "bootstrap-kubeconfig")
 }
+
+// RootDir is the kubelet's root directory (its pods' volumes, plugins
+// and checkpoints): Gridweave's, so that Teardown takes all of it away.
+func (c Config) RootDir() string { return filepath.Join(c.kubeletDir(), "root") }
 
 // KubeletKubeconfig is the kubelet's credential once bootstrapped (or the
 // one Config.Kubeconfig gave).
@@ -177,7 +193,10 @@ func (c Config) Write() error {
 	if err := c.defaults(); err != nil {
 		return err
 	}
-	for _, d := range []string{filepath.Dir(c.containerdConfig()), c.containerdRoot(), c.cniConfDir(), c.kubeletDir(), c.CertDir()} {
+	if err := c.recordCreated(); err != nil {
+		return err
+	}
+	for _, d := range []string{filepath.Dir(c.containerdConfig()), c.containerdRoot(), c.cniConfDir(), c.kubeletDir(), c.CertDir(), c.RootDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
@@ -280,7 +299,7 @@ func (c Config) ContainerdCommand() []string {
 
 // KubeletCommand is how the kubelet runs.
 func (c Config) KubeletCommand() []string {
-	argv := []string{c.Kubelet, "--config=" + c.kubeletConfig(), "--kubeconfig=" + c.KubeletKubeconfig(), "--cert-dir=" + c.CertDir(),
+	argv := []string{c.Kubelet, "--config=" + c.kubeletConfig(), "--kubeconfig=" + c.KubeletKubeconfig(), "--cert-dir=" + c.CertDir(), "--root-dir=" + c.RootDir(),
 		"--hostname-override=" + c.NodeName, "--node-ip=" + c.NodeIP.String()}
 	if len(c.Kubeconfig) == 0 {
 		argv = append(argv, "--bootstrap-kubeconfig="+c.bootstrapKubeconfig())
@@ -304,9 +323,9 @@ func (c Config) WriteCNI(podCIDR netip.Prefix) error {
 	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "gridweave",
+		"name":       networkName,
 		"plugins": []any{
-			map[string]any{"type": "bridge", "bridge": "gwbr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+			map[string]any{"type": "bridge", "bridge": bridgeName, "isGateway": true, "ipMasq": false, "hairpinMode": true,
 				"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": podCIDR.String()}}},
 					"routes": []map[string]string{{"dst": "0.0.0.0/0"}}}},
 			map[string]any{"type": "loopback"},
@@ -324,16 +343,4 @@ func (c Config) WriteCNI(podCIDR netip.Prefix) error {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(c.cniConfDir(), "10-gridweave.conflist"))
-}
-
-// Remove takes away everything Write and the processes wrote, the
-// kubelet's root directory's content included (/var/lib/kubelet).
-func (c Config) Remove() error {
-	var errs []error
-	for _, d := range []string{c.Dir, filepath.Join(c.runDir(), "containerd")} {
-		if err := os.RemoveAll(d); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

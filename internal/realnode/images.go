@@ -1,0 +1,83 @@
+package realnode
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"gridweave.dev/deploy/image"
+	"gridweave.dev/internal/testcluster"
+)
+
+// TestImage is the tag of the test image: podnet (./podnet) as its
+// entrypoint, with "serve ADDR", "get URL" and "hold".
+const TestImage = "gridweave.dev/podnet:test"
+
+// imageSources are the packages the images are built from: their files
+// and the Go version key the cached tarball.
+var imageSources = []string{"deploy/image/pause", "internal/realnode/podnet"}
+
+// ImageTarball returns a tarball of the pause image (image.PauseImage) and
+// the test image (TestImage), for ctr images import: built from the
+// module in moduleDir without Docker, reproducibly, and cached under the
+// test control plane's cache directory by the hash of their sources.
+func ImageTarball(ctx context.Context, moduleDir string) (string, error) {
+	key, err := sourcesKey(moduleDir)
+	if err != nil {
+		return "", err
+	}
+	root, err := testcluster.DefaultCacheRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "images")
+	path := filepath.Join(dir, "pause-podnet-"+key[:16]+".tar")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	pause, err := image.BuildPause(ctx, moduleDir)
+	if err != nil {
+		return "", err
+	}
+	podnet, err := image.BuildCommand(ctx, moduleDir, "./internal/realnode/podnet", "/podnet", "65534:65534")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := path + fmt.Sprintf(".%d.tmp", os.Getpid())
+	if err := image.WriteTarballs(map[string]v1.Image{image.PauseImage: pause, TestImage: podnet}, tmp); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+func sourcesKey(moduleDir string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.Version(), runtime.GOARCH)
+	for _, pkg := range imageSources {
+		files, err := filepath.Glob(filepath.Join(moduleDir, pkg, "*.go"))
+		if err != nil {
+			return "", err
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(data))
+			h.Write(data)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
