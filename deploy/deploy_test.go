@@ -38,8 +38,8 @@ func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
 func kubernetesDocuments(t *testing.T) []validation.Document {
 	t.Helper()
 	docs := readDocuments(t, "namespace.yaml", "rbac.yaml", "server.yaml")
-	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 4 {
-		t.Errorf("kubernetes/ has %d entries; apply order lists 3 files and ha/", len(entries))
+	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 5 {
+		t.Errorf("kubernetes/ has %d entries; apply order lists 3 files, ha/ and kubelet/", len(entries))
 	}
 	return docs
 }
@@ -74,6 +74,7 @@ func readDocuments(t *testing.T, names ...string) []validation.Document {
 // TestManifestsLintClean: our own lint finds nothing in what we ship.
 func TestManifestsLintClean(t *testing.T) {
 	docs := append(kubernetesDocuments(t), haDocuments(t)[1:]...)
+	docs = append(docs, readDocuments(t, "kubelet/rbac-kubelet.yaml")...)
 	if findings := validation.Lint(validation.NewValidator(), docs); len(findings) != 0 {
 		for _, f := range findings {
 			t.Error(f)

@@ -40,6 +40,7 @@ import (
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/childproc"
 	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/internal/wgdevice"
 )
@@ -52,7 +53,9 @@ import (
 // /var/lib/gridweave and /run/wireguard). Every address is in
 // 198.18.0.0/15: the master's underlay 198.18.240.1, the links
 // 198.18.241.0/24 (a /30 each), the VPN 198.19.240+k.0/24, the cluster's
-// pod range 198.18.64.0/18 (e2eClusterCIDR), pod CIDRs 198.18.64+i.0/24.
+// pod range 198.18.0.0/17 (e2eClusterCIDR): the k3s stand-in's pod CIDRs
+// 198.18.64+i.0/24, the controller-manager's for real kubelets inside
+// 198.18.0.0/18 (kubeletPodRange).
 
 const (
 	e2eAdminToken = "e2e-admin-token-0123456789abcdef"
@@ -62,7 +65,10 @@ const (
 	masterUnderIP = "198.18.240.1"
 	e2eJWTSecret  = "e2e-jwt-secret-0123456789abcdef0123456789"
 	// e2eClusterCIDR is the cluster's pod range (CLUSTER_CIDR).
-	e2eClusterCIDR = "198.18.64.0/18"
+	e2eClusterCIDR = "198.18.0.0/17"
+	// kubeletPodRange is where the controller-manager allocates pod CIDRs
+	// (its --cluster-cidr), inside e2eClusterCIDR.
+	kubeletPodRange = "198.18.0.0/18"
 )
 
 // e2eMarks makes the ownership marks the e2e master makes: an HMAC under
@@ -415,6 +421,10 @@ type node struct {
 	// its link (198.18.241.0/24: a /30 per machine).
 	underlay netip.Addr
 	hostLink string
+	// machine, when set, makes the machine able to run a real node
+	// (containerd and the kubelet): every command runs in its one set of
+	// namespaces and cgroups (internal/realnode).
+	machine *realnode.Machine
 }
 
 // newNode sets up machine number i (1..60) with its own network and
@@ -483,6 +493,9 @@ func (n *node) run(command string) (int, string, string) {
 
 // command is a shell command that runs as the machine (see run).
 func (n *node) command(command string) *exec.Cmd {
+	if n.machine != nil {
+		return n.machineCommand(command)
+	}
 	script := `set -e
 hostname "$NODE_HOSTNAME"
 mount --bind "$NODE_DIR/bin" /usr/local/bin
@@ -493,6 +506,25 @@ cd "$NODE_DIR/work"
 exec bash -c "$NODE_COMMAND"`
 	cmd := n.ns.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir, "NODE_COMMAND=" + command}
+	return cmd
+}
+
+// machineCommand is command for a machine that runs a real node: in its
+// namespaces (one mount namespace for all its processes, as on a real
+// machine, with the machine's own /usr/local/bin, /var/lib/gridweave and
+// /run/wireguard mounted once), under its hostname.
+func (n *node) machineCommand(command string) *exec.Cmd {
+	script := `set -e
+hostname "$NODE_HOSTNAME"
+mountpoint -q /usr/local/bin || mount --bind "$NODE_DIR/bin" /usr/local/bin
+mountpoint -q /var/lib/gridweave || mount --bind "$NODE_DIR/state" /var/lib/gridweave
+mkdir -p /run/wireguard
+mountpoint -q /run/wireguard || mount --bind "$NODE_DIR/wireguard" /run/wireguard
+cd "$NODE_DIR/work"
+exec bash -c "$NODE_COMMAND"`
+	cmd := n.machine.Exec(n.t, "unshare", "--uts", "sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir,
+		"NODE_COMMAND=" + command, n.machine.OwnerEnv()}
 	return cmd
 }
 

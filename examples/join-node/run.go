@@ -54,6 +54,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version)
 		return 0
 	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *runNodeFlag {
+		if err := runNode(ctx, *stateDir, log); err != nil {
+			fmt.Fprintln(stderr, "join-node:", err)
+			return 1
+		}
+		return 0
+	}
 	if *master == "" {
 		fmt.Fprintln(stderr, "join-node: --master is required (join-node.sh sets it from MASTER_IP)")
 		return 2
@@ -62,14 +70,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "join-node:", err)
 		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if *runNodeFlag {
-		if err := runNode(ctx, *stateDir, log); err != nil {
-			fmt.Fprintln(stderr, "join-node:", err)
-			return 1
-		}
-		return 0
 	}
 	agent, agentErr := os.Executable()
 	opts := joinagent.Options{Master: *master, MasterPin: *pin, StateDir: *stateDir, Key: key, Hostname: *hostname, Version: version,

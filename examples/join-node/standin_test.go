@@ -78,7 +78,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	code := testcluster.RunMain(m)
+	// The controller-manager allocates pod CIDRs to the Nodes of real
+	// kubelets from the lower half of the cluster's pod range; the k3s
+	// stand-in gives its Nodes 198.18.64+i.0/24 from the upper half.
+	code := testcluster.RunMainWith(m, testcluster.Options{ClusterCIDR: kubeletPodRange, NodeCIDRMaskSize: 24})
 	if e2eBinaries.dir != "" {
 		_ = os.RemoveAll(e2eBinaries.dir)
 	}

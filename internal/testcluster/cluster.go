@@ -257,6 +257,10 @@ func (c *Cluster) start(ctx context.Context) error {
 			// Pod logs are served by kwok on 127.0.0.1 with a certificate
 			// from this cluster's CA.
 			"--kubelet-certificate-authority=" + certs.caCertFile,
+			// Real kubelets (internal/realnode) authenticate the API
+			// server's logs and exec calls by this certificate.
+			"--kubelet-client-certificate=" + certs.kubeletClientCertFile,
+			"--kubelet-client-key=" + certs.kubeletClientKeyFile,
 			"--kubelet-preferred-address-types=InternalIP",
 			"--profiling=false",
 		}

@@ -26,6 +26,11 @@ type pki struct {
 	caKeyFile            string // the CA's key, PEM: the controller-manager signs kubelets' certificates with it
 	serviceAccountKey    string // RSA private key, PEM
 	serviceAccountPubKey string // RSA public key, PEM
+	// kubeletClientCertFile and kubeletClientKeyFile are the API server's
+	// credential towards kubelets (logs, exec), as kubeadm's
+	// apiserver-kubelet-client.
+	kubeletClientCertFile string
+	kubeletClientKeyFile  string
 	// caCert and caKey sign client certificates (NodeConfig).
 	caCert *x509.Certificate
 	caKey  *ecdsa.PrivateKey
@@ -143,6 +148,12 @@ func newPKI(dir string) (*pki, error) {
 		p.serviceAccountKey:    pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		p.serviceAccountPubKey: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
 	}
+	kubeletCert, kubeletKey, err := p.clientCert("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return nil, fmt.Errorf("create the API server's kubelet client certificate: %w", err)
+	}
+	p.kubeletClientCertFile, p.kubeletClientKeyFile = filepath.Join(dir, "apiserver-kubelet-client.crt"), filepath.Join(dir, "apiserver-kubelet-client.key")
+	files[p.kubeletClientCertFile], files[p.kubeletClientKeyFile] = kubeletCert, kubeletKey
 	for name, data := range files {
 		if err := os.WriteFile(name, data, 0o600); err != nil {
 			return nil, err

@@ -232,7 +232,16 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		req.Key = o.Key
 	}
 	var v api.ValidateResponse
-	if err := o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v); err != nil {
+	err = o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v)
+	var me *MasterError
+	if rejoin && o.Key != "" && errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token" {
+		// The master released this machine (a disconnect, or a leave
+		// whose answer was lost): the join command's key joins it afresh.
+		o.Logger.InfoContext(ctx, "the master no longer knows this machine's node token (it was disconnected): joining afresh with the key", "hostname", o.Hostname)
+		rejoin, req.NodeToken, req.Key = false, "", o.Key
+		err = o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v)
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	st.NodeToken, st.VPNIP, st.MasterPublicKey, st.VPNCIDR = v.NodeToken, v.VPNIP, v.MasterPublicKey, v.VPNCIDR

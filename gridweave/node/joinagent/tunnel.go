@@ -96,6 +96,26 @@ func (t *WireGuardTunnel) Up(ctx context.Context, cfg TunnelConfig) error {
 	if err := c.ConfigureDevice(t.Interface, wgtypes.Config{PrivateKey: &key, Peers: peers}); err != nil {
 		return fmt.Errorf("configure %s: %w", t.Interface, err)
 	}
+	// An address of an earlier join (the master released the machine
+	// and gave it another) goes first: the kernel would send from it, the
+	// master's peer allows the new one alone, and deleting a primary
+	// address later would take the new one with it.
+	if iface, err := net.InterfaceByName(t.Interface); err == nil {
+		addrs, _ := iface.Addrs()
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, _ := netip.AddrFromSlice(ipn.IP)
+			ones, _ := ipn.Mask.Size()
+			if old := netip.PrefixFrom(ip.Unmap(), ones); ip.Unmap().Is4() && old != cfg.Address {
+				if err := run(ctx, "ip", "address", "del", old.String(), "dev", t.Interface); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if err := run(ctx, "ip", "address", "replace", cfg.Address.String(), "dev", t.Interface); err != nil {
 		return err
 	}

@@ -71,9 +71,6 @@ func (c *Config) defaults() error {
 	if c.Dir == "" || c.NodeName == "" || !c.NodeIP.IsValid() || c.APIServer == "" || len(c.CACertPEM) == 0 || c.Kubelet == "" {
 		return errors.New("kubeletnode: Config needs Dir, NodeName, NodeIP, APIServer, CACertPEM and Kubelet")
 	}
-	if c.BootstrapToken == "" && len(c.Kubeconfig) == 0 {
-		return errors.New("kubeletnode: Config needs a BootstrapToken or a Kubeconfig")
-	}
 	c.RunDir = c.runDir()
 	if c.CNIBinDir == "" {
 		c.CNIBinDir = "/usr/lib/cni"
@@ -192,6 +189,9 @@ func CgroupDriver() string {
 func (c Config) Write() error {
 	if err := c.defaults(); err != nil {
 		return err
+	}
+	if c.BootstrapToken == "" && len(c.Kubeconfig) == 0 {
+		return errors.New("kubeletnode: Config needs a BootstrapToken or a Kubeconfig")
 	}
 	if err := c.recordCreated(); err != nil {
 		return err
