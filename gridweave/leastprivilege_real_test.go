@@ -132,28 +132,40 @@ func callOf(req *http.Request) (apiCall, bool) {
 // shippedRBAC is rbac.yaml moved to namespace ns, its cluster-scoped
 // names made unique to ns.
 func shippedRBAC(t *testing.T, ns string) []*unstructured.Unstructured {
+	return shippedRBACFile(t, "kubernetes/rbac.yaml", ns)
+}
+
+// shippedRBACFile is a shipped RBAC file with the server's ServiceAccount
+// moved to namespace ns (objects of kube-system stay there), its names
+// made unique to ns; bindings of groups (the machines') are left out:
+// they are not the server's, and their names are the cluster's.
+func shippedRBACFile(t *testing.T, path, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	raw, err := fs.ReadFile(deploy.Files, "kubernetes/rbac.yaml")
+	raw, err := fs.ReadFile(deploy.Files, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, err := validation.ReadDocuments("rbac.yaml", bytes.NewReader(raw))
+	docs, err := validation.ReadDocuments(path, bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []*unstructured.Unstructured
 	for _, d := range docs {
 		o := d.Object
-		if o.GetNamespace() != "" {
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		if len(subjects) > 0 && subjects[0].(map[string]any)["kind"] != "ServiceAccount" {
+			continue
+		}
+		if o.GetNamespace() != "" && o.GetNamespace() != "kube-system" {
 			o.SetNamespace(ns)
 		}
-		if o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding" {
+		if o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding" || o.GetNamespace() == "kube-system" {
 			o.SetName(o.GetName() + "-" + ns)
 		}
-		if o.GetKind() == "ClusterRoleBinding" {
+		if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system" {
 			_ = unstructured.SetNestedField(o.Object, o.GetName(), "roleRef", "name")
 		}
-		if subjects, ok, _ := unstructured.NestedSlice(o.Object, "subjects"); ok {
+		if len(subjects) > 0 {
 			for _, s := range subjects {
 				s.(map[string]any)["namespace"] = ns
 			}
@@ -252,9 +264,12 @@ type privilegeRun struct {
 	calls   *callRecorder
 	key     string
 	cluster string
+	// node and bootstrapToken are the kubelet join mode's machine.
+	node           *node
+	bootstrapToken string
 }
 
-func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns string) []*unstructured.Unstructured) *privilegeRun {
+func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns string) []*unstructured.Unstructured, configure ...func(*gridweave.Config)) *privilegeRun {
 	t.Helper()
 	ctx := context.Background()
 	seq := realSeq.Add(1)
@@ -272,6 +287,12 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	}
 	t.Cleanup(func() {
 		for _, o := range objs {
+			if o.GetNamespace() == "kube-system" && o.GetKind() == "Role" {
+				_ = tc.Kube.RbacV1().Roles("kube-system").Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+			}
+			if o.GetNamespace() == "kube-system" && o.GetKind() == "RoleBinding" {
+				_ = tc.Kube.RbacV1().RoleBindings("kube-system").Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+			}
 			if o.GetKind() == "ClusterRole" {
 				_ = tc.Kube.RbacV1().ClusterRoles().Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
 			}
@@ -309,6 +330,9 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	c.InternalToken = internalToken
 	c.VPNCIDR, c.MasterVPNIP = netip.MustParsePrefix("198.18.128.0/20"), netip.MustParseAddr("198.18.128.1")
 	c.ClusterCIDR = netip.MustParsePrefix("198.18.0.0/17") // the pod CIDRs of privilegeSteps
+	for _, f := range configure {
+		f(&c)
+	}
 	pool, _ := joinkeys.NewPool(c.VPNCIDR, c.MasterVPNIP)
 	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(c.JWTSecret), Pool: pool})
 	if err != nil {

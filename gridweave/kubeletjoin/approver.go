@@ -134,7 +134,9 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 		if _, ok, err := a.Address(ctx, hostname); err != nil {
 			return "", "", err
 		} else if !ok {
-			return Denied, "the fleet holds no machine " + hostname, nil
+			// A token of another master of this cluster, or of a machine
+			// released since: not this fleet's to decide.
+			return NotOurs, "the fleet holds no machine " + hostname, nil
 		}
 		req, err := parseRequest(csr.Spec.Request)
 		if err != nil {

@@ -16,8 +16,8 @@
 // the token was made for, and a serving certificate (signer
 // kubernetes.io/kubelet-serving) of a Node the fleet holds, for its VPN
 // address and name alone. A request of one of the fleet's machines that
-// asks for more is denied; the cluster's other requests are left to their
-// approvers. Renewals of a client certificate, which name the node that
+// asks for more is denied; the cluster's other requests (of machines the
+// fleet does not hold among them) are left to their approvers. Renewals of a client certificate, which name the node that
 // asks, are approved by the controller-manager (the selfnodeclient
 // binding kubeadm makes too).
 package kubeletjoin

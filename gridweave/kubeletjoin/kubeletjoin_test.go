@@ -99,7 +99,7 @@ func TestApproverApprovesWhatTheMasterDecided(t *testing.T) {
 			Usages: client, Request: request(t, "system:node:gpu-1", []string{"system:nodes", "system:masters"}, nil, nil)}, Denied, "groups"},
 		{"a token of a machine the fleet does not hold", certificatesv1.CertificateSigningRequestSpec{
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: "system:bootstrap:abcdef", Groups: gwGroups("gpu-9"),
-			Usages: client, Request: request(t, "system:node:gpu-9", []string{"system:nodes"}, nil, nil)}, Denied, "no machine gpu-9"},
+			Usages: client, Request: request(t, "system:node:gpu-9", []string{"system:nodes"}, nil, nil)}, NotOurs, "no machine gpu-9"},
 		{"a server usage on a client certificate", certificatesv1.CertificateSigningRequestSpec{
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: "system:bootstrap:abcdef", Groups: gwGroups("gpu-1"),
 			Usages: append(client, certificatesv1.UsageServerAuth), Request: request(t, "system:node:gpu-1", []string{"system:nodes"}, nil, nil)}, Denied, "not a kubelet's"},

@@ -54,7 +54,10 @@ func TestKubeletModeHandsTheKubeletStepWhatItNeeds(t *testing.T) {
 	var got []joinagent.KubeletJoin
 	installed := filepath.Join(t.TempDir(), "node", "bin", "kubelet")
 	opts := joinagent.Options{Master: url, StateDir: t.TempDir(), Key: mintKey(t, url), Hostname: "gpu-kubelet", Version: "1.2.3", Tunnel: &fakeTunnel{},
-		K3sAgent:      func(context.Context, joinagent.K3sJoin) error { t.Error("the k3s step ran in the kubelet join mode"); return nil },
+		K3sAgent: func(context.Context, joinagent.K3sJoin) error {
+			t.Error("the k3s step ran in the kubelet join mode")
+			return nil
+		},
 		KubeletAgent:  func(_ context.Context, j joinagent.KubeletJoin) error { got = append(got, j); return nil },
 		KubeletBinary: installed,
 		DetectGPUs:    func(context.Context) ([]gpus.GPU, error) { return nil, nil },
