@@ -33,6 +33,7 @@ require (
 	k8s.io/client-go v0.35.4
 	k8s.io/cri-api v0.35.4
 	k8s.io/kube-openapi v0.0.0-20251125145642-4e65d59e963e
+	k8s.io/kubelet v0.35.4
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
 	sigs.k8s.io/controller-runtime v0.22.4
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730

@@ -19,6 +19,7 @@ import (
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
+	"gridweave.dev/wgkey"
 )
 
 // The join flow's routes: each decodes its body, calls the fleet (or the
@@ -242,27 +243,49 @@ func (s *Server) credentialBefore(ctx context.Context, data []byte, decodeErr er
 
 func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 	joinStep(s, "validate", func(r *http.Request, req api.ValidateRequest) (api.ValidateResponse, error) {
+		var kubelet *api.KubeletJoin
+		if s.kubeletTokens != nil {
+			// The bootstrap token is made before the reservation: a
+			// failure here leaves the machine free to try again with its
+			// key. The credential is judged first: nobody else makes one.
+			var err error
+			if kubelet, err = s.kubeletJoin(r.Context(), req); err != nil {
+				return api.ValidateResponse{}, err
+			}
+		}
 		v, err := s.fleet.Validate(r.Context(), fleet.ValidateRequest{Key: req.Key, NodeToken: req.NodeToken, Hostname: req.Hostname,
 			PublicKey: req.PublicKey, Version: req.Version, Source: clientIP(r)})
 		if err != nil {
 			return api.ValidateResponse{}, err
 		}
-		resp := api.ValidateResponse{
+		return api.ValidateResponse{
 			VPNIP: v.Node.VPNIP.String(), MasterVPNIP: s.cfg.MasterVPNIP.String(), VPNCIDR: s.cfg.VPNCIDR.String(),
 			MasterPublicKey: s.masterKey.String(), MasterEndpoint: s.masterEndpoint(), K3sURL: s.cfg.K3sURL,
 			K3sToken: s.k3sToken, NodeToken: v.NodeToken, MasterVPNURL: s.cfg.VPNURL,
 			NodeLabels: s.fleet.Marks().NodeLabels(v.Node), ClusterCIDR: s.fleet.PodRange().Cluster.String(), NodeCIDRMask: s.fleet.PodRange().NodeBits,
-		}
-		if s.kubeletTokens != nil {
-			token, err := s.kubeletTokens.Issue(r.Context(), v.Node.Hostname)
-			if err != nil {
-				return api.ValidateResponse{}, err
-			}
-			resp.Kubelet = &api.KubeletJoin{APIServer: s.cfg.KubeletAPIServer, CACertPEM: string(s.cfg.KubeletCAPEM),
-				BootstrapToken: token, TLSServerName: s.cfg.KubeletTLSServerName}
-		}
-		return resp, nil
+			Kubelet: kubelet,
+		}, nil
 	})(w, r)
+}
+
+// kubeletJoin is validate's kubelet field in the kubelet join mode: a
+// bootstrap token made for the machine req names, bound to its public key,
+// once its credential is judged. A request validate would refuse for its
+// hostname or key gets no token (nil) and validate's own answer.
+func (s *Server) kubeletJoin(ctx context.Context, req api.ValidateRequest) (*api.KubeletJoin, error) {
+	if err := s.fleet.Authenticate(ctx, req.Key, req.NodeToken, req.Hostname); err != nil {
+		return nil, err
+	}
+	pub, err := wgkey.Parse(req.PublicKey)
+	if err != nil || fleet.CheckHostname(req.Hostname) != nil {
+		return nil, nil
+	}
+	token, err := s.kubeletTokens.Issue(ctx, req.Hostname, s.fleet.Marks().TokenBinding(pub))
+	if err != nil {
+		return nil, err
+	}
+	return &api.KubeletJoin{APIServer: s.cfg.KubeletAPIServer, CACertPEM: string(s.cfg.KubeletCAPEM),
+		BootstrapToken: token, TLSServerName: s.cfg.KubeletTLSServerName}, nil
 }
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {

@@ -200,15 +200,16 @@ func (s *Server) kubeletMode() error {
 		return &ConfigError{"KUBELET_CA_FILE", "the kubelet join mode hands machines the cluster CA, and none was found: set KUBELET_CA_FILE to the CA's PEM certificate"}
 	}
 	s.kubeletTokens = &kubeletjoin.Tokens{Client: s.kube, TTL: s.cfg.KubeletTokenTTL, Now: s.now}
-	s.approver = &kubeletjoin.Approver{Client: s.kube, Logger: s.log, Address: func(ctx context.Context, hostname string) (netip.Addr, bool, error) {
+	s.approver = &kubeletjoin.Approver{Client: s.kube, Logger: s.log, Machine: func(ctx context.Context, hostname string) (kubeletjoin.Machine, bool, error) {
 		n, err := s.keyring.Node(ctx, hostname)
 		if errors.Is(err, joinkeys.ErrNodeNotFound) {
-			return netip.Addr{}, false, nil
+			return kubeletjoin.Machine{}, false, nil
 		}
 		if err != nil {
-			return netip.Addr{}, false, err
+			return kubeletjoin.Machine{}, false, err
 		}
-		return n.VPNIP, n.Status == joinkeys.StatusValidated || n.Status == joinkeys.StatusRegistered, nil
+		held := n.Status == joinkeys.StatusValidated || n.Status == joinkeys.StatusRegistered
+		return kubeletjoin.Machine{Address: n.VPNIP, Binding: s.fleet.Marks().TokenBinding(n.PublicKey)}, held, nil
 	}}
 	return nil
 }

@@ -92,7 +92,8 @@ After=network-online.target
 [Service]
 Type=exec
 ExecStart=` + strings.Join(quoted, " ") + `
-KillMode=mixed
+# containerd's shims and the pods outlive a restart of the supervisor.
+KillMode=process
 Delegate=yes
 LimitNOFILE=1048576
 LimitNPROC=infinity
@@ -153,6 +154,7 @@ func stopNode(ctx context.Context, stateDir, unitDir string, log *slog.Logger) e
 			return err
 		}
 	}
+	log.Info("stopping the node: its supervisor, then its pods and files")
 	if err := kubeletnode.StopSupervisor(cfg, time.Minute); err != nil {
 		return err
 	}

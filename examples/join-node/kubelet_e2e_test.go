@@ -3,15 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +34,7 @@ import (
 	"gridweave.dev/deploy"
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/node/kubeletnode"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/manifest/validation"
@@ -35,7 +44,7 @@ import (
 // control plane's kubelet served to machines, the pause and test images
 // as the worker image tarball, the deploy files' bindings for the
 // bootstrap tokens applied.
-func startKubeletMaster(t *testing.T) *master {
+func startKubeletMaster(t testing.TB) *master {
 	t.Helper()
 	ctx := context.Background()
 	root, err := testcluster.DefaultCacheRoot()
@@ -62,7 +71,7 @@ func startKubeletMaster(t *testing.T) *master {
 
 // applyKubeletRBAC applies deploy/kubernetes/kubelet/rbac-kubelet.yaml
 // (once per control plane: its names are cluster-wide).
-func applyKubeletRBAC(t *testing.T, tc *testcluster.Cluster) {
+func applyKubeletRBAC(t testing.TB, tc *testcluster.Cluster) {
 	t.Helper()
 	raw, err := fs.ReadFile(deploy.Files, "kubernetes/kubelet/rbac-kubelet.yaml")
 	if err != nil {
@@ -120,11 +129,13 @@ func (m *master) newKubeletNode(i int, hostname string) *node {
 // command of a kubelet-mode master. Each one's kubelet bootstraps with
 // the token made for it and registers its Node, which becomes Ready by
 // its own status, gets a pod CIDR from the controller-manager and its
-// worker pool from GPU registration. A pod of the test image runs on
+// worker pool from GPU registration, and has the GPU a test device plugin
+// advertises to its kubelet. A pod of the test image runs on
 // each, at an address of its Node's pod CIDR; one pod reaches the other by
 // pod IP across the direct link and, with the link services hub-only,
 // across the master; logs and exec reach each kubelet through the API
-// server and the tunnel; a node's credential cannot touch the other Node.
+// server and the tunnel; a node's credential cannot touch the other Node,
+// and its bootstrap token's request for the other's name is denied.
 // A disconnect deletes the Node and takes the node away (its processes,
 // mounts and pod cgroups); the machine joins again.
 func TestKubeletModeMachinesRunPods(t *testing.T) {
@@ -146,7 +157,7 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
-				for _, f := range []string{"supervisor.log", "kubelet.log", "containerd.log"} {
+				for _, f := range []string{"supervisor.log", "kubelet.log", "containerd.log", "containerd-teardown.log"} {
 					t.Logf("%s's %s (tail):\n%s", n.hostname, f, tail(n.nodeLog(f), 4000))
 				}
 			}
@@ -166,6 +177,23 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 		}
 		if node.Labels[fleet.NodePoolLabel] == "" {
 			t.Errorf("%s's Node has no worker pool label: %v", n.hostname, node.Labels)
+		}
+		// The machine's GPU, as a device plugin advertises it to its
+		// kubelet, is the Node's capacity.
+		n.machine.FakeGPUs(t, 1)
+		if err := within(30*time.Second, func() error {
+			got, err := tc.Kube.CoreV1().Nodes().Get(ctx, n.hostname, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if q := got.Status.Capacity[realnode.GPUResource]; q.Value() != 1 {
+				return fmt.Errorf("%s capacity %v", realnode.GPUResource, got.Status.Capacity)
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("%s's Node: %v", n.hostname, err)
+		} else {
+			t.Logf("%s's Node has %s: 1 (its kubelet's device plugin)", n.hostname, realnode.GPUResource)
 		}
 	}
 
@@ -252,6 +280,28 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 		t.Logf("a's kubelet credential on b's Node: %v", err)
 	}
 
+	// a's bootstrap token asks for b's name: denied.
+	theft := csrWithToken(t, tc, a, "kube-b")
+	var decision certificatesv1.CertificateSigningRequestCondition
+	_ = within(15*time.Second, func() error {
+		csr, err := tc.Kube.CertificatesV1().CertificateSigningRequests().Get(ctx, theft, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateApproved {
+				decision = c
+				return nil
+			}
+		}
+		return fmt.Errorf("not decided")
+	})
+	if decision.Type != certificatesv1.CertificateDenied {
+		t.Errorf("a's bootstrap token asking for b's client certificate: %q, want Denied", decision.Type)
+	} else {
+		t.Logf("a's bootstrap token asking for system:node:kube-b: denied (%s)", decision.Message)
+	}
+
 	// The master disconnects a: its Node goes, and a's link service,
 	// refused, takes the node away.
 	if status, body := m.api("POST", "/v1/nodes/disconnect", map[string]any{"hostname": "kube-a"}); status != 200 || body["released"] != true {
@@ -291,7 +341,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-func waitNodeReady(t *testing.T, kube kubernetes.Interface, name string, limit time.Duration) *corev1.Node {
+func waitNodeReady(t testing.TB, kube kubernetes.Interface, name string, limit time.Duration) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
 	err := within(limit, func() error {
@@ -325,7 +375,7 @@ func readyReason(n *corev1.Node) string {
 	return ""
 }
 
-func waitPodRunning(t *testing.T, kube kubernetes.Interface, ns, name string, limit time.Duration) netip.Addr {
+func waitPodRunning(t testing.TB, kube kubernetes.Interface, ns, name string, limit time.Duration) netip.Addr {
 	t.Helper()
 	var ip netip.Addr
 	err := within(limit, func() error {
@@ -410,12 +460,48 @@ func nodeLeftovers(t *testing.T, n *node) []string {
 		}
 	}
 	for _, h := range realnode.Hierarchies {
-		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, n.machine.Cgroup, "kubepods")); err == nil {
-			left = append(left, "cgroup "+h+"/kubepods")
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, n.machine.Cgroup, kubeletnode.CgroupRoot)); err == nil {
+			left = append(left, "cgroup "+h+"/"+kubeletnode.CgroupRoot)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(n.dir, "state", "node")); err == nil {
 		left = append(left, "the node's directory")
 	}
 	return left
+}
+
+// csrWithToken asks, with n's bootstrap token (from the bootstrap
+// kubeconfig its join wrote), for a kubelet client certificate of Node
+// name, and returns the request's name.
+func csrWithToken(t *testing.T, tc *testcluster.Cluster, n *node, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(n.dir, "state", "node", "kubelet", "bootstrap-kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := regexp.MustCompile(`token: "([a-z0-9]{6}\.[a-z0-9]{16})"`).FindStringSubmatch(string(raw))
+	if token == nil {
+		t.Fatalf("no bootstrap token in %s's bootstrap kubeconfig", n.hostname)
+	}
+	cfg := rest.AnonymousClientConfig(tc.Config)
+	cfg.BearerToken = token[1]
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "theft-"}, Spec: certificatesv1.CertificateSigningRequestSpec{
+		SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+		Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}}}
+	made, err := kubernetes.NewForConfigOrDie(cfg).CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("%s's bootstrap token cannot ask for a certificate: %v", n.hostname, err)
+	}
+	t.Cleanup(func() {
+		_ = tc.Kube.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), made.Name, metav1.DeleteOptions{})
+	})
+	return made.Name
 }

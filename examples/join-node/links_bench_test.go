@@ -56,7 +56,7 @@ func BenchmarkDirectVersusHub(b *testing.B) {
 	tcpSink(b, second.ns, sink)
 
 	b.Run("direct", func(b *testing.B) {
-		measureThroughput(b, first.ns, sink)
+		measureThroughput(b, first.ns.Do, sink)
 		b.ReportMetric(linkUp.Seconds(), "link_up_s") // after the timer's reset, which clears metrics
 	})
 	firstService.stop()
@@ -67,7 +67,7 @@ func BenchmarkDirectVersusHub(b *testing.B) {
 	if peers := first.device(); len(peers) != 1 {
 		b.Fatalf("hub only, yet the device has %d peers", len(peers))
 	}
-	b.Run("hub", func(b *testing.B) { measureThroughput(b, first.ns, sink) })
+	b.Run("hub", func(b *testing.B) { measureThroughput(b, first.ns.Do, sink) })
 }
 
 func linkStatesOf(l api.NodeLinks) map[string]api.LinkState {
@@ -80,10 +80,13 @@ func linkStatesOf(l api.NodeLinks) map[string]api.LinkState {
 
 // tcpSink accepts connections at addr inside ns and discards what they
 // send.
-func tcpSink(tb testing.TB, ns *netnstest.Namespace, addr string) {
+func tcpSink(tb testing.TB, ns *netnstest.Namespace, addr string) { tcpSinkIn(tb, ns.Do, addr) }
+
+// tcpSinkIn is tcpSink in the namespace do runs its function in.
+func tcpSinkIn(tb testing.TB, do func(func() error) error, addr string) {
 	tb.Helper()
 	var ln net.Listener
-	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+	if err := do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { ln.Close() })
@@ -101,12 +104,13 @@ func tcpSink(tb testing.TB, ns *netnstest.Namespace, addr string) {
 	}()
 }
 
-// measureThroughput sends 32 MiB per op from inside ns to the sink at
-// addr, over one connection.
-func measureThroughput(b *testing.B, ns *netnstest.Namespace, addr string) {
+// measureThroughput sends 32 MiB per op from inside the namespace do runs
+// its function in (a machine's: ns.Do) to the sink at addr, over one
+// connection.
+func measureThroughput(b *testing.B, do func(func() error) error, addr string) {
 	const perOp = 32 << 20
 	var c net.Conn
-	if err := ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", addr, 10*time.Second); return err }); err != nil {
+	if err := do(func() (err error) { c, err = net.DialTimeout("tcp", addr, 10*time.Second); return err }); err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *serve {
 		err := joinagent.Serve(ctx, opts)
 		var me *joinagent.MasterError
-		if errors.As(err, &me) && me.Status == http.StatusUnauthorized {
+		if errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token" {
 			// Disconnected by the master: the node goes too.
 			if serr := stopNode(context.WithoutCancel(ctx), *stateDir, *unitDir, log); serr != nil {
 				fmt.Fprintln(stderr, "join-node: stop the node:", serr)

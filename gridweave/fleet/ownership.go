@@ -54,6 +54,17 @@ func (m *Marker) Mark(pub wgkey.Key) string {
 	return hex.EncodeToString(h.Sum(nil)[:20])
 }
 
+// TokenBinding is what ties a kubelet bootstrap token to the machine of
+// public key pub (kubeletjoin.NodeGroup): an HMAC under the master's
+// secret, apart from the mark, so that a token of a machine released
+// since, or of another master, is not this machine's.
+func (m *Marker) TokenBinding(pub wgkey.Key) string {
+	h := hmac.New(sha256.New, m.secret)
+	h.Write([]byte("gridweave kubelet token\x00"))
+	h.Write(pub[:])
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // NodeLabels are the labels a node's Kubernetes Node must be registered
 // with, as key=value: what validate tells that node's agent, and only it,
 // to pass to k3s or its kubelet.

@@ -43,12 +43,20 @@ const (
 	Decided Decision = "decided already"
 )
 
+// Machine is what the master decided of a machine of the fleet.
+type Machine struct {
+	// Address is its VPN address; Binding ties its bootstrap tokens to it
+	// (NodeGroup).
+	Address netip.Addr
+	Binding string
+}
+
 // Approver approves the kubelet certificates the master decided.
 type Approver struct {
 	Client kubernetes.Interface
-	// Address returns the VPN address of the machine hostname when the
-	// fleet holds it (validated or registered); ok is false otherwise.
-	Address func(ctx context.Context, hostname string) (addr netip.Addr, ok bool, err error)
+	// Machine returns the machine hostname when the fleet holds it
+	// (validated or registered); ok is false otherwise.
+	Machine func(ctx context.Context, hostname string) (m Machine, ok bool, err error)
 	// Logger receives a line per decision; default discards.
 	Logger *slog.Logger
 }
@@ -127,16 +135,16 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 		if !strings.HasPrefix(csr.Spec.Username, bootstrapUser) || !slices.Contains(csr.Spec.Groups, BootstrapGroup) {
 			return NotOurs, "not a request of a Gridweave bootstrap token", nil
 		}
-		hostname, err := tokenHostname(csr.Spec.Groups)
+		hostname, binding, err := tokenMachine(csr.Spec.Groups)
 		if err != nil {
 			return Denied, err.Error(), nil
 		}
-		if _, ok, err := a.Address(ctx, hostname); err != nil {
+		if m, ok, err := a.Machine(ctx, hostname); err != nil {
 			return "", "", err
-		} else if !ok {
+		} else if !ok || m.Binding != binding {
 			// A token of another master of this cluster, or of a machine
 			// released since: not this fleet's to decide.
-			return NotOurs, "the fleet holds no machine " + hostname, nil
+			return NotOurs, "the fleet holds no machine " + hostname + " of this token", nil
 		}
 		req, err := parseRequest(csr.Spec.Request)
 		if err != nil {
@@ -158,13 +166,14 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 		if !ok || !slices.Contains(csr.Spec.Groups, nodesGroup) {
 			return NotOurs, "not a Node's request", nil
 		}
-		addr, ok, err := a.Address(ctx, hostname)
+		m, ok, err := a.Machine(ctx, hostname)
 		if err != nil {
 			return "", "", err
 		}
 		if !ok {
 			return NotOurs, "not a Node of the fleet", nil
 		}
+		addr := m.Address
 		req, err := parseRequest(csr.Spec.Request)
 		if err != nil {
 			return Denied, err.Error(), nil
@@ -193,19 +202,23 @@ func (a *Approver) decide(ctx context.Context, csr *certificatesv1.CertificateSi
 	return NotOurs, "another signer", nil
 }
 
-// tokenHostname is the machine a Gridweave token was made for, from the
-// groups the API server gave its request.
-func tokenHostname(groups []string) (string, error) {
-	var names []string
+// tokenMachine is the machine a Gridweave token was made for, and the
+// binding to it, from the groups the API server gave its request.
+func tokenMachine(groups []string) (hostname, binding string, err error) {
+	var found []string
 	for _, g := range groups {
-		if name, ok := strings.CutPrefix(g, BootstrapGroup+":node:"); ok {
-			names = append(names, name)
+		if rest, ok := strings.CutPrefix(g, BootstrapGroup+":node:"); ok {
+			found = append(found, rest)
 		}
 	}
-	if len(names) != 1 {
-		return "", fmt.Errorf("the token names %d machines, not one", len(names))
+	if len(found) != 1 {
+		return "", "", fmt.Errorf("the token names %d machines, not one", len(found))
 	}
-	return names[0], nil
+	i := strings.LastIndexByte(found[0], ':')
+	if i <= 0 {
+		return "", "", fmt.Errorf("the token's machine group %q has no binding", found[0])
+	}
+	return found[0][:i], found[0][i+1:], nil
 }
 
 func parseRequest(raw []byte) (*x509.CertificateRequest, error) {

@@ -24,7 +24,7 @@ import (
 func TestIssueMakesAShortLivedTokenOfTheMachinesGroup(t *testing.T) {
 	client := fake.NewClientset()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	token, err := Tokens{Client: client, TTL: 10 * time.Minute, Now: func() time.Time { return now }}.Issue(context.Background(), "gpu-1")
+	token, err := Tokens{Client: client, TTL: 10 * time.Minute, Now: func() time.Time { return now }}.Issue(context.Background(), "gpu-1", "b1nd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestIssueMakesAShortLivedTokenOfTheMachinesGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"token-id": id, "token-secret": secret, "expiration": "2026-12-03T12:10:00Z",
-		"usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:gridweave,system:bootstrappers:gridweave:node:gpu-1"}
+		"usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:gridweave,system:bootstrappers:gridweave:node:gpu-1:b1nd"}
 	for k, v := range want {
 		if s.StringData[k] != v {
 			t.Errorf("%s = %q, want %q", k, s.StringData[k], v)
@@ -49,7 +49,7 @@ func TestIssueMakesAShortLivedTokenOfTheMachinesGroup(t *testing.T) {
 	if _, ok := s.StringData["usage-bootstrap-signing"]; ok {
 		t.Error("the token signs the cluster-info ConfigMap: it needs not")
 	}
-	other, err := Tokens{Client: client}.Issue(context.Background(), "gpu-1")
+	other, err := Tokens{Client: client}.Issue(context.Background(), "gpu-1", "b1nd")
 	if err != nil || other == token {
 		t.Errorf("a second token: %q, %v", other, err)
 	}
@@ -74,12 +74,12 @@ func request(t *testing.T, cn string, orgs []string, dns []string, ips []string)
 }
 
 func TestApproverApprovesWhatTheMasterDecided(t *testing.T) {
-	fleet := map[string]netip.Addr{"gpu-1": netip.MustParseAddr("198.19.0.5"), "gpu-2": netip.MustParseAddr("198.19.0.6")}
-	address := func(_ context.Context, h string) (netip.Addr, bool, error) { a, ok := fleet[h]; return a, ok, nil }
+	fleet := map[string]Machine{"gpu-1": {netip.MustParseAddr("198.19.0.5"), "b1"}, "gpu-2": {netip.MustParseAddr("198.19.0.6"), "b2"}}
+	machine := func(_ context.Context, h string) (Machine, bool, error) { m, ok := fleet[h]; return m, ok, nil }
 	client := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	serving := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth}
 	gwGroups := func(h string) []string {
-		return []string{"system:bootstrappers", BootstrapGroup, NodeGroup(h), "system:authenticated"}
+		return []string{"system:bootstrappers", BootstrapGroup, NodeGroup(h, fleet[h].Binding), "system:authenticated"}
 	}
 	nodes := []string{"system:nodes", "system:authenticated"}
 	cases := []struct {
@@ -100,6 +100,10 @@ func TestApproverApprovesWhatTheMasterDecided(t *testing.T) {
 		{"a token of a machine the fleet does not hold", certificatesv1.CertificateSigningRequestSpec{
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: "system:bootstrap:abcdef", Groups: gwGroups("gpu-9"),
 			Usages: client, Request: request(t, "system:node:gpu-9", []string{"system:nodes"}, nil, nil)}, NotOurs, "no machine gpu-9"},
+		{"a token of a machine released since (another binding)", certificatesv1.CertificateSigningRequestSpec{
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: "system:bootstrap:abcdef",
+			Groups: []string{"system:bootstrappers", BootstrapGroup, NodeGroup("gpu-1", "old"), "system:authenticated"},
+			Usages: client, Request: request(t, "system:node:gpu-1", []string{"system:nodes"}, nil, nil)}, NotOurs, "of this token"},
 		{"a server usage on a client certificate", certificatesv1.CertificateSigningRequestSpec{
 			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName, Username: "system:bootstrap:abcdef", Groups: gwGroups("gpu-1"),
 			Usages: append(client, certificatesv1.UsageServerAuth), Request: request(t, "system:node:gpu-1", []string{"system:nodes"}, nil, nil)}, Denied, "not a kubelet's"},
@@ -129,7 +133,7 @@ func TestApproverApprovesWhatTheMasterDecided(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			csr := &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "csr-" + string(rune('a'+i))}, Spec: c.spec}
 			kube := fake.NewClientset(csr)
-			a := &Approver{Client: kube, Address: address}
+			a := &Approver{Client: kube, Machine: machine}
 			got, reason, err := a.Review(context.Background(), csr)
 			if err != nil {
 				t.Fatal(err)

@@ -27,9 +27,13 @@ const (
 	tokenChars = "abcdefghijklmnopqrstuvwxyz0123456789"
 )
 
-// NodeGroup is the group a token made for the machine hostname carries:
-// the API server adds it to every request the token makes.
-func NodeGroup(hostname string) string { return BootstrapGroup + ":node:" + hostname }
+// NodeGroup is the group a token made for the machine hostname carries,
+// binding the token to that machine (an HMAC of its public key under the
+// master's secret: fleet.Marker.TokenBinding): the API server adds it to
+// every request the token makes.
+func NodeGroup(hostname, binding string) string {
+	return BootstrapGroup + ":node:" + hostname + ":" + binding
+}
 
 // Tokens makes bootstrap tokens.
 type Tokens struct {
@@ -40,10 +44,10 @@ type Tokens struct {
 	Now func() time.Time
 }
 
-// Issue makes a bootstrap token for the machine hostname and returns it
-// (id.secret). The controller-manager's token cleaner deletes it once it
-// expired.
-func (t Tokens) Issue(ctx context.Context, hostname string) (string, error) {
+// Issue makes a bootstrap token for the machine hostname, bound to it by
+// binding (NodeGroup), and returns it (id.secret). The controller-manager's
+// token cleaner deletes it once it expired.
+func (t Tokens) Issue(ctx context.Context, hostname, binding string) (string, error) {
 	if t.Client == nil {
 		return "", errors.New("kubeletjoin: Tokens need a Kubernetes client")
 	}
@@ -65,7 +69,7 @@ func (t Tokens) Issue(ctx context.Context, hostname string) (string, error) {
 				"token-secret":                   secret,
 				"expiration":                     now().Add(ttl).UTC().Format(time.RFC3339),
 				"usage-bootstrap-authentication": "true",
-				"auth-extra-groups":              BootstrapGroup + "," + NodeGroup(hostname),
+				"auth-extra-groups":              BootstrapGroup + "," + NodeGroup(hostname, binding),
 				"description":                    "Gridweave: the kubelet of " + hostname + " joins",
 			},
 		}

@@ -160,19 +160,25 @@ func (ns *Namespace) killProcesses() {
 // sockets fn opens belong to it. A socket keeps its namespace after fn
 // returns and may be used from any goroutine.
 func (ns *Namespace) Do(fn func() error) error {
+	return DoIn("/var/run/netns/"+ns.Name, fn)
+}
+
+// DoIn runs fn on a thread in the network namespace at path (a named
+// namespace's file, or /proc/<pid>/ns/net: a pod's, say).
+func DoIn(path string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		// The thread is never unlocked: it ends with this goroutine
 		// instead of returning to the scheduler in another namespace.
 		runtime.LockOSThread()
-		target, err := os.Open("/var/run/netns/" + ns.Name)
+		target, err := os.Open(path)
 		if err != nil {
 			errc <- err
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("enter netns %s: %w", ns.Name, err)
+			errc <- fmt.Errorf("enter netns %s: %w", path, err)
 			return
 		}
 		errc <- fn()

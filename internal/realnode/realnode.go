@@ -103,6 +103,28 @@ func Prepare(t testing.TB, ns *netnstest.Namespace, name, dir string) *Machine {
 	return m
 }
 
+// MakeCgroup makes the cgroup sub (a kubelet's cgroupRoot, say) below the
+// machine's root in every hierarchy, cpuset's with the host's CPUs and
+// memory nodes: what a node's supervisor does (kubeletnode.Supervise) for
+// a kubelet a test runs itself.
+func (m *Machine) MakeCgroup(t testing.TB, sub string) {
+	t.Helper()
+	for _, h := range Hierarchies {
+		if err := os.MkdirAll(filepath.Join(cgroupRoot, h, m.Cgroup, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		value, err := os.ReadFile(filepath.Join(cgroupRoot, "cpuset", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cgroupRoot, "cpuset", m.Cgroup, sub, f), value, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (m *Machine) sysctlFile(s string) string {
 	return filepath.Join(m.Dir, "sysctl", strings.ReplaceAll(s, "/", "."))
 }

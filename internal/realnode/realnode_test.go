@@ -107,6 +107,7 @@ func TestARealNodeRunsAPod(t *testing.T) {
 	if err := cfg.Write(); err != nil {
 		t.Fatal(err)
 	}
+	m.MakeCgroup(t, kubeletnode.CgroupRoot) // the kubelet's cgroupRoot, as Supervise makes it
 	pauseTar, err := realnode.ImageTarball(ctx, "../..")
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,9 @@ func TestKubeletModeHandsTheKubeletStepWhatItNeeds(t *testing.T) {
 	if _, err := joinagent.Join(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
+	if len(got) != 2 {
+		t.Fatalf("the kubelet step ran %d times in two joins", len(got))
+	}
 	if raw, _ := os.ReadFile(installed); !strings.Contains(string(raw), "v1.35.5") || got[1].BootstrapToken == j.BootstrapToken {
 		t.Errorf("the second join: kubelet %q, token %q (the first %q)", raw, got[1].BootstrapToken, j.BootstrapToken)
 	}

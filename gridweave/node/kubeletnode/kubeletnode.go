@@ -65,13 +65,47 @@ type Config struct {
 	// them.
 	ClusterCIDR  netip.Prefix
 	NodeCIDRMask int
+	// PodMTU is the MTU of the pods' interfaces and the bridge: the
+	// tunnel's, so a pod's packets to another machine fit it unsplit;
+	// default DefaultPodMTU.
+	PodMTU int
 }
+
+// CgroupRoot is the cgroup the node's pods go under on a cgroup v1 host
+// (the kubelet's cgroupRoot), in every hierarchy.
+const CgroupRoot = "gridweave"
+
+// systemDirs are directories Dir and RunDir may never be: Teardown
+// removes them.
+var systemDirs = map[string]bool{"/": true, "/run": true, "/var/run": true, "/var": true, "/var/lib": true, "/etc": true, "/usr": true,
+	"/tmp": true, "/home": true, "/root": true, "/opt": true, "/srv": true, "/var/lib/kubelet": true, "/var/lib/containerd": true, "/run/containerd": true}
+
+// checkOwnDir: a directory of the node's own, which Teardown may remove:
+// absolute, clean, below the top level, not a system directory.
+func checkOwnDir(path string) error {
+	switch {
+	case !filepath.IsAbs(path) || filepath.Clean(path) != path:
+		return fmt.Errorf("%q is not an absolute, clean path", path)
+	case strings.Count(path, "/") < 2 || systemDirs[path]:
+		return fmt.Errorf("%q is a directory of the machine's, not one of the node's own", path)
+	}
+	return nil
+}
+
+// DefaultPodMTU is WireGuard's default MTU (wireguard-go's and the
+// kernel's), which the pod network's interfaces match.
+const DefaultPodMTU = 1420
 
 func (c *Config) defaults() error {
 	if c.Dir == "" || c.NodeName == "" || !c.NodeIP.IsValid() || c.APIServer == "" || len(c.CACertPEM) == 0 || c.Kubelet == "" {
 		return errors.New("kubeletnode: Config needs Dir, NodeName, NodeIP, APIServer, CACertPEM and Kubelet")
 	}
 	c.RunDir = c.runDir()
+	for _, d := range []struct{ name, path string }{{"Dir", c.Dir}, {"RunDir", c.RunDir}} {
+		if err := checkOwnDir(d.path); err != nil {
+			return fmt.Errorf("kubeletnode: Config.%s: %w", d.name, err)
+		}
+	}
 	if c.CNIBinDir == "" {
 		c.CNIBinDir = "/usr/lib/cni"
 		if _, err := os.Stat(filepath.Join(c.CNIBinDir, "bridge")); err != nil {
@@ -85,6 +119,9 @@ func (c *Config) defaults() error {
 	}
 	if c.PauseImage == "" {
 		c.PauseImage = DefaultPauseImage
+	}
+	if c.PodMTU == 0 {
+		c.PodMTU = DefaultPodMTU
 	}
 	return nil
 }
@@ -248,6 +285,11 @@ state = %q
 	}
 	if CgroupV1() {
 		kubelet["failCgroupV1"] = false
+		// The node's pods go under a cgroup of Gridweave's (Supervise
+		// makes it), never beside another kubelet's kubepods.
+		if driver == "cgroupfs" {
+			kubelet["cgroupRoot"] = "/" + CgroupRoot
+		}
 	}
 	if len(c.ClusterDNS) > 0 {
 		kubelet["clusterDNS"] = c.ClusterDNS
@@ -325,7 +367,7 @@ func (c Config) WriteCNI(podCIDR netip.Prefix) error {
 		"cniVersion": "1.0.0",
 		"name":       networkName,
 		"plugins": []any{
-			map[string]any{"type": "bridge", "bridge": bridgeName, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+			map[string]any{"type": "bridge", "bridge": bridgeName, "isGateway": true, "ipMasq": false, "hairpinMode": true, "mtu": c.PodMTU,
 				"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": podCIDR.String()}}},
 					"routes": []map[string]string{{"dst": "0.0.0.0/0"}}}},
 			map[string]any{"type": "loopback"},

@@ -1,6 +1,7 @@
 package kubeletnode
 
 import (
+	"context"
 	"encoding/json"
 	"net/netip"
 	"os"
@@ -95,7 +96,7 @@ func TestWriteCNI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(raw), `"subnet": "198.18.96.0/24"`) || !strings.Contains(string(raw), `"ipMasq": false`) {
+	if !strings.Contains(string(raw), `"subnet": "198.18.96.0/24"`) || !strings.Contains(string(raw), `"ipMasq": false`) || !strings.Contains(string(raw), `"mtu": 1420`) {
 		t.Errorf("CNI configuration:\n%s", raw)
 	}
 }
@@ -115,5 +116,45 @@ func TestConfigNeedsACredential(t *testing.T) {
 	c.BootstrapToken = ""
 	if err := c.Write(); err == nil || !strings.Contains(err.Error(), "BootstrapToken") {
 		t.Errorf("Write without a credential: %v", err)
+	}
+}
+
+// TestTheNodesDirectoriesAreItsOwn: Teardown removes Dir and RunDir's
+// containerd, so a Config naming a directory of the machine's is refused,
+// and LoadConfig takes Dir from where node.json is, not from the file.
+func TestTheNodesDirectoriesAreItsOwn(t *testing.T) {
+	for _, bad := range []struct{ dir, run string }{{"/", ""}, {"/var/lib", ""}, {"relative/node", ""}, {"/var/lib/gridweave/../kubelet", ""}, {"", "/run"}, {"", "/var/run"}} {
+		c := testConfig(t)
+		if bad.dir != "" {
+			c.Dir = bad.dir
+		}
+		if bad.run != "" {
+			c.RunDir = bad.run
+		}
+		if err := c.Write(); err == nil {
+			t.Errorf("Write with Dir %q RunDir %q was taken", c.Dir, c.RunDir)
+		}
+		if err := Teardown(context.Background(), c, nil); err == nil {
+			t.Errorf("Teardown with Dir %q RunDir %q was taken", c.Dir, c.RunDir)
+		}
+	}
+	c := testConfig(t)
+	if err := SaveConfig(c); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(t.TempDir(), "node")
+	if err := os.Rename(c.Dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadConfig(moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.Dir != moved || loaded.BootstrapToken != "" {
+		t.Errorf("LoadConfig: Dir %q (want %q), token %q", loaded.Dir, moved, loaded.BootstrapToken)
+	}
+	raw, _ := os.ReadFile(filepath.Join(moved, "node.json"))
+	if strings.Contains(string(raw), "abcdef.0123456789abcdef") {
+		t.Errorf("node.json holds the bootstrap token:\n%s", raw)
 	}
 }

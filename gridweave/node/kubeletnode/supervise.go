@@ -50,6 +50,7 @@ func LoadConfig(dir string) (Config, error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return Config{}, fmt.Errorf("kubeletnode: %s: %w", filepath.Join(dir, "node.json"), err)
 	}
+	c.Dir = dir // where it was found, whatever the file says
 	return c, c.defaults()
 }
 
@@ -82,6 +83,9 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := os.MkdirAll(c.runDir(), 0o755); err != nil {
 		return err
 	}
+	if err := makeCgroupRoot(); err != nil {
+		return err
+	}
 	self := os.Getpid()
 	if err := os.WriteFile(c.PIDFile(), []byte(fmt.Sprintf("%d %s\n", self, startTime(self))), 0o644); err != nil {
 		return err
@@ -105,6 +109,38 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger) error {
 	kubelet.Wait()
 	stopContainerd()
 	containerd.Wait()
+	return nil
+}
+
+// makeCgroupRoot makes CgroupRoot in every cgroup v1 hierarchy (the
+// kubelet needs its cgroupRoot there), cpuset's with its parent's CPUs and
+// memory nodes. Nothing on a cgroup v2 host.
+func makeCgroupRoot() error {
+	if !CgroupV1() {
+		return nil
+	}
+	hierarchies, err := filepath.Glob("/sys/fs/cgroup/*")
+	if err != nil {
+		return err
+	}
+	for _, h := range hierarchies {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil || filepath.Base(h) == "unified" {
+			continue // not a hierarchy's root (a symlink such as cpu,cpuacct is one of them)
+		}
+		dir := filepath.Join(h, CgroupRoot)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("kubeletnode: the pods' cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+				if cur, _ := os.ReadFile(filepath.Join(dir, f)); len(strings.TrimSpace(string(cur))) == 0 {
+					if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+						return fmt.Errorf("kubeletnode: %s: %w", filepath.Join(dir, f), err)
+					}
+				}
+			}
+		}
+	}
 	return nil
 }
 
