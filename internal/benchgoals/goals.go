@@ -123,6 +123,41 @@ func Goals() []Goal {
 			},
 		},
 		{
+			Name:    "a real node of the kubelet join mode: join to Ready, a pod to Running, pod-to-pod throughput",
+			Command: "sudo go test -run '^$' -bench PodToPod -benchtime 20x ./examples/join-node/",
+			Root:    true,
+			Short:   true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./examples/join-node/", "PodToPod", "20x")
+				if err != nil {
+					return nil, err
+				}
+				tunnel, err := metric(res, "BenchmarkPodToPod/tunnel", "MB/s")
+				if err != nil {
+					return nil, err
+				}
+				pods, err := metric(res, "BenchmarkPodToPod/pods", "MB/s")
+				if err != nil {
+					return nil, err
+				}
+				ready, err := metric(res, "BenchmarkPodToPod/tunnel", "join_to_ready_s")
+				if err != nil {
+					return nil, err
+				}
+				running, err := metric(res, "BenchmarkPodToPod/tunnel", "pod_running_s")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{
+					AtMost("join command to Node Ready", ready, "s", 30),
+					AtMost("pod created to Running", running, "s", 45),
+					{What: "machine to machine (the tunnel)", Value: tunnel, Unit: "MB/s"},
+					{What: "pod to pod", Value: pods, Unit: "MB/s"},
+					AtLeast("pod to pod ÷ the tunnel", pods/tunnel, "", 0.8),
+				}, nil
+			},
+		},
+		{
 			Name:    "Ray object transfer between two machines, through the master (bare Ray processes)",
 			Command: "sudo go test -run '^$' -bench RayObjectTransfer -benchtime 3x ./examples/join-node/",
 			Root:    true,
