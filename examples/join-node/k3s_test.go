@@ -54,3 +54,47 @@ func TestK3sUnitVerifies(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s\n%s", err, out, unit)
 	}
 }
+
+// TestNodeUnitVerifies: the gridweave-node.service the kubelet join mode
+// writes passes systemd-analyze verify, runs the agent's supervisor with
+// the state directory, and leaves the pods' shims alone when it stops
+// (KillMode=process).
+func TestNodeUnitVerifies(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Fatalf("systemd-analyze (Debian's systemd package; .ci/run installs it): %v", err)
+	}
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "join node") // a space, quoted in ExecStart
+	if err := os.WriteFile(agent, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unit := nodeUnit([]string{agent, "--run-node", "--state-dir", "/var/lib/gridweave"})
+	for _, want := range []string{`ExecStart="` + agent + `" --run-node --state-dir /var/lib/gridweave`, "KillMode=process", "Delegate=yes", "Restart=always"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("the unit lacks %q:\n%s", want, unit)
+		}
+	}
+	path := filepath.Join(dir, nodeUnitName)
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s\n%s", err, out, unit)
+	}
+}
+
+// TestFullImageName: the worker image's name as containerd lists it.
+func TestFullImageName(t *testing.T) {
+	for name, want := range map[string]string{
+		"gridweave-worker:e2e":              "docker.io/library/gridweave-worker:e2e",
+		"rayproject/ray:2.54.0":             "docker.io/rayproject/ray:2.54.0",
+		"gridweave.dev/podnet:test":         "gridweave.dev/podnet:test",
+		"localhost/worker:1":                "localhost/worker:1",
+		"registry.local:5000/ray/worker:v1": "registry.local:5000/ray/worker:v1",
+	} {
+		if got := fullImageName(name); got != want {
+			t.Errorf("fullImageName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
