@@ -72,6 +72,9 @@ func Teardown(ctx context.Context, c Config, log *slog.Logger) error {
 			errs = append(errs, err)
 		}
 	}
+	// A shim of the node's containerd that outlived its pod's removal
+	// (the CRI failed) goes with its containers' cgroups below.
+	killShims(c.Socket())
 	own := []string{c.Dir, filepath.Join(c.runDir(), "containerd")}
 	if err := unmountBelow(own...); err != nil {
 		errs = append(errs, err)
@@ -127,6 +130,29 @@ func Teardown(ctx context.Context, c Config, log *slog.Logger) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// killShims kills the containerd shims serving the containerd at socket
+// (their command line names it): no other containerd's.
+func killShims(socket string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			continue
+		}
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && args[i+1] == socket {
+				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
 }
 
 // removeEmptyMachineDirs removes the directories of machineDirs that
@@ -186,9 +212,16 @@ func (c Config) removePods(ctx context.Context, log *slog.Logger) (podLogs []str
 	rt := runtimeapi.NewRuntimeServiceClient(conn)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	pods, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("kubeletnode: list the pods: %w", err)
+	// The CRI answers "not initialized" for a moment after the socket is
+	// there.
+	var pods *runtimeapi.ListPodSandboxResponse
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if pods, err = rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("kubeletnode: list the pods: %w", err)
+		}
 	}
 	var errs []error
 	for _, p := range pods.Items {
