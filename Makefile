@@ -31,11 +31,11 @@ run: ## the control-plane server in dev mode: SQLite under ./data, in-memory mes
 	AGENT_DIR=./data/agents KUBERAY_DB=./data/kuberay.db $(GO) run ./examples/server --dev
 
 .PHONY: playground
-playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; as root, machines can join it; Ctrl-C stops it
+playground: ## a local cluster to try the server and the launcher: real control plane, KubeRay, kwok GPU nodes; as root, machines join it as real nodes; Ctrl-C stops it
 	$(GO) run ./examples/playground
 
 .PHONY: playground-machine
-playground-machine: ## as root, with the playground running: a new machine (a network namespace) runs its join command
+playground-machine: ## as root, with the playground running: a new machine (a network namespace) runs its join command and becomes a real node (containerd and the kubelet) running a pod
 	$(GO) run ./examples/playground machine
 
 # The server as one static binary (cgo SQLite linked in) and its image,

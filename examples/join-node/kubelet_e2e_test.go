@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -21,23 +20,19 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"gridweave.dev/deploy"
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/node/kubeletnode"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
-	"gridweave.dev/manifest/validation"
 )
 
 // startKubeletMaster starts a master of the kubelet join mode: the
@@ -73,48 +68,11 @@ func startKubeletMaster(t testing.TB) *master {
 // (once per control plane: its names are cluster-wide).
 func applyKubeletRBAC(t testing.TB, tc *testcluster.Cluster) {
 	t.Helper()
-	raw, err := fs.ReadFile(deploy.Files, "kubernetes/kubelet/rbac-kubelet.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs, err := validation.ReadDocuments("rbac-kubelet.yaml", bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := tc.CreateNamespace(context.Background(), "gridweave-system"); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	rbac := tc.Kube.RbacV1()
-	for _, d := range docs {
-		var err error
-		switch d.Object.GetKind() {
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, &o); err == nil {
-				_, err = rbac.ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, &o); err == nil {
-				_, err = rbac.ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "Role":
-			var o rbacv1.Role
-			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, &o); err == nil {
-				_, err = rbac.Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "RoleBinding":
-			var o rbacv1.RoleBinding
-			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, &o); err == nil {
-				_, err = rbac.RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		default:
-			err = fmt.Errorf("rbac-kubelet.yaml holds a %s", d.Object.GetKind())
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+	if err := realnode.ApplyKubeletRBAC(context.Background(), tc.Kube); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -136,8 +94,10 @@ func (m *master) newKubeletNode(i int, hostname string) *node {
 // across the master; logs and exec reach each kubelet through the API
 // server and the tunnel; a node's credential cannot touch the other Node,
 // and its bootstrap token's request for the other's name is denied.
-// A disconnect deletes the Node and takes the node away (its processes,
-// mounts and pod cgroups); the machine joins again.
+// A disconnect drains the Node (a's pod evicted and stopped by its
+// kubelet), deletes it and takes the node away (its processes, mounts and
+// pod cgroups); the machine joins again. The other leaves by itself
+// (join-node --leave): drained, deleted, nothing of its node left.
 func TestKubeletModeMachinesRunPods(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real kubelets and containerd in network namespaces; run make test")
@@ -304,8 +264,18 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 
 	// The master disconnects a: its Node goes, and a's link service,
 	// refused, takes the node away.
+	began := time.Now()
 	if status, body := m.api("POST", "/v1/nodes/disconnect", map[string]any{"hostname": "kube-a"}); status != 200 || body["released"] != true {
 		t.Fatalf("disconnect: %d %v", status, body)
+	}
+	// It drained the Node first: a's pod was evicted, and its kubelet
+	// stopped it, before the Node went (the pod garbage collector would
+	// take tens of seconds more).
+	if _, err := tc.Kube.CoreV1().Pods(ns).Get(ctx, "podnet-kube-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a's pod after the disconnect: %v, want it evicted and gone", err)
+	} else {
+		t.Logf("disconnect of kube-a: its Node drained (pod podnet-kube-a evicted and stopped by its kubelet) and deleted in %s",
+			time.Since(began).Round(100*time.Millisecond))
 	}
 	select {
 	case <-services["kube-a"].exited:
@@ -320,12 +290,32 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 	}
 
 	// a joins again.
-	_ = tc.Kube.CoreV1().Pods(ns).Delete(ctx, "podnet-kube-a", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	if code, stdout, stderr := a.run(command); code != 0 {
 		t.Fatalf("a joins again: exit %d: %s %s", code, stdout, stderr)
 	}
 	node := waitNodeReady(t, tc.Kube, "kube-a", 90*time.Second)
 	t.Logf("kube-a joined again: Node Ready (%s), pod CIDR %s", readyReason(node), node.Spec.PodCIDR)
+
+	// b leaves by itself: the master drains its Node while its kubelet
+	// runs (b's pod evicted and stopped), then the node goes.
+	services["kube-b"].stop()
+	began = time.Now()
+	code, stdout, stderr := b.run("/var/lib/gridweave/join-node --master " + m.url + " --pin " + m.pin.String() + " --leave")
+	if code != 0 {
+		t.Fatalf("b's --leave: exit %d: %s %s", code, stdout, stderr)
+	}
+	t.Logf("b's --leave:\n%s%s", stderr, stdout)
+	if _, err := tc.Kube.CoreV1().Pods(ns).Get(ctx, "podnet-kube-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("b's pod after its --leave: %v, want it evicted and gone", err)
+	}
+	if _, err := tc.Kube.CoreV1().Nodes().Get(ctx, "kube-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("b's Node after its --leave: %v, want not found", err)
+	}
+	if left := nodeLeftovers(t, b); len(left) > 0 {
+		t.Errorf("b's node left behind after --leave: %s", strings.Join(left, "; "))
+	} else {
+		t.Logf("kube-b's --leave: Node drained and deleted, containerd, kubelet, pods and files gone, in %s", time.Since(began).Round(100*time.Millisecond))
+	}
 }
 
 // nodeLog reads a file of the machine's node directory.

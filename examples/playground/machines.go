@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"gridweave.dev/internal/realnode"
 )
 
 // Run as root, the playground's master gets what a real one has: an
@@ -20,10 +23,12 @@ import (
 // one host) and a WireGuard device the server makes; and `playground
 // machine` runs the join command it printed on a machine of its own: a
 // network namespace linked to the host by a veth pair, with its own
-// hostname, /var/lib/gridweave, /run/wireguard and /usr/local/bin (mount
-// and UTS namespaces), and wireguard-go there (sudo keeps that directory
-// on its PATH), since no kernel here need have WireGuard. Machines have no k3s: they join the mesh and the ledger,
-// not Kubernetes. Every address is in 198.18.0.0/15.
+// hostname, /var/lib/gridweave and /usr/local/bin (mount and UTS
+// namespaces), and wireguard-go there, since no kernel here need have
+// WireGuard. The master is in the kubelet join mode and a machine is a
+// real node's (internal/realnode: its own /run, kubelet and CNI
+// directories, cgroups and sysctl shadows), where the join agent runs
+// containerd and the kubelet. Every address is in 198.18.0.0/15.
 const (
 	underlayDevice  = "gwpg0"
 	masterUnderlay  = "198.18.250.1"
@@ -32,7 +37,7 @@ const (
 	wireguardDevice = "gwpg-wg"
 	wireguardPort   = 51899
 	// machinesDir keeps the join command and each machine's files.
-	machinesDir = "/run/gridweave-playground"
+	machinesDir = "/var/lib/gridweave-playground"
 	netnsPrefix = "gwpg-m"
 )
 
@@ -71,6 +76,12 @@ func masterUnderlayUp() (func(), error) {
 	return func() {
 		removeMachines()
 		_ = ipCommand("link", "del", underlayDevice)
+		made, _ := filepath.Glob(filepath.Join(machinesDir, "made-*"))
+		for _, f := range made {
+			if mountpoint, err := os.ReadFile(f); err == nil {
+				_ = os.Remove(string(mountpoint)) // only when empty
+			}
+		}
 		_ = os.RemoveAll(machinesDir)
 	}, nil
 }
@@ -91,6 +102,12 @@ func removeMachines() {
 					_ = proc.Kill()
 				}
 			}
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(name, netnsPrefix))
+		// A real node's machine: its containerd, kubelet and pods, in
+		// its cgroups (none in the k3s join mode).
+		if err := realnode.Remove(machineName(n)); err != nil {
+			fmt.Fprintf(os.Stderr, "playground: removing machine %d: %v\n", n, err)
 		}
 		_ = ipCommand("netns", "del", name)
 		_ = ipCommand("link", "del", "gwpgv"+strings.TrimPrefix(name, netnsPrefix))
@@ -133,13 +150,21 @@ func machine(ctx context.Context, stdout, stderr io.Writer) error {
 		}
 	}
 	home := filepath.Join(machinesDir, "machine-"+strconv.Itoa(n))
-	for _, d := range []string{"state", "wireguard", "bin", "work"} {
+	for _, d := range []string{"state", "bin", "work"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			return err
 		}
 	}
-	for _, mountpoint := range []string{"/var/lib/gridweave", "/run/wireguard", "/usr/local/bin"} {
+	// The mountpoints of the machine's own directories; one the host
+	// lacked goes with the playground.
+	for _, mountpoint := range []string{"/var/lib/gridweave", "/usr/local/bin"} {
+		if _, err := os.Stat(mountpoint); err == nil {
+			continue
+		}
 		if err := os.MkdirAll(mountpoint, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(machinesDir, "made-"+strings.ReplaceAll(strings.Trim(mountpoint, "/"), "/", "-")), []byte(mountpoint), 0o600); err != nil {
 			return err
 		}
 	}
@@ -149,23 +174,17 @@ func machine(ctx context.Context, stdout, stderr io.Writer) error {
 		return fmt.Errorf("go build wireguard-go: %w: %s", err, out)
 	}
 	hostname := "machine-" + strconv.Itoa(n)
-	script := `set -e
-hostname "$MACHINE_HOSTNAME"
-mount --bind "$MACHINE_HOME/state" /var/lib/gridweave
-mount --bind "$MACHINE_HOME/wireguard" /run/wireguard
-mount --bind "$MACHINE_HOME/bin" /usr/local/bin
-if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi # the host's systemd is not the machine's
-cd "$MACHINE_HOME/work"
-exec bash -c "$MACHINE_COMMAND"`
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "MACHINE_HOSTNAME="+hostname, "MACHINE_HOME="+home, "MACHINE_COMMAND="+command)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	fmt.Fprintf(stderr, "machine %s (network namespace %s, %s), running the join command:\n  %s\n", hostname, ns, nsEnd, command)
-	if err := cmd.Run(); err != nil {
+	kubeconfig, err := os.ReadFile(filepath.Join(machinesDir, "kubeconfig-path"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "machine %s (network namespace %s, %s), a real node's machine, running the join command:\n  %s\n", hostname, ns, nsEnd, command)
+	began := time.Now()
+	if err := realMachineCommand(n, ns, home, hostname, command, stdout, stderr); err != nil {
 		return fmt.Errorf("the join command on %s: %w", hostname, err)
 	}
-	fmt.Fprintf(stdout, "%s joined; list the nodes with GET /v1/nodes (the playground's banner has the admin token). It has no k3s: it is in the mesh and the ledger, not in Kubernetes.\n", hostname)
-	return nil
+	fmt.Fprintf(stdout, "%s joined\n", hostname)
+	return showNode(ctx, strings.TrimSpace(string(kubeconfig)), hostname, began, stdout)
 }
 
 // mintJoinCommand mints a join key for the playground's machines (a day,

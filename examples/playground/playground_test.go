@@ -15,14 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 )
 
 // TestPlaygroundRunsALaunchAndLeavesNothing runs the playground binary as
 // a user does, runs `launcher run` of the example bring-up spec against its
 // kubeconfig (the RayCluster becomes ready on the kwok GPU nodes), mints a
-// join key through its server, then stops it with Ctrl-C and checks that
-// no process of it is left.
+// join key through its server; as root, a machine joins it with the join
+// command it printed and becomes a real node that runs a pod. Then Ctrl-C
+// stops it, and no process, machine or cgroup of it is left.
 func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane; run make test")
@@ -134,8 +136,21 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 			t.Errorf("the banner gives no join command for machines:\n%s", text)
 		}
 		out, err := exec.Command(filepath.Join(bin, "playground"), "machine").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "machine-1 joined") || !strings.Contains(string(out), "the master runs no k3s step") {
+		if err != nil || !strings.Contains(string(out), "machine-1 joined") {
 			t.Fatalf("playground machine: %v\n%s", err, out)
+		}
+		t.Logf("playground machine:\n%s", out)
+		// A real node: its kubelet's Node Ready, a pod of the test image
+		// Running on it at an address of the playground's pod range, its
+		// page fetched from the master through the tunnel.
+		for _, want := range []*regexp.Regexp{
+			regexp.MustCompile(`Node machine-1 Ready .*: kubelet ` + regexp.QuoteMeta(testcluster.KubernetesVersion) + `, container runtime containerd://\S+, pod CIDR 198\.18\.1[2-9]\d\.0/24`),
+			regexp.MustCompile(`pod default/hello-machine-1 \(image gridweave\.dev/podnet:test\) Running on machine-1 at (198\.18\.1[2-9]\d\.\d+)`),
+			regexp.MustCompile(`GET http://198\.18\.1[2-9]\d\.\d+:8080/ from the master, through the tunnel: pod hello-machine-1 at 198\.18\.1[2-9]\d\.\d+`),
+		} {
+			if !want.Match(out) {
+				t.Errorf("playground machine's output does not match %s", want)
+			}
 		}
 		req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(port)+"/v1/nodes/machine-1", nil)
 		req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -171,6 +186,12 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 	}
 	if left, err := testcluster.Leftovers(id[1]); err != nil || len(left) > 0 {
 		t.Errorf("processes left after the playground stopped: %v %v", left, err)
+	}
+	if left, err := realnode.Leftovers(); err != nil || len(left) > 0 {
+		t.Errorf("machines' cgroups left after the playground stopped: %v %v", left, err)
+	}
+	if _, err := os.Stat(machinesDir); !os.IsNotExist(err) {
+		t.Errorf("the machines' directory %s is still there: %v", machinesDir, err)
 	}
 	if _, err := os.Stat(filepath.Dir(kubeconfig)); !os.IsNotExist(err) {
 		t.Errorf("the playground's temporary directory %s is still there: %v", filepath.Dir(kubeconfig), err)

@@ -26,6 +26,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
@@ -61,8 +62,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, stdout, stderr io.Writer) error {
+	// As root, machines on this host join the playground in the kubelet
+	// join mode: real nodes, whose pod CIDRs the controller-manager
+	// allocates from the cluster's range.
+	machines := os.Geteuid() == 0
+	opts := &testcluster.Options{Progress: stderr, Dir: dir}
+	if machines {
+		opts.ClusterCIDR = playgroundPodRange
+	}
 	fmt.Fprintln(stderr, "starting the control plane (the first start builds its binaries: minutes on two cores)")
-	tc, err := testcluster.New(ctx, &testcluster.Options{Progress: stderr, Dir: dir})
+	tc, err := testcluster.New(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -73,14 +82,13 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 			fmt.Fprintf(stderr, "playground: processes left running: %v\n", left)
 		}
 	}()
-	if err := populate(ctx, tc, gpuNodes, cpuNodes); err != nil {
+	if err := populate(ctx, tc, gpuNodes, cpuNodes, !machines); err != nil {
 		return err
 	}
 
 	adminToken, jwtSecret := randomHex(24), randomHex(32)
 	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": jwtSecret, "SERVER_VERSION": "0.1.0", "KUBERAY_PORT": strconv.Itoa(port),
 		"MASTER_IP": "127.0.0.1", "KUBERAY_NAMESPACE": "gridweave", "GRIDWEAVE_DEV": "1"}
-	machines := os.Geteuid() == 0
 	if machines {
 		// Machines on this host join it: the master's underlay address
 		// and WireGuard device, as on a real master.
@@ -91,10 +99,18 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 		defer removeNetwork()
 		env["MASTER_IP"], env["VPN_CIDR"], env["MASTER_VPN_IP"] = masterUnderlay, playgroundVPN, playgroundVPNIP
 		env["WG_INTERFACE"], env["WG_PORT"] = wireguardDevice, strconv.Itoa(wireguardPort)
+		if err := kubeletModeEnv(ctx, tc, env, stderr); err != nil {
+			return fmt.Errorf("the kubelet join mode: %w", err)
+		}
 	}
 	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		return err
+	}
+	if machines {
+		if cfg.KubeletCAPEM, err = os.ReadFile(tc.CACertFile()); err != nil {
+			return err
+		}
 	}
 	// The join agents, built now for the server to serve (the join
 	// command's script fetches one).
@@ -144,6 +160,13 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 			return err
 		}
 		cfg.VPNURL = "http://" + vpn.Addr().String()
+		// The API server as the machines' kubelets reach it: at the
+		// master's VPN address, through their tunnels.
+		stopForward, err := forwardAPIServer(net.JoinHostPort(playgroundVPNIP, "6443"), tc.Config.Host)
+		if err != nil {
+			return err
+		}
+		defer stopForward()
 	}
 	rc, err := rayctl.New(tc.Kube, tc.Ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
 	if err != nil {
@@ -181,7 +204,7 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	}()
 
 	url := "http://" + ln.Addr().String()
-	machinesNote := "Run it as root (sudo make playground) and machines on this host can join it."
+	machinesNote := "Run it as root (sudo make playground) and machines on this host can join it as real nodes."
 	if machines {
 		command, err := mintJoinCommand(url, adminToken)
 		if err != nil {
@@ -190,21 +213,30 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 		if err := os.WriteFile(filepath.Join(machinesDir, "join-command"), []byte(command+"\n"), 0o600); err != nil {
 			return err
 		}
-		machinesNote = fmt.Sprintf(`Machines on this host join it: the master is at %s (a veth) with WireGuard
-device %s. The join command, for a machine:
+		// The machine command shows the Node and a pod on it.
+		if err := os.WriteFile(filepath.Join(machinesDir, "kubeconfig-path"), []byte(tc.KubeconfigPath+"\n"), 0o600); err != nil {
+			return err
+		}
+		machinesNote = fmt.Sprintf(`Machines on this host join it as real nodes (the kubelet join mode): the master is at
+%s (a veth) with WireGuard device %s, and its API server is reached through the
+tunnels at https://%s:6443. The join command, for a machine:
 
   join command: %s
 
 VPN listener: %s (through the tunnels)
 
 sudo make playground-machine runs it on a new machine (a network namespace with its own
-hostname and wireguard-go); it joins the mesh and the ledger (GET /v1/nodes lists it).
-The k3s step is off here: machines do not become Kubernetes Nodes.`, masterUnderlay, wireguardDevice, command, cfg.VPNURL)
+hostname, mounts and cgroups): containerd (from the host's packages) and the kubelet
+(the control plane's, served by the master) run there, its Node becomes Ready, and a
+pod of the test image %s runs on it, reached from here through the tunnel.
+Its pods' addresses are in %s. There is no registry: only the images the master
+serves (the pause image and %s) run on machines.`, masterUnderlay, wireguardDevice, playgroundVPNIP, command, cfg.VPNURL,
+			realnode.TestImage, playgroundPodRange, realnode.TestImage)
 	}
 	fmt.Fprintf(stdout, `
 The playground is up: a Kubernetes %s control plane with the KubeRay %s operator,
 %d GPU nodes (8 nvidia.com/gpu each) and %d CPU nodes, simulated by kwok: pods are
-scheduled and "run", but no container runs. Cluster id %s.
+scheduled there and "run", but no container runs. Cluster id %s.
 
   kubeconfig:  %s
   server:      %s   (API docs: %s/docs)
@@ -232,16 +264,24 @@ playground ready
 }
 
 // populate adds the nodes, the namespaces and what the example specs need.
-func populate(ctx context.Context, tc *testcluster.Cluster, gpuNodes, cpuNodes int) error {
+// With ownCIDRs, the kwok Nodes get pod CIDRs of their own; without, the
+// controller-manager allocates them.
+func populate(ctx context.Context, tc *testcluster.Cluster, gpuNodes, cpuNodes int, ownCIDRs bool) error {
+	podCIDR := func(third int) string {
+		if !ownCIDRs {
+			return ""
+		}
+		return fmt.Sprintf("198.18.%d.0/24", third)
+	}
 	gpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"), "nvidia.com/gpu": resource.MustParse("8")}
 	for i := range gpuNodes {
-		if _, err := tc.AddNode(ctx, fmt.Sprintf("gpu-%d", i), gpu, map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, fmt.Sprintf("198.18.%d.0/24", 10+i)); err != nil {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("gpu-%d", i), gpu, map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, podCIDR(10+i)); err != nil {
 			return err
 		}
 	}
 	for i := range cpuNodes {
-		if _, err := tc.AddNode(ctx, fmt.Sprintf("cpu-%d", i), nil, nil, fmt.Sprintf("198.18.%d.0/24", 100+i)); err != nil {
+		if _, err := tc.AddNode(ctx, fmt.Sprintf("cpu-%d", i), nil, nil, podCIDR(100+i)); err != nil {
 			return err
 		}
 	}

@@ -48,59 +48,84 @@ type Machine struct {
 	Dir string
 	NS  *netnstest.Namespace
 	// Cgroup is the machine's cgroup root in every hierarchy (gw-<name>).
-	Cgroup string
-	holder *exec.Cmd
+	Cgroup   string
+	holderMu sync.Mutex
+	holder   *exec.Cmd
 }
 
-// Prepare makes ns the machine name: its cgroup root, its private
-// directories under dir and its sysctl shadows. Teardown runs at the
-// test's cleanup: every process of the machine's cgroups is killed and
-// the cgroups removed.
+// Prepare makes ns the machine name (New) for a test. Teardown runs at
+// the test's cleanup: every process of the machine's cgroups is killed
+// and the cgroups removed.
 func Prepare(t testing.TB, ns *netnstest.Namespace, name, dir string) *Machine {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	m := &Machine{Name: name, Dir: dir, NS: ns, Cgroup: "gw-" + name}
+	m, err := New(ns, name, dir)
+	if m != nil {
+		t.Cleanup(func() {
+			if err := m.Teardown(); err != nil {
+				t.Errorf("realnode: tearing %s down: %v", name, err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// New makes ns the machine name: its cgroup root, its private
+// directories under dir and its sysctl shadows. Its caller tears it down
+// (Teardown), also when New fails with a Machine.
+func New(ns *netnstest.Namespace, name, dir string) (*Machine, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("realnode: a machine needs root (cgroups, mounts, namespaces)")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for target := range Private {
+		if abs == target || strings.HasPrefix(abs, target+"/") {
+			return nil, fmt.Errorf("realnode: the machine's directory %s is under %s, which the machine mounts its own over", abs, target)
+		}
+	}
+	m := &Machine{Name: name, Dir: abs, NS: ns, Cgroup: "gw-" + name}
 	for _, sub := range Private {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "run", "wireguard"), 0o700); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "sysctl"), 0o755); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, s := range Sysctls {
 		value, err := os.ReadFile(filepath.Join("/proc/sys", s))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if err := os.WriteFile(m.sysctlFile(s), value, 0o644); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	t.Cleanup(func() {
-		if err := m.Teardown(); err != nil {
-			t.Errorf("realnode: tearing %s down: %v", name, err)
-		}
-	})
 	for _, h := range Hierarchies {
 		path := filepath.Join(cgroupRoot, h, m.Cgroup)
 		if err := os.MkdirAll(path, 0o755); err != nil {
-			t.Fatalf("realnode: the cgroup %s: %v", path, err)
+			return m, fmt.Errorf("realnode: the cgroup %s: %w", path, err)
 		}
 	}
 	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 		value, err := os.ReadFile(filepath.Join(cgroupRoot, "cpuset", f))
 		if err != nil {
-			t.Fatal(err)
+			return m, err
 		}
 		if err := os.WriteFile(filepath.Join(cgroupRoot, "cpuset", m.Cgroup, f), value, 0o644); err != nil {
-			t.Fatal(err)
+			return m, err
 		}
 	}
-	return m
+	return m, nil
 }
 
 // MakeCgroup makes the cgroup sub (a kubelet's cgroupRoot, say) below the
@@ -280,19 +305,33 @@ func Leftovers() ([]string, error) {
 }
 
 // Holder starts a process that holds the machine's namespaces (Enter's)
-// open; Run starts processes in them, so that they share one mount
-// namespace (containerd sees the kubelet's volume mounts). It stops at
+// open (StartHolder), failing the test when it cannot. It stops at
 // Teardown.
 func (m *Machine) Holder(t testing.TB) int {
 	t.Helper()
+	pid, err := m.StartHolder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// StartHolder starts a process that holds the machine's namespaces
+// (Enter's) open, once, and returns its pid; Exec starts processes in
+// them, so that they share one mount namespace (containerd sees the
+// kubelet's volume mounts). The holder outlives its starter and stops at
+// Teardown.
+func (m *Machine) StartHolder() (int, error) {
+	m.holderMu.Lock()
+	defer m.holderMu.Unlock()
 	if m.holder != nil {
-		return m.holder.Process.Pid
+		return m.holder.Process.Pid, nil
 	}
 	cmd := m.Command("sleep", "infinity")
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	m.holder = cmd
 	exited := make(chan error, 1)
@@ -301,15 +340,15 @@ func (m *Machine) Holder(t testing.TB) int {
 	// host's and its cgroup namespace is rooted at the machine's.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if child := sleeping(cmd.Process.Pid); child != 0 {
-			return child
+			return child, nil
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("realnode: the machine's holder exited (%v): %s", err, stderr.String())
+			return 0, fmt.Errorf("realnode: the machine's holder exited (%v): %s", err, stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("realnode: the machine's holder did not start: %s", stderr.String())
+			return 0, fmt.Errorf("realnode: the machine's holder did not start: %s", stderr.String())
 		}
 	}
 }
@@ -338,15 +377,28 @@ func (p *Process) Wait() error {
 	return p.err
 }
 
-// Exec is argv, not started, to run in the machine: in the holder's
-// namespaces (network, mount, cgroup) and the machine's cgroups, so that
-// every process of the machine shares one mount namespace, as on a
-// machine. Its environment is the test's unless the caller sets one
-// (keep OwnerEnv in it: make test's leftover check finds the process by
-// it).
+// Exec is argv, not started, to run in the machine (ExecCommand),
+// failing the test when the machine's holder cannot start.
 func (m *Machine) Exec(t testing.TB, argv ...string) *exec.Cmd {
 	t.Helper()
-	holder := m.Holder(t)
+	cmd, err := m.ExecCommand(argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// ExecCommand is argv, not started, to run in the machine: in the
+// holder's namespaces (network, mount, cgroup) and the machine's cgroups,
+// so that every process of the machine shares one mount namespace, as on
+// a machine. Its environment is the caller's unless the caller sets one
+// (keep OwnerEnv in it: make test's leftover check finds the process by
+// it).
+func (m *Machine) ExecCommand(argv ...string) (*exec.Cmd, error) {
+	holder, err := m.StartHolder()
+	if err != nil {
+		return nil, err
+	}
 	var enter strings.Builder
 	for _, h := range Hierarchies {
 		fmt.Fprintf(&enter, "echo $$ > %s/%s/%s/cgroup.procs\n", cgroupRoot, h, m.Cgroup)
@@ -354,7 +406,7 @@ func (m *Machine) Exec(t testing.TB, argv ...string) *exec.Cmd {
 	fmt.Fprintf(&enter, "exec nsenter -t %d -m -n -C -- \"$@\"\n", holder)
 	cmd := exec.Command("sh", append([]string{"-c", enter.String(), "realnode"}, argv...)...)
 	cmd.Env = append(os.Environ(), m.OwnerEnv())
-	return cmd
+	return cmd, nil
 }
 
 // OwnerEnv is the mark of the machine's processes (testcluster.OwnerEnv).
@@ -398,4 +450,10 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Remove tears the machine name down (Teardown) from its name alone: what
+// a process that did not make the machine (a playground's cleanup) does.
+func Remove(name string) error {
+	return (&Machine{Name: name, Cgroup: "gw-" + name}).Teardown()
 }
