@@ -451,6 +451,12 @@ func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 		{"NODE_CIDR_MASK", "31"},
 		{"TLS", "maybe"},
 		{"TLS_CERT_FILE", "/etc/gridweave/tls.crt"}, // without TLS_KEY_FILE
+		{"KUBE_JOIN_MODE", "kubeadm"},
+		{"KUBELET_API_SERVER", "http://198.18.0.1:6443"},
+		{"KUBELET_TOKEN_TTL", "10s"},
+		{"KUBELET_DRAIN_TIMEOUT", "-1m"},
+		{"KUBELET_DRAIN_TIMEOUT", "2h"},
+		{"KUBELET_DRAIN_TIMEOUT", "soon"},
 	} {
 		if _, err := gridweave.ConfigFromEnv(with(c.name, c.value)); err == nil || !strings.HasPrefix(err.Error(), c.name+":") {
 			t.Errorf("%s=%q: %v, want an error naming the variable", c.name, c.value, err)

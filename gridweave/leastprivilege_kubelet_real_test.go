@@ -18,6 +18,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,8 @@ func applyMachineBindings(t *testing.T, tc *testcluster.Cluster) {
 func kubeletMode(tc *testcluster.Cluster) func(*gridweave.Config) {
 	return func(c *gridweave.Config) {
 		c.KubeJoinMode, c.K3sURL, c.KubeletCAPEM = gridweave.JoinModeKubelet, "", tc.Config.CAData
+		// No kubelet stops the drained pods here: a short wait.
+		c.KubeletDrainTimeout = time.Second
 	}
 }
 
@@ -124,6 +127,12 @@ func kubeletSteps() []step {
 			}
 			kubelet, _ := got.body["kubelet"].(map[string]any)
 			r.bootstrapToken, _ = kubelet["bootstrap_token"].(string)
+			labels, _ := got.body["node_labels"].([]any)
+			r.nodeLabels = map[string]string{}
+			for _, l := range labels {
+				k, v, _ := strings.Cut(fmt.Sprint(l), "=")
+				r.nodeLabels[k] = v
+			}
 			if r.bootstrapToken == "" {
 				return fmt.Errorf("validate answered no bootstrap token: %s", got.raw)
 			}
@@ -167,6 +176,50 @@ func kubeletSteps() []step {
 			})
 			return waitApproved(r.tc, name)
 		}},
+		{"a disconnect drains the machine's Node", func(r *privilegeRun) error {
+			ctx := context.Background()
+			// The machine's kubelet registers its Node, with the labels
+			// validate gave it; a pod is bound to it.
+			cfg, err := r.tc.NodeConfig(r.node.hostname)
+			if err != nil {
+				return err
+			}
+			kubelet, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: r.node.hostname, Labels: r.nodeLabels}}
+			if _, err := kubelet.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("the kubelet registers its Node: %w", err)
+			}
+			r.t.Cleanup(func() {
+				_ = r.tc.Kube.CoreV1().Nodes().Delete(context.Background(), r.node.hostname, metav1.DeleteOptions{})
+			})
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "drained", Namespace: r.ns}, Spec: corev1.PodSpec{NodeName: r.node.hostname,
+				Containers: []corev1.Container{{Name: "c", Image: "gridweave.dev/podnet:test"}}}}
+			if _, err := r.tc.Kube.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			r.t.Cleanup(func() {
+				_ = r.tc.Kube.CoreV1().Pods(r.ns).Delete(context.Background(), "drained", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			})
+			if err := expect(r.h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": r.node.hostname}), 200, "disconnect"); err != nil {
+				return err
+			}
+			// No kubelet runs here to stop the evicted pod: it stays
+			// terminating, and the Node goes at the drain timeout.
+			got, err := r.tc.Kube.CoreV1().Pods(r.ns).Get(ctx, "drained", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got.DeletionTimestamp == nil {
+				return fmt.Errorf("the pod of the disconnected machine's Node was not evicted")
+			}
+			if _, err := r.tc.Kube.CoreV1().Nodes().Get(ctx, r.node.hostname, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the disconnected machine's Node: %v, want not found", err)
+			}
+			return nil
+		}},
 	}
 }
 
@@ -189,8 +242,9 @@ var approvalCall = apiCall{"update", "certificatesigningrequests/approval"}
 // the real API server, as rbac.yaml's are (TestLeastPrivilege): with them
 // a machine's join goes through (its bootstrap token made, its first
 // client certificate asked for with that token and approved, its
-// kubelet's serving certificate approved); every rule is used; and, one
-// at a time, without a rule the step that needed it fails with a 403.
+// kubelet's serving certificate approved) and its disconnect drains its
+// Node; every rule is used; and, one at a time, without a rule the step
+// that needed it fails with a 403.
 // The watch of the requests is the exception: without it the approver
 // lists again, later but still correct.
 func TestLeastPrivilegeKubeletMode(t *testing.T) {

@@ -267,6 +267,7 @@ type privilegeRun struct {
 	// node and bootstrapToken are the kubelet join mode's machine.
 	node           *node
 	bootstrapToken string
+	nodeLabels     map[string]string
 }
 
 func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns string) []*unstructured.Unstructured, configure ...func(*gridweave.Config)) *privilegeRun {

@@ -126,7 +126,7 @@ func operations() map[string]operation {
 				"The pod CIDR comes from Kubernetes, never from the node. `worker_group` is null for a CPU-only node.",
 			request: api.RegisterRequest{}, status: 200, response: api.RegisterResponse{}, errors: []int{409, 422, 426}},
 		"POST /v1/nodes/disconnect": {id: "disconnectNode", tag: "nodes", summary: "Remove a node: peer, routes, scrape target, worker, Kubernetes Node, ledger",
-			description: "Idempotent: `released` is false when there was nothing left to remove.",
+			description: "Idempotent: `released` is false when there was nothing left to remove. In the kubelet join mode the Node is drained first (cordoned, its pods evicted, waited for up to KUBELET_DRAIN_TIMEOUT).",
 			request:     api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}},
 		"POST /v1/nodes/leave": {id: "leaveNode", tag: "nodes", summary: "A node leaves by itself (its node token as bearer)",
 			request: api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}},

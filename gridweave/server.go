@@ -159,6 +159,10 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		return nil, err
 	}
 	nodes := &fleet.KubeNodes{Client: b.Kube, Logger: s.log}
+	if cfg.KubeJoinMode == JoinModeKubelet {
+		// The machines' kubelets run pods: a disconnect drains the Node.
+		nodes.DrainTimeout = cfg.KubeletDrainTimeout
+	}
 	fb := fleet.Backends{Ledger: b.Keyring, Peers: b.Mesh, Routes: b.Routes, Nodes: nodes,
 		ServiceRanges: fleet.KubeServiceCIDRs{Client: b.Kube},
 		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Nodes: nodes, Marks: marks, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,

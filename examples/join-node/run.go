@@ -118,12 +118,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "join-node: stop the link service:", err)
 			return 1
 		}
-		if err := stopNode(ctx, *stateDir, *unitDir, log); err != nil {
-			fmt.Fprintln(stderr, "join-node: stop the node:", err)
-			return 1
-		}
+		// The master first: in the kubelet join mode it drains the Node
+		// while the kubelet still runs to stop its pods. Then the node;
+		// a leave again finishes what a failure here left.
 		if err := joinagent.Leave(ctx, opts); err != nil {
 			fmt.Fprintln(stderr, "join-node:", err)
+			return 1
+		}
+		if err := stopNode(ctx, *stateDir, *unitDir, log); err != nil {
+			fmt.Fprintln(stderr, "join-node: stop the node:", err)
 			return 1
 		}
 		fmt.Fprintln(stdout, "left the cluster; this machine's tunnel and identity are gone")

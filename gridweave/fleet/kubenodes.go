@@ -35,8 +35,13 @@ type KubeNodes struct {
 	// Resync is the informer's resync period for Watch; default 10 minutes.
 	Resync time.Duration
 	// Logger hears of Nodes that Watch cannot read (a pod CIDR that is not
-	// a CIDR); default discards.
+	// a CIDR) and of drains that ran out of time; default discards.
 	Logger *slog.Logger
+	// DrainTimeout, when set, makes Delete drain the Node first (cordon
+	// it, evict its pods, wait for them until DrainTimeout): for Nodes
+	// whose kubelet runs pods (the kubelet join mode). Zero deletes at
+	// once.
+	DrainTimeout time.Duration
 
 	cache    atomic.Pointer[nodeCache] // set while Watch runs, once synced
 	watching atomic.Bool               // Watch runs and has not delivered its first listing yet
@@ -167,8 +172,14 @@ func uidRefused(err error) bool {
 	return false
 }
 
-// Delete implements Nodes, with the UID as a precondition.
+// Delete implements Nodes, with the UID as a precondition; with a
+// DrainTimeout, the Node is drained first.
 func (k *KubeNodes) Delete(ctx context.Context, kn KubeNode) error {
+	if k.DrainTimeout > 0 {
+		if err := k.drain(ctx, kn); err != nil {
+			return err
+		}
+	}
 	opts := metav1.DeleteOptions{}
 	if kn.UID != "" {
 		uid := types.UID(kn.UID)
@@ -192,10 +203,7 @@ func (k *KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 	}
 	factory := informers.NewSharedInformerFactory(k.Client, resync)
 	informer := factory.Core().V1().Nodes().Informer()
-	log := k.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := k.logger()
 	on := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {
 			kn, err := kubeNodeOf(n)
@@ -237,4 +245,11 @@ func (k *KubeNodes) Watch(ctx context.Context, observe func(KubeNode)) error {
 	k.cache.Store(nil)
 	factory.Shutdown()
 	return nil
+}
+
+func (k *KubeNodes) logger() *slog.Logger {
+	if k.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return k.Logger
 }
