@@ -76,13 +76,8 @@ func masterUnderlayUp() (func(), error) {
 	return func() {
 		removeMachines()
 		_ = ipCommand("link", "del", underlayDevice)
-		made, _ := filepath.Glob(filepath.Join(machinesDir, "made-*"))
-		for _, f := range made {
-			if mountpoint, err := os.ReadFile(f); err == nil {
-				_ = os.Remove(string(mountpoint)) // only when empty
-			}
-		}
 		_ = os.RemoveAll(machinesDir)
+		_, _ = realnode.RemoveMountpoints()
 	}, nil
 }
 
@@ -155,16 +150,10 @@ func machine(ctx context.Context, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	// The mountpoints of the machine's own directories; one the host
-	// lacked goes with the playground.
+	// The mountpoints of the machine's own directories, made where the
+	// host has none (removed when the playground stops).
 	for _, mountpoint := range []string{"/var/lib/gridweave", "/usr/local/bin"} {
-		if _, err := os.Stat(mountpoint); err == nil {
-			continue
-		}
-		if err := os.MkdirAll(mountpoint, 0o700); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(machinesDir, "made-"+strings.ReplaceAll(strings.Trim(mountpoint, "/"), "/", "-")), []byte(mountpoint), 0o600); err != nil {
+		if err := realnode.MakeMountpoint(mountpoint); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,13 +33,24 @@ var Sysctls = []string{
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
 
-// Private are the machine's own directories, mounted over the host's.
+// Private are the machine's own directories, mounted over the host's:
+// what a node writes outside its own directories (the kubelet's root and
+// device plugins, containerd's default root, CNI state and
+// configuration, /etc/kubernetes, logs) stays the machine's.
 var Private = map[string]string{
-	"/run":             "run",
-	"/var/lib/kubelet": "kubelet",
-	"/var/lib/cni":     "cni",
-	"/var/log":         "log",
+	"/run":                "run",
+	"/var/lib/kubelet":    "kubelet",
+	"/var/lib/containerd": "containerd",
+	"/var/lib/cni":        "cni",
+	"/etc/cni/net.d":      "cni-conf",
+	"/etc/kubernetes":     "kubernetes",
+	"/var/log":            "log",
 }
+
+// mountpointRecord lists the host directories New made as mountpoints of
+// Private (one file each, holding the path): RemoveMountpoints removes
+// them once no machine is left.
+const mountpointRecord = "/run/gridweave-realnode-mountpoints"
 
 // Machine is a network namespace prepared to run a real node.
 type Machine struct {
@@ -90,6 +102,11 @@ func New(ns *netnstest.Namespace, name, dir string) (*Machine, error) {
 		}
 	}
 	m := &Machine{Name: name, Dir: abs, NS: ns, Cgroup: "gw-" + name}
+	for target := range Private {
+		if err := MakeMountpoint(target); err != nil {
+			return nil, err
+		}
+	}
 	for _, sub := range Private {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return nil, err
@@ -456,4 +473,103 @@ func (b *lockedBuffer) String() string {
 // a process that did not make the machine (a playground's cleanup) does.
 func Remove(name string) error {
 	return (&Machine{Name: name, Cgroup: "gw-" + name}).Teardown()
+}
+
+// MakeMountpoint makes the host directory dir, a mountpoint of a
+// machine's own directory (those of Private, or a harness's), when it is
+// missing, recording each directory it makes in mountpointRecord for
+// RemoveMountpoints.
+func MakeMountpoint(dir string) error {
+	var missing []string
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(mountpointRecord, 0o700); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- { // shallowest first
+		record := filepath.Join(mountpointRecord, strings.ReplaceAll(strings.Trim(missing[i], "/"), "/", "_"))
+		if err := os.WriteFile(record, []byte(missing[i]), 0o600); err != nil {
+			return err
+		}
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveMountpoints removes the host directories machines made as
+// mountpoints (those MakeMountpoint records), when no machine is left
+// (Leftovers), deepest first, each only when it is empty and no process
+// has a mount on it (a machine of another test may be using it); it
+// returns those it removed. make test's leftover check runs it, so the
+// host keeps only what it had.
+func RemoveMountpoints() ([]string, error) {
+	if left, err := Leftovers(); err != nil || len(left) > 0 {
+		return nil, err
+	}
+	inUse := mountedOn()
+	records, err := os.ReadDir(mountpointRecord)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, r := range records {
+		raw, err := os.ReadFile(filepath.Join(mountpointRecord, r.Name()))
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, string(raw))
+	}
+	// Deepest first: a parent goes after its children.
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	var removed []string
+	for _, d := range dirs {
+		if inUse[d] {
+			continue
+		}
+		if err := os.Remove(d); err == nil {
+			removed = append(removed, d)
+		} else if !os.IsNotExist(err) {
+			continue // not empty: something of the host's is there now
+		}
+		_ = os.Remove(filepath.Join(mountpointRecord, strings.ReplaceAll(strings.Trim(d, "/"), "/", "_")))
+	}
+	_ = os.Remove(mountpointRecord) // when every record went
+	return removed, nil
+}
+
+// mountedOn is the set of mount points of every process's mount
+// namespace (field 5 of /proc/PID/mountinfo).
+func mountedOn() map[string]bool {
+	points := map[string]bool{}
+	procs, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
+	seen := map[string]bool{} // mount namespaces already read
+	for _, p := range procs {
+		ns, err := os.Readlink(filepath.Join(filepath.Dir(p), "ns", "mnt"))
+		if err != nil || seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if f := strings.Fields(line); len(f) > 4 {
+				points[f[4]] = true
+			}
+		}
+	}
+	return points
 }
