@@ -145,8 +145,9 @@ type Config struct {
 	// served to machines (KUBELET_BINARY, /usr/bin/kubelet); KubeletTokenTTL
 	// a bootstrap token's life (KUBELET_TOKEN_TTL, 30m); KubeletDrainTimeout
 	// how long a disconnect waits for the evicted pods of the machine's
-	// Node before it deletes the Node (KUBELET_DRAIN_TIMEOUT, 1m; 0s
-	// deletes it undrained).
+	// Node before it deletes the Node (KUBELET_DRAIN_TIMEOUT, 20s, under
+	// the 30 s a join agent's leave waits for its answer; 0s deletes it
+	// undrained).
 	KubeletAPIServer     string
 	KubeletCAFile        string
 	KubeletCAPEM         []byte
@@ -437,8 +438,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.KubeletTokenTTL, err = time.ParseDuration(env("KUBELET_TOKEN_TTL", "30m")); err != nil || c.KubeletTokenTTL < time.Minute || c.KubeletTokenTTL > 24*time.Hour {
 		return Config{}, &ConfigError{"KUBELET_TOKEN_TTL", fmt.Sprintf("%q is not a duration from 1m to 24h such as 30m", env("KUBELET_TOKEN_TTL", ""))}
 	}
-	if c.KubeletDrainTimeout, err = time.ParseDuration(env("KUBELET_DRAIN_TIMEOUT", "1m")); err != nil || c.KubeletDrainTimeout < 0 || c.KubeletDrainTimeout > time.Hour {
-		return Config{}, &ConfigError{"KUBELET_DRAIN_TIMEOUT", fmt.Sprintf("%q is not a duration from 0s to 1h such as 1m", env("KUBELET_DRAIN_TIMEOUT", ""))}
+	if c.KubeletDrainTimeout, err = time.ParseDuration(env("KUBELET_DRAIN_TIMEOUT", "20s")); err != nil || c.KubeletDrainTimeout < 0 || c.KubeletDrainTimeout > time.Hour {
+		return Config{}, &ConfigError{"KUBELET_DRAIN_TIMEOUT", fmt.Sprintf("%q is not a duration from 0s to 1h such as 20s", env("KUBELET_DRAIN_TIMEOUT", ""))}
 	}
 	if c.KubeJoinMode == JoinModeKubelet && c.K3sURL != "" {
 		return Config{}, &ConfigError{"KUBE_JOIN_MODE", "kubelet, with K3S_URL set: machines join by their own kubelet or by k3s's, not both; unset K3S_URL"}

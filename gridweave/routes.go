@@ -243,13 +243,19 @@ func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
 // answers go into the tunnel).
 func (s *Server) throughTunnelOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip, err := netip.ParseAddr(clientIP(r))
-		if err != nil || !s.cfg.VPNCIDR.Contains(ip.Unmap()) {
+		if !s.fromTunnel(r) {
 			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "outside_vpn", message: "this listener answers only through the WireGuard tunnel (callers inside VPN_CIDR); use the public listener"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// fromTunnel reports whether r's caller is inside the VPN: a peer of the
+// tunnel.
+func (s *Server) fromTunnel(r *http.Request) bool {
+	ip, err := netip.ParseAddr(clientIP(r))
+	return err == nil && s.cfg.VPNCIDR.Contains(ip.Unmap())
 }
 
 // bundleNotHere is the public listener's answer for a bundle: they are

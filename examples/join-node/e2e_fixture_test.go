@@ -274,7 +274,7 @@ func startMasterOpts(t testing.TB, o masterOptions) *master {
 	}
 	// Where each machine's own directories are mounted.
 	// (Made where the host has none, and removed by make test's leftover
-	// check and this package's TestMain once nothing uses them.)
+	// check.)
 	for _, mountpoint := range []string{"/var/lib/gridweave", "/run/wireguard"} {
 		if err := realnode.MakeMountpoint(mountpoint); err != nil {
 			t.Fatal(err)

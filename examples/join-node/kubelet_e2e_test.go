@@ -169,9 +169,12 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 	podIPs := map[string]netip.Addr{}
 	for _, n := range nodes {
 		began := time.Now()
+		// A grace period: an eviction leaves the pod to its kubelet to
+		// stop (with none, the API server would delete it at once).
+		grace := int64(5)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "podnet-" + n.hostname, Namespace: ns}, Spec: corev1.PodSpec{
 			NodeName:                      n.hostname,
-			TerminationGracePeriodSeconds: new(int64),
+			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{Name: "podnet", Image: realnode.TestImage, Args: []string{"serve", ":8080"},
 				ImagePullPolicy: corev1.PullNever}},
 		}}
@@ -305,6 +308,11 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 		t.Fatalf("b's --leave: exit %d: %s %s", code, stdout, stderr)
 	}
 	t.Logf("b's --leave:\n%s%s", stderr, stdout)
+	// Answered through the tunnel, before the master removed the peer
+	// that carried the answer.
+	if strings.Contains(stderr, "does not answer through the tunnel") || strings.Contains(stderr, "no longer knows this node") {
+		t.Errorf("b's leave was not answered through its tunnel:\n%s", stderr)
+	}
 	if _, err := tc.Kube.CoreV1().Pods(ns).Get(ctx, "podnet-kube-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("b's pod after its --leave: %v, want it evicted and gone", err)
 	}

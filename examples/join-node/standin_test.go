@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 )
 
@@ -85,10 +84,6 @@ func TestMain(m *testing.M) {
 	code := testcluster.RunMainWith(m, testcluster.Options{ClusterCIDR: kubeletPodRange, NodeCIDRMaskSize: 24})
 	if e2eBinaries.dir != "" {
 		_ = os.RemoveAll(e2eBinaries.dir)
-	}
-	// The mountpoints the machines made on the host, once nothing uses them.
-	if _, err := realnode.RemoveMountpoints(); err != nil {
-		fmt.Fprintln(os.Stderr, "realnode: remove the machines' mountpoints:", err)
 	}
 	os.Exit(code)
 }

@@ -144,8 +144,8 @@ func realMachineCommand(n int, ns, home, hostname, command string, stdout, stder
 	}
 	script := `set -e
 hostname "$MACHINE_HOSTNAME"
-mountpoint -q /usr/local/bin || mount --bind "$MACHINE_HOME/bin" /usr/local/bin
-mountpoint -q /var/lib/gridweave || mount --bind "$MACHINE_HOME/state" /var/lib/gridweave
+mount --bind "$MACHINE_HOME/bin" /usr/local/bin
+mount --bind "$MACHINE_HOME/state" /var/lib/gridweave
 cd "$MACHINE_HOME/work"
 exec bash -c "$MACHINE_COMMAND"`
 	cmd, err := m.ExecCommand("unshare", "--uts", "sh", "-c", script)

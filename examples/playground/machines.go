@@ -51,8 +51,9 @@ func ipCommand(args ...string) error {
 }
 
 // masterUnderlayUp gives the master its underlay address; the returned
-// function takes it and every machine away.
-func masterUnderlayUp() (func(), error) {
+// function takes it and every machine away, and the mountpoints the
+// machines made on the host unless keepMountpoints.
+func masterUnderlayUp(keepMountpoints bool) (func(), error) {
 	removeMachines()
 	_ = ipCommand("link", "del", underlayDevice)
 	for _, args := range [][]string{
@@ -77,7 +78,9 @@ func masterUnderlayUp() (func(), error) {
 		removeMachines()
 		_ = ipCommand("link", "del", underlayDevice)
 		_ = os.RemoveAll(machinesDir)
-		_, _ = realnode.RemoveMountpoints()
+		if !keepMountpoints {
+			_, _ = realnode.RemoveMountpoints()
+		}
 	}, nil
 }
 

@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	port := flags.Int("port", 8800, "the server's port on 127.0.0.1")
 	gpuNodes := flags.Int("gpu-nodes", 2, "kwok nodes with 8 nvidia.com/gpu each")
 	cpuNodes := flags.Int("cpu-nodes", 1, "kwok CPU nodes")
+	keepMountpoints := flags.Bool("keep-mountpoints", false, "as root, leave the mountpoints machines made on the host when the playground stops (make test's leftover check removes them: for tests that make machines at the same time)")
 	dir := flags.String("dir", "", "where the cluster's state, kubeconfig and the server's SQLite file live (default: a temporary directory, removed at the end)")
 	if len(args) > 0 && args[0] == "machine" {
 		if err := machine(ctx, stdout, stderr); err != nil {
@@ -54,14 +55,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
-	if err := playground(ctx, *port, *gpuNodes, *cpuNodes, *dir, stdout, stderr); err != nil {
+	if err := playground(ctx, *port, *gpuNodes, *cpuNodes, *dir, *keepMountpoints, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "playground:", err)
 		return 1
 	}
 	return 0
 }
 
-func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, stdout, stderr io.Writer) error {
+func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, keepMountpoints bool, stdout, stderr io.Writer) error {
 	// As root, machines on this host join the playground in the kubelet
 	// join mode: real nodes, whose pod CIDRs the controller-manager
 	// allocates from the cluster's range.
@@ -92,7 +93,7 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, s
 	if machines {
 		// Machines on this host join it: the master's underlay address
 		// and WireGuard device, as on a real master.
-		removeNetwork, err := masterUnderlayUp()
+		removeNetwork, err := masterUnderlayUp(keepMountpoints)
 		if err != nil {
 			return fmt.Errorf("the master's network for machines: %w", err)
 		}

@@ -25,9 +25,11 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // of DaemonSets (they tolerate an unschedulable Node and go with it) and
 // the pods that have finished; drain waits, until DrainTimeout, for the
 // evicted pods to be gone (their kubelet stops them within their grace
-// periods). Past it, drain returns with what is left, logged: the Node is
-// deleted anyway, and the pod garbage collector deletes the pods of a
-// Node that no longer exists.
+// periods). An eviction refused (a budget, a 403, two budgets on one pod)
+// is logged and asked again until then. Past it, drain returns with what
+// is left, logged: the Node is deleted anyway, and the pod garbage
+// collector deletes the pods of a Node that no longer exists. Only a
+// Node that cannot be cordoned or whose pods cannot be listed fails it.
 func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 	patch := map[string]any{"spec": map[string]any{"unschedulable": true}}
 	if kn.UID != "" {
@@ -48,8 +50,12 @@ func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 	}
 	deadline := time.Now().Add(k.DrainTimeout)
 	evicted := map[types.UID]bool{}
+	refused := map[types.UID]error{}
 	for {
-		pods, err := k.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", kn.Name).String()})
+		// From the API server's watch cache: a drain asks every half
+		// second.
+		pods, err := k.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0",
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", kn.Name).String()})
 		if err != nil {
 			return fmt.Errorf("list the pods of node %s: %w", kn.Name, err)
 		}
@@ -59,8 +65,8 @@ func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 				continue
 			}
 			left = append(left, p.Namespace+"/"+p.Name)
-			if evicted[p.UID] {
-				continue
+			if evicted[p.UID] || p.DeletionTimestamp != nil {
+				continue // on its way: waited for
 			}
 			eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 				DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
@@ -68,11 +74,14 @@ func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 			switch {
 			case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
 				evicted[p.UID] = true
-			case apierrors.IsTooManyRequests(err):
-				// A PodDisruptionBudget holds it for now: asked again
-				// on the next round.
 			default:
-				return fmt.Errorf("evict pod %s/%s of node %s: %w", p.Namespace, p.Name, kn.Name, err)
+				// A PodDisruptionBudget holds it for now (429), or the
+				// eviction is refused: asked again on the next round.
+				if refused[p.UID] == nil {
+					k.logger().Warn("node drain: an eviction refused; asked again until the drain timeout", "node", kn.Name,
+						"pod", p.Namespace+"/"+p.Name, "error", err)
+				}
+				refused[p.UID] = err
 			}
 		}
 		if len(left) == 0 {
@@ -91,8 +100,9 @@ func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 	}
 }
 
-// evictable reports whether drain evicts p: not a mirror pod, not a
-// DaemonSet's, not finished, not already being deleted by its own.
+// evictable reports whether drain evicts p (or waits for it, when it is
+// already being deleted): not a mirror pod, not a DaemonSet's, not
+// finished.
 func evictable(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[mirrorPodAnnotation]; mirror {
 		return false

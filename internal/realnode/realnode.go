@@ -47,10 +47,10 @@ var Private = map[string]string{
 	"/var/log":            "log",
 }
 
-// mountpointRecord lists the host directories New made as mountpoints of
-// Private (one file each, holding the path): RemoveMountpoints removes
-// them once no machine is left.
-const mountpointRecord = "/run/gridweave-realnode-mountpoints"
+// mountpointRecord lists the host directories MakeMountpoint made (one
+// file each, holding the path), on the disk, beside them, so that a
+// reboot does not forget them: RemoveMountpoints removes them.
+const mountpointRecord = "/var/lib/gridweave-realnode-mountpoints"
 
 // Machine is a network namespace prepared to run a real node.
 type Machine struct {
@@ -478,39 +478,43 @@ func Remove(name string) error {
 // MakeMountpoint makes the host directory dir, a mountpoint of a
 // machine's own directory (those of Private, or a harness's), when it is
 // missing, recording each directory it makes in mountpointRecord for
-// RemoveMountpoints.
+// RemoveMountpoints. Only what it made itself is recorded: a path that is
+// there in any form (a symlink, dangling or not, included) is left alone.
 func MakeMountpoint(dir string) error {
 	var missing []string
 	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
+		if _, err := os.Lstat(d); err == nil {
 			break
 		}
 		missing = append(missing, d)
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := os.MkdirAll(mountpointRecord, 0o700); err != nil {
-		return err
-	}
 	for i := len(missing) - 1; i >= 0; i-- { // shallowest first
-		record := filepath.Join(mountpointRecord, strings.ReplaceAll(strings.Trim(missing[i], "/"), "/", "_"))
-		if err := os.WriteFile(record, []byte(missing[i]), 0o600); err != nil {
+		if err := os.Mkdir(missing[i], 0o755); err != nil {
+			if os.IsExist(err) {
+				continue // made meanwhile by another: not ours
+			}
 			return err
 		}
-		if err := os.Mkdir(missing[i], 0o755); err != nil && !os.IsExist(err) {
+		if err := os.MkdirAll(mountpointRecord, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(recordOf(missing[i]), []byte(missing[i]), 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// RemoveMountpoints removes the host directories machines made as
-// mountpoints (those MakeMountpoint records), when no machine is left
-// (Leftovers), deepest first, each only when it is empty and no process
-// has a mount on it (a machine of another test may be using it); it
-// returns those it removed. make test's leftover check runs it, so the
-// host keeps only what it had.
+func recordOf(dir string) string {
+	return filepath.Join(mountpointRecord, strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_"))
+}
+
+// RemoveMountpoints removes the host directories MakeMountpoint made,
+// deepest first, each only when it is still an empty directory and no
+// process has a mount on it, and only when no machine is left
+// (Leftovers); it returns those it removed. Run it when no test that
+// makes machines runs: make test's leftover check does, after the tests,
+// and the playground when it stops, so the host keeps only what it had.
 func RemoveMountpoints() ([]string, error) {
 	if left, err := Leftovers(); err != nil || len(left) > 0 {
 		return nil, err
@@ -538,14 +542,16 @@ func RemoveMountpoints() ([]string, error) {
 		if inUse[d] {
 			continue
 		}
-		if err := os.Remove(d); err == nil {
+		// rmdir: never a file or a symlink, never a directory with
+		// anything in it.
+		if err := syscall.Rmdir(d); err == nil {
 			removed = append(removed, d)
 		} else if !os.IsNotExist(err) {
 			continue // not empty: something of the host's is there now
 		}
-		_ = os.Remove(filepath.Join(mountpointRecord, strings.ReplaceAll(strings.Trim(d, "/"), "/", "_")))
+		_ = os.Remove(recordOf(d))
 	}
-	_ = os.Remove(mountpointRecord) // when every record went
+	_ = syscall.Rmdir(mountpointRecord) // when every record went
 	return removed, nil
 }
 
