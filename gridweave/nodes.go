@@ -204,10 +204,6 @@ func joinStep[Req, Resp any](s *Server, step string, run func(r *http.Request, r
 		if err == nil {
 			resp, err = run(r, req)
 		}
-		if errors.Is(err, errAnswered) {
-			s.metrics.join(step, nil)
-			return
-		}
 		s.metrics.join(step, err)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -216,14 +212,6 @@ func joinStep[Req, Resp any](s *Server, step string, run func(r *http.Request, r
 		writeJSON(w, http.StatusOK, resp)
 	}
 }
-
-// errAnswered is what a join step returns when it has written its answer
-// itself (a leave through the tunnel: see handleLeave).
-var errAnswered = errors.New("answered")
-
-// leavePeerGrace is how long a leave through the tunnel keeps the node's
-// peer after its answer is written.
-const leavePeerGrace = time.Second
 
 // bodyCredentialed reports whether a join step carries its credential in
 // the body.
@@ -331,36 +319,7 @@ func (s *Server) handleDisconnect(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
 	joinStep(s, "leave", func(r *http.Request, req api.HostnameRequest) (api.DisconnectResponse, error) {
-		// Through the tunnel, the answer goes before the node's peer,
-		// which carries it.
-		answered := false
-		answer := func() {
-			// Whole, with its length: the caller has all of it before
-			// the handler returns.
-			body, _ := json.Marshal(api.DisconnectResponse{Hostname: req.Hostname, Released: true})
-			body = append(body, '\n')
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(body)
-			_ = http.NewResponseController(w).Flush()
-			answered = true
-			// The answer's packets leave through the peer's tunnel
-			// before it goes: wireguard-go sends them from its queues,
-			// and a lost one is sent again while the peer is there.
-			time.Sleep(leavePeerGrace)
-		}
-		if !s.fromTunnel(r) {
-			answer = nil
-		}
-		released, err := s.fleet.LeaveAnswering(r.Context(), req.Hostname, bearer(r), answer)
-		if answered {
-			if err != nil {
-				s.log.WarnContext(r.Context(), "leave: answered, then the peer's removal or the release failed; a disconnect finishes it",
-					"hostname", req.Hostname, "err", err)
-			}
-			return api.DisconnectResponse{}, errAnswered
-		}
+		released, err := s.fleet.Leave(r.Context(), req.Hostname, bearer(r))
 		if err != nil {
 			return api.DisconnectResponse{}, s.nodeCredentialError(r, err)
 		}

@@ -24,8 +24,8 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // PodDisruptionBudgets), except the mirror pods of static pods, the pods
 // of DaemonSets (they tolerate an unschedulable Node and go with it) and
 // the pods that have finished; drain waits, until DrainTimeout, for the
-// evicted pods to be gone (their kubelet stops them within their grace
-// periods). An eviction refused (a budget, a 403, two budgets on one pod)
+// evicted pods and those already being deleted to be gone (their kubelet
+// stops them within their grace periods, then deletes them). An eviction refused (a budget, a 403, two budgets on one pod)
 // is logged and asked again until then. Past it, drain returns with what
 // is left, logged: the Node is deleted anyway, and the pod garbage
 // collector deletes the pods of a Node that no longer exists. Only a
@@ -61,13 +61,16 @@ func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 		}
 		var left []string
 		for _, p := range pods.Items {
+			if evicted[p.UID] || p.DeletionTimestamp != nil {
+				// On its way: waited for until it is gone (its kubelet
+				// deletes it once its containers stopped).
+				left = append(left, p.Namespace+"/"+p.Name)
+				continue
+			}
 			if !evictable(&p) {
 				continue
 			}
 			left = append(left, p.Namespace+"/"+p.Name)
-			if evicted[p.UID] || p.DeletionTimestamp != nil {
-				continue // on its way: waited for
-			}
 			eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 				DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
 			err := k.Client.CoreV1().Pods(p.Namespace).EvictV1(ctx, eviction)
@@ -100,9 +103,8 @@ func (k *KubeNodes) drain(ctx context.Context, kn KubeNode) error {
 	}
 }
 
-// evictable reports whether drain evicts p (or waits for it, when it is
-// already being deleted): not a mirror pod, not a DaemonSet's, not
-// finished.
+// evictable reports whether drain evicts p: not a mirror pod, not a
+// DaemonSet's, not finished.
 func evictable(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[mirrorPodAnnotation]; mirror {
 		return false

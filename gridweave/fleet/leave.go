@@ -33,7 +33,7 @@ func (s *Service) Disconnect(ctx context.Context, hostname, actor string) (relea
 	if err != nil {
 		return false, err
 	}
-	return s.teardown(ctx, node, actor, nil)
+	return s.teardown(ctx, node, actor)
 }
 
 // Leave is a node leaving by itself, proving itself with its node token.
@@ -44,17 +44,6 @@ func (s *Service) Disconnect(ctx context.Context, hostname, actor string) (relea
 // the name since. An agent whose leave was answered 401 after a lost
 // answer knows it is gone.
 func (s *Service) Leave(ctx context.Context, hostname, nodeToken string) (released bool, err error) {
-	return s.LeaveAnswering(ctx, hostname, nodeToken, nil)
-}
-
-// LeaveAnswering is Leave that calls answer, when set, once only the
-// node's WireGuard peer and its ledger row are left to go, and removes
-// them after it returns: a leave that came through the node's own tunnel
-// is answered while the peer that carries the answer is still there
-// (removed first, it would take the answer with it). An error of those
-// last two steps comes after the answer: the row stays disconnected, and
-// a disconnect finishes it.
-func (s *Service) LeaveAnswering(ctx context.Context, hostname, nodeToken string, answer func()) (released bool, err error) {
 	if nodeToken == "" {
 		return false, &Error{Kind: ErrCredentialRequired, Message: "the node token is required (as the bearer credential)"}
 	}
@@ -67,16 +56,14 @@ func (s *Service) LeaveAnswering(ctx context.Context, hostname, nodeToken string
 	if err != nil {
 		return false, err
 	}
-	return s.teardown(ctx, node, "node:"+hostname, answer)
+	return s.teardown(ctx, node, "node:"+hostname)
 }
 
 // teardownTimeout bounds a teardown that no longer hears its caller
 // (the longest drain, KUBELET_DRAIN_TIMEOUT, is an hour).
 const teardownTimeout = 75 * time.Minute
 
-// teardown removes node, step by step (Disconnect); answer, when set, is
-// called before the last two steps, the peer's removal and the release.
-func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string, answer func()) (bool, error) {
+func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string) (bool, error) {
 	// Once begun, a teardown runs to its end, also when the caller stops
 	// waiting (a drain may take a while): one cut half-way leaves the
 	// node marked and half removed until the next call.
@@ -108,9 +95,6 @@ func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string
 	}
 	if err := s.unroute(ctx, node.PodCIDR); err != nil {
 		return false, fmt.Errorf("remove the pod CIDR route of %s: %w", hostname, err)
-	}
-	if answer != nil {
-		answer()
 	}
 	if err := s.peers.RemovePeer(ctx, node.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
 		return false, fmt.Errorf("remove the WireGuard peer of %s: %w", hostname, err)

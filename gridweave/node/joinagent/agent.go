@@ -371,15 +371,25 @@ func Leave(ctx context.Context, o Options) error {
 	return removeState(o.StateDir)
 }
 
+// leaveTunnelWait is how long a leave waits for its answer through the
+// tunnel. The master answers once it has removed the node's peer, which
+// is the tunnel the answer would travel: when it does not come, the
+// leave is asked again at the public URL, where the master answers when
+// its release is done (it holds the node while it releases it), 401
+// "no such node" once it is.
+const leaveTunnelWait = 5 * time.Second
+
 // leaveThroughTunnel asks the master to release the node through the
-// tunnel, or, when that does not answer (the tunnel is down), at the
-// public URL.
+// tunnel, or, when that does not answer (the tunnel is down, or the
+// answer went with the peer), at the public URL.
 func (o *Options) leaveThroughTunnel(ctx context.Context, st State) error {
 	body := api.HostnameRequest{Hostname: o.Hostname}
 	if st.MasterVPNURL != "" {
 		tunnel := *o
 		tunnel.Master, tunnel.HTTPClient = st.MasterVPNURL, o.tunnelClient()
-		err := tunnel.post(ctx, "leave", "/v1/nodes/leave", st.NodeToken, body, nil)
+		tunnelCtx, cancel := context.WithTimeout(ctx, leaveTunnelWait)
+		err := tunnel.post(tunnelCtx, "leave", "/v1/nodes/leave", st.NodeToken, body, nil)
+		cancel()
 		var me *MasterError
 		if err == nil || errors.As(err, &me) || ctx.Err() != nil {
 			return err
