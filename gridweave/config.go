@@ -146,8 +146,8 @@ type Config struct {
 	// a bootstrap token's life (KUBELET_TOKEN_TTL, 30m); KubeletDrainTimeout
 	// how long a disconnect waits for the evicted pods of the machine's
 	// Node before it deletes the Node (KUBELET_DRAIN_TIMEOUT, 20s, under
-	// the 30 s a join agent's leave waits for its answer; 0s deletes it
-	// undrained).
+	// the 30 s a join agent waits for its leave's answer at the public
+	// URL; 0s deletes it undrained).
 	KubeletAPIServer     string
 	KubeletCAFile        string
 	KubeletCAPEM         []byte
