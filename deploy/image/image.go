@@ -63,31 +63,13 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil }, tarball.WithMediaType(types.OCILayer))
+	img, cfg, err := oneLayer(layerTar, "gridweave deploy/image: the static server, CA certificates, a non-root user")
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
-		Layer: layer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "gridweave deploy/image: the static server, CA certificates, a non-root user",
-			Comment: "no base image"},
-		MediaType: types.OCILayer,
-	})
-	if err != nil {
-		return nil, err
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux" // the binary is built for this machine's architecture
-	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = []string{Entrypoint}
 	cfg.Config.Cmd = nil
 	cfg.Config.User = User
-	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = []string{"SSL_CERT_FILE=" + CACerts, "KUBERAY_DB=" + DataDir + "/kuberay.db"}
 	cfg.Config.ExposedPorts = map[string]struct{}{"8800/tcp": {}, "8801/tcp": {}}
 	cfg.Config.Volumes = map[string]struct{}{DataDir: {}}
@@ -103,6 +85,35 @@ func Build(o Options) (v1.Image, error) {
 		cfg.Config.Labels["org.opencontainers.image.revision"] = o.Revision
 	}
 	return mutate.ConfigFile(img, cfg)
+}
+
+// oneLayer is an image of the one layer layerTar, with no base, and a copy
+// of its configuration to complete: every timestamp the epoch, the
+// platform this machine's (the binaries in it are built for it;
+// containerd refuses to import an image whose configuration names none),
+// the working directory /. Its caller sets the rest and puts the
+// configuration in with mutate.ConfigFile.
+func oneLayer(layerTar []byte, createdBy string) (v1.Image, *v1.ConfigFile, error) {
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil }, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
+		Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: createdBy, Comment: "no base image"}, MediaType: types.OCILayer,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.WorkingDir = "/"
+	return img, cfg, nil
 }
 
 // rootFS is the image's one layer.

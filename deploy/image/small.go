@@ -5,21 +5,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // PauseImage is the tag of the pause image a machine imports: the one
@@ -42,29 +38,12 @@ func Small(files []File, entrypoint []string, user string, labels map[string]str
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil }, tarball.WithMediaType(types.OCILayer))
+	img, cfg, err := oneLayer(layerTar, "gridweave deploy/image")
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
-		Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "gridweave deploy/image", Comment: "no base image"}, MediaType: types.OCILayer,
-	})
-	if err != nil {
-		return nil, err
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	// containerd refuses to import an image whose config names no
-	// platform.
-	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
-	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = entrypoint
 	cfg.Config.User = user
-	cfg.Config.WorkingDir = "/"
 	cfg.Config.Labels = labels
 	return mutate.ConfigFile(img, cfg)
 }

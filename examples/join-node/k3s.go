@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -127,14 +126,9 @@ func startInBackground(cmd *exec.Cmd, stateDir string, log *slog.Logger) error {
 
 // startUnit writes k3s-agent.service and (re)starts it.
 func startUnit(ctx context.Context, unitDir string, args []string, log *slog.Logger) error {
-	path := filepath.Join(unitDir, "k3s-agent.service")
-	if err := os.WriteFile(path, []byte(k3sUnit(args)), 0o644); err != nil {
+	path, err := startSystemdUnit(ctx, unitDir, "k3s-agent.service", k3sUnit(args))
+	if err != nil {
 		return err
-	}
-	for _, step := range [][]string{{"daemon-reload"}, {"enable", "k3s-agent.service"}, {"restart", "k3s-agent.service"}} {
-		if out, err := exec.CommandContext(ctx, "systemctl", step...).CombinedOutput(); err != nil {
-			return errors.Join(fmt.Errorf("systemctl %s: %w", strings.Join(step, " "), err), errors.New(strings.TrimSpace(string(out))))
-		}
 	}
 	log.Info("k3s agent running as a systemd unit", "unit", path)
 	return nil

@@ -107,14 +107,9 @@ WantedBy=multi-user.target
 }
 
 func startNodeUnit(ctx context.Context, unitDir string, args []string, log *slog.Logger) error {
-	path := filepath.Join(unitDir, nodeUnitName)
-	if err := os.WriteFile(path, []byte(nodeUnit(args)), 0o644); err != nil {
+	path, err := startSystemdUnit(ctx, unitDir, nodeUnitName, nodeUnit(args))
+	if err != nil {
 		return err
-	}
-	for _, step := range [][]string{{"daemon-reload"}, {"enable", nodeUnitName}, {"restart", nodeUnitName}} {
-		if out, err := exec.CommandContext(ctx, "systemctl", step...).CombinedOutput(); err != nil {
-			return errors.Join(fmt.Errorf("systemctl %s: %w", strings.Join(step, " "), err), errors.New(strings.TrimSpace(string(out))))
-		}
 	}
 	log.Info("node running as a systemd unit (containerd and the kubelet)", "unit", path)
 	return nil
@@ -143,16 +138,8 @@ func stopNode(ctx context.Context, stateDir, unitDir string, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(unitDir, nodeUnitName)
-	if _, err := os.Stat(path); err == nil {
-		if _, err := os.Stat("/run/systemd/system"); err == nil {
-			if out, err := exec.CommandContext(ctx, "systemctl", "disable", "--now", nodeUnitName).CombinedOutput(); err != nil {
-				return errors.Join(fmt.Errorf("systemctl disable --now %s: %w", nodeUnitName, err), errors.New(strings.TrimSpace(string(out))))
-			}
-		}
-		if err := os.Remove(path); err != nil {
-			return err
-		}
+	if err := removeSystemdUnit(ctx, unitDir, nodeUnitName); err != nil {
+		return err
 	}
 	log.Info("stopping the node: its supervisor, then its pods and files")
 	if err := kubeletnode.StopSupervisor(cfg, time.Minute); err != nil {

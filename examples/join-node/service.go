@@ -92,14 +92,9 @@ func installLinkService(ctx context.Context, unitDir string, args []string, log 
 		log.Info("systemd does not run this machine: run the link service yourself to keep direct links to the other nodes", "command", strings.Join(args, " "))
 		return nil
 	}
-	path := filepath.Join(unitDir, linkUnitName)
-	if err := os.WriteFile(path, []byte(linkUnit(args)), 0o644); err != nil {
+	path, err := startSystemdUnit(ctx, unitDir, linkUnitName, linkUnit(args))
+	if err != nil {
 		return err
-	}
-	for _, step := range [][]string{{"daemon-reload"}, {"enable", linkUnitName}, {"restart", linkUnitName}} {
-		if out, err := exec.CommandContext(ctx, "systemctl", step...).CombinedOutput(); err != nil {
-			return errors.Join(fmt.Errorf("systemctl %s: %w", strings.Join(step, " "), err), errors.New(strings.TrimSpace(string(out))))
-		}
 	}
 	log.Info("link service running as a systemd unit", "unit", path)
 	return nil
@@ -107,16 +102,44 @@ func installLinkService(ctx context.Context, unitDir string, args []string, log 
 
 // removeLinkService stops and removes the unit, if there is one.
 func removeLinkService(ctx context.Context, unitDir string) error {
-	path := filepath.Join(unitDir, linkUnitName)
+	return removeSystemdUnit(ctx, unitDir, linkUnitName)
+}
+
+// startSystemdUnit writes unit as unitDir/name, then enables and
+// (re)starts it; it returns the unit's path.
+func startSystemdUnit(ctx context.Context, unitDir, name, unit string) (string, error) {
+	path := filepath.Join(unitDir, name)
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		return "", err
+	}
+	for _, step := range [][]string{{"daemon-reload"}, {"enable", name}, {"restart", name}} {
+		if err := systemctl(ctx, step...); err != nil {
+			return "", err
+		}
+	}
+	return path, nil
+}
+
+// removeSystemdUnit disables and stops the unit unitDir/name (where
+// systemd runs the machine) and removes its file; without one, nothing.
+func removeSystemdUnit(ctx context.Context, unitDir, name string) error {
+	path := filepath.Join(unitDir, name)
 	if _, err := os.Stat(path); err != nil {
 		return nil
 	}
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		if out, err := exec.CommandContext(ctx, "systemctl", "disable", "--now", linkUnitName).CombinedOutput(); err != nil {
-			return errors.Join(fmt.Errorf("systemctl disable --now %s: %w", linkUnitName, err), errors.New(strings.TrimSpace(string(out))))
+		if err := systemctl(ctx, "disable", "--now", name); err != nil {
+			return err
 		}
 	}
 	return os.Remove(path)
+}
+
+func systemctl(ctx context.Context, args ...string) error {
+	if out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput(); err != nil {
+		return errors.Join(fmt.Errorf("systemctl %s: %w", strings.Join(args, " "), err), errors.New(strings.TrimSpace(string(out))))
+	}
+	return nil
 }
 
 // endpointList is a repeatable flag of address:port.

@@ -7,7 +7,13 @@
 // against it. It prints what to run next and, on Ctrl-C, stops everything
 // and leaves no process behind.
 //
+// As root, the master joins machines of this host in the kubelet join
+// mode: `playground machine` makes one (a network namespace with its own
+// mounts and cgroups, internal/realnode), runs the join command there,
+// and shows its Node Ready and a pod running on it.
+//
 //	go run ./examples/playground          (make playground)
+//	go run ./examples/playground machine  (make playground-machine)
 //
 // The first start builds the control plane's binaries from the Go module
 // proxy (minutes on two cores, with progress); later starts take seconds.
