@@ -70,14 +70,19 @@ func (r *callRecorder) setStep(s string) { r.mu.Lock(); r.step = s; r.mu.Unlock(
 func (r *callRecorder) RoundTrip(next http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		call, ok := callOf(req)
+		// The step as the call is sent: once answered, the test may
+		// already have moved on to the next one.
+		r.mu.Lock()
+		step := r.step
+		r.mu.Unlock()
 		resp, err := next.RoundTrip(req)
 		if ok {
 			r.mu.Lock()
 			if _, seen := r.first[call]; !seen {
-				r.first[call] = r.step
+				r.first[call] = step
 				r.made[call] = map[string]bool{}
 			}
-			r.made[call][r.step] = true
+			r.made[call][step] = true
 			if err == nil && resp.StatusCode == http.StatusForbidden {
 				r.refused[call] = true
 			}

@@ -100,7 +100,22 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		node, err := startNodeOnce(ctx, opts, headDashboard)
+		// Ray's own start gives a worker's raylet 30 s to register with
+		// the GCS, however loaded the machine; a worker that missed it
+		// is started again once, as a supervisor would.
+		if err == nil || opts.HeadAddress == "" || attempt == 2 || !errors.Is(err, errRegistrationTimedOut) || ctx.Err() != nil {
+			return node, err
+		}
+	}
+}
 
+// errRegistrationTimedOut: ray start gave up waiting for its raylet to be
+// registered with the GCS.
+var errRegistrationTimedOut = errors.New("raytest: the raylet was not registered with the GCS in time")
+
+func startNodeOnce(ctx context.Context, opts NodeOptions, headDashboard string) (_ *Node, err error) {
 	id := randomID()
 	// Unix socket paths are limited to 107 bytes: keep the root short.
 	temp, err := os.MkdirTemp("", "rt-"+id[:6]+"-")
@@ -186,7 +201,11 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 	go func() { <-exited; close(node.exited) }()
 	if headDashboard != "" {
 		if err := node.waitAlive(ctx, headDashboard); err != nil {
-			err = fmt.Errorf("%w\n%s", err, node.Logs(8<<10))
+			logs := node.Logs(8 << 10)
+			if strings.Contains(logs, "timed out during startup") {
+				err = fmt.Errorf("%w: %w", errRegistrationTimedOut, err)
+			}
+			err = fmt.Errorf("%w\n%s", err, logs)
 			node.Stop()
 			return nil, err
 		}
