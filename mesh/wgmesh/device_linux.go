@@ -93,6 +93,13 @@ func userspaceDevice(name string, log *slog.Logger) (*Device, error) {
 	}()
 	return &Device{Name: name, Kind: DeviceUserspace, close: func() error {
 		err := uapi.Close()
+		// wireguard-go's listener closes its inotify descriptor before
+		// waking the watcher of the socket, which may have closed its
+		// wake-up pipe already: that write's "file already closed" is not
+		// a failure (the listener is closed either way).
+		if errors.Is(err, os.ErrClosed) {
+			err = nil
+		}
 		dev.Close()
 		if rmErr := os.Remove("/var/run/wireguard/" + name + ".sock"); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 			err = errors.Join(err, rmErr)
