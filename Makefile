@@ -53,6 +53,17 @@ image: ## the server's OCI image without Docker: bin/gridweave-server-image.tar 
 	$(GO) run ./deploy/image/cmd/build-server-image --version $(SERVER_VERSION) \
 		--revision "$$(git rev-parse HEAD 2>/dev/null)" --tarball bin/gridweave-server-image.tar --oci-layout bin/oci-layout
 
+# The Ray images, built without Docker from Debian packages (mmdebstrap)
+# and PyPI, as root; reproducible and cached (a second build takes
+# seconds). WORKER_IMAGE_EXTRAS=torch adds PyPI's torch to the worker.
+.PHONY: worker-image
+worker-image: ## the GPU worker image (gridweave-worker:latest, Ray and Python 3.11): bin/gridweave-worker-image.tar, what WORKER_IMAGE_TAR serves
+	$(GO) run ./deploy/rayimage/cmd/build-ray-image -kind worker -out bin/gridweave-worker-image.tar
+
+.PHONY: ray-image
+ray-image: ## the head/CPU image (gridweave-ray:2.54.0-py311) to pair with the worker image: bin/gridweave-head-image.tar
+	$(GO) run ./deploy/rayimage/cmd/build-ray-image -kind head -out bin/gridweave-head-image.tar
+
 .PHONY: test-unit
 test-unit: ## fast tests only: no root, no control plane (-short)
 	$(GO) test -short -count=1 $(PKGS)

@@ -88,16 +88,22 @@ func Build(o Options) (v1.Image, error) {
 }
 
 // oneLayer is an image of the one layer layerTar, with no base, and a copy
-// of its configuration to complete: every timestamp the epoch, the
-// platform this machine's (the binaries in it are built for it;
-// containerd refuses to import an image whose configuration names none),
-// the working directory /. Its caller sets the rest and puts the
-// configuration in with mutate.ConfigFile.
+// of its configuration to complete (see FromLayer).
 func oneLayer(layerTar []byte, createdBy string) (v1.Image, *v1.ConfigFile, error) {
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil }, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		return nil, nil, err
 	}
+	return FromLayer(layer, createdBy)
+}
+
+// FromLayer is an image of the one layer, with no base, and a copy of its
+// configuration to complete: every timestamp the epoch, the platform this
+// machine's (the binaries in it are built for it; containerd refuses to
+// import an image whose configuration names none), the working directory
+// /. Its caller sets the rest and puts the configuration in with
+// mutate.ConfigFile.
+func FromLayer(layer v1.Layer, createdBy string) (v1.Image, *v1.ConfigFile, error) {
 	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
 		Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: createdBy, Comment: "no base image"}, MediaType: types.OCILayer,
 	})

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"gridweave.dev/deploy/rayimage"
 	"gridweave.dev/internal/testcluster"
 )
 
@@ -22,10 +23,9 @@ import (
 //go:embed requirements.txt
 var Requirements string
 
-// Constraints pins every package the requirements resolve to.
-//
-//go:embed constraints.txt
-var Constraints string
+// Constraints pins every package the requirements resolve to: the same
+// pins the Ray images are built with.
+var Constraints = rayimage.Constraints
 
 // RayVersion is the Ray release the environment holds.
 const RayVersion = "2.54.0"

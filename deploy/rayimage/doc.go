@@ -1,0 +1,23 @@
+// Package rayimage builds the Ray images a Gridweave cluster runs, without
+// Docker or a registry: the GPU worker image (gridweave-worker, the image
+// RAY_IMAGE_WORKER names by default) and the head/CPU image (gridweave-ray).
+//
+// Both are one layer: a Debian bookworm root filesystem made by mmdebstrap
+// (python3 with python on PATH, bash, wget and curl for KubeRay's probes, CA
+// certificates) with Ray installed from PyPI by pip, pinned by Constraints,
+// and the user ray (uid 1000, group users, home /home/ray) the image runs
+// as. The worker image adds what the NVIDIA container runtime reads, and
+// optional extras (torch) in its own root filesystem.
+//
+// Builds are reproducible and cached: the root filesystem is kept under
+// the cache directory by a key of everything that goes into it (suite,
+// packages, Ray's version, requirements and constraints, extras), every
+// timestamp in the layer is the epoch, Python's bytecode is compiled in a
+// fixed order with hash-based invalidation, and what differs between two
+// runs of the same install (apt's caches and logs, ldconfig's cache,
+// device nodes) is left out. The same inputs give the same digest.
+//
+// The images are written as tarballs `ctr images import` and `docker load`
+// read; the server serves the worker's (WORKER_IMAGE_TAR) to the machines
+// that join.
+package rayimage

@@ -1,0 +1,145 @@
+package rayimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawTar is a root filesystem's tar as mmdebstrap writes one, its
+// timestamps and owner names from the build.
+func rawTar(t *testing.T, when time.Time) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h *tar.Header, data string) {
+		h.ModTime, h.AccessTime, h.ChangeTime, h.Uname, h.Gname, h.Format = when, when, when, "root", "root", tar.FormatPAX
+		h.Size = int64(len(data))
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}, "")
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./dev/", Mode: 0o755}, "")
+	add(&tar.Header{Typeflag: tar.TypeChar, Name: "./dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./etc/passwd", Mode: 0o644}, "ray:x:1000:100::/home/ray:/bin/bash\n")
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./home/ray/", Mode: 0o755, Uid: 1000, Gid: 100}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/perl", Mode: 0o755}, "#!perl")
+	add(&tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/perl5.36.0", Linkname: "./usr/bin/perl"}, "")
+	add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "./usr/bin/python", Linkname: "python3"}, "")
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./var/log/", Mode: 0o755}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/log/dpkg.log", Mode: 0o644}, when.String())
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/cache/ldconfig/aux-cache", Mode: 0o600}, when.String())
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/lib/apt/lists/deb.debian.org_InRelease", Mode: 0o644}, when.String())
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/lib/dpkg/status", Mode: 0o644}, "Package: bash\n")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/lib/dpkg/status-old", Mode: 0o644}, when.String())
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/cache/debconf/config.dat", Mode: 0o644}, "Name: x\n")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/cache/debconf/config.dat-old", Mode: 0o644}, when.String())
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func normalized(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	if err := normalize(bytes.NewReader(raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestNormalizeKeepsTheFilesystemAndDropsTheRun: two installs made at
+// different times give the same layer, byte for byte; what a run leaves
+// behind (logs, caches, backups, device nodes) is out, the rest is in with
+// its owner, mode and links, every timestamp the epoch.
+func TestNormalizeKeepsTheFilesystemAndDropsTheRun(t *testing.T) {
+	first := normalized(t, rawTar(t, time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)))
+	second := normalized(t, rawTar(t, time.Date(2026, 12, 4, 11, 30, 0, 0, time.UTC)))
+	if !bytes.Equal(first, second) {
+		t.Fatal("two installs of the same files made different layers")
+	}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(first))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if !h.ModTime.Equal(epoch) || h.Uname != "" || h.Gname != "" || len(h.PAXRecords) > 0 {
+			t.Errorf("%s: mtime %v, owner names %q/%q, PAX %v: want the epoch and none", h.Name, h.ModTime, h.Uname, h.Gname, h.PAXRecords)
+		}
+		switch h.Name {
+		case "home/ray/":
+			if h.Uid != 1000 || h.Gid != 100 {
+				t.Errorf("home/ray/ owned by %d:%d, want 1000:100", h.Uid, h.Gid)
+			}
+		case "usr/bin/perl5.36.0":
+			if h.Linkname != "usr/bin/perl" {
+				t.Errorf("hard link to %q, want usr/bin/perl", h.Linkname)
+			}
+		case "usr/bin/python":
+			if h.Linkname != "python3" {
+				t.Errorf("symlink to %q, want python3", h.Linkname)
+			}
+		}
+	}
+	want := "dev/ etc/passwd home/ray/ usr/bin/perl usr/bin/perl5.36.0 usr/bin/python var/log/ var/lib/dpkg/status var/cache/debconf/config.dat"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("entries:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestOptionsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "Kind is required"},
+		{Options{Kind: "gpu"}, `Kind "gpu"`},
+		{Options{Kind: Worker, Extras: []string{"tensorflow"}}, `extra "tensorflow" is not one of torch`},
+		{Options{Kind: Head, Mirror: "http://deb.debian.org/debian main; rm -rf /"}, "Mirror"},
+	} {
+		o := tc.o
+		o.CacheDir = t.TempDir()
+		if err := o.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// TestTheRootFilesystemIsKeyedByItsInputs: each input that changes what
+// is installed changes the cache key; the image's kind alone does not (the
+// head and the worker share one root filesystem).
+func TestTheRootFilesystemIsKeyedByItsInputs(t *testing.T) {
+	base := Options{Kind: Head, CacheDir: t.TempDir()}
+	if err := base.check(); err != nil {
+		t.Fatal(err)
+	}
+	worker := base
+	worker.Kind = Worker
+	if base.rootfsKey() != worker.rootfsKey() {
+		t.Error("the head and the worker without extras have different root filesystems")
+	}
+	torch := worker
+	torch.Extras = []string{"torch"}
+	mirror := base
+	mirror.Mirror = "http://mirror.example/debian"
+	for what, o := range map[string]Options{"extras": torch, "mirror": mirror} {
+		if o.rootfsKey() == base.rootfsKey() {
+			t.Errorf("changing the %s kept the key", what)
+		}
+	}
+}

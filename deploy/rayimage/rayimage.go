@@ -1,0 +1,381 @@
+package rayimage
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"gridweave.dev/deploy/image"
+)
+
+// Constraints pins every Python package Ray's requirements resolve to:
+// the images and the real-Ray test environment are built with the same.
+//
+//go:embed constraints.txt
+var Constraints string
+
+// RayVersion is the Ray release in the images.
+const RayVersion = "2.54.0"
+
+// Suite is the Debian release of the root filesystem; its python3 is 3.11,
+// so a head from another image must run Python 3.11 too (Ray refuses a
+// node whose Python differs from the head's).
+const Suite = "bookworm"
+
+// PythonVersion is the Python of Suite.
+const PythonVersion = "3.11"
+
+// The images' tags.
+const (
+	WorkerTag = "gridweave-worker:latest"
+	HeadTag   = "gridweave-ray:" + RayVersion + "-py311"
+)
+
+// DefaultMirror is the Debian archive the root filesystem comes from.
+const DefaultMirror = "http://deb.debian.org/debian"
+
+// Packages are the Debian packages of the root filesystem, beside
+// bookworm's minimal base: Python with `python` on PATH and pip (Ray's
+// runtime environments install with it), bash (KubeRay runs its commands
+// with bash -lc), wget and curl (the probes of older Ray versions), CA
+// certificates, passwd (the ray user), netbase and procps.
+var Packages = []string{
+	"bash", "ca-certificates", "curl", "netbase", "passwd", "procps",
+	"python-is-python3", "python3", "python3-pip", "wget",
+}
+
+// Extras are the optional Python packages a worker image may add
+// (WORKER_IMAGE_EXTRAS), each pinned: torch is PyPI's default build, with
+// its CUDA libraries.
+var Extras = map[string]string{
+	"torch": "torch==2.9.1",
+}
+
+// The user the images run as, KubeRay's convention.
+const (
+	UserID  = 1000
+	GroupID = 100 // users
+	Home    = "/home/ray"
+)
+
+// Kind is which image.
+type Kind string
+
+// The two images.
+const (
+	Head   Kind = "head"   // the head and CPU workers (RAY_IMAGE)
+	Worker Kind = "worker" // the GPU workers (RAY_IMAGE_WORKER)
+)
+
+// Options say what to build.
+type Options struct {
+	Kind Kind
+	// Extras name entries of Extras to add (torch); none by default.
+	Extras []string
+	// CacheDir keeps root filesystems and images; default
+	// <user cache dir>/gridweave/rayimage.
+	CacheDir string
+	// Mirror is the Debian archive; default DefaultMirror (the security
+	// archive is its sibling debian-security).
+	Mirror string
+	// Progress receives mmdebstrap's and pip's output; nil discards it.
+	Progress io.Writer
+}
+
+// builderVersion changes whenever what this package puts in a root
+// filesystem changes, so an old cache entry is never taken for a new one.
+const builderVersion = "1"
+
+// Tag is the image's default tag.
+func (k Kind) Tag() string {
+	if k == Worker {
+		return WorkerTag
+	}
+	return HeadTag
+}
+
+func (o *Options) check() error {
+	switch o.Kind {
+	case Head, Worker:
+	case "":
+		return errors.New("rayimage: Kind is required (head or worker)")
+	default:
+		return fmt.Errorf("rayimage: Kind %q: want head or worker", o.Kind)
+	}
+	for _, e := range o.Extras {
+		if _, ok := Extras[e]; !ok {
+			known := make([]string, 0, len(Extras))
+			for k := range Extras {
+				known = append(known, k)
+			}
+			slices.Sort(known)
+			return fmt.Errorf("rayimage: extra %q is not one of %s", e, strings.Join(known, ", "))
+		}
+	}
+	if o.Mirror == "" {
+		o.Mirror = DefaultMirror
+	}
+	if !mirrorPattern.MatchString(o.Mirror) {
+		return fmt.Errorf("rayimage: Mirror %q: want an http(s) URL without spaces or quotes", o.Mirror)
+	}
+	if o.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return fmt.Errorf("rayimage: no CacheDir and no user cache dir: %w", err)
+		}
+		o.CacheDir = filepath.Join(base, "gridweave", "rayimage")
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+var mirrorPattern = regexp.MustCompile(`^https?://[A-Za-z0-9._~:/%+-]+$`)
+
+// requirements is pip's requirements file for o: Ray with the dashboard
+// and its agents, and the extras.
+func (o *Options) requirements() string {
+	reqs := []string{"ray[default]==" + RayVersion}
+	extras := slices.Clone(o.Extras)
+	slices.Sort(extras)
+	for _, e := range slices.Compact(extras) {
+		reqs = append(reqs, Extras[e])
+	}
+	return strings.Join(reqs, "\n") + "\n"
+}
+
+// rootfsKey names a root filesystem by everything that goes into it.
+func (o *Options) rootfsKey() string {
+	h := sha256.New()
+	for _, part := range []string{builderVersion, Suite, o.Mirror, strings.Join(Packages, ","), o.requirements(), Constraints} {
+		fmt.Fprintf(h, "%d:%s\n", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Build makes the image (its root filesystem from the cache when built
+// before) and writes it at path as a tarball tagged tag (Kind.Tag() when
+// empty); it returns the image's digest. The same inputs give the same
+// digest.
+func Build(ctx context.Context, o Options, path, tag string) (v1.Hash, error) {
+	if err := o.check(); err != nil {
+		return v1.Hash{}, err
+	}
+	if tag == "" {
+		tag = o.Kind.Tag()
+	}
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("rayimage: tag %q: %w", tag, err)
+	}
+	img, err := Image(ctx, o)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	// The tarball of one digest and tag is kept: a second build copies it.
+	cached := filepath.Join(o.CacheDir, "images", digest.Hex[:16]+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag)+".tar")
+	if _, err := os.Stat(cached); err != nil {
+		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+			return v1.Hash{}, err
+		}
+		tmp := cached + ".partial"
+		if err := tarball.WriteToFile(tmp, ref, img); err != nil {
+			return v1.Hash{}, fmt.Errorf("rayimage: write %s: %w", tmp, err)
+		}
+		if err := os.Rename(tmp, cached); err != nil {
+			return v1.Hash{}, err
+		}
+	}
+	if err := copyFile(cached, path); err != nil {
+		return v1.Hash{}, err
+	}
+	return digest, nil
+}
+
+// Image is the image of o, its root filesystem built or taken from the
+// cache.
+func Image(ctx context.Context, o Options) (v1.Image, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	rootfs, err := RootFS(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromFile(rootfs, tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return nil, err
+	}
+	img, cfg, err := image.FromLayer(layer, "gridweave deploy/rayimage: Debian "+Suite+" (mmdebstrap), "+strings.TrimSpace(strings.ReplaceAll(o.requirements(), "\n", " "))+" (pip)")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Config.User = fmt.Sprintf("%d:%d", UserID, GroupID)
+	cfg.Config.WorkingDir = Home
+	cfg.Config.Cmd = []string{"bash"}
+	cfg.Config.Env = []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG=C.UTF-8",
+		"HOME=" + Home,
+	}
+	title, description := "gridweave-ray", "Ray "+RayVersion+" (Python "+PythonVersion+") for the head and CPU workers of a Gridweave cluster"
+	if o.Kind == Worker {
+		title, description = "gridweave-worker", "Ray "+RayVersion+" (Python "+PythonVersion+") for the GPU workers of a Gridweave cluster"
+		// What the NVIDIA container runtime reads to hand the GPUs in.
+		cfg.Config.Env = append(cfg.Config.Env, "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility")
+	}
+	cfg.Config.Labels = map[string]string{
+		"org.opencontainers.image.title":       title,
+		"org.opencontainers.image.description": description,
+		"org.opencontainers.image.version":     RayVersion,
+		"org.opencontainers.image.licenses":    "Apache-2.0",
+		"org.opencontainers.image.source":      "https://gridweave.dev",
+		"org.opencontainers.image.base.name":   "debian:" + Suite,
+		"dev.gridweave.ray.version":            RayVersion,
+		"dev.gridweave.python.version":         PythonVersion,
+	}
+	if len(o.Extras) > 0 {
+		cfg.Config.Labels["dev.gridweave.extras"] = strings.Join(o.Extras, ",")
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// RootFS is the path of o's root filesystem as a normalized tar, built by
+// mmdebstrap and pip unless the cache holds it.
+func RootFS(ctx context.Context, o Options) (string, error) {
+	if err := o.check(); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(o.CacheDir, "rootfs-"+o.rootfsKey())
+	final := filepath.Join(dir, "rootfs.tar")
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		return "", errors.New("rayimage: mmdebstrap is not installed (Debian and Ubuntu: apt-get install mmdebstrap)")
+	}
+	if os.Geteuid() != 0 {
+		return "", errors.New("rayimage: building a root filesystem needs root (mmdebstrap's root mode); run as root")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	work, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	for file, content := range map[string]string{"requirements.txt": o.requirements(), "constraints.txt": Constraints} {
+		if err := os.WriteFile(filepath.Join(work, file), []byte(content), 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := copyFile(hostCABundle(), filepath.Join(work, "host-ca.crt")); err != nil {
+		return "", fmt.Errorf("rayimage: this machine's CA bundle (for pip in the root filesystem): %w", err)
+	}
+	raw := filepath.Join(work, "raw.tar")
+	cmd := exec.CommandContext(ctx, "mmdebstrap", o.mmdebstrapArgs(work, raw)...)
+	cmd.Env = append(os.Environ(),
+		"SOURCE_DATE_EPOCH=0",
+		// Python's sets of constants are ordered by string hashes: a fixed
+		// seed gives the same bytecode on every build.
+		"PYTHONHASHSEED=0",
+		"LC_ALL=C.UTF-8",
+	)
+	cmd.Stdout, cmd.Stderr = o.Progress, o.Progress
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("rayimage: mmdebstrap: %w (run with progress to see its output)", err)
+	}
+	normalized := filepath.Join(work, "rootfs.tar")
+	if err := normalizeFile(raw, normalized); err != nil {
+		return "", err
+	}
+	if err := os.Rename(normalized, final); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// mmdebstrapArgs: a minimal bookworm with Packages, the ray user, Ray
+// from PyPI, and Python's bytecode compiled once, in a fixed order, with
+// hash-based invalidation (no timestamps in it).
+func (o *Options) mmdebstrapArgs(work, out string) []string {
+	security := strings.TrimSuffix(o.Mirror, "/") + "-security"
+	// pip trusts what this machine trusts (a proxy's CA among them): the
+	// host's bundle is copied in for the install, then removed.
+	pip := "chroot \"$1\" env -u PIP_FIND_LINKS HOME=/root PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt SSL_CERT_FILE=/tmp/host-ca.crt python3 -m pip install" +
+		" --break-system-packages --no-compile --no-cache-dir --no-input --progress-bar off --disable-pip-version-check" +
+		" -r /tmp/requirements.txt -c /tmp/constraints.txt"
+	return []string{
+		"--mode=root", "--variant=minbase", "--format=tar",
+		"--include=" + strings.Join(Packages, ","),
+		"--aptopt=Acquire::Retries \"3\"",
+		"--customize-hook=copy-in " + filepath.Join(work, "requirements.txt") + " " + filepath.Join(work, "constraints.txt") + " " + filepath.Join(work, "host-ca.crt") + " /tmp",
+		fmt.Sprintf("--customize-hook=chroot \"$1\" useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash ray", UserID, GroupID, Home),
+		"--customize-hook=" + pip,
+		"--customize-hook=rm -f \"$1\"/tmp/requirements.txt \"$1\"/tmp/constraints.txt \"$1\"/tmp/host-ca.crt",
+		"--customize-hook=find \"$1\" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +",
+		// A few files in packages are not Python 3 on purpose (test data);
+		// compileall says so and goes on.
+		"--customize-hook=chroot \"$1\" python3 -m compileall -q -j 1 --invalidation-mode unchecked-hash /usr/lib/python3 /usr/lib/python" + PythonVersion + " /usr/local/lib/python" + PythonVersion + " >/dev/null || true",
+		Suite, out,
+		"deb " + o.Mirror + " " + Suite + " main",
+		"deb " + o.Mirror + " " + Suite + "-updates main",
+		"deb " + security + " " + Suite + "-security main",
+	}
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if dir := filepath.Dir(to); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// hostCABundle is the CA bundle pip on this machine uses: $PIP_CERT, else
+// $SSL_CERT_FILE, else Debian's.
+func hostCABundle() string {
+	for _, env := range []string{"PIP_CERT", "SSL_CERT_FILE"} {
+		if f := os.Getenv(env); f != "" {
+			return f
+		}
+	}
+	return "/etc/ssl/certs/ca-certificates.crt"
+}
