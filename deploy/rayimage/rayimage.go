@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -282,6 +283,16 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	// One build at a time per root filesystem: a second builder (another
+	// test package, another make) waits, then finds it in the cache.
+	unlock, err := lockFile(filepath.Join(dir, "lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
 	work, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
 		return "", err
@@ -378,4 +389,18 @@ func hostCABundle() string {
 		}
 	}
 	return "/etc/ssl/certs/ca-certificates.crt"
+}
+
+// lockFile holds an exclusive lock on path until the returned function is
+// called.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rayimage: lock %s: %w", path, err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }

@@ -61,6 +61,128 @@ func forward(t *testing.T, listen, target string) {
 	}()
 }
 
+// testNode is a machine of a test, its kubelet's Node Ready.
+type testNode struct {
+	m       *realnode.Machine
+	cfg     kubeletnode.Config
+	node    *corev1.Node
+	podCIDR netip.Prefix
+	logs    string
+}
+
+// startNode makes a machine namespace linked to the host (the host side
+// hostAddr, the machine machineAddr, a /30 of 198.18.0.0/15) that runs
+// containerd and the kubelet with a system:node credential, imports the
+// pause and test images, and waits until its Node has a pod CIDR from the
+// controller-manager and is Ready by its kubelet's own status.
+func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAddr string) *testNode {
+	t.Helper()
+	ctx := context.Background()
+	kubelet, err := testcluster.EnsureKubelet(ctx, mustCacheRoot(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := netnstest.New(t, "gwrn")
+	netnstest.LinkToHost(t, hostAddr+"/30", ns, machineAddr+"/30")
+	api, _ := url.Parse(tc.Config.Host)
+	apiServer := "https://" + net.JoinHostPort(hostAddr, "6443")
+	forward(t, net.JoinHostPort(hostAddr, "6443"), api.Host)
+
+	dir := t.TempDir()
+	m := realnode.Prepare(t, ns, name, dir)
+	cred, err := tc.NodeConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: apiServer, CertificateAuthorityData: cred.CAData, TLSServerName: "127.0.0.1"}
+	kc.AuthInfos["k"] = &clientcmdapi.AuthInfo{ClientCertificateData: cred.CertData, ClientKeyData: cred.KeyData}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "k"}
+	kc.CurrentContext = "c"
+	raw, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kubeletnode.Config{Dir: filepath.Join(dir, "node"), NodeName: name, NodeIP: netip.MustParseAddr(machineAddr),
+		APIServer: apiServer, CACertPEM: cred.CAData, Kubeconfig: raw, Kubelet: kubelet}
+	if missing := cfg.Check(); len(missing) > 0 {
+		t.Fatal(kubeletnode.MissingError(missing))
+	}
+	if err := cfg.Write(); err != nil {
+		t.Fatal(err)
+	}
+	m.MakeCgroup(t, kubeletnode.CgroupRoot) // the kubelet's cgroupRoot, as Supervise makes it
+	pauseTar, err := realnode.ImageTarball(ctx, "../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{m: m, cfg: cfg, logs: t.TempDir()}
+	m.Run(t, filepath.Join(n.logs, "containerd.log"), cfg.ContainerdCommand()...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"containerd.log", "kubelet.log"} {
+				data, _ := os.ReadFile(filepath.Join(n.logs, f))
+				t.Logf("%s %s (tail):\n%s", name, f, tail(string(data), 3000))
+			}
+		}
+	})
+	n.importImages(t, pauseTar)
+	m.Run(t, filepath.Join(n.logs, "kubelet.log"), cfg.KubeletCommand()...)
+
+	if err := waitFor(90*time.Second, func() error {
+		node, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if node.Spec.PodCIDR == "" {
+			return fmt.Errorf("no pod CIDR yet")
+		}
+		n.node = node
+		return nil
+	}); err != nil {
+		t.Fatalf("the Node: %v", err)
+	}
+	n.podCIDR = netip.MustParsePrefix(n.node.Spec.PodCIDR)
+	if err := cfg.WriteCNI(n.podCIDR); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(90*time.Second, func() error {
+		node, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.Reason == "KubeletReady" {
+				n.node = node
+				return nil
+			}
+		}
+		return fmt.Errorf("not Ready: %v", node.Status.Conditions)
+	}); err != nil {
+		t.Fatalf("the Node: %v", err)
+	}
+	t.Logf("Node %s Ready (kubelet %s), pod CIDR %s", name, n.node.Status.NodeInfo.KubeletVersion, n.podCIDR)
+	return n
+}
+
+// importImages imports an image tarball into the machine's containerd
+// (the namespace the kubelet's CRI uses), retrying while containerd
+// starts.
+func (n *testNode) importImages(t *testing.T, tarPath string) {
+	t.Helper()
+	logPath := filepath.Join(n.logs, "import-"+filepath.Base(tarPath)+".log")
+	if err := waitFor(60*time.Second, func() error {
+		imp := n.m.Run(t, logPath, "ctr", "--address", n.cfg.Socket(), "-n", "k8s.io", "images", "import", tarPath)
+		if err := imp.Wait(); err != nil {
+			out, _ := os.ReadFile(logPath)
+			return fmt.Errorf("ctr images import %s: %v: %s", tarPath, err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestARealNodeRunsAPod: a machine namespace runs containerd and the
 // kubelet (its credential a system:node one); its Node becomes Ready by
 // its kubelet's own status, gets a pod CIDR from the controller-manager,
@@ -74,100 +196,9 @@ func TestARealNodeRunsAPod(t *testing.T) {
 	tc := testcluster.Shared(t)
 	ctx := context.Background()
 	sysctlsBefore := readSysctls(t)
-	kubelet, err := testcluster.EnsureKubelet(ctx, mustCacheRoot(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := netnstest.New(t, "gwrn")
-	netnstest.LinkToHost(t, "198.18.231.5/30", ns, "198.18.231.6/30")
-	api, _ := url.Parse(tc.Config.Host)
-	forward(t, "198.18.231.5:6443", api.Host)
-
 	const name = "realnode-1"
-	dir := t.TempDir()
-	m := realnode.Prepare(t, ns, name, dir)
-	cred, err := tc.NodeConfig(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://198.18.231.5:6443", CertificateAuthorityData: cred.CAData, TLSServerName: "127.0.0.1"}
-	kc.AuthInfos["k"] = &clientcmdapi.AuthInfo{ClientCertificateData: cred.CertData, ClientKeyData: cred.KeyData}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "k"}
-	kc.CurrentContext = "c"
-	raw, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := kubeletnode.Config{Dir: filepath.Join(dir, "node"), NodeName: name, NodeIP: netip.MustParseAddr("198.18.231.6"),
-		APIServer: "https://198.18.231.5:6443", CACertPEM: cred.CAData, Kubeconfig: raw, Kubelet: kubelet}
-	if missing := cfg.Check(); len(missing) > 0 {
-		t.Fatal(kubeletnode.MissingError(missing))
-	}
-	if err := cfg.Write(); err != nil {
-		t.Fatal(err)
-	}
-	m.MakeCgroup(t, kubeletnode.CgroupRoot) // the kubelet's cgroupRoot, as Supervise makes it
-	pauseTar, err := realnode.ImageTarball(ctx, "../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := t.TempDir()
-	m.Run(t, filepath.Join(logs, "containerd.log"), cfg.ContainerdCommand()...)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"containerd.log", "kubelet.log"} {
-				data, _ := os.ReadFile(filepath.Join(logs, f))
-				t.Logf("%s (tail):\n%s", f, tail(string(data), 3000))
-			}
-		}
-	})
-	if err := waitFor(30*time.Second, func() error {
-		imp := m.Run(t, filepath.Join(logs, "import.log"), "ctr", "--address", cfg.Socket(), "-n", "k8s.io", "images", "import", pauseTar)
-		if err := imp.Wait(); err != nil {
-			out, _ := os.ReadFile(filepath.Join(logs, "import.log"))
-			return fmt.Errorf("ctr images import: %v: %s", err, out)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	m.Run(t, filepath.Join(logs, "kubelet.log"), cfg.KubeletCommand()...)
-
-	var node *corev1.Node
-	if err := waitFor(90*time.Second, func() error {
-		n, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if n.Spec.PodCIDR == "" {
-			return fmt.Errorf("no pod CIDR yet")
-		}
-		node = n
-		return nil
-	}); err != nil {
-		t.Fatalf("the Node: %v", err)
-	}
-	podCIDR := netip.MustParsePrefix(node.Spec.PodCIDR)
-	if err := cfg.WriteCNI(podCIDR); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitFor(90*time.Second, func() error {
-		n, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.Reason == "KubeletReady" {
-				node = n
-				return nil
-			}
-		}
-		return fmt.Errorf("not Ready: %v", n.Status.Conditions)
-	}); err != nil {
-		t.Fatalf("the Node: %v", err)
-	}
-	t.Logf("Node %s Ready (kubelet %s), pod CIDR %s", name, node.Status.NodeInfo.KubeletVersion, podCIDR)
+	n := startNode(t, tc, name, "198.18.231.5", "198.18.231.6")
+	m, node, podCIDR := n.m, n.node, n.podCIDR
 	if node.Status.NodeInfo.KubeletVersion != testcluster.KubernetesVersion {
 		t.Errorf("kubelet version %q, want %s", node.Status.NodeInfo.KubeletVersion, testcluster.KubernetesVersion)
 	}
