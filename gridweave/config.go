@@ -65,7 +65,9 @@ type Config struct {
 	// (SERVER_VERSION, 0.0.0).
 	ServerVersion string
 	// RayImage is the head's image (RAY_IMAGE); RayImageWorker the GPU
-	// workers' (RAY_IMAGE_WORKER).
+	// workers' (RAY_IMAGE_WORKER). Ray refuses a node whose Python minor
+	// version differs from the head's: the defaults are a pair, Ray 2.54.0
+	// on Python 3.11 (the worker image deploy/rayimage builds).
 	RayImage       string
 	RayImageWorker string
 	// ClusterName is the RayCluster GPU nodes join (CLUSTER_NAME).
@@ -268,7 +270,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		AdminToken:           strings.TrimSpace(getenv("ADMIN_TOKEN")),
 		JWTSecret:            env("JWT_SECRET", DefaultJWTSecret),
 		ServerVersion:        env("SERVER_VERSION", "0.0.0"),
-		RayImage:             env("RAY_IMAGE", "rayproject/ray:2.54.0-py312"),
+		RayImage:             env("RAY_IMAGE", "rayproject/ray:2.54.0-py311"),
 		RayImageWorker:       env("RAY_IMAGE_WORKER", "gridweave-worker:latest"),
 		ClusterName:          env("CLUSTER_NAME", "gridweave-cluster"),
 		MasterIP:             env("MASTER_IP", ""),
