@@ -1,12 +1,16 @@
 package realnode_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,35 +18,68 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"gridweave.dev/deploy/rayimage"
 	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/testcluster"
 )
 
-// TestKubeRayRunsTheRayImageOnARealNode: the head/CPU image built by
-// deploy/rayimage, imported into a real node's containerd, runs the head
-// pod the KubeRay operator makes for a RayCluster: KubeRay's own command
-// (bash -lc, ulimit, ray start), user and probes; the pod is Ready by the
-// probes of Ray's health endpoint, at an address of the node's pod CIDR,
-// the RayCluster is ready, and Ray's dashboard in the pod lists the head
-// node alive at the pod's address.
-func TestKubeRayRunsTheRayImageOnARealNode(t *testing.T) {
+// whereScript runs one task on each alive Ray node, pinned there, and
+// prints the host names they ran on (a pod's host name is its name).
+const whereScript = `
+import ray, socket
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init()
+@ray.remote(num_cpus=0)
+def where():
+    return socket.gethostname()
+nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+names = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes])
+print("RAN ON " + ",".join(sorted(names)))
+`
+
+// TestKubeRayRunsTheRayImagesOnARealNode: the images deploy/rayimage
+// builds, imported into a real node's containerd, run the pods the KubeRay
+// operator makes for a RayCluster with a GPU worker group: KubeRay's own
+// commands (bash -lc, ulimit, ray start), user, probes and the workers'
+// wait-gcs-ready init container, which finds the head by its headless
+// Service's DNS name through CoreDNS serving the cluster. The head is
+// Ready by Ray's health probe at an address of the node's pod CIDR, the
+// worker (a GPU from the node's device plugin, no CUDA) joins it, Ray's
+// dashboard in the head pod lists both alive at their pod addresses, and
+// a job submitted there runs a task pinned to each node that returns its
+// pod's name.
+func TestKubeRayRunsTheRayImagesOnARealNode(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a real kubelet and containerd, and the Ray image; run make test")
+		t.Skip("a real kubelet and containerd, CoreDNS and the Ray images; run make test")
 	}
 	tc := testcluster.Shared(t)
 	ctx := context.Background()
-	imageTar := filepath.Join(t.TempDir(), "head.tar")
-	if _, err := rayimage.Build(ctx, rayimage.Options{Kind: rayimage.Head}, imageTar, ""); err != nil {
+	dir := t.TempDir()
+	headTar, workerTar := filepath.Join(dir, "head.tar"), filepath.Join(dir, "worker.tar")
+	if _, err := rayimage.Build(ctx, rayimage.Options{Kind: rayimage.Head}, headTar, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rayimage.Build(ctx, rayimage.Options{Kind: rayimage.Worker}, workerTar, ""); err != nil {
 		t.Fatal(err)
 	}
 	const name = "realnode-ray"
-	n := startNode(t, tc, name, "198.18.231.9", "198.18.231.10")
+	n := startNode(t, tc, name, "198.18.231.9", "198.18.231.10", true)
+	n.m.FakeGPUs(t, 1)
 	began := time.Now()
-	n.importImages(t, imageTar)
-	t.Logf("the Ray image imported in %.1fs", time.Since(began).Seconds())
+	n.importImages(t, headTar)
+	n.importImages(t, workerTar)
+	t.Logf("the Ray images imported in %.1fs", time.Since(began).Seconds())
 
+	resources := func(cpu, memory string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
+		}
+	}
+	workerResources := resources("1", "2Gi")
+	workerResources.Limits["nvidia.com/gpu"] = resource.MustParse("1")
 	rc := &rayv1.RayCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "image-check", Namespace: "default"},
 		Spec: rayv1.RayClusterSpec{
@@ -52,14 +89,20 @@ func TestKubeRayRunsTheRayImageOnARealNode(t *testing.T) {
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					NodeName: name,
 					Containers: []corev1.Container{{
-						Name: "ray-head", Image: rayimage.HeadTag, ImagePullPolicy: corev1.PullNever,
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
-						},
+						Name: "ray-head", Image: rayimage.HeadTag, ImagePullPolicy: corev1.PullNever, Resources: resources("1", "2Gi"),
 					}},
 				}},
 			},
+			WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
+				GroupName: "gpu", Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1),
+				RayStartParams: map[string]string{"num-cpus": "1"},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					NodeName: name,
+					Containers: []corev1.Container{{
+						Name: "ray-worker", Image: rayimage.WorkerTag, ImagePullPolicy: corev1.PullNever, Resources: workerResources,
+					}},
+				}},
+			}},
 		},
 	}
 	if _, err := tc.Ray.RayV1().RayClusters("default").Create(ctx, rc, metav1.CreateOptions{}); err != nil {
@@ -69,66 +112,140 @@ func TestKubeRayRunsTheRayImageOnARealNode(t *testing.T) {
 		_ = tc.Ray.RayV1().RayClusters("default").Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
 	})
 	created := time.Now()
-	var head corev1.Pod
+	ready := map[string]corev1.Pod{}
 	if err := waitFor(4*time.Minute, func() error {
-		pods, err := tc.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + rc.Name + ",ray.io/node-type=head"})
+		pods, err := tc.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + rc.Name})
 		if err != nil {
 			return err
 		}
-		if len(pods.Items) != 1 {
-			return fmt.Errorf("%d head pods", len(pods.Items))
-		}
-		head = pods.Items[0]
-		for _, c := range head.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return nil
+		var waiting []string
+		for _, p := range pods.Items {
+			isReady := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			})
+			if !isReady {
+				waiting = append(waiting, fmt.Sprintf("%s %s %v %v", p.Name, p.Status.Phase, p.Status.InitContainerStatuses, p.Status.ContainerStatuses))
+				continue
 			}
+			if _, seen := ready[p.Name]; !seen {
+				t.Logf("%s pod %s Ready at %s, %.1fs after the RayCluster", p.Labels["ray.io/node-type"], p.Name, p.Status.PodIP, time.Since(created).Seconds())
+			}
+			ready[p.Name] = p
 		}
-		return fmt.Errorf("head pod %s %s, not Ready: %v %v", head.Name, head.Status.Phase, head.Status.Conditions, head.Status.ContainerStatuses)
-	}); err != nil {
-		t.Fatalf("KubeRay's head pod: %v", err)
-	}
-	t.Logf("head pod %s Ready at %s, %.1fs after the RayCluster", head.Name, head.Status.PodIP, time.Since(created).Seconds())
-	if ip, err := netip.ParseAddr(head.Status.PodIP); err != nil || !n.podCIDR.Contains(ip) {
-		t.Errorf("the head pod's address %q is not in the node's pod CIDR %s", head.Status.PodIP, n.podCIDR)
-	}
-	c := head.Spec.Containers[0]
-	if len(c.Command) == 0 || c.Command[0] != "/bin/bash" || c.ReadinessProbe == nil {
-		t.Errorf("not the container KubeRay makes: command %q, readiness probe %v", c.Command, c.ReadinessProbe)
-	}
-	if err := waitFor(time.Minute, func() error {
-		got, err := tc.Ray.RayV1().RayClusters("default").Get(ctx, rc.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if got.Status.State != rayv1.Ready {
-			return fmt.Errorf("RayCluster state %q", got.Status.State)
+		if len(pods.Items) != 2 || len(waiting) > 0 {
+			return fmt.Errorf("%d pods, not Ready: %v", len(pods.Items), waiting)
 		}
 		return nil
 	}); err != nil {
-		t.Error(err)
+		t.Fatalf("KubeRay's pods: %v", err)
 	}
-	// Ray's own view, from its dashboard in the pod (asked from the
-	// machine, which reaches its pods): the head node alive at the pod's
-	// address.
-	dashboard := "http://" + net.JoinHostPort(head.Status.PodIP, "8265") + "/api/v0/nodes?limit=10&detail=1"
-	out, err := n.m.NS.Command("curl", "-sS", "--max-time", "20", dashboard).Output()
+	var head, worker corev1.Pod
+	for _, p := range ready {
+		if p.Labels["ray.io/node-type"] == "head" {
+			head = p
+		} else {
+			worker = p
+		}
+		if ip, err := netip.ParseAddr(p.Status.PodIP); err != nil || !n.podCIDR.Contains(ip) {
+			t.Errorf("pod %s's address %q is not in the node's pod CIDR %s", p.Name, p.Status.PodIP, n.podCIDR)
+		}
+	}
+	if c := head.Spec.Containers[0]; len(c.Command) == 0 || c.Command[0] != "/bin/bash" || c.ReadinessProbe == nil {
+		t.Errorf("not the container KubeRay makes: command %q, readiness probe %v", c.Command, c.ReadinessProbe)
+	}
+	if len(worker.Spec.InitContainers) == 0 || !strings.Contains(strings.Join(worker.Spec.InitContainers[0].Args, " "), rc.Name+"-head-svc.default.svc.cluster.local") {
+		t.Errorf("the worker does not wait for the head by its DNS name: %+v", worker.Spec.InitContainers)
+	}
+
+	// Ray's own view, from the dashboard in the head pod (asked from the
+	// machine, which reaches its pods).
+	dashboard := "http://" + net.JoinHostPort(head.Status.PodIP, "8265")
+	var nodes []raytest.NodeState
+	if err := waitFor(time.Minute, func() error {
+		var listed struct {
+			Data struct {
+				Result struct {
+					Result []raytest.NodeState `json:"result"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := n.curlJSON(dashboard+"/api/v0/nodes?limit=10&detail=1", nil, &listed); err != nil {
+			return err
+		}
+		nodes = listed.Data.Result.Result
+		alive := map[string]bool{}
+		for _, node := range nodes {
+			alive[node.IP] = node.State == "ALIVE"
+		}
+		if len(nodes) != 2 || !alive[head.Status.PodIP] || !alive[worker.Status.PodIP] {
+			return fmt.Errorf("Ray's nodes: %+v, want the head (%s) and the worker (%s) alive", nodes, head.Status.PodIP, worker.Status.PodIP)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range nodes {
+		t.Logf("Ray node %s at %s %s (head %v), resources %v", node.NodeID[:12], node.IP, node.State, node.IsHead, node.ResourcesTotal)
+		if node.IP == worker.Status.PodIP && node.ResourcesTotal["GPU"] != 1 {
+			t.Errorf("the worker's Ray resources %v: want GPU 1 (its pod's nvidia.com/gpu limit)", node.ResourcesTotal)
+		}
+	}
+
+	entrypoint := fmt.Sprintf(`python -c 'import base64; exec(base64.b64decode("%s"))'`, base64.StdEncoding.EncodeToString([]byte(whereScript)))
+	var submitted struct {
+		SubmissionID string `json:"submission_id"`
+	}
+	if err := n.curlJSON(dashboard+"/api/jobs/", map[string]any{"entrypoint": entrypoint}, &submitted); err != nil || submitted.SubmissionID == "" {
+		t.Fatalf("submit a job: %v (%+v)", err, submitted)
+	}
+	var status struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	if err := waitFor(2*time.Minute, func() error {
+		if err := n.curlJSON(dashboard+"/api/jobs/"+submitted.SubmissionID, nil, &status); err != nil {
+			return err
+		}
+		if status.Status != "SUCCEEDED" && status.Status != "FAILED" && status.Status != "STOPPED" {
+			return fmt.Errorf("job %s: %s", submitted.SubmissionID, status.Status)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var logs struct {
+		Logs string `json:"logs"`
+	}
+	if err := n.curlJSON(dashboard+"/api/jobs/"+submitted.SubmissionID+"/logs", nil, &logs); err != nil {
+		t.Fatal(err)
+	}
+	want := "RAN ON " + strings.Join(slices.Sorted(slices.Values([]string{head.Name, worker.Name})), ",")
+	if status.Status != "SUCCEEDED" || !strings.Contains(logs.Logs, want) {
+		t.Fatalf("job %s: %s %s; want SUCCEEDED and %q in its log:\n%s", submitted.SubmissionID, status.Status, status.Message, want, tail(logs.Logs, 3000))
+	}
+	t.Logf("job %s SUCCEEDED: %s", submitted.SubmissionID, want)
+}
+
+// curlJSON asks url from the machine (which reaches its pods' addresses)
+// with curl, POSTing body as JSON when not nil, and decodes the answer.
+func (n *testNode) curlJSON(url string, body, out any) error {
+	args := []string{"curl", "-sS", "--fail-with-body", "--max-time", "20"}
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		args = append(args, "-H", "Content-Type: application/json", "--data-binary", string(data))
+	}
+	var stderr bytes.Buffer
+	cmd := n.m.NS.Command(args[0], append(args[1:], url)...)
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("GET %s from the machine: %v", dashboard, err)
+		return fmt.Errorf("%s: %v: %s %s", url, err, raw, stderr.Bytes())
 	}
-	var listed struct {
-		Data struct {
-			Result struct {
-				Result []raytest.NodeState `json:"result"`
-			} `json:"result"`
-		} `json:"data"`
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: %v: %s", url, err, raw)
 	}
-	if err := json.Unmarshal(out, &listed); err != nil {
-		t.Fatalf("Ray's node list: %v: %s", err, out)
-	}
-	nodes := listed.Data.Result.Result
-	if len(nodes) != 1 || nodes[0].IP != head.Status.PodIP || nodes[0].State != "ALIVE" || !nodes[0].IsHead {
-		t.Errorf("Ray's nodes: %+v, want the head alive at %s", nodes, head.Status.PodIP)
-	}
-	t.Logf("Ray's nodes, from the dashboard in the pod: %+v", nodes)
+	return nil
 }

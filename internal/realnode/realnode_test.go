@@ -74,8 +74,10 @@ type testNode struct {
 // hostAddr, the machine machineAddr, a /30 of 198.18.0.0/15) that runs
 // containerd and the kubelet with a system:node credential, imports the
 // pause and test images, and waits until its Node has a pod CIDR from the
-// controller-manager and is Ready by its kubelet's own status.
-func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAddr string) *testNode {
+// controller-manager and is Ready by its kubelet's own status. With
+// clusterDNS, the machine runs CoreDNS for the cluster's Services on its
+// own address, and its pods resolve with it.
+func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAddr string, clusterDNS bool) *testNode {
 	t.Helper()
 	ctx := context.Background()
 	kubelet, err := testcluster.EnsureKubelet(ctx, mustCacheRoot(t), nil)
@@ -105,6 +107,9 @@ func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAdd
 	}
 	cfg := kubeletnode.Config{Dir: filepath.Join(dir, "node"), NodeName: name, NodeIP: netip.MustParseAddr(machineAddr),
 		APIServer: apiServer, CACertPEM: cred.CAData, Kubeconfig: raw, Kubelet: kubelet}
+	if clusterDNS {
+		cfg.ClusterDNS, cfg.ClusterDomain = []string{machineAddr}, testcluster.ClusterDomain
+	}
 	if missing := cfg.Check(); len(missing) > 0 {
 		t.Fatal(kubeletnode.MissingError(missing))
 	}
@@ -120,13 +125,24 @@ func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAdd
 	m.Run(t, filepath.Join(n.logs, "containerd.log"), cfg.ContainerdCommand()...)
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, f := range []string{"containerd.log", "kubelet.log"} {
+			for _, f := range []string{"containerd.log", "kubelet.log", "coredns.log"} {
 				data, _ := os.ReadFile(filepath.Join(n.logs, f))
 				t.Logf("%s %s (tail):\n%s", name, f, tail(string(data), 3000))
 			}
 		}
 	})
 	n.importImages(t, pauseTar)
+	if clusterDNS {
+		coredns, err := testcluster.EnsureCoreDNS(ctx, mustCacheRoot(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args, err := tc.CoreDNSConfig(ctx, filepath.Join(dir, "coredns"), apiServer, netip.MustParseAddr(machineAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Run(t, filepath.Join(n.logs, "coredns.log"), append([]string{coredns}, args...)...)
+	}
 	m.Run(t, filepath.Join(n.logs, "kubelet.log"), cfg.KubeletCommand()...)
 
 	if err := waitFor(90*time.Second, func() error {
@@ -197,7 +213,7 @@ func TestARealNodeRunsAPod(t *testing.T) {
 	ctx := context.Background()
 	sysctlsBefore := readSysctls(t)
 	const name = "realnode-1"
-	n := startNode(t, tc, name, "198.18.231.5", "198.18.231.6")
+	n := startNode(t, tc, name, "198.18.231.5", "198.18.231.6", false)
 	m, node, podCIDR := n.m, n.node, n.podCIDR
 	if node.Status.NodeInfo.KubeletVersion != testcluster.KubernetesVersion {
 		t.Errorf("kubelet version %q, want %s", node.Status.NodeInfo.KubeletVersion, testcluster.KubernetesVersion)

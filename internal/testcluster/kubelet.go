@@ -50,44 +50,57 @@ func EnsureKubelet(ctx context.Context, cacheRoot string, progress io.Writer) (s
 		h.Write(data)
 	}
 	final := filepath.Join(cacheRoot, fmt.Sprintf("kubelet-%s_%s", KubernetesVersion, hex.EncodeToString(h.Sum(nil))[:12]))
-	bin := filepath.Join(final, "kubelet")
-	if _, err := os.Stat(filepath.Join(final, completeMarker)); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(cacheRoot, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := LockFile(ctx, final+".lock")
+	err = ensureBuilt(ctx, final, progress, "kubelet "+KubernetesVersion, func(staging string) error {
+		// The version a Node reports (status.nodeInfo.kubeletVersion).
+		ldflags := fmt.Sprintf("-X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35 -X k8s.io/component-base/version.gitTreeState=clean", KubernetesVersion)
+		return goCommand(ctx, dir, "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(staging, "kubelet"), "k8s.io/kubernetes/cmd/kubelet")
+	})
 	if err != nil {
 		return "", err
 	}
+	return filepath.Join(final, "kubelet"), nil
+}
+
+// ensureBuilt makes the cache entry final with build (into a staging
+// directory renamed into place once complete) unless it is complete
+// already, under a file lock that makes parallel callers wait for one
+// build.
+func ensureBuilt(ctx context.Context, final string, progress io.Writer, what string, build func(staging string) error) error {
+	if _, err := os.Stat(filepath.Join(final, completeMarker)); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return err
+	}
+	unlock, err := LockFile(ctx, final+".lock")
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	if _, err := os.Stat(filepath.Join(final, completeMarker)); err == nil {
-		return bin, nil
+		return nil
 	}
 	staging := final + ".building"
 	if err := os.RemoveAll(staging); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.MkdirAll(staging, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	start := time.Now()
-	fmt.Fprintf(progress, "testcluster: building kubelet %s\n", KubernetesVersion)
-	// The version a Node reports (status.nodeInfo.kubeletVersion).
-	ldflags := fmt.Sprintf("-X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35 -X k8s.io/component-base/version.gitTreeState=clean", KubernetesVersion)
-	if err := goCommand(ctx, dir, "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(staging, "kubelet"), "k8s.io/kubernetes/cmd/kubelet"); err != nil {
-		return "", err
+	fmt.Fprintf(progress, "testcluster: building %s\n", what)
+	if err := build(staging); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(staging, completeMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.RemoveAll(final); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Rename(staging, final); err != nil {
-		return "", err
+		return err
 	}
-	fmt.Fprintf(progress, "testcluster: kubelet ready in %s (%s)\n", final, time.Since(start).Round(time.Second))
-	return bin, nil
+	fmt.Fprintf(progress, "testcluster: %s ready in %s (%s)\n", what, final, time.Since(start).Round(time.Second))
+	return nil
 }

@@ -1,6 +1,6 @@
 // Command testcluster-build builds (or finds in the cache) the control-plane
 // binaries used by gridweave.dev/internal/testcluster, and the kubelet of
-// the tests' machines, and prints where they are. `make testcluster` runs it; with -clean it
+// the tests' machines and CoreDNS, and prints where they are. `make testcluster` runs it; with -clean it
 // removes the whole cache instead (`make clean-cache`).
 package main
 
@@ -45,5 +45,11 @@ func run(ctx context.Context, clean bool) error {
 		return err
 	}
 	fmt.Println(kubelet)
+	// CoreDNS, for the real nodes' pods to find the cluster's Services.
+	coredns, err := testcluster.EnsureCoreDNS(ctx, root, os.Stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Println(coredns)
 	return nil
 }
