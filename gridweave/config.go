@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +158,15 @@ type Config struct {
 	KubeletBinary        string
 	KubeletTokenTTL      time.Duration
 	KubeletDrainTimeout  time.Duration
+	// KubeletClusterDNS are the addresses of the cluster's DNS the
+	// machines' pods resolve with (CLUSTER_DNS, comma-separated; none by
+	// default: pods get their machine's resolver), each reachable through
+	// the tunnel (inside VPN_CIDR or CLUSTER_CIDR: a machine of this mode
+	// runs no kube-proxy, so a Service's cluster IP is not); ClusterDomain
+	// the cluster's DNS domain (CLUSTER_DOMAIN, cluster.local). The
+	// kubelet join mode only: k3s's agents take both from the k3s server.
+	KubeletClusterDNS []netip.Addr
+	ClusterDomain     string
 	// InternalAddr is the listener for the internal routes without
 	// credentials (INTERNAL_ADDR); InternalToken opens them on the public
 	// listener (INTERNAL_TOKEN). Neither set: internal routes are off.
@@ -443,6 +453,25 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.KubeletDrainTimeout, err = time.ParseDuration(env("KUBELET_DRAIN_TIMEOUT", "20s")); err != nil || c.KubeletDrainTimeout < 0 || c.KubeletDrainTimeout > time.Hour {
 		return Config{}, &ConfigError{"KUBELET_DRAIN_TIMEOUT", fmt.Sprintf("%q is not a duration from 0s to 1h such as 20s", env("KUBELET_DRAIN_TIMEOUT", ""))}
 	}
+	if raw := env("CLUSTER_DNS", ""); raw != "" {
+		if c.KubeJoinMode != JoinModeKubelet {
+			return Config{}, &ConfigError{"CLUSTER_DNS", "set with KUBE_JOIN_MODE=k3s: k3s's agents take the cluster DNS from the k3s server (its --cluster-dns); unset CLUSTER_DNS"}
+		}
+		for _, field := range strings.Split(raw, ",") {
+			addr, err := netip.ParseAddr(strings.TrimSpace(field))
+			if err != nil {
+				return Config{}, &ConfigError{"CLUSTER_DNS", fmt.Sprintf("%q is not an IP address (a comma-separated list of them)", strings.TrimSpace(field))}
+			}
+			if !c.VPNCIDR.Contains(addr) && !c.ClusterCIDR.Contains(addr) {
+				return Config{}, &ConfigError{"CLUSTER_DNS", fmt.Sprintf("%s is neither in VPN_CIDR %s nor in CLUSTER_CIDR %s: a machine reaches the cluster's DNS through its tunnel only (it runs no kube-proxy, so a Service's cluster IP does not answer); give the DNS server's address on the master's VPN address or a pod's", addr, c.VPNCIDR, c.ClusterCIDR)}
+			}
+			c.KubeletClusterDNS = append(c.KubeletClusterDNS, addr)
+		}
+	}
+	c.ClusterDomain = strings.TrimSuffix(env("CLUSTER_DOMAIN", "cluster.local"), ".")
+	if !dnsDomain.MatchString(c.ClusterDomain) || len(c.ClusterDomain) > 253 {
+		return Config{}, &ConfigError{"CLUSTER_DOMAIN", fmt.Sprintf("%q is not a DNS domain such as cluster.local", c.ClusterDomain)}
+	}
 	if c.KubeJoinMode == JoinModeKubelet && c.K3sURL != "" {
 		return Config{}, &ConfigError{"KUBE_JOIN_MODE", "kubelet, with K3S_URL set: machines join by their own kubelet or by k3s's, not both; unset K3S_URL"}
 	}
@@ -457,6 +486,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	return c, nil
 }
+
+// dnsDomain is a DNS domain of lower-case labels, as the kubelet's
+// clusterDomain takes.
+var dnsDomain = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 func envInt(env func(string, string) string, name string, def, lo, hi int) (int, error) {
 	raw := env(name, "")

@@ -284,8 +284,12 @@ func (s *Server) kubeletJoin(ctx context.Context, req api.ValidateRequest) (*api
 	if err != nil {
 		return nil, err
 	}
+	dns := make([]string, len(s.cfg.KubeletClusterDNS))
+	for i, a := range s.cfg.KubeletClusterDNS {
+		dns[i] = a.String()
+	}
 	return &api.KubeletJoin{APIServer: s.cfg.KubeletAPIServer, CACertPEM: string(s.cfg.KubeletCAPEM),
-		BootstrapToken: token, TLSServerName: s.cfg.KubeletTLSServerName}, nil
+		BootstrapToken: token, TLSServerName: s.cfg.KubeletTLSServerName, ClusterDNS: dns, ClusterDomain: s.cfg.ClusterDomain}, nil
 }
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {

@@ -171,6 +171,9 @@ type masterOptions struct {
 	addresses []string
 	// env is more of the server's environment.
 	env []string
+	// clusterDNS: the cluster's DNS is CoreDNS on the master's VPN
+	// address (CLUSTER_DNS), started once the server's device has it.
+	clusterDNS bool
 }
 
 // startMasterWith is startMaster; deployed runs the server as the
@@ -255,6 +258,9 @@ func startMasterOpts(t testing.TB, o masterOptions) *master {
 		// Nothing to run: the server programs routes over netlink, as it
 		// must in its image, where there is no ip executable.
 		"PATH=" + t.TempDir(),
+	}
+	if o.clusterDNS {
+		overrides = append(overrides, "CLUSTER_DNS="+m.vpnIP.String())
 	}
 	overrides = append(overrides, o.env...)
 	if deployed {

@@ -42,7 +42,10 @@ func kubeletService(agent, stateDir, unitDir string, log *slog.Logger) func(cont
 		}
 		cfg := kubeletnode.Config{Dir: nodeDir(stateDir), NodeName: join.NodeName, NodeIP: join.NodeIP, APIServer: join.APIServer,
 			CACertPEM: []byte(join.CACertPEM), TLSServerName: join.TLSServerName, BootstrapToken: join.BootstrapToken, Kubelet: join.Kubelet,
-			NodeLabels: join.NodeLabels, ClusterCIDR: join.ClusterCIDR, NodeCIDRMask: join.NodeCIDRMask}
+			NodeLabels: join.NodeLabels, ClusterCIDR: join.ClusterCIDR, NodeCIDRMask: join.NodeCIDRMask, ClusterDomain: join.ClusterDomain}
+		for _, a := range join.ClusterDNS {
+			cfg.ClusterDNS = append(cfg.ClusterDNS, a.String())
+		}
 		if err := kubeletnode.MissingError(cfg.Check()); err != nil {
 			return err
 		}

@@ -38,7 +38,8 @@ import (
 // startKubeletMaster starts a master of the kubelet join mode: the
 // control plane's kubelet served to machines, the pause and test images
 // as the worker image tarball, the deploy files' bindings for the
-// bootstrap tokens applied.
+// bootstrap tokens applied, CoreDNS on its VPN address as the cluster's
+// DNS.
 func startKubeletMaster(t testing.TB) *master {
 	t.Helper()
 	ctx := context.Background()
@@ -55,13 +56,17 @@ func startKubeletMaster(t testing.TB) *master {
 		t.Fatal(err)
 	}
 	applyKubeletRBAC(t, testcluster.Shared(t))
-	return startMasterOpts(t, masterOptions{env: []string{
+	m := startMasterOpts(t, masterOptions{clusterDNS: true, env: []string{
 		"KUBE_JOIN_MODE=kubelet", "K3S_URL=", "KUBELET_BINARY=" + kubelet,
 		// The test API server's certificate names 127.0.0.1 and
 		// kubernetes, not the master's VPN address it is reached at.
 		"KUBELET_TLS_SERVER_NAME=kubernetes",
 		"WORKER_IMAGE_TAR=" + images, "RAY_IMAGE_WORKER=" + realnode.TestImage,
 	}})
+	// The machines' pods resolve the cluster's names with CoreDNS on the
+	// master's VPN address, through their tunnels.
+	m.tc.StartCoreDNS(t, m.vpnIP)
+	return m
 }
 
 // applyKubeletRBAC applies deploy/kubernetes/kubelet/rbac-kubelet.yaml
@@ -172,7 +177,7 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 		// A grace period: an eviction leaves the pod to its kubelet to
 		// stop (with none, the API server would delete it at once).
 		grace := int64(5)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "podnet-" + n.hostname, Namespace: ns}, Spec: corev1.PodSpec{
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "podnet-" + n.hostname, Namespace: ns, Labels: map[string]string{"podnet": n.hostname}}, Spec: corev1.PodSpec{
 			NodeName:                      n.hostname,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{Name: "podnet", Image: realnode.TestImage, Args: []string{"serve", ":8080"},
@@ -210,6 +215,28 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 	}
 	reach("kube-a", "kube-b")
 	reach("kube-b", "kube-a")
+
+	// By name: b's pod behind a headless Service (as KubeRay's head is),
+	// which a's pod resolves with the cluster's DNS (CLUSTER_DNS, CoreDNS
+	// on the master's VPN address, through a's tunnel).
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "podnet-b", Namespace: ns}, Spec: corev1.ServiceSpec{
+		ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"podnet": "kube-b"},
+		Ports: []corev1.ServicePort{{Name: "http", Port: 8080}},
+	}}
+	if _, err := tc.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.Kube.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{}) })
+	byName := "http://podnet-b." + ns + ".svc." + testcluster.ClusterDomain + ".:8080/"
+	var out string
+	if err := within(30*time.Second, func() (err error) {
+		out, err = podExec(tc.Config, tc.Kube, ns, "podnet-kube-a", "/podnet", "get", byName)
+		return err
+	}); err != nil || !strings.Contains(out, "pod podnet-kube-b at "+podIPs["kube-b"].String()) {
+		t.Errorf("exec in podnet-kube-a: get %s: %q, %v", byName, out, err)
+	} else {
+		t.Logf("podnet-kube-a → %s (the cluster's DNS through the tunnel): %s", byName, strings.TrimSpace(out))
+	}
 
 	// Logs through the API server from b's kubelet: a's request, from a's
 	// pod address (no masquerading).

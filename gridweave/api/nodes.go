@@ -87,10 +87,12 @@ type ValidateResponse struct {
 // (KUBE_JOIN_MODE=kubelet): the API server through the tunnel, the
 // cluster's CA and a short-lived bootstrap token made for this join.
 type KubeletJoin struct {
-	APIServer      string `json:"api_server" description:"https:// URL of the API server, reachable through the tunnel."`
-	CACertPEM      string `json:"ca_cert_pem" description:"The cluster CA's certificate, PEM."`
-	BootstrapToken string `json:"bootstrap_token" description:"A bootstrap token (id.secret) made for this join, short-lived; its requests name this machine, and the master approves a client certificate of this machine's name alone."`
-	TLSServerName  string `json:"tls_server_name" description:"The name the API server's certificate is checked against when its certificate does not name the address in api_server (KUBELET_TLS_SERVER_NAME); empty: the address itself."`
+	APIServer      string   `json:"api_server" description:"https:// URL of the API server, reachable through the tunnel."`
+	CACertPEM      string   `json:"ca_cert_pem" description:"The cluster CA's certificate, PEM."`
+	BootstrapToken string   `json:"bootstrap_token" description:"A bootstrap token (id.secret) made for this join, short-lived; its requests name this machine, and the master approves a client certificate of this machine's name alone."`
+	TLSServerName  string   `json:"tls_server_name" description:"The name the API server's certificate is checked against when its certificate does not name the address in api_server (KUBELET_TLS_SERVER_NAME); empty: the address itself."`
+	ClusterDNS     []string `json:"cluster_dns" description:"Addresses of the cluster's DNS, reachable through the tunnel (CLUSTER_DNS): the kubelet's clusterDNS, the nameservers of the machine's pods. Empty: pods resolve with the machine's own resolver."`
+	ClusterDomain  string   `json:"cluster_domain" example:"cluster.local" description:"The cluster's DNS domain (CLUSTER_DOMAIN): the kubelet's clusterDomain."`
 }
 
 // GPU is one GPU of a node, as the node reports it at register and as

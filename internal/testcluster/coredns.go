@@ -1,21 +1,29 @@
 package testcluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"gridweave.dev/internal/childproc"
 )
 
 // CoreDNSVersion is the CoreDNS release that serves the test control
@@ -122,3 +130,73 @@ func (c *Cluster) CoreDNSConfig(ctx context.Context, dir, server string, listen 
 	}
 	return []string{"-conf", corefile}, nil
 }
+
+// StartCoreDNS runs CoreDNS in this process's network namespace, serving
+// the cluster's names on listen:53 (an address of a device the test made,
+// such as a master's VPN address), until the test ends; it returns once
+// CoreDNS answers. Its log is printed when the test fails.
+func (c *Cluster) StartCoreDNS(tb testing.TB, listen netip.Addr) {
+	tb.Helper()
+	ctx := context.Background()
+	root, err := DefaultCacheRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	binary, err := EnsureCoreDNS(ctx, root, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	args, err := c.CoreDNSConfig(ctx, dir, c.Config.Host, listen)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var log bytes.Buffer
+	var mu sync.Mutex
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), OwnerEnv+"=coredns-"+randomHex(6))
+	cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(p) })
+	cmd.Stderr = cmd.Stdout
+	exited, err := childproc.Start(cmd)
+	if err != nil {
+		tb.Fatalf("testcluster: start CoreDNS: %v", err)
+	}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if tb.Failed() {
+			mu.Lock()
+			tb.Logf("coredns on %s:\n%s", listen, log.String())
+			mu.Unlock()
+		}
+	})
+	// Ready once it answers for the cluster's domain over UDP.
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", netip.AddrPortFrom(listen, 53).String())
+	}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lookup, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := resolver.LookupHost(lookup, "kubernetes.default.svc."+ClusterDomain+".")
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-exited:
+			mu.Lock()
+			defer mu.Unlock()
+			tb.Fatalf("testcluster: CoreDNS exited:\n%s", log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("testcluster: CoreDNS on %s does not answer: %v", listen, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -120,7 +120,8 @@ type K3sJoin struct {
 // it does not name that address); the node's name, VPN address (the
 // kubelet's --node-ip, which the API server reaches it at) and the labels
 // the master needs on its Node; the cluster's pod range and the length of
-// a node's pod CIDR; the kubelet the master served.
+// a node's pod CIDR; the kubelet the master served; the cluster's DNS
+// (through the tunnel) and domain.
 type KubeletJoin struct {
 	APIServer, CACertPEM, BootstrapToken, TLSServerName string
 	NodeName                                            string
@@ -129,6 +130,8 @@ type KubeletJoin struct {
 	ClusterCIDR                                         netip.Prefix
 	NodeCIDRMask                                        int
 	Kubelet                                             string
+	ClusterDNS                                          []netip.Addr
+	ClusterDomain                                       string
 }
 
 // Result is what a join achieved.
@@ -331,6 +334,20 @@ func (o *Options) kubeletStep(ctx context.Context, v api.ValidateResponse, cfg T
 	if err != nil {
 		return fmt.Errorf("the master's validate answer: cluster_cidr %q: %w", v.ClusterCIDR, err)
 	}
+	// The pods' DNS is reached through the tunnel: only addresses it
+	// carries (the VPN range, the cluster's pod range) are taken.
+	vpn, _ := netip.ParsePrefix(v.VPNCIDR)
+	var dns []netip.Addr
+	for _, raw := range k.ClusterDNS {
+		a, err := netip.ParseAddr(raw)
+		if err != nil {
+			return fmt.Errorf("the master's validate answer: kubelet.cluster_dns %q is not an IP address", raw)
+		}
+		if !vpn.Contains(a) && !cluster.Contains(a) {
+			return fmt.Errorf("the master's validate answer: kubelet.cluster_dns %s is neither in the VPN range %s nor in the cluster's pod range %s, which the tunnel carries", a, v.VPNCIDR, cluster)
+		}
+		dns = append(dns, a)
+	}
 	installed, err := o.installFromMaster(ctx, "kubelet", o.KubeletBinary, true)
 	if err != nil {
 		return err
@@ -339,7 +356,8 @@ func (o *Options) kubeletStep(ctx context.Context, v api.ValidateResponse, cfg T
 		return fmt.Errorf("the master serves no kubelet for %s/%s (KUBELET_BINARY on the master), and there is none at %s", runtime.GOOS, runtime.GOARCH, o.KubeletBinary)
 	}
 	return o.KubeletAgent(ctx, KubeletJoin{APIServer: k.APIServer, CACertPEM: k.CACertPEM, BootstrapToken: k.BootstrapToken, TLSServerName: k.TLSServerName,
-		NodeName: o.Hostname, NodeIP: cfg.Address.Addr(), NodeLabels: v.NodeLabels, ClusterCIDR: cluster, NodeCIDRMask: v.NodeCIDRMask, Kubelet: o.KubeletBinary})
+		NodeName: o.Hostname, NodeIP: cfg.Address.Addr(), NodeLabels: v.NodeLabels, ClusterCIDR: cluster, NodeCIDRMask: v.NodeCIDRMask, Kubelet: o.KubeletBinary,
+		ClusterDNS: dns, ClusterDomain: k.ClusterDomain})
 }
 
 // Leave takes the node out of the cluster: the master releases it (peer,

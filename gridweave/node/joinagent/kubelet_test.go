@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -39,7 +40,8 @@ func caPEM(t *testing.T) []byte {
 // TestKubeletModeHandsTheKubeletStepWhatItNeeds: against a master of the
 // kubelet join mode the agent installs the master's kubelet (its SHA-256
 // checked) and calls the kubelet step with the API server, the cluster
-// CA, a bootstrap token, the node's address and the pod range; the k3s
+// CA, a bootstrap token, the node's address, the pod range and the
+// cluster's DNS; the k3s
 // step does not run. An agent without a kubelet step is refused, saying
 // why.
 func TestKubeletModeHandsTheKubeletStepWhatItNeeds(t *testing.T) {
@@ -49,7 +51,8 @@ func TestKubeletModeHandsTheKubeletStepWhatItNeeds(t *testing.T) {
 	kubelet := filepath.Join(dir, "kubelet")
 	writeTestFile(t, kubelet, []byte("#!/bin/sh\necho kubelet v1.35.4\n"))
 	url, _, _ := masterWith(t, map[string]string{"KUBE_JOIN_MODE": "kubelet", "K3S_URL": "", "KUBELET_CA_FILE": filepath.Join(dir, "ca.crt"),
-		"KUBELET_BINARY": kubelet, "KUBELET_TLS_SERVER_NAME": "kubernetes", "CLUSTER_CIDR": "198.18.64.0/18"})
+		"KUBELET_BINARY": kubelet, "KUBELET_TLS_SERVER_NAME": "kubernetes", "CLUSTER_CIDR": "198.18.64.0/18",
+		"CLUSTER_DNS": "198.18.128.1", "CLUSTER_DOMAIN": "gpu.example"})
 	ctx := context.Background()
 	var got []joinagent.KubeletJoin
 	installed := filepath.Join(t.TempDir(), "node", "bin", "kubelet")
@@ -71,7 +74,8 @@ func TestKubeletModeHandsTheKubeletStepWhatItNeeds(t *testing.T) {
 	}
 	j := got[0]
 	if j.APIServer != "https://198.18.128.1:6443" || j.CACertPEM != string(ca) || j.TLSServerName != "kubernetes" || j.NodeName != "gpu-kubelet" ||
-		j.NodeIP != res.VPNIP || j.ClusterCIDR.String() != "198.18.64.0/18" || j.NodeCIDRMask != 24 || j.Kubelet != installed {
+		j.NodeIP != res.VPNIP || j.ClusterCIDR.String() != "198.18.64.0/18" || j.NodeCIDRMask != 24 || j.Kubelet != installed ||
+		fmt.Sprint(j.ClusterDNS) != "[198.18.128.1]" || j.ClusterDomain != "gpu.example" {
 		t.Errorf("the kubelet step got %+v", j)
 	}
 	if !regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`).MatchString(j.BootstrapToken) {
