@@ -226,7 +226,9 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 	if _, err := tc.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tc.Kube.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = tc.Kube.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+	})
 	byName := "http://podnet-b." + ns + ".svc." + testcluster.ClusterDomain + ".:8080/"
 	var out string
 	if err := within(30*time.Second, func() (err error) {
