@@ -42,6 +42,17 @@ import (
 // DNS.
 func startKubeletMaster(t testing.TB) *master {
 	t.Helper()
+	images, err := realnode.ImageTarball(context.Background(), "../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startKubeletMasterWith(t, "WORKER_IMAGE_TAR="+images, "RAY_IMAGE_WORKER="+realnode.TestImage)
+}
+
+// startKubeletMasterWith is startKubeletMaster with env for the worker
+// image (WORKER_IMAGE_TAR, RAY_IMAGE_WORKER) and anything else.
+func startKubeletMasterWith(t testing.TB, env ...string) *master {
+	t.Helper()
 	ctx := context.Background()
 	root, err := testcluster.DefaultCacheRoot()
 	if err != nil {
@@ -51,18 +62,13 @@ func startKubeletMaster(t testing.TB) *master {
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, err := realnode.ImageTarball(ctx, "../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	applyKubeletRBAC(t, testcluster.Shared(t))
-	m := startMasterOpts(t, masterOptions{clusterDNS: true, env: []string{
+	m := startMasterOpts(t, masterOptions{clusterDNS: true, env: append([]string{
 		"KUBE_JOIN_MODE=kubelet", "K3S_URL=", "KUBELET_BINARY=" + kubelet,
 		// The test API server's certificate names 127.0.0.1 and
 		// kubernetes, not the master's VPN address it is reached at.
 		"KUBELET_TLS_SERVER_NAME=kubernetes",
-		"WORKER_IMAGE_TAR=" + images, "RAY_IMAGE_WORKER=" + realnode.TestImage,
-	}})
+	}, env...)})
 	// The machines' pods resolve the cluster's names with CoreDNS on the
 	// master's VPN address, through their tunnels.
 	m.tc.StartCoreDNS(t, m.vpnIP)
@@ -83,7 +89,13 @@ func applyKubeletRBAC(t testing.TB, tc *testcluster.Cluster) {
 
 // newKubeletNode is machine i, with GPUs, able to run a real node.
 func (m *master) newKubeletNode(i int, hostname string) *node {
-	n := m.newNode(i, hostname, true)
+	return m.newKubeletMachine(i, hostname, true)
+}
+
+// newKubeletMachine is machine i, with GPUs or not, able to run a real
+// node.
+func (m *master) newKubeletMachine(i int, hostname string, gpu bool) *node {
+	n := m.newNode(i, hostname, gpu)
 	n.machine = realnode.Prepare(m.t, n.ns, hostname, m.t.TempDir())
 	return n
 }
