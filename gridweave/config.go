@@ -6,11 +6,11 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 )
@@ -66,9 +66,11 @@ type Config struct {
 	// (SERVER_VERSION, 0.0.0).
 	ServerVersion string
 	// RayImage is the head's image (RAY_IMAGE); RayImageWorker the GPU
-	// workers' (RAY_IMAGE_WORKER). Ray refuses a node whose Python minor
-	// version differs from the head's: the defaults are a pair, Ray 2.54.0
-	// on Python 3.11 (the worker image deploy/rayimage builds).
+	// workers' (RAY_IMAGE_WORKER). Ray refuses a node whose Python
+	// differs from the head's (to the minor release with the worker
+	// image's RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor): the defaults
+	// are a pair, Ray 2.54.0 on Python 3.11 (the worker image
+	// deploy/rayimage builds).
 	RayImage       string
 	RayImageWorker string
 	// ClusterName is the RayCluster GPU nodes join (CLUSTER_NAME).
@@ -158,13 +160,13 @@ type Config struct {
 	KubeletBinary        string
 	KubeletTokenTTL      time.Duration
 	KubeletDrainTimeout  time.Duration
-	// KubeletClusterDNS are the addresses of the cluster's DNS the
-	// machines' pods resolve with (CLUSTER_DNS, comma-separated; none by
-	// default: pods get their machine's resolver), each reachable through
-	// the tunnel (inside VPN_CIDR or CLUSTER_CIDR: a machine of this mode
-	// runs no kube-proxy, so a Service's cluster IP is not); ClusterDomain
-	// the cluster's DNS domain (CLUSTER_DOMAIN, cluster.local). The
-	// kubelet join mode only: k3s's agents take both from the k3s server.
+	// KubeletClusterDNS is the cluster's DNS the machines' pods resolve
+	// with (CLUSTER_DNS; none by default: pods get their machine's
+	// resolver): MASTER_VPN_IP, the one address of the tunnels' ranges no
+	// machine can hold (a machine of this mode runs no kube-proxy, so a
+	// Service's cluster IP does not answer); ClusterDomain the cluster's
+	// DNS domain (CLUSTER_DOMAIN, cluster.local). The kubelet join mode
+	// only: k3s's agents take both from the k3s server.
 	KubeletClusterDNS []netip.Addr
 	ClusterDomain     string
 	// InternalAddr is the listener for the internal routes without
@@ -462,14 +464,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			if err != nil {
 				return Config{}, &ConfigError{"CLUSTER_DNS", fmt.Sprintf("%q is not an IP address (a comma-separated list of them)", strings.TrimSpace(field))}
 			}
-			if !c.VPNCIDR.Contains(addr) && !c.ClusterCIDR.Contains(addr) {
-				return Config{}, &ConfigError{"CLUSTER_DNS", fmt.Sprintf("%s is neither in VPN_CIDR %s nor in CLUSTER_CIDR %s: a machine reaches the cluster's DNS through its tunnel only (it runs no kube-proxy, so a Service's cluster IP does not answer); give the DNS server's address on the master's VPN address or a pod's", addr, c.VPNCIDR, c.ClusterCIDR)}
+			if addr != c.MasterVPNIP {
+				return Config{}, &ConfigError{"CLUSTER_DNS", fmt.Sprintf("%s is not MASTER_VPN_IP %s: machines reach the cluster's DNS through their tunnels (they run no kube-proxy, so a Service's cluster IP does not answer), and any other address of the tunnels' ranges can be a joined machine's, which would then answer every pod's names; run the DNS server (CoreDNS, say) on MASTER_VPN_IP", addr, c.MasterVPNIP)}
 			}
 			c.KubeletClusterDNS = append(c.KubeletClusterDNS, addr)
 		}
 	}
+	if env("CLUSTER_DOMAIN", "") != "" && c.KubeJoinMode != JoinModeKubelet {
+		return Config{}, &ConfigError{"CLUSTER_DOMAIN", "set with KUBE_JOIN_MODE=k3s: k3s's agents take the cluster domain from the k3s server; unset CLUSTER_DOMAIN"}
+	}
 	c.ClusterDomain = strings.TrimSuffix(env("CLUSTER_DOMAIN", "cluster.local"), ".")
-	if !dnsDomain.MatchString(c.ClusterDomain) || len(c.ClusterDomain) > 253 {
+	if !api.ClusterDomain.MatchString(c.ClusterDomain) || len(c.ClusterDomain) > 253 {
 		return Config{}, &ConfigError{"CLUSTER_DOMAIN", fmt.Sprintf("%q is not a DNS domain such as cluster.local", c.ClusterDomain)}
 	}
 	if c.KubeJoinMode == JoinModeKubelet && c.K3sURL != "" {
@@ -486,10 +491,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	return c, nil
 }
-
-// dnsDomain is a DNS domain of lower-case labels, as the kubelet's
-// clusterDomain takes.
-var dnsDomain = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 func envInt(env func(string, string) string, name string, def, lo, hi int) (int, error) {
 	raw := env(name, "")

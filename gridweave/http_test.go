@@ -462,29 +462,34 @@ func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 			t.Errorf("%s=%q: %v, want an error naming the variable", c.name, c.value, err)
 		}
 	}
-	// The cluster's DNS of the kubelet join mode: reached through the
-	// tunnel, so inside VPN_CIDR or CLUSTER_CIDR, never a Service's cluster
-	// IP (no kube-proxy on the machines); k3s's agents take it from k3s.
+	// The cluster's DNS of the kubelet join mode: MASTER_VPN_IP, reached
+	// through the tunnel; never a Service's cluster IP (no kube-proxy on
+	// the machines), nor an address a machine may hold (another of the
+	// VPN range, a pod's); k3s's agents take it from k3s.
+	kubeletMode := []string{"KUBE_JOIN_MODE", "kubelet", "MASTER_VPN_IP", "198.18.0.1"}
 	for _, c := range []struct {
 		env []string
 		say string
 	}{
-		{[]string{"KUBE_JOIN_MODE", "kubelet", "CLUSTER_DNS", "10.43.0.10"}, "CLUSTER_DNS"}, // SERVICE_CIDR
-		{[]string{"KUBE_JOIN_MODE", "kubelet", "CLUSTER_DNS", "8.8.8.8"}, "CLUSTER_DNS"},
-		{[]string{"KUBE_JOIN_MODE", "kubelet", "CLUSTER_DNS", "198.18.0.1,dns.local"}, "CLUSTER_DNS"},
+		{append(kubeletMode, "CLUSTER_DNS", "10.43.0.10"), "CLUSTER_DNS"}, // SERVICE_CIDR
+		{append(kubeletMode, "CLUSTER_DNS", "10.100.0.9"), "CLUSTER_DNS"}, // a machine's VPN address
+		{append(kubeletMode, "CLUSTER_DNS", "10.42.7.10"), "CLUSTER_DNS"}, // a pod's
+		{append(kubeletMode, "CLUSTER_DNS", "8.8.8.8"), "CLUSTER_DNS"},
+		{append(kubeletMode, "CLUSTER_DNS", "198.18.0.1,dns.local"), "CLUSTER_DNS"},
 		{[]string{"KUBE_JOIN_MODE", "k3s", "CLUSTER_DNS", "198.18.0.1"}, "CLUSTER_DNS"},
-		{[]string{"KUBE_JOIN_MODE", "kubelet", "CLUSTER_DOMAIN", "Cluster_Local"}, "CLUSTER_DOMAIN"},
-		{[]string{"KUBE_JOIN_MODE", "kubelet", "CLUSTER_DOMAIN", "cluster..local"}, "CLUSTER_DOMAIN"},
+		{[]string{"KUBE_JOIN_MODE", "k3s", "CLUSTER_DOMAIN", "gpu.example"}, "CLUSTER_DOMAIN"},
+		{append(kubeletMode, "CLUSTER_DOMAIN", "Cluster_Local"), "CLUSTER_DOMAIN"},
+		{append(kubeletMode, "CLUSTER_DOMAIN", "cluster..local"), "CLUSTER_DOMAIN"},
 	} {
 		if _, err := gridweave.ConfigFromEnv(with(c.env...)); err == nil || !strings.HasPrefix(err.Error(), c.say+":") {
 			t.Errorf("%v: %v, want an error naming %s", c.env, err, c.say)
 		}
 	}
-	cfg, err := gridweave.ConfigFromEnv(with("KUBE_JOIN_MODE", "kubelet", "CLUSTER_DNS", "198.18.0.1, 10.42.7.10", "CLUSTER_DOMAIN", "gpu.example."))
+	cfg, err := gridweave.ConfigFromEnv(with(append(kubeletMode, "CLUSTER_DNS", " 198.18.0.1 ", "CLUSTER_DOMAIN", "gpu.example.")...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(cfg.KubeletClusterDNS) != "[198.18.0.1 10.42.7.10]" || cfg.ClusterDomain != "gpu.example" {
+	if fmt.Sprint(cfg.KubeletClusterDNS) != "[198.18.0.1]" || cfg.ClusterDomain != "gpu.example" {
 		t.Errorf("CLUSTER_DNS and CLUSTER_DOMAIN read as %v and %q", cfg.KubeletClusterDNS, cfg.ClusterDomain)
 	}
 	for _, c := range []struct{ name, value string }{

@@ -569,6 +569,16 @@ func privilegeSteps() []step {
 
 // runSteps runs the steps in order until one fails; it returns the name
 // of the failing step and its error.
+// stepIndex is the place of the step named name in privilegeSteps.
+func stepIndex(name string) int {
+	for i, s := range privilegeSteps() {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 func (r *privilegeRun) runSteps() (string, error) {
 	for _, s := range privilegeSteps() {
 		r.calls.setStep(s.name)
@@ -631,12 +641,15 @@ func TestLeastPrivilege(t *testing.T) {
 			switch {
 			case err == nil:
 				t.Errorf("every step passed without %s", g)
-			case failed != want && !r0made[g][failed]:
+			case failed != want && !r0made[g][failed] && stepIndex(failed) < stepIndex(want):
 				// A call some steps make only at times (a Node read
 				// straight from the API server when the informer has not
 				// seen it yet) may first be needed by a later step that
-				// makes it too; a step that never made it must not fail.
-				t.Errorf("without %s, step %q failed (%v); want step %q or another step that made the call (%v)", g, failed, err, want, r0made[g])
+				// makes it too, and a call of the server's own background
+				// work (the Service ranges it reads before recording a
+				// pod CIDR) may show its refusal in a later step; a step
+				// before the call was first made must not fail.
+				t.Errorf("without %s, step %q failed (%v); want step %q, a later one or another step that made the call (%v)", g, failed, err, want, r0made[g])
 			case !r.calls.refused[g]:
 				t.Errorf("without %s, step %q failed (%v) but the API server refused no %s", g, failed, err, g)
 			case strings.Contains(err.Error(), "kubernetes_denied") || strings.Contains(err.Error(), "forbidden"):

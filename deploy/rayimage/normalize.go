@@ -79,8 +79,9 @@ func normalize(r io.Reader, w io.Writer) error {
 
 // leftOut says whether an entry stays out of the layer: device nodes (the
 // runtime mounts /dev), apt's package lists and caches, logs, ldconfig's
-// auxiliary cache and dpkg's and debconf's backups: each differs between
-// two runs of the same install, none is needed to run. Directories stay.
+// auxiliary cache, dpkg's and debconf's backups, the build machine's
+// resolv.conf and hostname: each differs between two runs of the same
+// install or between machines, none is needed to run. Directories stay.
 func leftOut(name string, typ byte) bool {
 	if typ == tar.TypeChar || typ == tar.TypeBlock || typ == tar.TypeFifo {
 		return true
@@ -93,5 +94,11 @@ func leftOut(name string, typ byte) bool {
 			return !strings.HasPrefix(name, "var/cache/debconf/") || strings.HasSuffix(name, "-old")
 		}
 	}
-	return name == "var/cache/ldconfig/aux-cache" || strings.HasPrefix(name, "var/lib/dpkg/") && strings.HasSuffix(name, "-old")
+	// The build machine's resolver and name, which mmdebstrap copies in
+	// for apt and pip: a container runtime provides both.
+	switch name {
+	case "etc/resolv.conf", "etc/hostname", "var/cache/ldconfig/aux-cache":
+		return true
+	}
+	return strings.HasPrefix(name, "var/lib/dpkg/") && strings.HasSuffix(name, "-old")
 }

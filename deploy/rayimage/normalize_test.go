@@ -29,7 +29,9 @@ func rawTar(t *testing.T, when time.Time) []byte {
 	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}, "")
 	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./dev/", Mode: 0o755}, "")
 	add(&tar.Header{Typeflag: tar.TypeChar, Name: "./dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./etc/hostname", Mode: 0o644}, "build-machine\n")
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./etc/passwd", Mode: 0o644}, "ray:x:1000:100::/home/ray:/bin/bash\n")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./etc/resolv.conf", Mode: 0o644}, "nameserver 10.255.255.53\n")
 	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./home/ray/", Mode: 0o755, Uid: 1000, Gid: 100}, "")
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/perl", Mode: 0o755}, "#!perl")
 	add(&tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/perl5.36.0", Linkname: "./usr/bin/perl"}, "")
@@ -111,6 +113,7 @@ func TestOptionsAreChecked(t *testing.T) {
 		{Options{Kind: "gpu"}, `Kind "gpu"`},
 		{Options{Kind: Worker, Extras: []string{"tensorflow"}}, `extra "tensorflow" is not one of torch`},
 		{Options{Kind: Head, Mirror: "http://deb.debian.org/debian main; rm -rf /"}, "Mirror"},
+		{Options{Kind: Head, Extras: []string{"torch"}}, "only the worker image takes extras"},
 	} {
 		o := tc.o
 		o.CacheDir = t.TempDir()
@@ -120,9 +123,10 @@ func TestOptionsAreChecked(t *testing.T) {
 	}
 }
 
-// TestTheRootFilesystemIsKeyedByItsInputs: each input that changes what
-// is installed changes the cache key; the image's kind alone does not (the
-// head and the worker share one root filesystem).
+// TestTheRootFilesystemIsKeyedByItsInputs: the extras and the mirror
+// change the cache key, the order or repeats of extras do not, nor does
+// the image's kind alone (the head and the worker share one root
+// filesystem).
 func TestTheRootFilesystemIsKeyedByItsInputs(t *testing.T) {
 	base := Options{Kind: Head, CacheDir: t.TempDir()}
 	if err := base.check(); err != nil {
@@ -137,6 +141,17 @@ func TestTheRootFilesystemIsKeyedByItsInputs(t *testing.T) {
 	torch.Extras = []string{"torch"}
 	mirror := base
 	mirror.Mirror = "http://mirror.example/debian"
+	repeated := worker
+	repeated.Extras = []string{"torch", "torch"}
+	if err := repeated.check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := torch.check(); err != nil {
+		t.Fatal(err)
+	}
+	if repeated.rootfsKey() != torch.rootfsKey() {
+		t.Error("torch twice keys another root filesystem than torch once")
+	}
 	for what, o := range map[string]Options{"extras": torch, "mirror": mirror} {
 		if o.rootfsKey() == base.rootfsKey() {
 			t.Errorf("changing the %s kept the key", what)

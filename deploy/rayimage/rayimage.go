@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -96,13 +97,27 @@ type Options struct {
 	// Mirror is the Debian archive; default DefaultMirror (the security
 	// archive is its sibling debian-security).
 	Mirror string
+	// CABundle is the CA bundle pip trusts while it installs (a proxy's CA
+	// among them), copied in for the install and removed after; default
+	// DebianCACerts.
+	CABundle string
 	// Progress receives mmdebstrap's and pip's output; nil discards it.
 	Progress io.Writer
 }
 
+// DebianCACerts is where Debian's ca-certificates package puts its bundle.
+const DebianCACerts = "/etc/ssl/certs/ca-certificates.crt"
+
+// ErrNotRoot and ErrNoMmdebstrap say why a root filesystem cannot be
+// built here.
+var (
+	ErrNotRoot      = errors.New("rayimage: building a root filesystem needs root (mmdebstrap's root mode)")
+	ErrNoMmdebstrap = errors.New("rayimage: mmdebstrap is not installed (Debian and Ubuntu: apt-get install mmdebstrap)")
+)
+
 // builderVersion changes whenever what this package puts in a root
 // filesystem changes, so an old cache entry is never taken for a new one.
-const builderVersion = "1"
+const builderVersion = "2"
 
 // Tag is the image's default tag.
 func (k Kind) Tag() string {
@@ -120,6 +135,10 @@ func (o *Options) check() error {
 	default:
 		return fmt.Errorf("rayimage: Kind %q: want head or worker", o.Kind)
 	}
+	if len(o.Extras) > 0 && o.Kind != Worker {
+		return fmt.Errorf("rayimage: extras %v: only the worker image takes extras", o.Extras)
+	}
+	o.Extras = slices.Compact(slices.Sorted(slices.Values(o.Extras)))
 	for _, e := range o.Extras {
 		if _, ok := Extras[e]; !ok {
 			known := make([]string, 0, len(Extras))
@@ -146,6 +165,9 @@ func (o *Options) check() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if o.CABundle == "" {
+		o.CABundle = DebianCACerts
+	}
 	return nil
 }
 
@@ -155,9 +177,7 @@ var mirrorPattern = regexp.MustCompile(`^https?://[A-Za-z0-9._~:/%+-]+$`)
 // and its agents, and the extras.
 func (o *Options) requirements() string {
 	reqs := []string{"ray[default]==" + RayVersion}
-	extras := slices.Clone(o.Extras)
-	slices.Sort(extras)
-	for _, e := range slices.Compact(extras) {
+	for _, e := range o.Extras { // sorted and without repeats (check)
 		reqs = append(reqs, Extras[e])
 	}
 	return strings.Join(reqs, "\n") + "\n"
@@ -187,32 +207,55 @@ func Build(ctx context.Context, o Options, path, tag string) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("rayimage: tag %q: %w", tag, err)
 	}
-	img, err := Image(ctx, o)
+	if _, err := RootFS(ctx, o); err != nil {
+		return v1.Hash{}, err
+	}
+	// The tarball of one root filesystem, kind and tag is kept with its
+	// digest: a second build copies it.
+	entry := filepath.Join(o.CacheDir, "images", o.rootfsKey()+"-"+string(o.Kind)+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag))
+	cached, digestFile := entry+".tar", entry+".digest"
+	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
+		return v1.Hash{}, err
+	}
+	unlock, err := lockFile(entry + ".lock")
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	digest, err := img.Digest()
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	// The tarball of one digest and tag is kept: a second build copies it.
-	cached := filepath.Join(o.CacheDir, "images", digest.Hex[:16]+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag)+".tar")
-	if _, err := os.Stat(cached); err != nil {
-		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+	defer unlock()
+	digest, err := readDigest(digestFile)
+	if _, statErr := os.Stat(cached); err != nil || statErr != nil {
+		img, err := Image(ctx, o)
+		if err != nil {
 			return v1.Hash{}, err
 		}
-		tmp := cached + ".partial"
-		if err := tarball.WriteToFile(tmp, ref, img); err != nil {
-			return v1.Hash{}, fmt.Errorf("rayimage: write %s: %w", tmp, err)
-		}
-		if err := os.Rename(tmp, cached); err != nil {
+		if digest, err = img.Digest(); err != nil {
 			return v1.Hash{}, err
+		}
+		partial := cached + ".partial"
+		if err := tarball.WriteToFile(partial, ref, img); err != nil {
+			_ = os.Remove(partial)
+			return v1.Hash{}, fmt.Errorf("rayimage: write %s: %w", partial, err)
+		}
+		if err := os.Rename(partial, cached); err != nil {
+			return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
+		}
+		if err := os.WriteFile(digestFile, []byte(digest.String()+"\n"), 0o644); err != nil {
+			return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
 		}
 	}
 	if err := copyFile(cached, path); err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
 	}
 	return digest, nil
+}
+
+// readDigest reads a digest Build kept beside an image tarball.
+func readDigest(path string) (v1.Hash, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	return v1.NewHash(strings.TrimSpace(string(raw)))
 }
 
 // Image is the image of o, its root filesystem built or taken from the
@@ -240,6 +283,11 @@ func Image(ctx context.Context, o Options) (v1.Image, error) {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LANG=C.UTF-8",
 		"HOME=" + Home,
+		// Ray refuses a node or driver whose Python differs from the
+		// cluster's down to the patch release unless told the minor
+		// release is enough: Debian's 3.11 and another image's 3.11 then
+		// form one cluster.
+		"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor",
 	}
 	title, description := "gridweave-ray", "Ray "+RayVersion+" (Python "+PythonVersion+") for the head and CPU workers of a Gridweave cluster"
 	if o.Kind == Worker {
@@ -275,10 +323,10 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 		return final, nil
 	}
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return "", errors.New("rayimage: mmdebstrap is not installed (Debian and Ubuntu: apt-get install mmdebstrap)")
+		return "", ErrNoMmdebstrap
 	}
 	if os.Geteuid() != 0 {
-		return "", errors.New("rayimage: building a root filesystem needs root (mmdebstrap's root mode); run as root")
+		return "", ErrNotRoot
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -293,9 +341,14 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
-	work, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		return "", err
+	// The staging directory of a build that died is removed here, under
+	// the lock.
+	work := filepath.Join(dir, "build")
+	if err := os.RemoveAll(work); err != nil {
+		return "", fmt.Errorf("rayimage: %w", err)
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", fmt.Errorf("rayimage: %w", err)
 	}
 	defer os.RemoveAll(work)
 	for file, content := range map[string]string{"requirements.txt": o.requirements(), "constraints.txt": Constraints} {
@@ -303,7 +356,7 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 			return "", err
 		}
 	}
-	if err := copyFile(hostCABundle(), filepath.Join(work, "host-ca.crt")); err != nil {
+	if err := copyFile(o.CABundle, filepath.Join(work, "host-ca.crt")); err != nil {
 		return "", fmt.Errorf("rayimage: this machine's CA bundle (for pip in the root filesystem): %w", err)
 	}
 	raw := filepath.Join(work, "raw.tar")
@@ -316,6 +369,10 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 		"LC_ALL=C.UTF-8",
 	)
 	cmd.Stdout, cmd.Stderr = o.Progress, o.Progress
+	// Cancelled, mmdebstrap is asked to stop, so it unmounts what it
+	// mounted in its temporary root; killed only if it does not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = time.Minute
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("rayimage: mmdebstrap: %w (run with progress to see its output)", err)
 	}
@@ -324,7 +381,7 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 		return "", err
 	}
 	if err := os.Rename(normalized, final); err != nil {
-		return "", err
+		return "", fmt.Errorf("rayimage: %w", err)
 	}
 	return final, nil
 }
@@ -334,9 +391,15 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 // hash-based invalidation (no timestamps in it).
 func (o *Options) mmdebstrapArgs(work, out string) []string {
 	security := strings.TrimSuffix(o.Mirror, "/") + "-security"
-	// pip trusts what this machine trusts (a proxy's CA among them): the
-	// host's bundle is copied in for the install, then removed.
-	pip := "chroot \"$1\" env -u PIP_FIND_LINKS HOME=/root PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt SSL_CERT_FILE=/tmp/host-ca.crt python3 -m pip install" +
+	// Commands in the root filesystem get an environment of their own,
+	// not this process's (whose pip or Python settings would change what
+	// is installed): a fixed one, this machine's proxies, and for pip the
+	// CA bundle it trusts, copied in for the install and removed after.
+	chrootEnv := "chroot \"$1\" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8" +
+		" SOURCE_DATE_EPOCH=0 PYTHONHASHSEED=0" +
+		` http_proxy="${http_proxy:-}" https_proxy="${https_proxy:-}" no_proxy="${no_proxy:-}"` +
+		` HTTP_PROXY="${HTTP_PROXY:-}" HTTPS_PROXY="${HTTPS_PROXY:-}" NO_PROXY="${NO_PROXY:-}"`
+	pip := chrootEnv + " PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt SSL_CERT_FILE=/tmp/host-ca.crt python3 -m pip install" +
 		" --break-system-packages --no-compile --no-cache-dir --no-input --progress-bar off --disable-pip-version-check" +
 		" -r /tmp/requirements.txt -c /tmp/constraints.txt"
 	return []string{
@@ -350,7 +413,9 @@ func (o *Options) mmdebstrapArgs(work, out string) []string {
 		"--customize-hook=find \"$1\" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +",
 		// A few files in packages are not Python 3 on purpose (test data);
 		// compileall says so and goes on.
-		"--customize-hook=chroot \"$1\" python3 -m compileall -q -j 1 --invalidation-mode unchecked-hash /usr/lib/python3 /usr/lib/python" + PythonVersion + " /usr/local/lib/python" + PythonVersion + " >/dev/null || true",
+		"--customize-hook=" + chrootEnv + " python3 -m compileall -q -j 1 --invalidation-mode unchecked-hash /usr/lib/python3 /usr/lib/python" + PythonVersion + " /usr/local/lib/python" + PythonVersion + " >/dev/null || true",
+		// Ray itself must have compiled: the rest may not have.
+		"--customize-hook=test -f \"$1\"/usr/local/lib/python" + PythonVersion + "/dist-packages/ray/__pycache__/__init__.cpython-" + strings.ReplaceAll(PythonVersion, ".", "") + ".pyc",
 		Suite, out,
 		"deb " + o.Mirror + " " + Suite + " main",
 		"deb " + o.Mirror + " " + Suite + "-updates main",
@@ -378,17 +443,6 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// hostCABundle is the CA bundle pip on this machine uses: $PIP_CERT, else
-// $SSL_CERT_FILE, else Debian's.
-func hostCABundle() string {
-	for _, env := range []string{"PIP_CERT", "SSL_CERT_FILE"} {
-		if f := os.Getenv(env); f != "" {
-			return f
-		}
-	}
-	return "/etc/ssl/certs/ca-certificates.crt"
 }
 
 // lockFile holds an exclusive lock on path until the returned function is

@@ -221,8 +221,8 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 	var submitted struct {
 		SubmissionID string `json:"submission_id"`
 	}
-	if err := dashboardJSON(dashboard+"/api/jobs/", map[string]any{"entrypoint": entrypoint}, &submitted); err != nil {
-		t.Fatalf("submit a job: %v", err)
+	if err := dashboardJSON(dashboard+"/api/jobs/", map[string]any{"entrypoint": entrypoint}, &submitted); err != nil || submitted.SubmissionID == "" {
+		t.Fatalf("submit a job: %v (%+v)", err, submitted)
 	}
 	var job struct {
 		Status  string `json:"status"`

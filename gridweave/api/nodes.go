@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"regexp"
+	"time"
+)
 
 // HostnameRequest is the body of disconnect and leave.
 type HostnameRequest struct {
@@ -94,6 +97,10 @@ type KubeletJoin struct {
 	ClusterDNS     []string `json:"cluster_dns" description:"Addresses of the cluster's DNS, reachable through the tunnel (CLUSTER_DNS): the kubelet's clusterDNS, the nameservers of the machine's pods. Empty: pods resolve with the machine's own resolver."`
 	ClusterDomain  string   `json:"cluster_domain" example:"cluster.local" description:"The cluster's DNS domain (CLUSTER_DOMAIN): the kubelet's clusterDomain."`
 }
+
+// ClusterDomain is the shape of KubeletJoin.ClusterDomain: a DNS domain
+// of lower-case labels, as the kubelet's clusterDomain takes.
+var ClusterDomain = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 // GPU is one GPU of a node, as the node reports it at register and as
 // the ledger shows it.

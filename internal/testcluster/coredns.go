@@ -65,8 +65,9 @@ func EnsureCoreDNS(ctx context.Context, cacheRoot string, progress io.Writer) (s
 }
 
 // coreDNSUser is the identity CoreDNS reaches the API server with, bound to
-// coreDNSRole: what its kubernetes plugin reads, as kubeadm's
-// system:coredns ClusterRole allows.
+// coreDNSRole: what its kubernetes plugin reads with "pods insecure"
+// (services, namespaces, endpointslices; not pods, which only "pods
+// verified" watches).
 const (
 	coreDNSUser = "gridweave-test:coredns"
 	coreDNSRole = "gridweave-test:coredns"
@@ -83,7 +84,7 @@ func (c *Cluster) CoreDNSConfig(ctx context.Context, dir, server string, listen 
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: coreDNSRole},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"services", "namespaces"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 		},
 	}

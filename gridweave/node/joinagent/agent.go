@@ -334,19 +334,18 @@ func (o *Options) kubeletStep(ctx context.Context, v api.ValidateResponse, cfg T
 	if err != nil {
 		return fmt.Errorf("the master's validate answer: cluster_cidr %q: %w", v.ClusterCIDR, err)
 	}
-	// The pods' DNS is reached through the tunnel: only addresses it
-	// carries (the VPN range, the cluster's pod range) are taken.
-	vpn, _ := netip.ParsePrefix(v.VPNCIDR)
+	// The pods' DNS is the master's, at its VPN address through the
+	// tunnel: no other machine's address is taken.
 	var dns []netip.Addr
 	for _, raw := range k.ClusterDNS {
 		a, err := netip.ParseAddr(raw)
-		if err != nil {
-			return fmt.Errorf("the master's validate answer: kubelet.cluster_dns %q is not an IP address", raw)
-		}
-		if !vpn.Contains(a) && !cluster.Contains(a) {
-			return fmt.Errorf("the master's validate answer: kubelet.cluster_dns %s is neither in the VPN range %s nor in the cluster's pod range %s, which the tunnel carries", a, v.VPNCIDR, cluster)
+		if err != nil || a.String() != v.MasterVPNIP {
+			return fmt.Errorf("the master's validate answer: kubelet.cluster_dns %q is not the master's VPN address %s", raw, v.MasterVPNIP)
 		}
 		dns = append(dns, a)
+	}
+	if k.ClusterDomain != "" && !api.ClusterDomain.MatchString(k.ClusterDomain) {
+		return fmt.Errorf("the master's validate answer: kubelet.cluster_domain %q is not a DNS domain", k.ClusterDomain)
 	}
 	installed, err := o.installFromMaster(ctx, "kubelet", o.KubeletBinary, true)
 	if err != nil {

@@ -23,19 +23,19 @@ func main() {
 	kind := flag.String("kind", "worker", "which image: worker (the GPU workers) or head (the head and CPU workers)")
 	out := flag.String("out", "", "the image tarball to write (default bin/gridweave-<kind>-image.tar)")
 	tag := flag.String("tag", "", "the image's tag (default "+rayimage.WorkerTag+" or "+rayimage.HeadTag+")")
-	extras := flag.String("extras", os.Getenv("WORKER_IMAGE_EXTRAS"), "comma-separated extras to add (torch); default $WORKER_IMAGE_EXTRAS")
+	extras := flag.String("extras", os.Getenv("WORKER_IMAGE_EXTRAS"), "comma-separated extras the worker image adds (torch); default $WORKER_IMAGE_EXTRAS")
 	cacheDir := flag.String("cache-dir", "", "where root filesystems and images are kept (default <user cache dir>/gridweave/rayimage)")
 	quiet := flag.Bool("quiet", false, "do not show mmdebstrap's and pip's output")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := rayimage.Options{Kind: rayimage.Kind(*kind), CacheDir: *cacheDir, Progress: os.Stderr}
+	o := rayimage.Options{Kind: rayimage.Kind(*kind), CacheDir: *cacheDir, Progress: os.Stderr, CABundle: caBundle()}
 	if *quiet {
 		o.Progress = io.Discard
 	}
 	for _, e := range strings.Split(*extras, ",") {
-		if e = strings.TrimSpace(e); e != "" {
+		if e = strings.TrimSpace(e); e != "" && o.Kind == rayimage.Worker {
 			o.Extras = append(o.Extras, e)
 		}
 	}
@@ -57,4 +57,15 @@ func main() {
 		t = o.Kind.Tag()
 	}
 	fmt.Printf("%s %s %s (%.0f MB)\n", t, digest, *out, float64(info.Size())/1e6)
+}
+
+// caBundle is the CA bundle pip on this machine trusts: $PIP_CERT, else
+// $SSL_CERT_FILE, else Debian's.
+func caBundle() string {
+	for _, env := range []string{"PIP_CERT", "SSL_CERT_FILE"} {
+		if f := os.Getenv(env); f != "" {
+			return f
+		}
+	}
+	return rayimage.DebianCACerts
 }
