@@ -151,7 +151,14 @@ func (c *Client) WaitClusterReady(ctx context.Context, namespace, name string, o
 	}
 	return c.waitFor(ctx, "RayCluster", namespace, name, lw, func(obj runtime.Object) (Progress, bool, error) {
 		rc := obj.(*rayv1.RayCluster)
-		return Progress{Kind: "RayCluster", Namespace: namespace, Name: name, State: clusterState(rc)}, clusterReady(rc), nil
+		ready, state := clusterReady(rc), clusterState(rc)
+		//lint:ignore SA1019 the state word is still what users read
+		if ready && rc.Status.State == "" {
+			// KubeRay may set HeadPodReady a status update before its state
+			// word: the wait ends on what it decided.
+			state = string(rayv1.Ready)
+		}
+		return Progress{Kind: "RayCluster", Namespace: namespace, Name: name, State: state}, ready, nil
 	}, opts)
 }
 
