@@ -44,6 +44,10 @@ type Runner struct {
 	Dir string
 	// Log receives the commands run and their output's tail on failure.
 	Log io.Writer
+
+	// gpuJoins is the GPU join rate on the in-memory mesh, once measured:
+	// the wireguard-go run is held to a share of it.
+	gpuJoins float64
 }
 
 // Outcome is a goal's figures, or why it did not run.

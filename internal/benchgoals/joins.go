@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,10 +33,20 @@ func ParseJoinload(out string) (JoinRun, error) {
 	return r, nil
 }
 
-// Joins runs the server binary on its defaults with TLS=off,
-// WG_INTERFACE=none, SQLite and the embedded cluster, and joinload
-// against it with 16 clients: nodes machines, with GPUs or without.
-func (r *Runner) Joins(ctx context.Context, nodes int, gpus bool) (JoinRun, error) {
+// JoinOptions say what a join run measures.
+type JoinOptions struct {
+	Nodes int
+	GPUs  bool
+	// WireGuard runs the server with a wireguard-go device (WG_INTERFACE)
+	// instead of the in-memory mesh, the server and joinload in a network
+	// namespace of their own (root).
+	WireGuard bool
+}
+
+// Joins runs the server binary on its defaults with TLS=off, SQLite and
+// the embedded cluster (WG_INTERFACE=none, or a wireguard-go device),
+// and joinload against it with 16 clients.
+func (r *Runner) Joins(ctx context.Context, o JoinOptions) (JoinRun, error) {
 	dir, err := os.MkdirTemp("", "gridweave-benchgoals-")
 	if err != nil {
 		return JoinRun{}, err
@@ -49,15 +58,33 @@ func (r *Runner) Joins(ctx context.Context, nodes int, gpus bool) (JoinRun, erro
 			return JoinRun{}, err
 		}
 	}
+	// inNS runs a command in the run's network namespace, if any.
+	inNS := func(name string, args ...string) (string, []string) { return name, args }
+	env := []string{"WG_INTERFACE=none"}
+	if o.WireGuard {
+		ns := fmt.Sprintf("gwbench-%d", os.Getpid())
+		if _, err := r.run(ctx, "ip", "netns", "add", ns); err != nil {
+			return JoinRun{}, err
+		}
+		defer func() { _, _ = r.run(context.Background(), "ip", "netns", "del", ns) }()
+		if _, err := r.run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+			return JoinRun{}, err
+		}
+		inNS = func(name string, args ...string) (string, []string) {
+			return "ip", append([]string{"netns", "exec", ns, name}, args...)
+		}
+		env = []string{"WG_INTERFACE=gwbench0", "WG_PORT=51820", "MASTER_VPN_IP=198.18.0.1", "VPN_CIDR=198.18.0.0/16", "CLUSTER_CIDR=198.19.0.0/17", "SERVICE_CIDR=198.19.128.0/17"}
+	}
 	port, err := freePort()
 	if err != nil {
 		return JoinRun{}, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	const token = "benchgoals-admin-token-0123456789"
-	srv := exec.CommandContext(ctx, server, "--addr", addr)
-	srv.Env = append(os.Environ(), "TLS=off", "WG_INTERFACE=none", "KUBERAY_DB="+filepath.Join(dir, "db", "kuberay.db"),
-		"ADMIN_TOKEN="+token, "JWT_SECRET="+strings.Repeat("j", 40), "RATE_LIMIT_PER_MINUTE=100000000", "KUBECONFIG=")
+	name, args := inNS(server, "--addr", addr)
+	srv := exec.CommandContext(ctx, name, args...)
+	srv.Env = append(append(os.Environ(), "TLS=off", "KUBERAY_DB="+filepath.Join(dir, "db", "kuberay.db"),
+		"ADMIN_TOKEN="+token, "JWT_SECRET="+strings.Repeat("j", 40), "RATE_LIMIT_PER_MINUTE=100000000", "KUBECONFIG="), env...)
 	log, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
 		return JoinRun{}, err
@@ -69,19 +96,21 @@ func (r *Runner) Joins(ctx context.Context, nodes int, gpus bool) (JoinRun, erro
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
+		name, args := inNS("curl", "-sf", "-o", "/dev/null", "http://"+addr+"/healthz")
+		if exec.CommandContext(ctx, name, args...).Run() == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			return JoinRun{}, fmt.Errorf("the server did not answer within 30 s")
+			raw, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			return JoinRun{}, fmt.Errorf("the server did not answer within 30 s: %s", tail(string(raw), 1000))
 		}
 	}
-	args := []string{"--url", "http://" + addr, "--token", token, "--nodes", strconv.Itoa(nodes), "--clients", "16"}
-	if gpus {
-		args = append(args, "--gpus")
+	loadArgs := []string{"--url", "http://" + addr, "--token", token, "--nodes", strconv.Itoa(o.Nodes), "--clients", "16"}
+	if o.GPUs {
+		loadArgs = append(loadArgs, "--gpus")
 	}
-	out, err := r.run(ctx, load, args...)
+	name, args = inNS(load, loadArgs...)
+	out, err := r.run(ctx, name, args...)
 	if err != nil {
 		return JoinRun{}, err
 	}
