@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -94,7 +95,22 @@ func (r *Runner) Joins(ctx context.Context, o JoinOptions) (JoinRun, error) {
 	if err := srv.Start(); err != nil {
 		return JoinRun{}, err
 	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	defer func() {
+		// Stopped as a service manager stops it, so it removes its
+		// WireGuard device and UAPI socket (in the host's /run).
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = srv.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = srv.Process.Kill()
+			<-done
+		}
+		if o.WireGuard {
+			_ = os.Remove("/run/wireguard/gwbench0.sock")
+		}
+	}()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		name, args := inNS("curl", "-sf", "-o", "/dev/null", "http://"+addr+"/healthz")
 		if exec.CommandContext(ctx, name, args...).Run() == nil {
