@@ -25,6 +25,13 @@
 //     Ready and schedulable. kwok also plays every node's kubelet on a
 //     loopback port, so pod logs come through the API server for real:
 //     AppendPodLog writes what every container logs.
+//   - EnsureKubelet and EnsureCoreDNS build the real nodes' kubelet and
+//     CoreDNS (v1.15.0, inside its released module) into the same cache;
+//     CoreDNSConfig writes CoreDNS's Corefile and a kubeconfig with a
+//     credential that may only list and watch what it serves, and
+//     StartCoreDNS runs it on an address of the test's, so real nodes'
+//     pods resolve the cluster's Services (KubeRay's headless head
+//     Service among them).
 //
 // Children are started from one OS thread with PR_SET_PDEATHSIG, so they die
 // with the test binary even when it is killed; Leftovers finds any that
