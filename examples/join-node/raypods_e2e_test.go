@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -50,28 +46,15 @@ func rayImagesTarball(t *testing.T) string {
 	return path
 }
 
-// fleetRayScript runs a task pinned to each alive Ray node and prints
-// where each ran (a pod's host name is its name).
-const fleetRayScript = `
-import ray, socket
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-ray.init()
-@ray.remote(num_cpus=0)
-def where():
-    return socket.gethostname()
-nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-names = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes])
-print("RAN ON " + ",".join(sorted(names)))
-`
-
 // TestRayPodsAcrossTheFleet: three machines paste the join command of a
 // kubelet-mode master whose worker image holds the Ray images; the
 // server's clusters API creates the RayCluster with its head on the CPU
 // machine, and the two GPU machines' registrations give it a worker
 // group; KubeRay's head and worker pods run the built images on the real
 // nodes, over direct links between the machines, the workers finding the
-// head by its Service's name through the cluster's DNS over their tunnels. Ray lists the head and both workers
-// alive at pod addresses of their machines' pod CIDRs; a job runs a task
+// head by its Service's name through the cluster's DNS over their
+// tunnels. Ray lists the head and both workers alive at pod addresses of
+// their machines' pod CIDRs; a job runs a task
 // pinned to each and gets back each pod's name; a disconnect of one GPU
 // machine removes its pod, Ray marks that node dead, and the worker
 // group's replicas follow.
@@ -217,34 +200,6 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 	}
 
 	// A task pinned to each node returns its pod's name.
-	entrypoint := fmt.Sprintf(`python -c 'import base64; exec(base64.b64decode("%s"))'`, base64.StdEncoding.EncodeToString([]byte(fleetRayScript)))
-	var submitted struct {
-		SubmissionID string `json:"submission_id"`
-	}
-	if err := dashboardJSON(dashboard+"/api/jobs/", map[string]any{"entrypoint": entrypoint}, &submitted); err != nil || submitted.SubmissionID == "" {
-		t.Fatalf("submit a job: %v (%+v)", err, submitted)
-	}
-	var job struct {
-		Status  string `json:"status"`
-		Message string `json:"message"`
-	}
-	if err := within(2*time.Minute, func() error {
-		if err := dashboardJSON(dashboard+"/api/jobs/"+submitted.SubmissionID, nil, &job); err != nil {
-			return err
-		}
-		if job.Status != "SUCCEEDED" && job.Status != "FAILED" && job.Status != "STOPPED" {
-			return fmt.Errorf("job %s", job.Status)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var logs struct {
-		Logs string `json:"logs"`
-	}
-	if err := dashboardJSON(dashboard+"/api/jobs/"+submitted.SubmissionID+"/logs", nil, &logs); err != nil {
-		t.Fatal(err)
-	}
 	want := "RAN ON " + strings.Join(slices.Sorted(func(yield func(string) bool) {
 		for _, p := range pods {
 			if !yield(p.Name) {
@@ -252,10 +207,11 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 			}
 		}
 	}), ",")
-	if job.Status != "SUCCEEDED" || !strings.Contains(logs.Logs, want) {
-		t.Fatalf("job %s: %s %s; want SUCCEEDED and %q in its log:\n%s", submitted.SubmissionID, job.Status, job.Message, want, tail(logs.Logs, 3000))
+	logs, err := raytest.RunJob(raytest.HTTPJSON, dashboard, raytest.HostsScript, 2*time.Minute)
+	if err != nil || !strings.Contains(logs, want) {
+		t.Fatalf("a job: %v; want %q in its log:\n%s", err, want, tail(logs, 3000))
 	}
-	t.Logf("job %s SUCCEEDED: %s", submitted.SubmissionID, want)
+	t.Logf("the job SUCCEEDED: %s", want)
 
 	// b is disconnected: its pod goes with its drained Node, Ray marks
 	// its node dead, and the pool's group asks for one worker.
@@ -300,32 +256,4 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
-}
-
-// dashboardJSON calls Ray's dashboard (POSTing body as JSON when not nil)
-// and decodes its answer.
-func dashboardJSON(url string, body, out any) error {
-	method, r := http.MethodGet, io.Reader(nil)
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		method, r = http.MethodPost, bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, url, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, raw)
-	}
-	return json.Unmarshal(raw, out)
 }

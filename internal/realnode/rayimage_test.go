@@ -3,7 +3,6 @@ package realnode_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -24,20 +23,6 @@ import (
 	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/testcluster"
 )
-
-// whereScript runs one task on each alive Ray node, pinned there, and
-// prints the host names they ran on (a pod's host name is its name).
-const whereScript = `
-import ray, socket
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-ray.init()
-@ray.remote(num_cpus=0)
-def where():
-    return socket.gethostname()
-nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-names = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes])
-print("RAN ON " + ",".join(sorted(names)))
-`
 
 // TestKubeRayRunsTheRayImagesOnARealNode: the images deploy/rayimage
 // builds, imported into a real node's containerd, run the pods the KubeRay
@@ -191,39 +176,12 @@ func TestKubeRayRunsTheRayImagesOnARealNode(t *testing.T) {
 		}
 	}
 
-	entrypoint := fmt.Sprintf(`python -c 'import base64; exec(base64.b64decode("%s"))'`, base64.StdEncoding.EncodeToString([]byte(whereScript)))
-	var submitted struct {
-		SubmissionID string `json:"submission_id"`
-	}
-	if err := n.curlJSON(dashboard+"/api/jobs/", map[string]any{"entrypoint": entrypoint}, &submitted); err != nil || submitted.SubmissionID == "" {
-		t.Fatalf("submit a job: %v (%+v)", err, submitted)
-	}
-	var status struct {
-		Status  string `json:"status"`
-		Message string `json:"message"`
-	}
-	if err := waitFor(2*time.Minute, func() error {
-		if err := n.curlJSON(dashboard+"/api/jobs/"+submitted.SubmissionID, nil, &status); err != nil {
-			return err
-		}
-		if status.Status != "SUCCEEDED" && status.Status != "FAILED" && status.Status != "STOPPED" {
-			return fmt.Errorf("job %s: %s", submitted.SubmissionID, status.Status)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var logs struct {
-		Logs string `json:"logs"`
-	}
-	if err := n.curlJSON(dashboard+"/api/jobs/"+submitted.SubmissionID+"/logs", nil, &logs); err != nil {
-		t.Fatal(err)
-	}
 	want := "RAN ON " + strings.Join(slices.Sorted(slices.Values([]string{head.Name, worker.Name})), ",")
-	if status.Status != "SUCCEEDED" || !strings.Contains(logs.Logs, want) {
-		t.Fatalf("job %s: %s %s; want SUCCEEDED and %q in its log:\n%s", submitted.SubmissionID, status.Status, status.Message, want, tail(logs.Logs, 3000))
+	logs, err := raytest.RunJob(n.curlJSON, dashboard, raytest.HostsScript, 2*time.Minute)
+	if err != nil || !strings.Contains(logs, want) {
+		t.Fatalf("a job: %v; want %q in its log:\n%s", err, want, tail(logs, 3000))
 	}
-	t.Logf("job %s SUCCEEDED: %s", submitted.SubmissionID, want)
+	t.Logf("the job SUCCEEDED: %s", want)
 }
 
 // curlJSON asks url from the machine (which reaches its pods' addresses)
