@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/netip"
@@ -171,6 +172,11 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 			t.Errorf("%s's Node: %v", n.hostname, err)
 		} else {
 			t.Logf("%s's Node has %s: 1 (its kubelet's device plugin)", n.hostname, realnode.GPUResource)
+		}
+		// The owner's drop-in (realnode.SharedDiskDropIn) is merged over
+		// the node's configuration: the kubelet runs with its thresholds.
+		if got := kubeletEvictionHard(t, tc, n.hostname); got["nodefs.available"] != "1Gi" || got["imagefs.available"] != "1Gi" {
+			t.Errorf("%s's kubelet evicts at %v, want the owner's drop-in (nodefs.available and imagefs.available 1Gi)", n.hostname, got)
 		}
 	}
 
@@ -538,4 +544,23 @@ func csrWithToken(t *testing.T, tc *testcluster.Cluster, n *node, name string) s
 		_ = tc.Kube.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), made.Name, metav1.DeleteOptions{})
 	})
 	return made.Name
+}
+
+// kubeletEvictionHard is the hard eviction thresholds node's kubelet runs
+// with (its /configz, through the API server).
+func kubeletEvictionHard(t *testing.T, tc *testcluster.Cluster, node string) map[string]string {
+	t.Helper()
+	raw, err := tc.Kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("%s's /configz: %v", node, err)
+	}
+	var configz struct {
+		KubeletConfig struct {
+			EvictionHard map[string]string `json:"evictionHard"`
+		} `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(raw, &configz); err != nil {
+		t.Fatalf("%s's /configz: %v: %s", node, err, raw)
+	}
+	return configz.KubeletConfig.EvictionHard
 }

@@ -10,13 +10,19 @@
 // root and a cgroup namespace rooted there (so the kubelet's cgroup root is
 // "/"), mounts the machine's own directories (Private: /run,
 // /var/lib/kubelet with device-plugins, /var/lib/containerd, /var/lib/cni,
-// /etc/cni/net.d, /etc/kubernetes, /var/log) over the host's, and shadows
+// /etc/cni/net.d, /etc/kubernetes, /etc/gridweave, /var/log) over the
+// host's, and shadows
 // the sysctls the kubelet writes (vm.overcommit_memory, kernel.panic, ...)
 // with files of the machine's, so the host's stay as they were. Where the
 // host lacks a mountpoint, MakeMountpoint makes and records it, and
 // RemoveMountpoints takes it away once no machine uses it. Run starts a
 // process in the machine (a test's own containerd and kubelet); the join
 // agent runs them itself inside Enter's namespaces (examples/join-node).
+//
+// Every machine's owner puts one kubelet drop-in in /etc/gridweave
+// (SharedDiskDropIn; KubeletDropInDir as the host sees it): the host's
+// disk is shared, so its kubelet evicts on absolute free space, never on
+// shares of a disk others fill.
 //
 // Teardown (Remove, by name) kills every process of the machine's cgroups
 // (containerd's shims and the containers included) and removes the

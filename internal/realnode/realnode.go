@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave/node/kubeletnode"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/testcluster"
 )
@@ -36,8 +37,10 @@ var Sysctls = []string{
 // Private are the machine's own directories, mounted over the host's:
 // what a node writes outside its own directories (the kubelet's root and
 // device plugins, containerd's default root, CNI state and
-// configuration, /etc/kubernetes, logs) stays the machine's.
+// configuration, /etc/kubernetes, the owner's kubelet drop-ins, logs)
+// stays the machine's.
 var Private = map[string]string{
+	dropInMount:           "gridweave-etc",
 	"/run":                "run",
 	"/var/lib/kubelet":    "kubelet",
 	"/var/lib/containerd": "containerd",
@@ -115,6 +118,9 @@ func New(ns *netnstest.Namespace, name, dir string) (*Machine, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "run", "wireguard"), 0o700); err != nil {
 		return nil, err
 	}
+	if err := m.writeSharedDiskDropIn(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "sysctl"), 0o755); err != nil {
 		return nil, err
 	}
@@ -143,6 +149,50 @@ func New(ns *netnstest.Namespace, name, dir string) (*Machine, error) {
 		}
 	}
 	return m, nil
+}
+
+// SharedDiskDropIn is the kubelet drop-in (kubeletnode.DefaultDropInDir)
+// every machine's owner writes: a machine shares the host's disk with
+// every other test, so the kubelet's default hard eviction thresholds,
+// shares of the whole disk (10 % free on the node's filesystem, 15 % on
+// the images'), would taint a machine with disk pressure for what others
+// wrote. It evicts on absolute free space instead (the thresholds it does
+// not name keep the kubelet's defaults).
+const SharedDiskDropIn = `{
+  "apiVersion": "kubelet.config.k8s.io/v1beta1",
+  "kind": "KubeletConfiguration",
+  "evictionHard": {"nodefs.available": "1Gi", "imagefs.available": "1Gi"}
+}
+`
+
+// SharedDiskDropInName is SharedDiskDropIn's file name in the drop-in
+// directory.
+const SharedDiskDropInName = "50-shared-disk.conf"
+
+// KubeletDropInDir is the machine's kubelet drop-in directory
+// (kubeletnode.DefaultDropInDir inside the machine) as the host sees it:
+// the same files, for a kubelet the test starts from the host.
+func (m *Machine) KubeletDropInDir() string {
+	return filepath.Join(m.Dir, Private[dropInMount], dropInSubdir)
+}
+
+// dropInMount is the private directory kubeletnode.DefaultDropInDir is
+// in; dropInSubdir its path there.
+const dropInMount = "/etc/gridweave"
+
+var dropInSubdir = func() string {
+	rel, err := filepath.Rel(dropInMount, kubeletnode.DefaultDropInDir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		panic("realnode: kubeletnode.DefaultDropInDir " + kubeletnode.DefaultDropInDir + " is not under " + dropInMount)
+	}
+	return rel
+}()
+
+func (m *Machine) writeSharedDiskDropIn() error {
+	if err := os.MkdirAll(m.KubeletDropInDir(), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(m.KubeletDropInDir(), SharedDiskDropInName), []byte(SharedDiskDropIn), 0o644)
 }
 
 // MakeCgroup makes the cgroup sub (a kubelet's cgroupRoot, say) below the

@@ -106,7 +106,7 @@ func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAdd
 		t.Fatal(err)
 	}
 	cfg := kubeletnode.Config{Dir: filepath.Join(dir, "node"), NodeName: name, NodeIP: netip.MustParseAddr(machineAddr),
-		APIServer: apiServer, CACertPEM: cred.CAData, Kubeconfig: raw, Kubelet: kubelet}
+		APIServer: apiServer, CACertPEM: cred.CAData, Kubeconfig: raw, Kubelet: kubelet, DropInDir: m.KubeletDropInDir()}
 	if clusterDNS {
 		cfg.ClusterDNS, cfg.ClusterDomain = []string{machineAddr}, testcluster.ClusterDomain
 	}
@@ -143,7 +143,14 @@ func startNode(t *testing.T, tc *testcluster.Cluster, name, hostAddr, machineAdd
 		}
 		m.Run(t, filepath.Join(n.logs, "coredns.log"), append([]string{coredns}, args...)...)
 	}
-	m.Run(t, filepath.Join(n.logs, "kubelet.log"), cfg.KubeletCommand()...)
+	kubeletCommand, err := cfg.KubeletCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(kubeletCommand, "--config-dir="+m.KubeletDropInDir()) {
+		t.Fatalf("the kubelet runs without the machine's drop-ins: %q", kubeletCommand)
+	}
+	m.Run(t, filepath.Join(n.logs, "kubelet.log"), kubeletCommand...)
 
 	if err := waitFor(90*time.Second, func() error {
 		node, err := tc.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})

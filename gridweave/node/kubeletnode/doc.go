@@ -16,6 +16,12 @@
 //     the controller-manager gives the Node (WriteCNI), routed between
 //     machines by the mesh, with no overlay.
 //
+// The machine's owner may tune the kubelet for the machine (eviction
+// thresholds, reservations, pod density) with KubeletConfiguration
+// drop-ins in DefaultDropInDir, which the kubelet merges over the node's
+// configuration; CheckDropIns refuses any that set what is the node's
+// (who may call the kubelet, static pods, the runtime, cgroups, DNS).
+//
 // ContainerdCommand and KubeletCommand are how the two run. Check says what
 // the machine lacks, with the Debian/Ubuntu packages that bring it.
 package kubeletnode

@@ -69,7 +69,18 @@ type Config struct {
 	// tunnel's, so a pod's packets to another machine fit it unsplit;
 	// default DefaultPodMTU.
 	PodMTU int
+	// DropInDir is the machine owner's kubelet configuration drop-in
+	// directory (the kubelet's --config-dir): KubeletConfiguration
+	// fragments (*.conf), merged over the node's configuration in name
+	// order (eviction thresholds, reserved resources); default
+	// DefaultDropInDir. The kubelet reads it when it exists; the node never
+	// writes or removes it.
+	DropInDir string
 }
+
+// DefaultDropInDir is where a machine's owner puts kubelet configuration
+// of their own: beside no other kubelet's (/etc/kubernetes is kubeadm's).
+const DefaultDropInDir = "/etc/gridweave/kubelet.conf.d"
 
 // CgroupRoot is the cgroup the node's pods go under on a cgroup v1 host
 // (the kubelet's cgroupRoot), in every hierarchy.
@@ -339,8 +350,10 @@ func (c Config) ContainerdCommand() []string {
 	return []string{"containerd", "--config", c.containerdConfig()}
 }
 
-// KubeletCommand is how the kubelet runs.
-func (c Config) KubeletCommand() []string {
+// KubeletCommand is how the kubelet runs, with the owner's drop-in
+// directory when it exists where the kubelet runs (CheckDropIns must
+// accept it first: an error says which file and setting it refuses).
+func (c Config) KubeletCommand() ([]string, error) {
 	argv := []string{c.Kubelet, "--config=" + c.kubeletConfig(), "--kubeconfig=" + c.KubeletKubeconfig(), "--cert-dir=" + c.CertDir(), "--root-dir=" + c.RootDir(),
 		"--hostname-override=" + c.NodeName, "--node-ip=" + c.NodeIP.String()}
 	if len(c.Kubeconfig) == 0 {
@@ -349,7 +362,27 @@ func (c Config) KubeletCommand() []string {
 	if len(c.NodeLabels) > 0 {
 		argv = append(argv, "--node-labels="+strings.Join(c.NodeLabels, ","))
 	}
-	return argv
+	dir := c.dropInDir()
+	switch info, err := os.Stat(dir); {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	case !info.IsDir():
+		return nil, fmt.Errorf("kubeletnode: the kubelet drop-in directory %s is not a directory", dir)
+	default:
+		if err := CheckDropIns(dir); err != nil {
+			return nil, err
+		}
+		argv = append(argv, "--config-dir="+dir)
+	}
+	return argv, nil
+}
+
+func (c Config) dropInDir() string {
+	if c.DropInDir == "" {
+		return DefaultDropInDir
+	}
+	return c.DropInDir
 }
 
 // WriteCNI writes the pod network's configuration for the Node's pod

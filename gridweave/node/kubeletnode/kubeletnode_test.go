@@ -32,7 +32,11 @@ func TestWriteKeepsTheBootstrapTokenPrivate(t *testing.T) {
 	if !strings.Contains(string(raw), `token: "abcdef.0123456789abcdef"`) || !strings.Contains(string(raw), `server: "https://198.18.0.1:6443"`) {
 		t.Errorf("bootstrap kubeconfig:\n%s", raw)
 	}
-	argv := strings.Join(c.KubeletCommand(), " ")
+	command, err := c.KubeletCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Join(command, " ")
 	for _, want := range []string{"--bootstrap-kubeconfig=" + c.bootstrapKubeconfig(), "--node-ip=198.18.0.7", "--hostname-override=gpu-1", "--node-labels=gridweave.dev/owner=m1"} {
 		if !strings.Contains(argv, want) {
 			t.Errorf("kubelet command %q lacks %q", argv, want)
@@ -156,5 +160,78 @@ func TestTheNodesDirectoriesAreItsOwn(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(moved, "node.json"))
 	if strings.Contains(string(raw), "abcdef.0123456789abcdef") {
 		t.Errorf("node.json holds the bootstrap token:\n%s", raw)
+	}
+}
+
+func TestTheOwnersDropInDirectoryIsPassedWhenItExists(t *testing.T) {
+	c := testConfig(t)
+	c.DropInDir = filepath.Join(t.TempDir(), "kubelet.conf.d")
+	argv := func() string {
+		t.Helper()
+		command, err := c.KubeletCommand()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(command, " ")
+	}
+	if got := argv(); strings.Contains(got, "--config-dir") {
+		t.Errorf("without the directory, the kubelet command has --config-dir: %s", got)
+	}
+	if err := os.Mkdir(c.DropInDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	eviction := `{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "evictionHard": {"nodefs.available": "1Gi"}}`
+	if err := os.WriteFile(filepath.Join(c.DropInDir, "50-eviction.conf"), []byte(eviction), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := argv(); !strings.Contains(got, " --config-dir="+c.DropInDir) {
+		t.Errorf("the kubelet command lacks --config-dir=%s: %s", c.DropInDir, got)
+	}
+	if got := (Config{}).dropInDir(); got != DefaultDropInDir {
+		t.Errorf("default drop-in directory %q, want %q", got, DefaultDropInDir)
+	}
+}
+
+func TestDropInsSetOnlyWhatTheMachineDecides(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, content string
+		mode                os.FileMode
+		want                string // in the error; "" accepts
+	}{
+		{"eviction and reservations", "50-a.conf", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  nodefs.available: 1Gi\nsystemReserved:\n  cpu: 500m\n", 0o644, ""},
+		{"not a drop-in by its name", "notes.txt", "authorization: {mode: AlwaysAllow}", 0o644, ""},
+		{"authorization", "50-a.conf", `{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "authorization": {"mode": "AlwaysAllow"}}`, 0o644, "sets authorization, which is the node's"},
+		{"anonymous callers", "50-a.conf", "kind: KubeletConfiguration\nauthentication:\n  anonymous:\n    enabled: true\n", 0o644, "sets authentication"},
+		{"static pods", "50-a.conf", "kind: KubeletConfiguration\nstaticPodPath: /etc/pods\n", 0o644, "sets staticPodPath"},
+		{"image collection", "50-a.conf", "kind: KubeletConfiguration\nimageGCHighThresholdPercent: 80\n", 0o644, "sets imageGCHighThresholdPercent"},
+		{"another kind", "50-a.conf", "kind: KubeProxyConfiguration\n", 0o644, `kind "KubeProxyConfiguration"`},
+		{"not YAML", "50-a.conf", "evictionHard: [", 0o644, "50-a.conf"},
+		{"writable by others", "50-a.conf", "kind: KubeletConfiguration\n", 0o666, "writable by root only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.mode&0o022 != 0 && os.Geteuid() != 0 {
+				t.Skip("ownership is checked for a root process")
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, tc.file)
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			err := CheckDropIns(dir)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want one with %q", err, tc.want)
+			}
+			c := testConfig(t)
+			c.DropInDir = dir
+			if _, cerr := c.KubeletCommand(); (cerr == nil) != (err == nil) {
+				t.Errorf("KubeletCommand: %v, CheckDropIns: %v", cerr, err)
+			}
+		})
 	}
 }

@@ -96,13 +96,13 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger) error {
 	kubeletCtx, stopKubelet := context.WithCancel(context.WithoutCancel(ctx))
 	var containerd, kubelet sync.WaitGroup
 	containerd.Go(func() {
-		keepRunning(containerdCtx, "containerd", c.ContainerdCommand(), filepath.Join(c.Dir, "containerd.log"), log)
+		keepRunning(containerdCtx, "containerd", func() ([]string, error) { return c.ContainerdCommand(), nil }, filepath.Join(c.Dir, "containerd.log"), log)
 	})
 	if err := waitForSocket(ctx, c.Socket(), time.Minute); err != nil {
 		log.WarnContext(ctx, "containerd has no socket yet; the kubelet starts anyway and waits", "err", err)
 	}
 	kubelet.Go(func() {
-		keepRunning(kubeletCtx, "kubelet", c.KubeletCommand(), filepath.Join(c.Dir, "kubelet.log"), log)
+		keepRunning(kubeletCtx, "kubelet", c.KubeletCommand, filepath.Join(c.Dir, "kubelet.log"), log)
 	})
 	c.followPodCIDR(ctx, log)
 	stopKubelet()
@@ -144,23 +144,19 @@ func makeCgroupRoot() error {
 	return nil
 }
 
-// keepRunning runs argv, output appended to logPath, until ctx ends,
-// starting it again whenever it exits.
-func keepRunning(ctx context.Context, name string, argv []string, logPath string, log *slog.Logger) {
+// keepRunning runs the argv command gives, output appended to logPath,
+// until ctx ends, starting it again (command asked again) whenever it
+// exits or command refuses.
+func keepRunning(ctx context.Context, name string, command func() ([]string, error), logPath string, log *slog.Logger) {
 	pause := time.Second
 	for ctx.Err() == nil {
-		out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			log.ErrorContext(ctx, "the log of "+name, "err", err)
-			return
-		}
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 20 * time.Second
 		started := time.Now()
-		err = cmd.Run()
-		out.Close()
+		argv, err := command()
+		if err == nil {
+			err = run(ctx, argv, logPath)
+		} else {
+			log.ErrorContext(ctx, name+" not started", "err", err)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -175,6 +171,21 @@ func keepRunning(ctx context.Context, name string, argv []string, logPath string
 		}
 		pause = min(2*pause, 30*time.Second)
 	}
+}
+
+// run runs argv until it exits or ctx ends (then SIGTERM), its output
+// appended to logPath.
+func run(ctx context.Context, argv []string, logPath string) error {
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("the log %s: %w", logPath, err)
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
+	return cmd.Run()
 }
 
 // followPodCIDR writes the pod network's configuration once the Node has
