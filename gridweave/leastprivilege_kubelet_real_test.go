@@ -148,8 +148,18 @@ func kubeletSteps() []step {
 			name := "rbac-k-client-" + r.ns
 			csr := csrFor(r.t, name, certificatesv1.KubeAPIServerClientKubeletSignerName, r.node.hostname, nil,
 				certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
-			if _, err := machine.CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("the machine's token asks for its certificate: %w", err)
+			// The API server knows a bootstrap token once its informer
+			// has the token's Secret, an instant after the master made
+			// it: an Unauthorized before is asked again, as a kubelet
+			// does.
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				_, err := machine.CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
+				if err == nil {
+					break
+				}
+				if !apierrors.IsUnauthorized(err) || time.Now().After(deadline) {
+					return fmt.Errorf("the machine's token asks for its certificate: %w", err)
+				}
 			}
 			r.t.Cleanup(func() {
 				_ = r.tc.Kube.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), name, metav1.DeleteOptions{})
