@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -587,12 +588,22 @@ func within(limit time.Duration, f func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
 		err := f()
+		var final stopError
+		if errors.As(err, &final) {
+			return final.error
+		}
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// stop makes within give up at once with err: nothing waiting longer
+// would change.
+func stop(err error) error { return stopError{err} }
+
+type stopError struct{ error }
 
 // forward accepts TCP on listen and relays each connection to target,
 // until the test ends; it returns the address it listens on.

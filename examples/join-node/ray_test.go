@@ -245,7 +245,7 @@ func TestRayAcrossTheMesh(t *testing.T) {
 // MiB/s its throughput. The setup (two joins, three Ray nodes) comes
 // before the timer, once per b.N round:
 //
-//	go test -run '^$' -bench RayObjectTransfer -benchtime 3x ./examples/join-node/
+//	go test -run '^$' -bench RayObjectTransferOverMesh -benchtime 3x ./examples/join-node/
 func BenchmarkRayObjectTransferOverMesh(b *testing.B) {
 	if testing.Short() {
 		b.Skip("network namespaces, wireguard-go, the test control plane and Ray")

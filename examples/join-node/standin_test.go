@@ -81,9 +81,12 @@ func TestMain(m *testing.M) {
 	// The controller-manager allocates pod CIDRs to the Nodes of real
 	// kubelets from the lower half of the cluster's pod range; the k3s
 	// stand-in gives its Nodes 198.18.64+i.0/24 from the upper half.
-	code := testcluster.RunMainWith(m, testcluster.Options{ClusterCIDR: kubeletPodRange, NodeCIDRMaskSize: 24})
+	code := testcluster.RunMainWith(m, testcluster.Options{ClusterCIDR: kubeletPodRange, NodeCIDRMaskSize: 24, KubeRayThroughAPIServer: true})
 	if e2eBinaries.dir != "" {
 		_ = os.RemoveAll(e2eBinaries.dir)
+	}
+	if launcherBinary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(launcherBinary.path))
 	}
 	os.Exit(code)
 }

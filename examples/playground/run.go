@@ -69,7 +69,7 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, k
 	machines := os.Geteuid() == 0
 	opts := &testcluster.Options{Progress: stderr, Dir: dir}
 	if machines {
-		opts.ClusterCIDR = playgroundPodRange
+		opts.ClusterCIDR, opts.KubeRayThroughAPIServer = playgroundPodRange, true
 	}
 	fmt.Fprintln(stderr, "starting the control plane (the first start builds its binaries: minutes on two cores)")
 	tc, err := testcluster.New(ctx, opts)

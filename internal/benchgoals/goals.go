@@ -177,10 +177,10 @@ func Goals() []Goal {
 		},
 		{
 			Name:    "Ray object transfer between two machines, through the master (bare Ray processes)",
-			Command: "sudo go test -run '^$' -bench RayObjectTransfer -benchtime 3x ./examples/join-node/",
+			Command: "sudo go test -run '^$' -bench RayObjectTransferOverMesh -benchtime 3x ./examples/join-node/",
 			Root:    true,
 			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
-				res, err := r.Bench(ctx, "./examples/join-node/", "RayObjectTransfer", "3x")
+				res, err := r.Bench(ctx, "./examples/join-node/", "RayObjectTransferOverMesh", "3x")
 				if err != nil {
 					return nil, err
 				}
@@ -189,6 +189,30 @@ func Goals() []Goal {
 					return nil, err
 				}
 				return []Figure{{What: "256 MiB", Value: v, Unit: "MiB/s"}}, nil
+			},
+		},
+		{
+			Name:    "Ray object transfer between worker pods on two real nodes, direct and through the master",
+			Command: "sudo go test -run '^$' -bench RayPodTransfer -benchtime 3x ./examples/join-node/",
+			Root:    true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./examples/join-node/", "RayPodTransfer", "3x")
+				if err != nil {
+					return nil, err
+				}
+				direct, err := metric(res, "BenchmarkRayPodTransfer/direct", "MiB/s")
+				if err != nil {
+					return nil, err
+				}
+				hub, err := metric(res, "BenchmarkRayPodTransfer/hub", "MiB/s")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{
+					{What: "256 MiB, direct", Value: direct, Unit: "MiB/s"},
+					{What: "256 MiB, through the master", Value: hub, Unit: "MiB/s"},
+					AtLeast("direct ÷ through the master", direct/hub, "", 1.8),
+				}, nil
 			},
 		},
 	}

@@ -45,6 +45,13 @@ type Options struct {
 	// Unset, no pod CIDR is allocated: tests set kwok Nodes' own.
 	ClusterCIDR      string
 	NodeCIDRMaskSize int
+	// KubeRayThroughAPIServer has the KubeRay operator reach each Ray
+	// head's dashboard through the API server's service proxy (its
+	// --use-kubernetes-proxy), as an operator outside the cluster must:
+	// it runs on the host, where the cluster's DNS names of the heads'
+	// Services do not resolve. For clusters whose pods run (real nodes);
+	// a RayJob needs it to learn how its job ended.
+	KubeRayThroughAPIServer bool
 }
 
 // Network ranges used inside the control plane. They are data only (no
@@ -103,6 +110,7 @@ type Cluster struct {
 	certs             *pki
 	clusterCIDR       string
 	nodeCIDRMask      int
+	kubeRayProxy      bool
 }
 
 // controllers is the controller-manager's --controllers: all but the
@@ -151,7 +159,7 @@ func New(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 		opts = &Options{}
 	}
 	c := &Cluster{progress: opts.Progress, timeout: opts.StartTimeout, Dir: opts.Dir, withGridweaveCRDs: !opts.WithoutGridweaveCRDs,
-		clusterCIDR: opts.ClusterCIDR, nodeCIDRMask: opts.NodeCIDRMaskSize}
+		clusterCIDR: opts.ClusterCIDR, nodeCIDRMask: opts.NodeCIDRMaskSize, kubeRayProxy: opts.KubeRayThroughAPIServer}
 	if c.progress == nil {
 		c.progress = io.Discard
 	}
@@ -401,7 +409,7 @@ spec:
 	}
 
 	if _, err := c.startComponent(ctx, "kuberay-operator", 2, func(ports []int) []string {
-		return []string{
+		argv := []string{
 			c.Binaries.KubeRayOperator,
 			"--kubeconfig=" + c.KubeconfigPath,
 			"--enable-leader-election=false",
@@ -409,6 +417,10 @@ spec:
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
 			"--log-stdout-encoder=console",
 		}
+		if c.kubeRayProxy {
+			argv = append(argv, "--use-kubernetes-proxy")
+		}
+		return argv
 	}, func(ctx context.Context, ports []int) error {
 		return httpOK(ctx, plainHTTP, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz", "")
 	}); err != nil {

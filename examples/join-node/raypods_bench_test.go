@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/internal/raytest"
+)
+
+// podTransferScript is a Ray job that moves a 256 MiB object from a task
+// on one Ray node (by its address) to a task on another, n times, and
+// prints the seconds each move took: from the object sealed at its source
+// to the consumer's answer. Both tasks run once on a small object first,
+// so no timed move waits for a worker process to start.
+const podTransferScript = `
+import json, time, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init()
+ids = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
+src = NodeAffinitySchedulingStrategy(ids[%[1]q], soft=False)
+dst = NodeAffinitySchedulingStrategy(ids[%[2]q], soft=False)
+@ray.remote(num_cpus=0)
+def make(n):
+    return bytes(n)
+@ray.remote(num_cpus=0)
+def consume(a):
+    return len(a)
+assert ray.get(consume.options(scheduling_strategy=dst).remote(make.options(scheduling_strategy=src).remote(1))) == 1
+size, seconds = 256 << 20, []
+for _ in range(%[3]d):
+    ref = make.options(scheduling_strategy=src).remote(size)
+    ray.wait([ref], fetch_local=False)
+    start = time.perf_counter()
+    got = ray.get(consume.options(scheduling_strategy=dst).remote(ref))
+    seconds.append(time.perf_counter() - start)
+    assert got == size, got
+    del ref
+print("TRANSFER_SECONDS " + json.dumps(seconds))
+`
+
+// transfer runs podTransferScript from a's worker pod to b's, n times,
+// and returns the seconds of each move.
+func (f *rayPodFleet) transfer(b *testing.B, n int) []float64 {
+	b.Helper()
+	from, to := f.pods[f.a.hostname].Status.PodIP, f.pods[f.b.hostname].Status.PodIP
+	logs, err := raytest.RunJob(raytest.HTTPJSON, f.dashboard, fmt.Sprintf(podTransferScript, from, to, n), 5*time.Minute)
+	if err != nil {
+		b.Fatalf("the transfer job: %v", err)
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if rest, ok := strings.CutPrefix(line, "TRANSFER_SECONDS "); ok {
+			var seconds []float64
+			if err := json.Unmarshal([]byte(rest), &seconds); err != nil {
+				b.Fatal(err)
+			}
+			if len(seconds) != n {
+				b.Fatalf("%d transfers timed, want %d: %s", len(seconds), n, rest)
+			}
+			return seconds
+		}
+	}
+	b.Fatalf("the transfer job printed no times:\n%s", tail(logs, 3000))
+	return nil
+}
+
+// BenchmarkRayPodTransfer moves 256 MiB between KubeRay's worker pods on
+// two real nodes (a rayPodFleet): Ray's object manager, pod to pod, over
+// the machines' direct link and then with their link services hub-only
+// (through the master). ns/op is one move; MiB/s its throughput. The
+// fleet (three joins, the Ray images imported, the cluster Ready) comes
+// first, once:
+//
+//	sudo go test -run '^$' -bench RayPodTransfer -benchtime 3x ./examples/join-node/
+func BenchmarkRayPodTransfer(b *testing.B) {
+	if testing.Short() {
+		b.Skip("real kubelets, containerd and Ray in pods")
+	}
+	f := startRayPodFleet(b, "rpt", 54)
+	measure := func(b *testing.B) {
+		seconds := f.transfer(b, b.N)
+		b.StopTimer()
+		total := 0.0
+		for _, s := range seconds {
+			total += s
+		}
+		if total <= 0 {
+			b.Fatalf("transfer times %v", seconds)
+		}
+		b.ReportMetric(total/float64(b.N)*1e9, "ns/op")
+		b.ReportMetric(256*float64(b.N)/total, "MiB/s")
+	}
+	b.Run("direct", measure)
+	for _, n := range f.machines() {
+		f.services[n.hostname].stop()
+		f.services[n.hostname] = n.serve("--hub-only")
+	}
+	f.waitForLinks(api.LinkRelayed)
+	for _, n := range []*node{f.a, f.b} {
+		if peers := n.device(); len(peers) != 1 {
+			b.Fatalf("hub only, yet %s's device has %d peers", n.hostname, len(peers))
+		}
+	}
+	b.Run("hub", measure)
+}
