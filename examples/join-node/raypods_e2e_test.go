@@ -82,7 +82,7 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 	images := rayImagesTarball(t)
 	m := startKubeletMasterWith(t, "WORKER_IMAGE_TAR="+images, "RAY_IMAGE_WORKER="+rayimage.WorkerTag, "RAY_IMAGE="+rayimage.HeadTag)
 	tc := m.tc
-	cordonKwokNodes(t, tc)
+	cordonOtherNodes(t, tc)
 	command := m.joinCommand()
 	f := &rayPodFleet{m: m, podCIDRs: map[string]netip.Prefix{}}
 	f.head = m.newKubeletMachine(first, prefix+"-h", false)
@@ -190,10 +190,12 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 	return f
 }
 
-// cordonKwokNodes marks the shared control plane's kwok Nodes (other
-// tests', where nothing runs) unschedulable until the test ends, so that
-// the pods nothing pins (a RayJob's submitter, say) land on real nodes.
-func cordonKwokNodes(t testing.TB, tc *testcluster.Cluster) {
+// cordonOtherNodes marks every Node the shared control plane has before
+// the fleet joins (other tests' kwok Nodes, where nothing runs, and any
+// Node a machine of theirs left) unschedulable until the test ends, so
+// that the pods nothing pins (a RayJob's submitter, say) land on the
+// fleet's real nodes.
+func cordonOtherNodes(t testing.TB, tc *testcluster.Cluster) {
 	t.Helper()
 	ctx := context.Background()
 	nodes, err := tc.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -206,15 +208,15 @@ func cordonKwokNodes(t testing.TB, tc *testcluster.Cluster) {
 		return err
 	}
 	for _, n := range nodes.Items {
-		if n.Annotations[testcluster.KwokNodeAnnotation] != testcluster.KwokNodeAnnotationValue || n.Spec.Unschedulable {
+		if n.Spec.Unschedulable {
 			continue
 		}
-		if err := cordon(n.Name, true); err != nil {
-			t.Fatalf("cordon the kwok Node %s: %v", n.Name, err)
+		if err := cordon(n.Name, true); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("cordon the Node %s: %v", n.Name, err)
 		}
 		t.Cleanup(func() {
 			if err := cordon(n.Name, false); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("uncordon the kwok Node %s: %v", n.Name, err)
+				t.Errorf("uncordon the Node %s: %v", n.Name, err)
 			}
 		})
 	}
@@ -409,6 +411,12 @@ func (f *rayPodFleet) launchRayJob(t *testing.T) {
 	}
 	submitterLogs := func() string {
 		var b strings.Builder
+		all, _ := f.m.tc.Kube.CoreV1().Pods(f.m.namespace).List(ctx, metav1.ListOptions{})
+		for _, p := range all.Items {
+			if strings.HasPrefix(p.Name, "hello-pods") {
+				fmt.Fprintf(&b, "pod %s on %q: %s %v %v\n", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+			}
+		}
 		pods, _ := f.m.tc.Kube.CoreV1().Pods(f.m.namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=hello-pods"})
 		for _, p := range pods.Items {
 			logs, err := f.m.tc.Kube.CoreV1().Pods(f.m.namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
