@@ -102,10 +102,11 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		node, err := startNodeOnce(ctx, opts, headDashboard)
-		// Ray's own start gives a worker's raylet 30 s to register with
-		// the GCS, however loaded the machine; a worker that missed it
-		// is started again once, as a supervisor would.
-		if err == nil || opts.HeadAddress == "" || attempt == 2 || !errors.Is(err, errRegistrationTimedOut) || ctx.Err() != nil {
+		// Ray's own start gives a raylet 30 s to register with the GCS
+		// (and a head's start as long to read its node back from its
+		// GCS), however loaded the machine; a node that missed it is
+		// started again once, as a supervisor would.
+		if err == nil || attempt == 2 || !errors.Is(err, errRegistrationTimedOut) || ctx.Err() != nil {
 			return node, err
 		}
 	}
@@ -202,7 +203,7 @@ func startNodeOnce(ctx context.Context, opts NodeOptions, headDashboard string) 
 	if headDashboard != "" {
 		if err := node.waitAlive(ctx, headDashboard); err != nil {
 			logs := node.Logs(8 << 10)
-			if strings.Contains(logs, "timed out during startup") {
+			if strings.Contains(logs, "timed out during startup") || strings.Contains(logs, "Failed to get node info b'RPC error: Deadline Exceeded'") {
 				err = fmt.Errorf("%w: %w", errRegistrationTimedOut, err)
 			}
 			err = fmt.Errorf("%w\n%s", err, logs)
