@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/joinkeys"
 )
 
@@ -140,7 +141,7 @@ func isCredentialError(err error) bool {
 	return false
 }
 
-var errForbidden = &apiError{status: http.StatusForbidden, code: "forbidden", message: "this credential is valid but may not use this route"}
+var errForbidden = &apiError{code: api.CodeForbidden, message: "this credential is valid but may not use this route"}
 
 // requireRole wraps h so that only a bearer credential of one of roles
 // reaches it: none or an invalid one is 401, another role 403.
@@ -168,7 +169,7 @@ func (s *Server) requireRole(h http.Handler, roles ...Role) http.Handler {
 func (s *Server) requireInternalToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.InternalToken == "" {
-			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "internal_route",
+			s.writeError(w, r, &apiError{code: api.CodeInternalRoute,
 				message: "internal routes are off on this listener: set INTERNAL_TOKEN to open them here, or call them on INTERNAL_ADDR"})
 			return
 		}

@@ -41,7 +41,7 @@ const consolePolicy = "default-src 'none'; script-src 'self'; style-src 'self'; 
 func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ConsoleLoopbackOnly() {
 		if ip, err := netip.ParseAddr(clientIP(r)); err != nil || !ip.Unmap().IsLoopback() {
-			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "console_loopback_only",
+			s.writeError(w, r, &apiError{code: api.CodeConsoleLoopbackOnly,
 				message: "this server's certificate is its own, which no browser can verify: the console is served on loopback only. " +
 					"Forward a port (ssh -L 8800:127.0.0.1:" + strconv.Itoa(s.cfg.Port) + " <master>) and open https://127.0.0.1:8800/ui/, " +
 					"or give the server a certificate browsers trust (TLS_CERT_FILE, TLS_KEY_FILE), or set CONSOLE_PUBLIC=on"})

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/crd/v1alpha1"
 )
 
@@ -32,7 +33,7 @@ var (
 
 func (s *Server) crdClient(k crdKind) (dynamic.ResourceInterface, error) {
 	if s.dynamic == nil {
-		return nil, &apiError{status: http.StatusServiceUnavailable, code: "no_kubernetes", message: "the CRD proxy needs a Kubernetes API server (this server runs without one)"}
+		return nil, &apiError{code: api.CodeNoKubernetes, message: "the CRD proxy needs a Kubernetes API server (this server runs without one)"}
 	}
 	return s.dynamic.Resource(k.gvr).Namespace(s.cfg.Namespace), nil
 }
@@ -189,5 +190,5 @@ func (s *Server) handleEndpointByName(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", message: "no GridweaveEndpoint named " + r.PathValue("name")})
+	s.writeError(w, r, &apiError{code: api.CodeNotFound, message: "no GridweaveEndpoint named " + r.PathValue("name")})
 }

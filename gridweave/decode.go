@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	sigsjson "sigs.k8s.io/json"
+
+	"gridweave.dev/gridweave/api"
 )
 
 // decodeJSON reads r's body into v strictly: exact (case-sensitive) field
@@ -31,7 +33,7 @@ func decodeJSON(r *http.Request, v any) error {
 func readBody(r *http.Request) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" && !(r.Method == http.MethodPatch && mt == "application/merge-patch+json") {
-		return nil, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type", field: "Content-Type",
+		return nil, &apiError{code: api.CodeUnsupportedMediaType, field: "Content-Type",
 			message: "send the body as application/json (Content-Type: application/json), e.g. curl --json"}
 	}
 	data, err := io.ReadAll(r.Body)
@@ -40,14 +42,14 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, bodyTooLarge(tooBig.Limit)
 	}
 	if err != nil {
-		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", message: "could not read the request body: " + err.Error()}
+		return nil, &apiError{code: api.CodeInvalidBody, message: "could not read the request body: " + err.Error()}
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", message: "the request body is empty; send a JSON object"}
+		return nil, &apiError{code: api.CodeInvalidBody, message: "the request body is empty; send a JSON object"}
 	}
 	if trimmed[0] != '{' {
-		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", message: "the body must be a JSON object"}
+		return nil, &apiError{code: api.CodeInvalidBody, message: "the body must be a JSON object"}
 	}
 	return data, nil
 }
@@ -63,7 +65,7 @@ func decodeStrict(data []byte, v any) error {
 		if errors.As(strict[0], &fe) {
 			return badField(fe.FieldPath(), "%s", strict[0].Error())
 		}
-		return &apiError{status: http.StatusBadRequest, code: "invalid_body", message: strict[0].Error()}
+		return &apiError{code: api.CodeInvalidBody, message: strict[0].Error()}
 	}
 	return nil
 }
@@ -73,14 +75,14 @@ func jsonError(err error) *apiError {
 	if errors.As(err, &typeErr) {
 		field := typeErr.Field
 		if field == "" {
-			return &apiError{status: http.StatusBadRequest, code: "invalid_body", message: fmt.Sprintf("the body must be a JSON object, not %s", typeErr.Value)}
+			return &apiError{code: api.CodeInvalidBody, message: fmt.Sprintf("the body must be a JSON object, not %s", typeErr.Value)}
 		}
 		return badField(field, "%s must be of type %s, got %s", field, jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
 	}
 	if ok, offset := sigsjson.SyntaxErrorOffset(err); ok {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_json", message: fmt.Sprintf("the body is not valid JSON (at byte %d): %v", offset, err)}
+		return &apiError{code: api.CodeInvalidJSON, message: fmt.Sprintf("the body is not valid JSON (at byte %d): %v", offset, err)}
 	}
-	return &apiError{status: http.StatusBadRequest, code: "invalid_json", message: "the body is not valid JSON: " + err.Error()}
+	return &apiError{code: api.CodeInvalidJSON, message: "the body is not valid JSON: " + err.Error()}
 }
 
 func jsonTypeName(kind string) string {
@@ -100,7 +102,7 @@ func jsonTypeName(kind string) string {
 }
 
 func bodyTooLarge(limit int64) *apiError {
-	return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+	return &apiError{code: api.CodeBodyTooLarge, message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
 }
 
 // writeJSON answers with v as JSON.

@@ -8,6 +8,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"gridweave.dev/gridweave/api"
 )
 
 // GET /docs is Swagger UI (vendored in webdocs/, embedded) pointed at
@@ -35,7 +37,7 @@ func (s *Server) handleDocs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDocsAsset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	if name == "index.html" || !fs.ValidPath(name) || strings.Contains(name, "/") {
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_such_route", message: "no route " + r.Method + " " + r.URL.Path})
+		s.writeError(w, r, &apiError{code: api.CodeNoSuchRoute, message: "no route " + r.Method + " " + r.URL.Path})
 		return
 	}
 	s.serveDocsFile(w, r, name)
@@ -51,7 +53,7 @@ func (s *Server) serveDocsFile(w http.ResponseWriter, r *http.Request, name stri
 func (s *Server) serveEmbedded(w http.ResponseWriter, r *http.Request, files fs.FS, dir, name, policy string) {
 	data, err := fs.ReadFile(files, path.Join(dir, name))
 	if name == "" || err != nil || !fs.ValidPath(name) || strings.Contains(name, "/") {
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_such_route", message: "no route " + r.Method + " " + r.URL.Path})
+		s.writeError(w, r, &apiError{code: api.CodeNoSuchRoute, message: "no route " + r.Method + " " + r.URL.Path})
 		return
 	}
 	h := w.Header()

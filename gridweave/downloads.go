@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/joinscript"
 )
 
@@ -34,14 +35,14 @@ func (s *Server) handleJoinScript(w http.ResponseWriter, r *http.Request) {
 func (s *Server) agentFile(r *http.Request) (string, error) {
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	if !agentPlatforms[goos][arch] {
-		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "there is no join agent for " + goos + "/" + arch + "; agents exist for linux/amd64 and linux/arm64"}
+		return "", &apiError{code: api.CodeNoAgent, message: "there is no join agent for " + goos + "/" + arch + "; agents exist for linux/amd64 and linux/arm64"}
 	}
 	if s.cfg.AgentDir == "" {
-		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "this server has no join agent binaries: AGENT_DIR is not set and the binary was built without them (make server-static builds them in)"}
+		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent binaries: AGENT_DIR is not set and the binary was built without them (make server-static builds them in)"}
 	}
 	path := filepath.Join(s.cfg.AgentDir, "join-node-"+goos+"-"+arch)
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{status: http.StatusNotFound, code: "no_agent", message: "this server has no join agent for " + goos + "/" + arch + " (no join-node-" + goos + "-" + arch + " in AGENT_DIR)"}
+		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent for " + goos + "/" + arch + " (no join-node-" + goos + "-" + arch + " in AGENT_DIR)"}
 	}
 	return path, nil
 }
@@ -58,10 +59,10 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 // workerImageFile returns the worker image tarball, or the answer to give.
 func (s *Server) workerImageFile() (string, error) {
 	if s.cfg.WorkerImageTar == "" {
-		return "", &apiError{status: http.StatusNotFound, code: "no_worker_image", message: "this server serves no worker image (WORKER_IMAGE_TAR is not set); nodes pull " + s.cfg.RayImageWorker + " themselves"}
+		return "", &apiError{code: api.CodeNoWorkerImage, message: "this server serves no worker image (WORKER_IMAGE_TAR is not set); nodes pull " + s.cfg.RayImageWorker + " themselves"}
 	}
 	if fi, err := os.Stat(s.cfg.WorkerImageTar); err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{status: http.StatusNotFound, code: "no_worker_image", message: "the worker image tarball WORKER_IMAGE_TAR names is not there"}
+		return "", &apiError{code: api.CodeNoWorkerImage, message: "the worker image tarball WORKER_IMAGE_TAR names is not there"}
 	}
 	return s.cfg.WorkerImageTar, nil
 }
@@ -142,7 +143,7 @@ func (c *fileSums) of(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", &apiError{status: http.StatusNotFound, code: "not_found", message: "the file went away"}
+			return "", &apiError{code: api.CodeNotFound, message: "the file went away"}
 		}
 		return "", err
 	}
@@ -177,10 +178,10 @@ func (c *fileSums) of(path string) (string, error) {
 func (s *Server) k3sFile(r *http.Request) (string, error) {
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	if goos != runtime.GOOS || arch != runtime.GOARCH {
-		return "", &apiError{status: http.StatusNotFound, code: "no_k3s", message: "this master serves the k3s it runs, for " + runtime.GOOS + "/" + runtime.GOARCH + "; install k3s on a " + goos + "/" + arch + " machine yourself"}
+		return "", &apiError{code: api.CodeNoK3s, message: "this master serves the k3s it runs, for " + runtime.GOOS + "/" + runtime.GOARCH + "; install k3s on a " + goos + "/" + arch + " machine yourself"}
 	}
 	if fi, err := os.Stat(s.cfg.K3sBinary); s.cfg.K3sBinary == "" || err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{status: http.StatusNotFound, code: "no_k3s", message: "this master serves no k3s binary (K3S_BINARY names none); install k3s on the machine yourself"}
+		return "", &apiError{code: api.CodeNoK3s, message: "this master serves no k3s binary (K3S_BINARY names none); install k3s on the machine yourself"}
 	}
 	return s.cfg.K3sBinary, nil
 }
@@ -209,10 +210,10 @@ func (s *Server) handleK3sSum(w http.ResponseWriter, r *http.Request) {
 func (s *Server) kubeletFile(r *http.Request) (string, error) {
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	if goos != runtime.GOOS || arch != runtime.GOARCH {
-		return "", &apiError{status: http.StatusNotFound, code: "no_kubelet", message: "this master serves a kubelet for " + runtime.GOOS + "/" + runtime.GOARCH + "; put the control plane's kubelet on a " + goos + "/" + arch + " machine yourself"}
+		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves a kubelet for " + runtime.GOOS + "/" + runtime.GOARCH + "; put the control plane's kubelet on a " + goos + "/" + arch + " machine yourself"}
 	}
 	if fi, err := os.Stat(s.cfg.KubeletBinary); s.cfg.KubeletBinary == "" || err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{status: http.StatusNotFound, code: "no_kubelet", message: "this master serves no kubelet (KUBELET_BINARY names none); set KUBELET_BINARY to the control plane's kubelet"}
+		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves no kubelet (KUBELET_BINARY names none); set KUBELET_BINARY to the control plane's kubelet"}
 	}
 	return s.cfg.KubeletBinary, nil
 }

@@ -177,7 +177,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if format == "" {
-		s.writeError(w, r, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
+		s.writeError(w, r, &apiError{code: api.CodeUnsupportedMediaType,
 			message: "send the bundle as application/gzip (a tar.gz), application/zip, or the multipart field \"bundle\""})
 		return
 	}
@@ -187,10 +187,10 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_bundle", field: "bundle", message: err.Error()})
+		s.writeError(w, r, &apiError{code: api.CodeInvalidBundle, field: "bundle", message: err.Error()})
 		return
 	case errors.Is(err, kubetorch.ErrTooLarge), errors.As(err, &tooBig):
-		s.writeError(w, r, &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", message: fmt.Sprintf("the bundle is larger than KUBETORCH_MAX_BUNDLE_BYTES (%d)", s.cfg.KubeTorchMaxBundle)})
+		s.writeError(w, r, &apiError{code: api.CodeBodyTooLarge, message: fmt.Sprintf("the bundle is larger than KUBETORCH_MAX_BUNDLE_BYTES (%d)", s.cfg.KubeTorchMaxBundle)})
 		return
 	default:
 		s.writeError(w, r, err)
@@ -214,7 +214,7 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 	id, ok := strings.CutSuffix(r.PathValue("file"), ".zip")
 	f, err := s.bundles().Open(id)
 	if !ok || err != nil {
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", message: "no such bundle"})
+		s.writeError(w, r, &apiError{code: api.CodeNotFound, message: "no such bundle"})
 		return
 	}
 	defer f.Close()
@@ -305,7 +305,7 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 		perNode = req.GPUsPerNode
 	}
 	if nodes == 0 || perNode == 0 {
-		s.writeError(w, r, &apiError{status: http.StatusConflict, code: "no_gpu_workers", message: "RayCluster " + req.Cluster + " has no ready GPU workers; wait for them or give nodes and gpus_per_node"})
+		s.writeError(w, r, &apiError{code: api.CodeNoGPUWorkers, message: "RayCluster " + req.Cluster + " has no ready GPU workers; wait for them or give nodes and gpus_per_node"})
 		return
 	}
 	d, err := s.dashboardClient()
@@ -420,7 +420,7 @@ func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	notFound := &apiError{status: http.StatusNotFound, code: "not_found", message: "no KubeTorch job " + r.PathValue("id")}
+	notFound := &apiError{code: api.CodeNotFound, message: "no KubeTorch job " + r.PathValue("id")}
 	obj, err := ri.Get(r.Context(), r.PathValue("id"), metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {

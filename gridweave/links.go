@@ -332,7 +332,7 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 {
 		if !s.polls.take(hostname) {
 			w.Header().Set("Retry-After", "5")
-			s.writeError(w, r, &apiError{status: http.StatusTooManyRequests, code: "too_many_polls",
+			s.writeError(w, r, &apiError{code: api.CodeTooManyPolls,
 				message: fmt.Sprintf("node %s already holds %d long polls of the directory open; close one first", hostname, MaxPollsPerNode)})
 			return
 		}

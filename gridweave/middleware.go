@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"gridweave.dev/gridweave/api"
 )
 
 // middleware wraps a handler; the server composes them once, in routes.go.
@@ -226,7 +228,7 @@ func (s *Server) withRateLimit(next http.Handler) http.Handler {
 		if ok, wait := s.limiter.allow(rateKey(clientIP(r))); !ok {
 			secs := int(math.Ceil(wait.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-			s.writeError(w, r, &apiError{status: http.StatusTooManyRequests, code: "rate_limited",
+			s.writeError(w, r, &apiError{code: api.CodeRateLimited,
 				message: fmt.Sprintf("more than %d requests a minute from %s; retry after %d s", s.cfg.RateLimitPerMinute, clientIP(r), max(secs, 1))})
 			return
 		}

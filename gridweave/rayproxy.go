@@ -23,7 +23,7 @@ func (s *Server) rayTimeout() time.Duration {
 
 func (s *Server) dashboardClient() (*dashboard.Client, error) {
 	if s.cfg.RayDashboardURL == "" {
-		return nil, &apiError{status: http.StatusServiceUnavailable, code: "no_ray_dashboard", message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
+		return nil, &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
 	}
 	return dashboard.New(s.cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: s.rayTimeout()}})
 }

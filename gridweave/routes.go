@@ -228,7 +228,7 @@ func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, err := netip.ParseAddr(clientIP(r))
 		if err != nil || s.cfg.VPNCIDR.Contains(ip.Unmap()) || s.fleet.PodRange().Cluster.Contains(ip.Unmap()) {
-			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "from_the_fleet",
+			s.writeError(w, r, &apiError{code: api.CodeFromTheFleet,
 				message: "the internal listener does not answer callers from the WireGuard tunnels (VPN_CIDR) or the cluster's pods (CLUSTER_CIDR); use the public listener with INTERNAL_TOKEN"})
 			return
 		}
@@ -244,7 +244,7 @@ func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
 func (s *Server) throughTunnelOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.fromTunnel(r) {
-			s.writeError(w, r, &apiError{status: http.StatusForbidden, code: "outside_vpn", message: "this listener answers only through the WireGuard tunnel (callers inside VPN_CIDR); use the public listener"})
+			s.writeError(w, r, &apiError{code: api.CodeOutsideVPN, message: "this listener answers only through the WireGuard tunnel (callers inside VPN_CIDR); use the public listener"})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -261,14 +261,14 @@ func (s *Server) fromTunnel(r *http.Request) bool {
 // bundleNotHere is the public listener's answer for a bundle: they are
 // fetched through the tunnel or from the internal listener.
 func (s *Server) bundleNotHere(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
+	s.writeError(w, r, &apiError{code: api.CodeNotFound,
 		message: "bundles are served on the VPN listener (http://MASTER_VPN_IP:VPN_HTTP_PORT, reached through a node's tunnel) and the internal listener, not on the public one"})
 }
 
 // downloadNotHere is the public listener's answer for a download a
 // machine fetches through its tunnel.
 func (s *Server) downloadNotHere(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "through_the_tunnel",
+	s.writeError(w, r, &apiError{code: api.CodeThroughTheTunnel,
 		message: "this download is served only through a joined machine's tunnel, on the VPN listener (" + s.cfg.VPNURL + "); the join agent fetches it there"})
 }
 
@@ -298,10 +298,10 @@ func (s *Server) answerUnmatched(w http.ResponseWriter, r *http.Request, table [
 	}
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", message: r.Method + " is not allowed on " + r.URL.Path + "; use " + strings.Join(allowed, ", ")})
+		s.writeError(w, r, &apiError{code: api.CodeMethodNotAllowed, message: r.Method + " is not allowed on " + r.URL.Path + "; use " + strings.Join(allowed, ", ")})
 		return
 	}
-	s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_such_route", message: "no route " + r.Method + " " + r.URL.Path})
+	s.writeError(w, r, &apiError{code: api.CodeNoSuchRoute, message: "no route " + r.Method + " " + r.URL.Path})
 }
 
 // matchPath reports whether a request path matches a route's path pattern

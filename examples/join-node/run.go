@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/joinagent"
 	"gridweave.dev/gridweave/node/kubeletnode"
 )
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *serve {
 		err := joinagent.Serve(ctx, opts)
 		var me *joinagent.MasterError
-		if errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token" {
+		if errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == api.CodeInvalidNodeToken {
 			// Disconnected by the master: the node goes too.
 			if serr := stopNode(context.WithoutCancel(ctx), *stateDir, *unitDir, log); serr != nil {
 				fmt.Fprintln(stderr, "join-node: stop the node:", serr)

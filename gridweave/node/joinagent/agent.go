@@ -237,7 +237,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	var v api.ValidateResponse
 	err = o.post(ctx, "validate", "/v1/nodes/validate", "", req, &v)
 	var me *MasterError
-	if rejoin && o.Key != "" && errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token" {
+	if rejoin && o.Key != "" && errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == api.CodeInvalidNodeToken {
 		// The master released this machine (a disconnect, or a leave
 		// whose answer was lost): the join command's key joins it afresh.
 		o.Logger.InfoContext(ctx, "the master no longer knows this machine's node token (it was disconnected): joining afresh with the key", "hostname", o.Hostname)
@@ -374,7 +374,7 @@ func Leave(ctx context.Context, o Options) error {
 		err := o.leaveThroughTunnel(ctx, st)
 		var me *MasterError
 		switch {
-		case errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == "invalid_node_token":
+		case errors.As(err, &me) && me.Status == http.StatusUnauthorized && me.Code == api.CodeInvalidNodeToken:
 			// The master holds no node with this token: an earlier leave
 			// whose answer was lost, or an administrator's disconnect.
 			o.Logger.InfoContext(ctx, "the master no longer knows this node", "hostname", o.Hostname)
