@@ -47,9 +47,10 @@ func badField(field, format string, args ...any) *apiError {
 
 var errUnauthenticated = &apiError{code: api.CodeUnauthenticated, message: "missing or invalid credentials"}
 
-// toAPIError is the one place errors become HTTP statuses: the fleet's
-// and the ledger's errors, rayctl's, the Ray dashboard's (as
-// dashboardFailure) and the Kubernetes API's, the same on every route.
+// toAPIError is the one place errors become error codes (api.ErrorCodes
+// gives their statuses): the fleet's and the ledger's errors, rayctl's,
+// the Ray dashboard's (as dashboardFailure) and the Kubernetes API's, the
+// same on every route.
 // Anything it does not know is a 500 whose message hides the cause (it
 // is logged).
 func toAPIError(err error) *apiError {

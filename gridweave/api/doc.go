@@ -1,7 +1,7 @@
 // Package api holds the wire types of the control-plane service: the JSON
 // bodies of every route's request and answer, and the error body. The
-// handlers of package gridweave encode them, the node agent
-// (gridweave/node/agent) sends and decodes them, and the OpenAPI document
+// handlers of package gridweave encode them, the join agent
+// (gridweave/node/joinagent) sends and decodes them, and the OpenAPI document
 // (GET /openapi.json) is built from them, so the join's wire format exists
 // once.
 //
@@ -11,12 +11,14 @@
 // or null when not set); the OpenAPI document says so, with the words and
 // examples of the fields' description, example and enum tags.
 //
-// Errors. Every answer other than 2xx is an ErrorBody:
+// Errors. Every error answer (4xx, 5xx) is an ErrorBody:
 //
 //	{"error": {"code": "hostname_taken", "message": "...", "field": "hostname"}}
 //
 // Code is a stable snake_case word a program may switch on; Message is a
 // sentence for a person; Field, when present, names the request field that
 // was wrong. Some codes carry details beside them (version_mismatch:
-// server_version, min_version, worker_version).
+// server_version, min_version, worker_version). Each code is a Code
+// constant, and ErrorCodes is the status each comes with: the server
+// answers by that table and its OpenAPI document lists it.
 package api

@@ -2,8 +2,8 @@ package api
 
 import "net/http"
 
-// Error codes: the code of every answer other than 2xx (Error.Code), by
-// the status it comes with. A client compares Error.Code with these.
+// Error codes: the code of every error body (Error.Code), by the status
+// it comes with. A client compares Error.Code with these.
 const (
 	// 400 Bad Request
 	CodeInvalidJSON   = "invalid_json"

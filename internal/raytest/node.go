@@ -106,15 +106,15 @@ func StartNode(ctx context.Context, opts NodeOptions, headDashboard string) (_ *
 		// (and a head's start as long to read its node back from its
 		// GCS), however loaded the machine; a node that missed it is
 		// started again once, as a supervisor would.
-		if err == nil || attempt == 2 || !errors.Is(err, errRegistrationTimedOut) || ctx.Err() != nil {
+		if err == nil || attempt == 2 || !errors.Is(err, errStartTimedOut) || ctx.Err() != nil {
 			return node, err
 		}
 	}
 }
 
-// errRegistrationTimedOut: ray start gave up waiting for its raylet to be
-// registered with the GCS.
-var errRegistrationTimedOut = errors.New("raytest: the raylet was not registered with the GCS in time")
+// errStartTimedOut: ray start gave up waiting on its GCS, a raylet's
+// registration or a head's read of its own node.
+var errStartTimedOut = errors.New("raytest: ray start timed out waiting on the GCS")
 
 func startNodeOnce(ctx context.Context, opts NodeOptions, headDashboard string) (_ *Node, err error) {
 	id := randomID()
@@ -203,8 +203,8 @@ func startNodeOnce(ctx context.Context, opts NodeOptions, headDashboard string) 
 	if headDashboard != "" {
 		if err := node.waitAlive(ctx, headDashboard); err != nil {
 			logs := node.Logs(8 << 10)
-			if strings.Contains(logs, "timed out during startup") || strings.Contains(logs, "Failed to get node info b'RPC error: Deadline Exceeded'") {
-				err = fmt.Errorf("%w: %w", errRegistrationTimedOut, err)
+			if strings.Contains(logs, "timed out during startup") || (strings.Contains(logs, "Failed to get node info") && strings.Contains(logs, "Deadline Exceeded")) {
+				err = fmt.Errorf("%w: %w", errStartTimedOut, err)
 			}
 			err = fmt.Errorf("%w\n%s", err, logs)
 			node.Stop()
