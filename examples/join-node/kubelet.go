@@ -49,6 +49,11 @@ func kubeletService(agent, stateDir, unitDir string, log *slog.Logger) func(cont
 		if err := kubeletnode.MissingError(cfg.Check()); err != nil {
 			return err
 		}
+		// The owner's kubelet drop-ins, refused here rather than by a
+		// supervisor whose kubelet would never start.
+		if _, err := cfg.KubeletCommand(); err != nil {
+			return err
+		}
 		if err := cfg.Write(); err != nil {
 			return err
 		}

@@ -154,8 +154,6 @@ func keepRunning(ctx context.Context, name string, command func() ([]string, err
 		argv, err := command()
 		if err == nil {
 			err = run(ctx, argv, logPath)
-		} else {
-			log.ErrorContext(ctx, name+" not started", "err", err)
 		}
 		if ctx.Err() != nil {
 			return
@@ -163,7 +161,11 @@ func keepRunning(ctx context.Context, name string, command func() ([]string, err
 		if time.Since(started) > time.Minute {
 			pause = time.Second
 		}
-		log.WarnContext(ctx, name+" exited; starting it again", "err", err, "after", pause, "log", logPath)
+		if argv == nil {
+			log.ErrorContext(ctx, name+" not started; trying again", "err", err, "after", pause)
+		} else {
+			log.WarnContext(ctx, name+" exited; starting it again", "err", err, "after", pause, "log", logPath)
+		}
 		select {
 		case <-ctx.Done():
 			return
