@@ -112,15 +112,19 @@ var defaultNodeAllocatable = corev1.ResourceList{
 // a stand-in for a node's k3s agent). allocatable is also its capacity;
 // cpu, memory and pods default to 32, 256Gi and 110 when absent (pass e.g.
 // "nvidia.com/gpu": "8" for a GPU node). labels are added to kubernetes.io/hostname=name and the
-// usual os/arch labels. podCIDR, if not empty, becomes spec.podCIDR.
+// os/arch labels a kubelet sets, stable and beta (the controller-manager
+// adds the beta ones to a Node that lacks them, a write a test that
+// watches the Node would see). podCIDR, if not empty, becomes spec.podCIDR.
 func KwokNode(name string, allocatable corev1.ResourceList, labels map[string]string, podCIDR string) (*corev1.Node, error) {
 	resources := maps.Clone(defaultNodeAllocatable)
 	maps.Copy(resources, allocatable)
 	nodeLabels := map[string]string{
-		corev1.LabelHostname:   name,
-		corev1.LabelOSStable:   "linux",
-		corev1.LabelArchStable: "amd64",
-		"type":                 "kwok",
+		corev1.LabelHostname:      name,
+		corev1.LabelOSStable:      "linux",
+		corev1.LabelArchStable:    "amd64",
+		"beta.kubernetes.io/os":   "linux",
+		"beta.kubernetes.io/arch": "amd64",
+		"type":                    "kwok",
 	}
 	maps.Copy(nodeLabels, labels)
 	node := &corev1.Node{
