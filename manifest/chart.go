@@ -25,8 +25,11 @@ import (
 // from install time, optional external exposure, and two conditional
 // injections (an organisation CA bundle; a GPU toleration).
 type ChartValues struct {
-	Name       string `json:"name" schema:"required;dns1035;maxLength=40"`
-	Namespace  string `json:"namespace" schema:"required;dns1123label"`
+	// Name names the RayService and prefixes its Services; default: the
+	// release's name.
+	Name string `json:"name,omitempty" schema:"dns1035;orEmpty;maxLength=40"`
+	// Namespace is where every object goes; default: the release's.
+	Namespace  string `json:"namespace,omitempty" schema:"dns1123label;orEmpty"`
 	Image      string `json:"image,omitempty"`
 	RayVersion string `json:"rayVersion,omitempty"` // default: the image tag's version
 	Serve      struct {
@@ -49,6 +52,17 @@ type ChartValues struct {
 		RayStartParams map[string]string           `json:"rayStartParams,omitempty"`
 		Tolerations    []corev1.Toleration         `json:"tolerations,omitempty"`
 	} `json:"worker,omitempty"`
+	// Autoscaling runs KubeRay's in-tree autoscaler beside the head: the
+	// worker group grows and shrinks with Ray's demand between
+	// worker.minReplicas and worker.maxReplicas.
+	Autoscaling struct {
+		Enabled bool `json:"enabled,omitempty"`
+		// IdleTimeoutSeconds is how long a worker stays idle before it is
+		// removed; default KubeRay's (60).
+		IdleTimeoutSeconds *int32 `json:"idleTimeoutSeconds,omitempty" schema:"minimum=0"`
+		// UpscalingMode is Default, Aggressive or Conservative (KubeRay's).
+		UpscalingMode string `json:"upscalingMode,omitempty" schema:"enum=|Default|Aggressive|Conservative"`
+	} `json:"autoscaling,omitempty"`
 	OrgCABundle struct {
 		ConfigMapName string `json:"configMapName,omitempty"`
 		Key           string `json:"key,omitempty"`   // default ca.crt
@@ -103,11 +117,17 @@ func ParseChartValues(file string, data []byte) (*ChartValues, error) {
 	bad := func(path, format string, args ...any) error {
 		return &SpecError{File: file, Path: path, Problem: fmt.Sprintf(format, args...)}
 	}
-	if errs := validation.IsDNS1035Label(v.Name); len(errs) > 0 || len(v.Name) > 40 {
-		return nil, bad("name", "%q must be a DNS-1035 label of at most 40 characters (it prefixes Service names)", v.Name)
+	if err := checkChartName(v.Name); v.Name != "" && err != "" {
+		return nil, bad("name", "%s", err)
 	}
-	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
+	if errs := validation.IsDNS1123Label(v.Namespace); v.Namespace != "" && len(errs) > 0 {
 		return nil, bad("namespace", "%q: %s", v.Namespace, errs[0])
+	}
+	if pl := v.Autoscaling.UpscalingMode; pl != "" && !slices.Contains([]string{"Default", "Aggressive", "Conservative"}, pl) {
+		return nil, bad("autoscaling.upscalingMode", "%q: want Default, Aggressive or Conservative", pl)
+	}
+	if t := v.Autoscaling.IdleTimeoutSeconds; t != nil && *t < 0 {
+		return nil, bad("autoscaling.idleTimeoutSeconds", "%d: want 0 or more", *t)
 	}
 	if pl := v.Serve.ProxyLocation; pl != "" && !slices.Contains([]string{"EveryNode", "HeadOnly", "Disabled"}, pl) {
 		return nil, bad("serve.proxyLocation", "%q: want EveryNode, HeadOnly or Disabled", pl)
@@ -146,6 +166,22 @@ func ParseChartValues(file string, data []byte) (*ChartValues, error) {
 	return v, nil
 }
 
+// checkChartName says what is wrong with a RayService name ("" when
+// nothing is).
+func checkChartName(name string) string {
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 || len(name) > 40 {
+		return fmt.Sprintf("%q must be a DNS-1035 label of at most 40 characters (it prefixes Service names)", name)
+	}
+	return ""
+}
+
+// ChartRelease is what Helm calls the release: its name and namespace
+// are the defaults of the values' name and namespace.
+type ChartRelease struct {
+	Name      string
+	Namespace string // default "default", as Helm's
+}
+
 // LoadChartValues reads and parses a values file.
 func LoadChartValues(path string) (*ChartValues, error) {
 	data, err := os.ReadFile(path)
@@ -161,12 +197,25 @@ var imageVersion = regexp.MustCompile(`:(\d+\.\d+\.\d+)`)
 // the chart's Services select the head by it.
 const RayServiceLabel = "gridweave.dev/rayservice"
 
-// RenderChart renders the chart: the dashboard and serve Services (named
-// <name>-dashboard and <name>-serve, never KubeRay's own <name>-head-svc
-// and <name>-serve-svc, which its RayService controller overwrites), the
-// RayService, then the exposure objects. The two injections render nothing
-// unless asked for.
-func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
+// RenderChart renders the chart as Helm does for release: the dashboard
+// and serve Services (named <name>-dashboard and <name>-serve, never
+// KubeRay's own <name>-head-svc and <name>-serve-svc, which its RayService
+// controller overwrites), the RayService, then the exposure objects. The
+// values' name and namespace default to the release's. The two injections
+// render nothing unless asked for.
+func RenderChart(values *ChartValues, release ChartRelease) ([]*unstructured.Unstructured, error) {
+	v := *values
+	v.Name = orDefault(v.Name, release.Name)
+	v.Namespace = orDefault(v.Namespace, orDefault(release.Namespace, "default"))
+	if v.Name == "" {
+		return nil, &SpecError{Path: "name", Problem: "is required when the release has no name"}
+	}
+	if err := checkChartName(v.Name); err != "" {
+		return nil, &SpecError{Path: "name", Problem: err + "; the release's name is the default, set name to another"}
+	}
+	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
+		return nil, &SpecError{Path: "namespace", Problem: fmt.Sprintf("%q: %s", v.Namespace, errs[0])}
+	}
 	image := orDefault(v.Image, DefaultChartImage)
 	rayVersion := v.RayVersion
 	if rayVersion == "" {
@@ -234,7 +283,7 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 	for _, spec := range []*corev1.PodSpec{&head, &worker} {
 		injectGPUToleration(spec)
 		if v.OrgCABundle.ConfigMapName != "" {
-			injectCABundle(spec, v)
+			injectCABundle(spec, &v)
 		}
 	}
 	replicas := ptr.Deref(v.Worker.Replicas, 1)
@@ -244,7 +293,9 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 		Spec: rayv1.RayServiceSpec{
 			ServeConfigV2: string(serveConfig),
 			RayClusterSpec: rayv1.RayClusterSpec{
-				RayVersion: rayVersion,
+				RayVersion:              rayVersion,
+				EnableInTreeAutoscaling: autoscaling(&v),
+				AutoscalerOptions:       autoscalerOptions(&v),
 				HeadGroupSpec: rayv1.HeadGroupSpec{
 					RayStartParams: nonNilMap(v.Head.RayStartParams),
 					Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: head},
@@ -268,15 +319,38 @@ func RenderChart(v *ChartValues) ([]*unstructured.Unstructured, error) {
 		}
 		objs = append(objs, u)
 	}
-	objs = append(objs, exposure(v, dashboardSvc.Name, serveSvc.Name, lbls)...)
+	objs = append(objs, exposure(&v, dashboardSvc.Name, serveSvc.Name, lbls)...)
 	if v.NetworkPolicy.Enabled {
-		u, err := toUnstructured(headPolicy(v, headSelector, podLabels, lbls))
+		u, err := toUnstructured(headPolicy(&v, headSelector, podLabels, lbls))
 		if err != nil {
 			return nil, err
 		}
 		objs = append(objs, u)
 	}
 	return objs, nil
+}
+
+// autoscaling is the RayCluster's enableInTreeAutoscaling: true when
+// asked for, left out otherwise.
+func autoscaling(v *ChartValues) *bool {
+	if !v.Autoscaling.Enabled {
+		return nil
+	}
+	return ptr.To(true)
+}
+
+// autoscalerOptions are the autoscaler's settings the values name, none
+// when the values name none.
+func autoscalerOptions(v *ChartValues) *rayv1.AutoscalerOptions {
+	a := v.Autoscaling
+	if !a.Enabled || (a.IdleTimeoutSeconds == nil && a.UpscalingMode == "") {
+		return nil
+	}
+	opts := &rayv1.AutoscalerOptions{IdleTimeoutSeconds: a.IdleTimeoutSeconds}
+	if a.UpscalingMode != "" {
+		opts.UpscalingMode = ptr.To(rayv1.UpscalingMode(a.UpscalingMode))
+	}
+	return opts
 }
 
 // headPolicy is the opt-in NetworkPolicy of the head pod: the Ray client

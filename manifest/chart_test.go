@@ -27,7 +27,7 @@ func renderChart(t *testing.T, values string) ([]*unstructured.Unstructured, []b
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manifest.RenderChart(v)
+	objs, err := manifest.RenderChart(v, manifest.ChartRelease{Name: "release-name"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func FuzzParseChartValues(f *testing.F) {
 			checkSpecError(t, err)
 			return
 		}
-		if _, err := manifest.RenderChart(v); err != nil {
+		if _, err := manifest.RenderChart(v, manifest.ChartRelease{Name: "release-name"}); err != nil {
 			t.Fatalf("valid values failed to render: %v", err)
 		}
 	})
@@ -181,7 +181,7 @@ func TestNebariAppGatewayIsAValue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs, err := manifest.RenderChart(v)
+		objs, err := manifest.RenderChart(v, manifest.ChartRelease{Name: "release-name"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,5 +245,74 @@ func TestChartNetworkPolicy(t *testing.T) {
 	}
 	if _, err := manifest.ParseChartValues("v.yaml", []byte(base+"networkPolicy: {enabled: true}\n")); err == nil || !strings.Contains(err.Error(), "networkPolicy.clientNamespaces") {
 		t.Errorf("a policy with no client: %v", err)
+	}
+}
+
+// TestChartDefaultsToTheRelease: values without a name or namespace
+// render every object into the release's namespace, named after the
+// release; the values' own name and namespace win; a release name that
+// cannot name Services is refused at name.
+func TestChartDefaultsToTheRelease(t *testing.T) {
+	render := func(values string, release manifest.ChartRelease) ([]*unstructured.Unstructured, error) {
+		v, err := manifest.ParseChartValues("values.yaml", []byte(values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return manifest.RenderChart(v, release)
+	}
+	objs, err := render("serve: {enabled: false}\n", manifest.ChartRelease{Name: "llm", Namespace: "ml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetNamespace() != "ml" || !strings.HasPrefix(o.GetName(), "llm") || o.GetLabels()["app.kubernetes.io/instance"] != "llm" {
+			t.Errorf("%s %s/%s (labels %v): want it in ml, named after the release llm", o.GetKind(), o.GetNamespace(), o.GetName(), o.GetLabels())
+		}
+	}
+	objs, err = render("name: chat\nnamespace: serving\n", manifest.ChartRelease{Name: "llm", Namespace: "ml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetNamespace() != "serving" || !strings.HasPrefix(o.GetName(), "chat") {
+			t.Errorf("%s %s/%s: the values name chat in serving", o.GetKind(), o.GetNamespace(), o.GetName())
+		}
+	}
+	if objs, err = render("name: chat\n", manifest.ChartRelease{Name: "llm"}); err != nil || objs[0].GetNamespace() != "default" {
+		t.Errorf("no namespace anywhere: %v, want default (%v)", err, objs)
+	}
+	for _, release := range []string{"", "9lives", strings.Repeat("a", 41)} {
+		_, err := render("namespace: ml\n", manifest.ChartRelease{Name: release})
+		var se *manifest.SpecError
+		if !errors.As(err, &se) || se.Path != "name" {
+			t.Errorf("release %q without a name in the values: %v, want an error at name", release, err)
+		}
+	}
+}
+
+// TestChartAutoscaling: autoscaling.enabled turns KubeRay's in-tree
+// autoscaler on with the options given, between the worker group's
+// minimum and maximum; off, the RayService says nothing of it.
+func TestChartAutoscaling(t *testing.T) {
+	base := "name: llm\nnamespace: ml\nworker: {replicas: 1, minReplicas: 0, maxReplicas: 4}\n"
+	objs, _ := renderChart(t, base)
+	if _, found, _ := unstructured.NestedFieldNoCopy(objs[2].Object, "spec", "rayClusterConfig", "enableInTreeAutoscaling"); found {
+		t.Error("autoscaling is on without autoscaling.enabled")
+	}
+	objs, _ = renderChart(t, base+"autoscaling: {enabled: true, idleTimeoutSeconds: 120, upscalingMode: Conservative}\n")
+	cluster := objs[2].Object["spec"].(map[string]any)["rayClusterConfig"].(map[string]any)
+	if cluster["enableInTreeAutoscaling"] != true {
+		t.Fatalf("enableInTreeAutoscaling %v", cluster["enableInTreeAutoscaling"])
+	}
+	opts, _ := cluster["autoscalerOptions"].(map[string]any)
+	if fmt.Sprint(opts["idleTimeoutSeconds"]) != "120" || opts["upscalingMode"] != "Conservative" {
+		t.Errorf("autoscalerOptions %v", opts)
+	}
+	group := cluster["workerGroupSpecs"].([]any)[0].(map[string]any)
+	if fmt.Sprint(group["minReplicas"], group["maxReplicas"]) != "0 4" {
+		t.Errorf("the group scales between %v and %v, want 0 and 4", group["minReplicas"], group["maxReplicas"])
+	}
+	if _, err := manifest.ParseChartValues("v.yaml", []byte(base+"autoscaling: {enabled: true, upscalingMode: Eager}\n")); err == nil || !strings.Contains(err.Error(), "autoscaling.upscalingMode") {
+		t.Errorf("an unknown upscaling mode: %v", err)
 	}
 }

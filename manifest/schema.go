@@ -20,15 +20,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// JSON Schemas (draft 2020-12) of the launcher's own files — the recipe,
-// the infra spec and the RayService chart's values — for editors (the
-// YAML language server's `# yaml-language-server: $schema=…`) and CI.
+// JSON Schemas of the launcher's own files — the recipe and the infra
+// spec (draft 2020-12), the RayService chart's values (draft-07, the draft
+// every Helm 3 release enforces at install) — for editors (the YAML
+// language server's `# yaml-language-server: $schema=…`), Helm and CI.
 // They are made from the Go types the strict parser decodes into: every
 // key the parser knows (through Kubernetes' and KubeRay's types too), no
 // other (additionalProperties: false), each field's type, its doc comment
 // as description, and the constraints the parser's checks make, written
 // as `schema:"…"` tags on the fields (required; minimum=; maximum=;
-// minLength=; maxLength=; pattern=; enum=a|b; minProperties=;
+// minLength=; maxLength=; pattern=; orEmpty; enum=a|b; minProperties=;
 // propertyNames=; quantity) and a few rules between fields below.
 
 // SchemaKinds are the files Schema describes.
@@ -73,9 +74,15 @@ func Schema(kind string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &schemaGen{defs: map[string]any{}, docs: docs, shapes: shapes, owners: map[reflect.Type]string{}}
+	g := &schemaGen{defs: map[string]any{}, docs: docs, shapes: shapes, owners: map[reflect.Type]string{}, defsKey: "$defs"}
+	draft := "https://json-schema.org/draft/2020-12/schema"
+	if kind == "chart-values" {
+		// Helm before 3.18 validates with a draft-07 validator, which
+		// knows definitions, not $defs.
+		g.defsKey, draft = "definitions", "http://json-schema.org/draft-07/schema#"
+	}
 	s := g.of(root, "")
-	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	s["$schema"] = draft
 	s["$id"] = "https://gridweave.dev/schemas/" + kind + ".json"
 	s["title"] = title
 	switch kind {
@@ -85,7 +92,7 @@ func Schema(kind string) ([]byte, error) {
 		chartRules(s)
 	}
 	if len(g.defs) > 0 {
-		s["$defs"] = g.defs
+		s[g.defsKey] = g.defs
 	}
 	return json.MarshalIndent(s, "", "  ")
 }
@@ -143,9 +150,10 @@ func chartRules(s map[string]any) {
 }
 
 type schemaGen struct {
-	defs   map[string]any
-	docs   map[string]string
-	shapes map[string]reflect.Type
+	defs    map[string]any
+	defsKey string // $defs (2020-12) or definitions (draft-07)
+	docs    map[string]string
+	shapes  map[string]reflect.Type
 	// owners names this package's anonymous struct types by the field
 	// that holds them ("ChartValues.Serve"), for their fields' docs.
 	owners map[reflect.Type]string
@@ -213,7 +221,7 @@ func (g *schemaGen) of(t reflect.Type, path string) map[string]any {
 			g.defs[name] = map[string]any{} // a placeholder for recursion
 			g.defs[name] = g.object(t, "")
 		}
-		return map[string]any{"$ref": "#/$defs/" + name}
+		return map[string]any{"$ref": "#/" + g.defsKey + "/" + name}
 	}
 	return map[string]any{}
 }
@@ -353,11 +361,14 @@ func applyTag(s map[string]any, tag string) (required bool) {
 			target = extra // and of a map its values'
 		}
 	}
+	orEmpty := false
 	for _, part := range strings.Split(tag, ";") {
 		key, value, _ := strings.Cut(part, "=")
 		switch key {
 		case "required":
 			required = true
+		case "orEmpty": // the pattern, or "" (a default applies)
+			orEmpty = true
 		case "quantity": // or empty: unset; a number is one too
 			target["type"], target["minimum"] = []string{"string", "number"}, 0
 			target["pattern"] = "^(" + strings.TrimSuffix(strings.TrimPrefix(quantityPattern, "^"), "$") + ")?$"
@@ -388,6 +399,9 @@ func applyTag(s map[string]any, tag string) (required bool) {
 		default:
 			panic(fmt.Sprintf("manifest: unknown schema tag %q", part))
 		}
+	}
+	if p, ok := target["pattern"].(string); ok && orEmpty {
+		target["pattern"] = "^(" + strings.TrimSuffix(strings.TrimPrefix(p, "^"), "$") + ")?$"
 	}
 	return required
 }

@@ -81,6 +81,10 @@ var schemaCases = []schemaCase{
 			{"networkPolicy": map[string]any{"enabled": true, "clientPodLabels": map[string]any{"app": "jupyter"}}},
 			{"networkPolicy": map[string]any{"enabled": true, "clientNamespaces": []any{"Bad_NS"}}}, {"networkPolicy": map[string]any{"enabled": false}},
 			{"worker.replicas": "two"}, {"head.tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}},
+			{"name": nil, "namespace": nil}, {"name": ""}, {"name": "9lives"},
+			{"autoscaling": map[string]any{"enabled": true, "idleTimeoutSeconds": 30, "upscalingMode": "Conservative"}},
+			{"autoscaling": map[string]any{"enabled": true, "upscalingMode": "Eager"}}, {"autoscaling": map[string]any{"idleTimeoutSeconds": -1}},
+			{"autoscaling": map[string]any{"idleTimeout": 30}},
 		}},
 }
 
@@ -103,7 +107,7 @@ func compile(t *testing.T, kind string) *jsonschema.Schema {
 	}
 	s, err := c.Compile(url)
 	if err != nil {
-		t.Fatalf("%s: the schema does not compile as draft 2020-12: %v", kind, err)
+		t.Fatalf("%s: the schema does not compile as its draft: %v", kind, err)
 	}
 	return s
 }

@@ -265,7 +265,7 @@ func TestChartServesTheHeadOnARealControlPlane(t *testing.T) {
 				t.Fatal(err)
 			}
 			values.Namespace = fmt.Sprintf("chart%d-%d", run, i)
-			objs, err := manifest.RenderChart(values)
+			objs, err := manifest.RenderChart(values, manifest.ChartRelease{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -167,22 +167,23 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 
 	chart := &cobra.Command{Use: "chart", Short: "The RayService chart"}
+	release := "release-name"
 	chartRender := &cobra.Command{
 		Use:   "render VALUES",
 		Short: "Print the RayService chart's objects for a values file",
-		Args:  cobra.ExactArgs(1),
+		Long: "Print the RayService chart's objects for a values file, as `helm template RELEASE deploy/helm/rayservice\n" +
+			"-n NAMESPACE -f VALUES` does: the values' name and namespace default to the release's (--release, -n).",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			values, err := manifest.LoadChartValues(args[0])
 			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return exitError{1}
 			}
-			if namespace != "" {
-				values.Namespace = namespace
-			}
-			objs, err := manifest.RenderChart(values)
+			objs, err := manifest.RenderChart(values, manifest.ChartRelease{Name: release, Namespace: namespace})
 			if err != nil {
-				return err
+				fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
+				return exitError{1}
 			}
 			data, err := manifest.Marshal(objs)
 			if err != nil {
@@ -192,11 +193,13 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	}
+	chartRender.Flags().StringVar(&release, "release", release, "the release's name, the default of the values' name (helm template's default)")
 	chart.AddCommand(chartRender)
 	schema := &cobra.Command{
 		Use:   "schema " + strings.Join(manifest.SchemaKinds, "|"),
-		Short: "Print the JSON Schema (draft 2020-12) of a recipe, an infra spec or the chart's values, for editors and CI",
-		Long: "Print the JSON Schema (draft 2020-12) of the launcher's own files, made from the Go types the strict parser\n" +
+		Short: "Print the JSON Schema of a recipe, an infra spec or the chart's values, for editors and CI",
+		Long: "Print the JSON Schema of the launcher's own files (draft 2020-12; the chart's values draft-07, as Helm 3\n" +
+			"enforces), made from the Go types the strict parser\n" +
 			"decodes into. For the YAML language server, save it and start a file with\n" +
 			"  # yaml-language-server: $schema=./recipe.schema.json",
 		Args:      cobra.ExactArgs(1),

@@ -3,6 +3,7 @@ package chartcheck
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/xeipuuv/gojsonschema"
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
@@ -94,15 +96,22 @@ func objects(t *testing.T, docs string) map[string]map[string]any {
 	return out
 }
 
+// release is a Helm release's name and namespace.
+type release struct{ name, namespace string }
+
+// defaultRelease is what `helm template` and `launcher chart render` use
+// when told nothing.
+var defaultRelease = release{"release-name", "default"}
+
 // helmRender renders the chart with Helm's engine (the values checked
 // against values.schema.json first, as helm install does).
-func helmRender(t *testing.T, values map[string]any) (map[string]map[string]any, error) {
+func helmRender(t *testing.T, values map[string]any, rel release) (map[string]map[string]any, error) {
 	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := util.ToRenderValuesWithSchemaValidation(chrt, values, common.ReleaseOptions{Name: "release", Namespace: "default", IsInstall: true}, nil, false)
+	vals, err := util.ToRenderValuesWithSchemaValidation(chrt, values, common.ReleaseOptions{Name: rel.name, Namespace: rel.namespace, IsInstall: true}, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +134,7 @@ func helmRender(t *testing.T, values map[string]any) (map[string]map[string]any,
 }
 
 // goRender renders the same values with `launcher chart render`.
-func goRender(t *testing.T, values map[string]any) (map[string]map[string]any, error) {
+func goRender(t *testing.T, values map[string]any, rel release) (map[string]map[string]any, error) {
 	t.Helper()
 	raw, err := yaml.Marshal(values)
 	if err != nil {
@@ -136,7 +145,7 @@ func goRender(t *testing.T, values map[string]any) (map[string]map[string]any, e
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(launcherBinary(t), "chart", "render", file)
+	cmd := exec.Command(launcherBinary(t), "chart", "render", "--release", rel.name, "-n", rel.namespace, file)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%v: %s", err, stderr.String())
@@ -144,14 +153,15 @@ func goRender(t *testing.T, values map[string]any) (map[string]map[string]any, e
 	return objects(t, stdout.String()), nil
 }
 
-// same fails the test unless both renderings hold the same objects.
-func same(t *testing.T, what string, values map[string]any) {
+// same fails the test unless both renderings hold the same objects, and
+// returns them.
+func same(t *testing.T, what string, values map[string]any, rel release) map[string]map[string]any {
 	t.Helper()
-	want, err := goRender(t, values)
+	want, err := goRender(t, values, rel)
 	if err != nil {
 		t.Fatalf("%s: the launcher refuses: %v", what, err)
 	}
-	got, err := helmRender(t, values)
+	got, err := helmRender(t, values, rel)
 	if err != nil {
 		t.Fatalf("%s: helm refuses: %v", what, err)
 	}
@@ -165,7 +175,7 @@ func same(t *testing.T, what string, values map[string]any) {
 	}
 	if !slices.Equal(keys(want), keys(got)) {
 		t.Errorf("%s: the launcher renders %v, helm %v", what, keys(want), keys(got))
-		return
+		return got
 	}
 	for key, w := range want {
 		if !reflect.DeepEqual(w, got[key]) {
@@ -174,6 +184,7 @@ func same(t *testing.T, what string, values map[string]any) {
 			t.Errorf("%s: %s differs\nlauncher:\n%s\nhelm:\n%s", what, key, wy, gy)
 		}
 	}
+	return got
 }
 
 func readValues(t *testing.T, path string) map[string]any {
@@ -196,7 +207,7 @@ func readValues(t *testing.T, path string) map[string]any {
 // same objects with Helm's engine as with the launcher.
 func TestChartRendersAsTheLauncher(t *testing.T) {
 	for _, file := range []string{"values.yaml", "values-gpu-nebari.yaml"} {
-		same(t, file, readValues(t, filepath.Join(repoRoot, "examples", "launcher", "chart", file)))
+		same(t, file, readValues(t, filepath.Join(repoRoot, "examples", "launcher", "chart", file)), defaultRelease)
 	}
 	n := 0
 	for _, serve := range []bool{false, true} {
@@ -232,12 +243,22 @@ func TestChartRendersAsTheLauncher(t *testing.T) {
 						if policy {
 							v["networkPolicy"] = map[string]any{"enabled": true, "clientNamespaces": []any{"notebooks"}, "clientPodLabels": map[string]any{"app": "jupyter"}}
 						}
-						same(t, fmt.Sprintf("serve=%v exposure=%q ca=%v gpu=%s policy=%v", serve, expose, ca, gpu, policy), v)
+						same(t, fmt.Sprintf("serve=%v exposure=%q ca=%v gpu=%s policy=%v", serve, expose, ca, gpu, policy), v, defaultRelease)
 						n++
 					}
 				}
 			}
 		}
+	}
+	for _, autoscaling := range []map[string]any{
+		{"enabled": true},
+		{"enabled": true, "idleTimeoutSeconds": 0},
+		{"enabled": true, "idleTimeoutSeconds": 120, "upscalingMode": "Aggressive"},
+		{"enabled": false, "upscalingMode": "Conservative"},
+	} {
+		v := map[string]any{"worker": map[string]any{"replicas": 1, "minReplicas": 0, "maxReplicas": 8}, "autoscaling": autoscaling}
+		same(t, fmt.Sprintf("autoscaling %v", autoscaling), v, release{"llm", "ml"})
+		n++
 	}
 	t.Logf("%d combinations render alike", n)
 }
@@ -261,11 +282,13 @@ func TestValuesSchemaIsTheLaunchers(t *testing.T) {
 		return map[string]any{"name": "llm", "namespace": "ml"}
 	}
 	for what, change := range map[string]func(map[string]any){
-		"no name":               func(v map[string]any) { delete(v, "name") },
-		"a name too long":       func(v map[string]any) { v["name"] = strings.Repeat("a", 41) },
-		"an unknown key":        func(v map[string]any) { v["replica"] = 2 },
-		"a bad proxy location":  func(v map[string]any) { v["serve"] = map[string]any{"proxyLocation": "Nowhere"} },
-		"an app without import": func(v map[string]any) { v["serveApplications"] = []any{map[string]any{"name": "x"}} },
+		"a name not DNS-1035":      func(v map[string]any) { v["name"] = "9lives" },
+		"a namespace not DNS-1123": func(v map[string]any) { v["namespace"] = "Bad_NS" },
+		"an upscaling mode":        func(v map[string]any) { v["autoscaling"] = map[string]any{"enabled": true, "upscalingMode": "Eager"} },
+		"a name too long":          func(v map[string]any) { v["name"] = strings.Repeat("a", 41) },
+		"an unknown key":           func(v map[string]any) { v["replica"] = 2 },
+		"a bad proxy location":     func(v map[string]any) { v["serve"] = map[string]any{"proxyLocation": "Nowhere"} },
+		"an app without import":    func(v map[string]any) { v["serveApplications"] = []any{map[string]any{"name": "x"}} },
 		"a route without gateway": func(v map[string]any) {
 			v["exposure"] = map[string]any{"type": "httproute", "dashboardHostname": "ray.example.org"}
 		},
@@ -273,24 +296,96 @@ func TestValuesSchemaIsTheLaunchers(t *testing.T) {
 	} {
 		v := base()
 		change(v)
-		_, goErr := goRender(t, v)
-		_, helmErr := helmRender(t, v)
+		_, goErr := goRender(t, v, defaultRelease)
+		_, helmErr := helmRender(t, v, defaultRelease)
 		if goErr == nil || helmErr == nil {
 			t.Errorf("%s: the launcher says %v, helm %v; want both to refuse", what, goErr, helmErr)
+		}
+		if err := helm3Validate(t, file, v); err == nil {
+			t.Errorf("%s: Helm 3.17's validator accepts it", what)
+		}
+	}
+	for what, v := range map[string]map[string]any{
+		"the chart's values": readValues(t, filepath.Join(chartDir, "values.yaml")),
+		"its CI values":      readValues(t, filepath.Join(chartDir, "ci", "plain-values.yaml")),
+		"the GPU example":    readValues(t, filepath.Join(repoRoot, "examples", "launcher", "chart", "values-gpu-nebari.yaml")),
+		"no values":          {},
+	} {
+		if err := helm3Validate(t, file, v); err != nil {
+			t.Errorf("%s: Helm 3.17's validator refuses: %v", what, err)
 		}
 	}
 }
 
-// TestHelmLint: helm lint of the chart with its CI values is clean.
+// helm3Validate checks values against the schema as Helm 3 before 3.18
+// did: gojsonschema, a validator of drafts 4, 6 and 7.
+func helm3Validate(t *testing.T, schema []byte, values map[string]any) error {
+	t.Helper()
+	if values == nil {
+		values = map[string]any{}
+	}
+	result, err := gojsonschema.Validate(gojsonschema.NewBytesLoader(schema), gojsonschema.NewGoLoader(values))
+	if err != nil {
+		t.Fatalf("Helm 3.17's validator cannot read the schema: %v", err)
+	}
+	if !result.Valid() {
+		return fmt.Errorf("%v", result.Errors())
+	}
+	return nil
+}
+
+// TestHelmLint: helm lint of the chart is clean with its own values
+// alone (no -f) and with its CI values.
 func TestHelmLint(t *testing.T) {
-	values := readValues(t, filepath.Join(chartDir, "ci", "plain-values.yaml"))
-	l := lint.RunAll(chartDir, values, "ray")
-	for _, m := range l.Messages {
-		if m.Severity > support.InfoSev {
-			t.Errorf("helm lint: %s", m)
+	for what, values := range map[string]map[string]any{
+		"no values":       nil,
+		"its CI values":   readValues(t, filepath.Join(chartDir, "ci", "plain-values.yaml")),
+		"another release": {"autoscaling": map[string]any{"enabled": true, "idleTimeoutSeconds": 30}},
+	} {
+		l := lint.RunAll(chartDir, values, "ray")
+		for _, m := range l.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("helm lint with %s: %s", what, m)
+			}
+		}
+		if len(l.Messages) > 0 {
+			t.Logf("helm lint with %s said: %v", what, l.Messages)
 		}
 	}
-	if len(l.Messages) > 0 {
-		t.Logf("helm lint said: %v", l.Messages)
+}
+
+// TestChartDefaultsToTheRelease: `helm template llm deploy/helm/rayservice
+// -n ml` with the chart's own values puts every object in ml, named after
+// the release, as `launcher chart render --release llm -n ml` does; the
+// values' name and namespace still win; a release name that cannot
+// prefix Services is refused by both, naming name.
+func TestChartDefaultsToTheRelease(t *testing.T) {
+	own := readValues(t, filepath.Join(chartDir, "values.yaml"))
+	objs := same(t, "the chart's own values, release llm in ml", own, release{"llm", "ml"})
+	if len(objs) == 0 {
+		t.Fatal("nothing rendered")
+	}
+	for key, o := range objs {
+		meta := o["metadata"].(map[string]any)
+		labels, _ := meta["labels"].(map[string]any)
+		if meta["namespace"] != "ml" || !strings.HasPrefix(fmt.Sprint(meta["name"]), "llm") || labels["app.kubernetes.io/instance"] != "llm" {
+			t.Errorf("%s is in %v named %v (labels %v): want ml, after the release llm", key, meta["namespace"], meta["name"], labels)
+		}
+	}
+	if _, ok := objs["RayService/llm"]; !ok {
+		t.Errorf("no RayService llm among %v", slices.Sorted(maps.Keys(objs)))
+	}
+	objs = same(t, "values naming chat in serving", map[string]any{"name": "chat", "namespace": "serving"}, release{"llm", "ml"})
+	for key, o := range objs {
+		if meta := o["metadata"].(map[string]any); meta["namespace"] != "serving" || !strings.HasPrefix(fmt.Sprint(meta["name"]), "chat") {
+			t.Errorf("%s is in %v named %v: the values say chat in serving", key, meta["namespace"], meta["name"])
+		}
+	}
+	for _, name := range []string{"9lives", strings.Repeat("a", 41)} {
+		_, goErr := goRender(t, own, release{name, "ml"})
+		_, helmErr := helmRender(t, own, release{name, "ml"})
+		if goErr == nil || helmErr == nil || !strings.Contains(goErr.Error(), "name") || !strings.Contains(helmErr.Error(), "name:") {
+			t.Errorf("release %q: the launcher says %v, helm %v; want both to refuse, naming name", name, goErr, helmErr)
+		}
 	}
 }

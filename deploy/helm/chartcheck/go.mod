@@ -3,6 +3,7 @@ module gridweave.dev/deploy/helm/chartcheck
 go 1.26.8
 
 require (
+	github.com/xeipuuv/gojsonschema v1.2.0
 	helm.sh/helm/v4 v4.3.2
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -47,6 +48,8 @@ require (
 	github.com/shopspring/decimal v1.4.0 // indirect
 	github.com/spf13/cast v1.7.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	github.com/xeipuuv/gojsonpointer v0.0.0-20180127040702-4e3ac2762d5f // indirect
+	github.com/xeipuuv/gojsonreference v0.0.0-20180127040603-bd5ef7bd5415 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

@@ -1,6 +1,21 @@
+{{/* The RayService's name: the values', else the release's. It prefixes
+Service names, so it must be a DNS-1035 label of at most 40 characters. */}}
+{{- define "gw.name" -}}
+{{- $name := .Values.name | default .Release.Name -}}
+{{- if or (gt (len $name) 40) (not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name)) -}}
+{{- fail (printf "name: %q must be a DNS-1035 label of at most 40 characters (it prefixes Service names); the release's name is the default, set name to another" $name) -}}
+{{- end -}}
+{{ $name }}
+{{- end }}
+
+{{/* Where every object goes: the values' namespace, else the release's. */}}
+{{- define "gw.namespace" -}}
+{{ .Values.namespace | default .Release.Namespace }}
+{{- end }}
+
 {{/* The labels of every object. */}}
 {{- define "gw.labels" -}}
-app.kubernetes.io/instance: {{ .Values.name }}
+app.kubernetes.io/instance: {{ include "gw.name" . }}
 app.kubernetes.io/managed-by: gridweave
 app.kubernetes.io/name: rayserve
 {{- end }}
