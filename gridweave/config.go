@@ -263,6 +263,19 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return e.Variable + ": " + e.Problem }
 
+// dashboardURLFor is the dashboard's URL on the host of a Ray address
+// (ray://host:10001, host:6379 or host).
+func dashboardURLFor(rayAddress string) string {
+	host := rayAddress
+	if _, rest, ok := strings.Cut(host, "://"); ok {
+		host = rest
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return "http://" + net.JoinHostPort(strings.Trim(host, "[]/"), "8265")
+}
+
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in a
 // binary, a map in tests). A malformed value is a *ConfigError naming the
 // variable. Safety (secrets) is checked by Check, not here.
@@ -305,6 +318,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		TLSKeyFile:           env("TLS_KEY_FILE", ""),
 		InternalToken:        getenv("INTERNAL_TOKEN"),
 		Dev:                  env("GRIDWEAVE_DEV", "") == "1" || env("GRIDWEAVE_DEV", "") == "true",
+	}
+	if head := env("RAY_HEAD_ADDRESS", ""); head != "" {
+		return Config{}, &ConfigError{"RAY_HEAD_ADDRESS", fmt.Sprintf("%q is not used: the server reaches Ray only through the head's dashboard (Serve statuses, jobs), never through the Ray client; "+
+			"unset RAY_HEAD_ADDRESS and, if the default (http://MASTER_VPN_IP:8265) is not the head's, set RAY_DASHBOARD_URL=%s", head, dashboardURLFor(head))}
 	}
 	var err error
 	if c.Port, err = envInt(env, "KUBERAY_PORT", 8800, 1, 65535); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -385,6 +386,29 @@ func TestWireContractFixes(t *testing.T) {
 // every interface, the VPN or a public address, and a host name as
 // MASTER_IP are refused, naming the variable.
 // TLS is on unless dev mode or TLS=off says otherwise.
+// TestRayHeadAddressIsRefusedWithWhatReplacedIt: RAY_HEAD_ADDRESS, which
+// the server has no use for (it never speaks the Ray client protocol), is
+// refused at start with the RAY_DASHBOARD_URL that takes its place.
+func TestRayHeadAddressIsRefusedWithWhatReplacedIt(t *testing.T) {
+	for address, want := range map[string]string{
+		"ray://10.100.0.1:10001": "RAY_DASHBOARD_URL=http://10.100.0.1:8265",
+		"10.100.0.1:6379":        "RAY_DASHBOARD_URL=http://10.100.0.1:8265",
+		"ray-head.gridweave.svc": "RAY_DASHBOARD_URL=http://ray-head.gridweave.svc:8265",
+		"[fd00::1]:10001":        "RAY_DASHBOARD_URL=http://[fd00::1]:8265",
+	} {
+		_, err := gridweave.ConfigFromEnv(func(k string) string {
+			if k == "RAY_HEAD_ADDRESS" {
+				return address
+			}
+			return ""
+		})
+		var ce *gridweave.ConfigError
+		if !errors.As(err, &ce) || ce.Variable != "RAY_HEAD_ADDRESS" || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "not used") {
+			t.Errorf("RAY_HEAD_ADDRESS=%s: %v, want a refusal naming it and %s", address, err, want)
+		}
+	}
+}
+
 func TestConfigTLSDefaults(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
