@@ -20,12 +20,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"gridweave.dev/deploy"
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/manifest/validation"
@@ -38,8 +41,8 @@ func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
 func kubernetesDocuments(t *testing.T) []validation.Document {
 	t.Helper()
 	docs := readDocuments(t, "namespace.yaml", "rbac.yaml", "server.yaml")
-	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 5 {
-		t.Errorf("kubernetes/ has %d entries; apply order lists 3 files, ha/ and kubelet/", len(entries))
+	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes"); len(entries) != 6 {
+		t.Errorf("kubernetes/ has %d entries; apply order lists 3 files, ha/, kubelet/ and gpu-metrics/", len(entries))
 	}
 	return docs
 }
@@ -74,7 +77,7 @@ func readDocuments(t *testing.T, names ...string) []validation.Document {
 // TestManifestsLintClean: our own lint finds nothing in what we ship.
 func TestManifestsLintClean(t *testing.T) {
 	docs := append(kubernetesDocuments(t), haDocuments(t)[1:]...)
-	docs = append(docs, readDocuments(t, "kubelet/rbac-kubelet.yaml")...)
+	docs = append(docs, readDocuments(t, "kubelet/rbac-kubelet.yaml", "gpu-metrics/dcgm-exporter.yaml")...)
 	if findings := validation.Lint(validation.NewValidator(), docs); len(findings) != 0 {
 		for _, f := range findings {
 			t.Error(f)
@@ -472,4 +475,97 @@ func allowed(t *testing.T, ctx context.Context, tc *testcluster.Cluster, user st
 		t.Fatal(err)
 	}
 	return got.Status.Allowed
+}
+
+// TestDCGMExporterRunsOnThePoolsOnly applies the DCGM exporter's manifest
+// to the real API server (its Pod Security admission, the DaemonSet
+// controller): the exporter runs on a machine the fleet put in a GPU pool
+// (the pool label the server sets), on the host network, listening on the
+// node's address at the port the scrape targets name, and on no other
+// machine.
+func TestDCGMExporterRunsOnThePoolsOnly(t *testing.T) {
+	tc := testcluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	gpu, cpu := "dcgm-gpu-machine", "dcgm-cpu-machine"
+	gpuAlloc := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	if _, err := tc.AddNode(ctx, gpu, gpuAlloc, map[string]string{fleet.NodePoolLabel: "h100-80gb-hbm3"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.AddNode(ctx, cpu, nil, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	docs := readDocuments(t, "gpu-metrics/dcgm-exporter.yaml")
+	objs := make([]*unstructured.Unstructured, len(docs))
+	for i, d := range docs {
+		objs[i] = d.Object
+	}
+	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.WithDynamic(tc.Dynamic).Apply(ctx, objs, rayctl.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tc.Kube.CoreV1().Namespaces().Delete(context.Background(), "gridweave-gpu-metrics", metav1.DeleteOptions{})
+		for _, n := range []string{gpu, cpu} {
+			_ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+	var onGPU *corev1.Pod
+	for deadline := time.Now().Add(90 * time.Second); onGPU == nil; time.Sleep(250 * time.Millisecond) {
+		pods, err := tc.Kube.CoreV1().Pods("gridweave-gpu-metrics").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dcgm-exporter"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range pods.Items {
+			if p.Spec.NodeName == gpu && p.Status.Phase == corev1.PodRunning {
+				onGPU = &pods.Items[i]
+			}
+		}
+		if time.Now().After(deadline) {
+			ds, _ := tc.Kube.AppsV1().DaemonSets("gridweave-gpu-metrics").Get(ctx, "dcgm-exporter", metav1.GetOptions{})
+			events, _ := tc.Kube.CoreV1().Events("gridweave-gpu-metrics").List(ctx, metav1.ListOptions{})
+			t.Fatalf("no exporter running on the pool's machine: pods %+v\nDaemonSet status %+v\nevents %+v", pods.Items, ds.Status, events.Items)
+		}
+	}
+	// The controller has decided for both machines once it scheduled one.
+	pods, err := tc.Kube.CoreV1().Pods("gridweave-gpu-metrics").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == cpu {
+			t.Errorf("an exporter runs on %s, which is in no GPU pool", cpu)
+		}
+	}
+	c := onGPU.Spec.Containers[0]
+	listen := map[string]string{}
+	for _, e := range c.Env {
+		listen[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			listen[e.Name] = "field:" + e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if !onGPU.Spec.HostNetwork || listen["NODE_IP"] != "field:status.hostIP" || listen["DCGM_EXPORTER_LISTEN"] != "$(NODE_IP):9400" {
+		t.Errorf("the exporter (host network %v, env %v) does not listen on the node's address at 9400, where the targets point", onGPU.Spec.HostNetwork, listen)
+	}
+	if onGPU.Spec.AutomountServiceAccountToken == nil || *onGPU.Spec.AutomountServiceAccountToken {
+		t.Error("the exporter's pod carries an API token it never uses")
+	}
+	// The namespace's Pod Security level is what admitted it: the same pod
+	// in the Ray workloads' (baseline) namespace is refused.
+	if err := tc.CreateNamespace(ctx, "gridweave"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Kube.CoreV1().Namespaces().Patch(ctx, "gridweave", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"baseline"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dcgm-elsewhere", Namespace: "gridweave"}, Spec: *onGPU.Spec.DeepCopy()}
+	elsewhere.Spec.NodeName, elsewhere.Spec.ServiceAccountName = "", ""
+	if _, err := tc.Kube.CoreV1().Pods("gridweave").Create(ctx, elsewhere, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+		t.Error("the baseline namespace admits the exporter: its own namespace's level proves nothing")
+	}
 }
