@@ -200,43 +200,17 @@ func (s *Session) Dev(ctx context.Context, p *Plan, opts DevOptions) (DevResult,
 	default:
 		s.say("RayCluster %s/%s is running; not touching it", p.Namespace, p.Name)
 	}
-	workingDir, modules, err := PackageDir(dir)
-	if err != nil {
-		return res, fmt.Errorf("package %s: %w", dir, err)
-	}
 	d, err := s.Dashboard(ctx, p.Namespace, p.Name, opts.DashboardURL)
 	if err != nil {
 		return res, err
 	}
-	for _, pkg := range append([]*Package{workingDir}, modules...) {
-		what := "working dir"
-		if pkg.Module != "" {
-			what = "module " + pkg.Module
-		}
-		exists, err := d.PackageExists(ctx, pkg.URI)
-		if err != nil {
-			return res, err
-		}
-		if exists {
-			res.Reused = append(res.Reused, pkg.URI)
-			s.say("%s unchanged (%s)", what, pkg.URI)
-			continue
-		}
-		if err := d.UploadPackage(ctx, pkg.URI, pkg.Zip); err != nil {
-			return res, fmt.Errorf("upload %s: %w", what, err)
-		}
-		res.Uploaded = append(res.Uploaded, pkg.URI)
-		s.say("sent %s: %d files, %d KiB (%s)", what, pkg.Files, (len(pkg.Zip)+1023)/1024, pkg.URI)
+	code, err := s.sendCode(ctx, d, dir)
+	if err != nil {
+		return res, err
 	}
+	res.Uploaded, res.Reused = code.uploaded, code.reused
 	env := runtimeEnv(p)
-	env["working_dir"] = workingDir.URI
-	if len(modules) > 0 {
-		var uris []string
-		for _, m := range modules {
-			uris = append(uris, m.URI)
-		}
-		env["py_modules"] = uris
-	}
+	code.into(env)
 	resp, err := d.SubmitJob(ctx, dashboard.SubmitRequest{Entrypoint: entrypoint(p), RuntimeEnv: env})
 	if err != nil {
 		return res, fmt.Errorf("submit to RayCluster %s/%s: %w", p.Namespace, p.Name, err)

@@ -319,19 +319,23 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 	job.PersistentFlags().StringVar(&clusterName, "cluster", "", "the RayCluster (or RayJob) whose dashboard to use")
 	job.PersistentFlags().StringVar(&dashboardURL, "dashboard-url", "", "the dashboard's URL, instead of the service proxy")
 	_ = job.RegisterFlagCompletionFunc("cluster", completeLaunches)
-	connect := func(cmd *cobra.Command) (*dashboard.Client, error) {
+	session := func(cmd *cobra.Command) (*launch.Session, *dashboard.Client, error) {
 		if clusterName == "" && dashboardURL == "" {
-			return nil, errors.New("--cluster NAME or --dashboard-url URL is required")
+			return nil, nil, errors.New("--cluster NAME or --dashboard-url URL is required")
 		}
 		s, ns, err := k.session(stdout)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		d, err := s.Dashboard(cmd.Context(), ns, clusterName, dashboardURL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return d, nil
+		return s, d, nil
+	}
+	connect := func(cmd *cobra.Command) (*dashboard.Client, error) {
+		_, d, err := session(cmd)
+		return d, err
 	}
 	fail := func(err error) error {
 		fmt.Fprintln(stderr, "launcher:", err)
@@ -405,7 +409,86 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 			return nil
 		},
 	}
-	job.AddCommand(list, jobLogs, stop)
+	var submit launch.SubmitOptions
+	var runtimeEnvFile, runtimeEnvJSON string
+	var envVars []string
+	var noWait bool
+	submitCmd := &cobra.Command{
+		Use:   "submit [flags] -- ENTRYPOINT...",
+		Short: "Send local code (only what changed) and submit a job, then follow its log until it ends",
+		Long: "Submit a job to the cluster's Ray dashboard, as `ray job submit` does: --working-dir is sent as the job's\n" +
+			"working_dir (its local Python packages as py_modules; what the cluster already holds is not sent again),\n" +
+			"--runtime-env (a YAML or JSON file), --runtime-env-json and --env make its runtime env. The log follows\n" +
+			"until the job ends: exit 0 when it SUCCEEDED, 1 when it FAILED or was STOPPED (--no-wait: print its id).",
+		Example: "  launcher job submit --cluster grpo-swe -n ml --working-dir . --env EPOCHS=3 -- python train.py",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env := map[string]any{}
+			if runtimeEnvFile != "" {
+				raw, err := os.ReadFile(runtimeEnvFile)
+				if err != nil {
+					return fail(err)
+				}
+				if err := yaml.Unmarshal(raw, &env); err != nil {
+					return fail(fmt.Errorf("--runtime-env %s: %w", runtimeEnvFile, err))
+				}
+			}
+			if runtimeEnvJSON != "" {
+				if err := json.Unmarshal([]byte(runtimeEnvJSON), &env); err != nil {
+					return fail(fmt.Errorf("--runtime-env-json: %w", err))
+				}
+			}
+			if len(envVars) > 0 {
+				vars, _ := env["env_vars"].(map[string]any)
+				if vars == nil {
+					vars = map[string]any{}
+				}
+				for _, kv := range envVars {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return fail(fmt.Errorf("--env %q: want NAME=VALUE", kv))
+					}
+					vars[k] = v
+				}
+				env["env_vars"] = vars
+			}
+			s, d, err := session(cmd)
+			if err != nil {
+				return fail(err)
+			}
+			opts := submit
+			opts.Entrypoint, opts.RuntimeEnv = strings.Join(args, " "), env
+			res, err := s.SubmitJob(cmd.Context(), d, opts)
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Fprintf(stdout, "submitted job %s\n", res.SubmissionID)
+			if noWait {
+				return nil
+			}
+			job, err := launch.FollowJob(cmd.Context(), d, res.SubmissionID, stdout, 0)
+			switch {
+			case err != nil && cmd.Context().Err() != nil:
+				fmt.Fprintf(stderr, "launcher: interrupted: job %s keeps running; stop it with: launcher job stop %s\n", res.SubmissionID, res.SubmissionID)
+				return exitError{130}
+			case err != nil:
+				return fail(err)
+			case job.Status != "SUCCEEDED":
+				return fail(fmt.Errorf("job %s %s: %s", res.SubmissionID, job.Status, ptr.Deref(job.Message, "")))
+			}
+			fmt.Fprintf(stdout, "job %s SUCCEEDED\n", res.SubmissionID)
+			return nil
+		},
+	}
+	submitCmd.Flags().StringVar(&submit.Dir, "working-dir", "", "local code to send as the job's working_dir")
+	submitCmd.Flags().StringVar(&runtimeEnvFile, "runtime-env", "", "the job's runtime env, a YAML or JSON file")
+	submitCmd.Flags().StringVar(&runtimeEnvJSON, "runtime-env-json", "", "the job's runtime env as JSON (over --runtime-env)")
+	submitCmd.Flags().StringArrayVar(&envVars, "env", nil, "NAME=VALUE in the job's env_vars (repeatable; over the runtime env's)")
+	submitCmd.Flags().StringVar(&submit.SubmissionID, "submission-id", "", "the job's id (default Ray's raysubmit_…)")
+	submitCmd.Flags().Float64Var(&submit.EntrypointNumCPUs, "entrypoint-num-cpus", 0, "CPUs reserved for the driver")
+	submitCmd.Flags().Float64Var(&submit.EntrypointNumGPUs, "entrypoint-num-gpus", 0, "GPUs reserved for the driver")
+	submitCmd.Flags().BoolVar(&noWait, "no-wait", false, "print the job's id and return, without following it")
+	job.AddCommand(submitCmd, list, jobLogs, stop)
 	return job
 }
 

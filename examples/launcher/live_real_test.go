@@ -723,3 +723,55 @@ sandbox:
 		t.Errorf("a refused launch applied a RayCluster")
 	}
 }
+
+// TestJobSubmitSendsTheCodeAndFollowsIt: `job submit` against a real Ray
+// head sends the local working dir and its module, runs the entrypoint
+// with the runtime env the flags make, follows the log to the end and
+// exits 0; a second submit sends nothing the cluster holds; a failing job
+// exits 1 with its status; --no-wait prints the id and returns.
+func TestJobSubmitSendsTheCodeAndFollowsIt(t *testing.T) {
+	tc := testcluster.Shared(t)
+	head := raytest.Shared(t)
+	code := t.TempDir()
+	for name, content := range map[string]string{
+		"main.py":              "import os, sys\nfrom greeter import greet\nprint(greet(os.environ['WHO']), os.environ['FROM_FILE'], os.environ['FROM_JSON'], sys.argv[1], flush=True)\n",
+		"greeter/__init__.py":  "def greet(who):\n    return 'hello ' + who\n",
+		"runtime-env.yaml":     "env_vars:\n  FROM_FILE: file\n  FROM_JSON: overridden\n",
+		"notes/ignored.txt":    "x",
+		"greeter/unused.json":  "{}",
+		"greeter/more/deep.py": "",
+	} {
+		path := filepath.Join(code, name)
+		_ = os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(args ...string) (int, string) {
+		all := append([]string{"job", "submit", "--dashboard-url", head.DashboardURL, "--entrypoint-num-cpus", "0.1"}, args...)
+		code, out, errOut := cli(t, tc, all...)
+		return code, out + errOut
+	}
+	exit, out := submit("--working-dir", code, "--runtime-env", filepath.Join(code, "runtime-env.yaml"),
+		"--runtime-env-json", `{"env_vars":{"FROM_FILE":"file","FROM_JSON":"json"}}`, "--env", "WHO=gridweave", "--", "python", "main.py", "first")
+	if exit != 0 || !strings.Contains(out, "hello gridweave file json first") || !strings.Contains(out, "SUCCEEDED") || strings.Count(out, "sent ") != 2 {
+		t.Fatalf("job submit: exit %d\n%s", exit, out)
+	}
+	exit, out = submit("--working-dir", code, "--env", "WHO=again", "--env", "FROM_FILE=f", "--env", "FROM_JSON=j", "--", "python", "main.py", "second")
+	if exit != 0 || !strings.Contains(out, "hello again f j second") || strings.Contains(out, "sent ") || strings.Count(out, "unchanged") != 2 {
+		t.Errorf("a second submit of the same code: exit %d\n%s", exit, out)
+	}
+	exit, out = submit("--submission-id", "raysubmit_fails", "--", "python", "-c", "'import sys; print(\"giving up\"); sys.exit(3)'")
+	if exit != 1 || !strings.Contains(out, "giving up") || !strings.Contains(out, "job raysubmit_fails FAILED") {
+		t.Errorf("a failing job: exit %d\n%s", exit, out)
+	}
+	exit, out = submit("--no-wait", "--", "python", "-c", "'import time; time.sleep(1)'")
+	if exit != 0 || !strings.Contains(out, "submitted job raysubmit_") || strings.Contains(out, "SUCCEEDED") {
+		t.Errorf("--no-wait: exit %d\n%s", exit, out)
+	}
+	for _, bad := range [][]string{{"--env", "NOEQUALS", "--", "true"}, {"--runtime-env-json", "{", "--", "true"}, {"--", " "}} {
+		if exit, out = submit(bad...); exit != 1 {
+			t.Errorf("job submit %v: exit %d, want 1\n%s", bad, exit, out)
+		}
+	}
+}
