@@ -170,8 +170,10 @@ type masterOptions struct {
 	// addresses are more addresses of the master's underlay device, added
 	// before the server starts (a bridge's, say).
 	addresses []string
-	// env is more of the server's environment.
-	env []string
+	// env is more of the server's environment; args more of its
+	// arguments.
+	env  []string
+	args []string
 	// clusterDNS: the cluster's DNS is CoreDNS on the master's VPN
 	// address (CLUSTER_DNS), started once the server's device has it.
 	clusterDNS bool
@@ -271,7 +273,7 @@ func startMasterOpts(t testing.TB, o masterOptions) *master {
 		copyFile(t, tokenFile, filepath.Join(creds, "k3s-agent-token"))
 		m.env = append(deployedEnv(t, creds), overrides...)
 	} else {
-		m.binary, m.args = e2eBinaries.server, []string{"--addr", strings.TrimPrefix(m.url, "https://")}
+		m.binary, m.args = e2eBinaries.server, append([]string{"--addr", strings.TrimPrefix(m.url, "https://")}, o.args...)
 		m.env = append(append(os.Environ(), overrides...),
 			"SERVER_VERSION="+e2eVersion,
 			"KUBECONFIG="+tc.KubeconfigPath,

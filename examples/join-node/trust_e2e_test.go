@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/internal/netnstest"
+	"gridweave.dev/rayctl/rayctltest"
 )
 
 // wgAllow adds prefix to the allowed IPs of peer (base64) on the
@@ -80,20 +82,31 @@ func udpSend(t testing.TB, ns *netnstest.Namespace, addr string, count int, inte
 
 // TestAJoinedMachineIsNotBelieved: a machine whose Node claims a pod CIDR
 // the cluster never gave it (its kubelet's own credential writes it)
-// gets none of it routed, on the master or on another machine, and a
-// machine that routes the master's bridge address into its tunnel finds
-// the internal listener closed to it. A machine the master forgets (an
-// administrator's disconnect) drops its direct peers.
+// gets none of it routed, on the master or on another machine. The job
+// gateway, on a bridge beside the master (a veth pair standing for the
+// Docker bridge), uses the CRD and Ray proxies on the internal listener
+// without a credential; a machine that routes the master's bridge address
+// into its tunnel finds that listener closed to it. A machine the master
+// forgets (an administrator's disconnect) drops its direct peers.
 func TestAJoinedMachineIsNotBelieved(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network namespaces, wireguard-go and the test control plane; run make test")
 	}
-	// The internal listener on a second address of the master (where a
-	// Docker bridge's host address would be).
-	const bridgeIP = "198.18.240.2"
+	// The gateway's bridge: the master's end holds the internal listener
+	// (INTERNAL_ADDR, as the README's gateway step sets it), the gateway
+	// sits at the other.
+	const bridgeIP, gatewayIP = "198.18.244.1", "198.18.244.2"
+	gateway := netnstest.New(t, "gwgate")
+	netnstest.LinkToHost(t, bridgeIP+"/30", gateway, gatewayIP+"/30")
+	serve := rayctltest.NewDashboard(t, "")
+	serve.DeployApp("llm", "/llm", "serve_llm:app")
 	internalPort := freeTCPPort(t)
-	m := startMasterOpts(t, masterOptions{addresses: []string{bridgeIP},
-		env: []string{fmt.Sprintf("INTERNAL_ADDR=%s:%d", bridgeIP, internalPort)}})
+	m := startMasterOpts(t, masterOptions{args: []string{"--install-crds"},
+		env: []string{fmt.Sprintf("INTERNAL_ADDR=%s:%d", bridgeIP, internalPort), "RAY_DASHBOARD_URL=" + serve.URL}})
+	gatewayCall(t, gateway, "POST", fmt.Sprintf("http://%s:%d/v1/crd/jobs", bridgeIP, internalPort),
+		`{"metadata":{"name":"gateway-job"},"spec":{"owner":"alice","cluster":"gridweave-cluster","entrypoint":"python train.py"}}`, 201, `"gateway-job"`)
+	gatewayCall(t, gateway, "GET", fmt.Sprintf("http://%s:%d/v1/crd/jobs?owner=alice", bridgeIP, internalPort), "", 200, `"gateway-job"`)
+	gatewayCall(t, gateway, "GET", fmt.Sprintf("http://%s:%d/v1/ray/serve/statuses", bridgeIP, internalPort), "", 200, `"llm"`)
 	enableForwarding(t, m.device) // relayed traffic between machines goes through the master
 	command := m.joinCommand()
 
@@ -194,6 +207,33 @@ func TestAJoinedMachineIsNotBelieved(t *testing.T) {
 	}
 	if peers := victim.device(); len(peers) > 1 {
 		t.Errorf("the forgotten victim's device keeps %d peers, want at most the master's", len(peers))
+	}
+}
+
+// gatewayCall calls url from the gateway's namespace without a
+// credential, as the job gateway does, and fails the test unless the
+// answer has status want and a body holding has.
+func gatewayCall(t *testing.T, gateway *netnstest.Namespace, method, url, body string, want int, has string) {
+	t.Helper()
+	err := gateway.Do(func() error {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want || !strings.Contains(string(got), has) {
+			return fmt.Errorf("%d %s", resp.StatusCode, got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("the gateway's %s %s: %v, want %d with %s", method, url, err, want, has)
 	}
 }
 
