@@ -52,8 +52,8 @@ type ChartValues struct {
 		RayStartParams map[string]string           `json:"rayStartParams,omitempty"`
 		Tolerations    []corev1.Toleration         `json:"tolerations,omitempty"`
 	} `json:"worker,omitempty"`
-	// Autoscaling runs KubeRay's in-tree autoscaler beside the head: the
-	// worker group grows and shrinks with Ray's demand between
+	// Autoscaling runs KubeRay's in-tree autoscaler (v2) beside the head:
+	// the worker group grows and shrinks with Ray's demand between
 	// worker.minReplicas and worker.maxReplicas.
 	Autoscaling struct {
 		Enabled bool `json:"enabled,omitempty"`
@@ -339,14 +339,15 @@ func autoscaling(v *ChartValues) *bool {
 	return ptr.To(true)
 }
 
-// autoscalerOptions are the autoscaler's settings the values name, none
-// when the values name none.
+// autoscalerOptions are the autoscaler's settings: version v2 named (not
+// left to a default that changes with KubeRay's version) and what the
+// values name.
 func autoscalerOptions(v *ChartValues) *rayv1.AutoscalerOptions {
 	a := v.Autoscaling
-	if !a.Enabled || (a.IdleTimeoutSeconds == nil && a.UpscalingMode == "") {
+	if !a.Enabled {
 		return nil
 	}
-	opts := &rayv1.AutoscalerOptions{IdleTimeoutSeconds: a.IdleTimeoutSeconds}
+	opts := &rayv1.AutoscalerOptions{Version: ptr.To(rayv1.AutoscalerVersionV2), IdleTimeoutSeconds: a.IdleTimeoutSeconds}
 	if a.UpscalingMode != "" {
 		opts.UpscalingMode = ptr.To(rayv1.UpscalingMode(a.UpscalingMode))
 	}

@@ -305,7 +305,7 @@ func TestChartAutoscaling(t *testing.T) {
 		t.Fatalf("enableInTreeAutoscaling %v", cluster["enableInTreeAutoscaling"])
 	}
 	opts, _ := cluster["autoscalerOptions"].(map[string]any)
-	if fmt.Sprint(opts["idleTimeoutSeconds"]) != "120" || opts["upscalingMode"] != "Conservative" {
+	if fmt.Sprint(opts["idleTimeoutSeconds"]) != "120" || opts["upscalingMode"] != "Conservative" || opts["version"] != "v2" {
 		t.Errorf("autoscalerOptions %v", opts)
 	}
 	group := cluster["workerGroupSpecs"].([]any)[0].(map[string]any)
