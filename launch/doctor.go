@@ -71,7 +71,8 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // the schema this launcher knows, an operator that reconciles in the
 // plan's namespace, the PriorityClass, nodes with the GPUs it asks for,
 // quota headroom, a CNI that enforces NetworkPolicy, the image pull
-// secrets, and for a RayService upgraded incrementally the Gateway API.
+// secrets, for a RayService upgraded incrementally the Gateway API, and
+// for an autoscaled cluster how long each group's workers may idle.
 func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Check {
 	var checks []Check
 	add := func(c Check) { checks = append(checks, c) }
@@ -114,7 +115,89 @@ func (s *Session) Doctor(ctx context.Context, p *Plan, opts DoctorOptions) []Che
 	}
 	checks = append(checks, s.checkCronJob(ctx, p)...)
 	checks = append(checks, s.checkGateway(ctx, p)...)
+	checks = append(checks, idleTimeouts(p)...)
 	return checks
+}
+
+// rayDefaultIdleTimeout is how long Ray's autoscaler lets a worker idle
+// before it removes it, when neither the cluster nor its group says.
+const rayDefaultIdleTimeout = 60
+
+// idleTimeouts says, for each autoscaled cluster of the plan, how long a
+// worker of each group may idle before the autoscaler removes it: the
+// group's idleTimeoutSeconds (autoscaler v2), else the cluster's, else
+// Ray's 60 s. A minute is short for GPU workers whose pods take minutes
+// to pull and start: that is a warning.
+func idleTimeouts(p *Plan) []Check {
+	var out []Check
+	for _, o := range p.Objects {
+		path := []string{"spec"}
+		switch o.GetKind() {
+		case "RayCluster":
+		case "RayJob":
+			path = []string{"spec", "rayClusterSpec"}
+		case "RayService":
+			path = []string{"spec", "rayClusterConfig"}
+		default:
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(o.Object, path...)
+		if on, _ := spec["enableInTreeAutoscaling"].(bool); !on {
+			continue
+		}
+		cluster, source := int64(rayDefaultIdleTimeout), "Ray's default"
+		if t, found := seconds(spec, "autoscalerOptions", "idleTimeoutSeconds"); found {
+			cluster, source = t, "autoscalerOptions.idleTimeoutSeconds"
+		}
+		var parts []string
+		short := false
+		groups, _, _ := unstructured.NestedSlice(spec, "workerGroupSpecs")
+		for _, g := range groups {
+			gm, _ := g.(map[string]any)
+			name, _ := gm["groupName"].(string)
+			t, src := cluster, source
+			if own, found := seconds(gm, "idleTimeoutSeconds"); found {
+				t, src = own, "its own idleTimeoutSeconds"
+			}
+			parts = append(parts, fmt.Sprintf("%s %d s (%s)", name, t, src))
+			short = short || t < 5*60 && wantsGPU(gm)
+		}
+		c := Check{"autoscaling", CheckOK, fmt.Sprintf("%s %s: idle workers are removed after %s", o.GetKind(), o.GetName(), strings.Join(parts, ", ")), ""}
+		if short {
+			c.Outcome = CheckWarn
+			c.Fix = "a GPU worker takes minutes to come back (image pull, Ray start): set the group's idleTimeoutSeconds (or autoscalerOptions.idleTimeoutSeconds) above the gaps between your tasks"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// seconds reads a whole number of seconds at path (an int64, or a float64
+// when the object was decoded from JSON).
+func seconds(obj map[string]any, path ...string) (int64, bool) {
+	v, found, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	switch n := v.(type) {
+	case int64:
+		return n, found
+	case float64:
+		return int64(n), found
+	}
+	return 0, false
+}
+
+// wantsGPU reports whether a worker group's Ray container asks for GPUs.
+func wantsGPU(group map[string]any) bool {
+	containers, _, _ := unstructured.NestedSlice(group, "template", "spec", "containers")
+	if len(containers) == 0 {
+		return false
+	}
+	limits, _, _ := unstructured.NestedMap(containers[0].(map[string]any), "resources", "limits")
+	for name := range limits {
+		if strings.HasSuffix(name, "gpu") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkCRD compares the cluster's CRD with the one this launcher embeds.

@@ -508,12 +508,13 @@ func rayJob(r *Recipe, in *Infra, name string, spec *rayv1.RayClusterSpec, sandb
 		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(name, "ray")},
 		Spec: rayv1.RayJobSpec{
-			Entrypoint:               entrypoint,
-			ShutdownAfterJobFinishes: true,
-			TTLSecondsAfterFinished:  ptr.Deref(in.Launch.TTLSecondsAfterFinished, 600),
-			BackoffLimit:             in.Launch.BackoffLimit,
-			ActiveDeadlineSeconds:    in.Launch.ActiveDeadlineSeconds,
-			RayClusterSpec:           spec,
+			Entrypoint:                entrypoint,
+			ShutdownAfterJobFinishes:  true,
+			TTLSecondsAfterFinished:   ptr.Deref(in.Launch.TTLSecondsAfterFinished, 600),
+			BackoffLimit:              in.Launch.BackoffLimit,
+			ActiveDeadlineSeconds:     in.Launch.ActiveDeadlineSeconds,
+			PreRunningDeadlineSeconds: in.Launch.PreRunningDeadlineSeconds,
+			RayClusterSpec:            spec,
 		},
 	}
 	if s := in.Launch.SubmitterConfig; s != nil {

@@ -107,7 +107,8 @@ func infraRules(s map[string]any) {
 	// A RayJob's retries and deadline need a RayJob.
 	props["launch"].(map[string]any)["anyOf"] = []any{
 		map[string]any{"not": map[string]any{"anyOf": []any{
-			map[string]any{"required": []string{"backoffLimit"}}, map[string]any{"required": []string{"activeDeadlineSeconds"}}, map[string]any{"required": []string{"submitterConfig"}}}}},
+			map[string]any{"required": []string{"backoffLimit"}}, map[string]any{"required": []string{"activeDeadlineSeconds"}},
+			map[string]any{"required": []string{"preRunningDeadlineSeconds"}}, map[string]any{"required": []string{"submitterConfig"}}}}},
 		map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeRayJob}}},
 	}
 	sandbox := props["sandbox"].(map[string]any)["properties"].(map[string]any)

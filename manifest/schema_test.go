@@ -45,7 +45,7 @@ var schemaCases = []schemaCase{
 			{"launch.mode": "bringup", "images": map[string]any{}}, {"images.vllm": ""},
 			{"imagePullSecrets": []any{"Bad_Secret"}}, {"imagePullSecrets": []any{"regcred", "team.registry"}},
 			{"launch.ttlSecondsAfterFinished": -1}, {"launch.ttlSecondsAfterFinished": 0},
-			{"launch.backoffLimit": 2}, {"launch.backoffLimit": -1}, {"launch.activeDeadlineSeconds": 0}, {"launch.activeDeadlineSeconds": 3600},
+			{"launch.backoffLimit": 2}, {"launch.backoffLimit": -1}, {"launch.activeDeadlineSeconds": 0}, {"launch.activeDeadlineSeconds": 3600}, {"launch.preRunningDeadlineSeconds": 0}, {"launch.preRunningDeadlineSeconds": 900},
 			{"launch.submitterConfig": map[string]any{"backoffLimit": -1}}, {"launch.submitterConfig": map[string]any{"backoffLimit": 3}},
 			{"launch.mode": "bringup", "launch.backoffLimit": 1}, {"launch.mode": "bringup", "launch.submitterConfig": map[string]any{}},
 			{"sandbox.replicas": -1}, {"sandbox.port": 70000}, {"sandbox.port": 8080},

@@ -87,6 +87,10 @@ type Launch struct {
 	// ActiveDeadlineSeconds bounds the RayJob's whole run: past it the job
 	// is failed and its cluster deleted; default none.
 	ActiveDeadlineSeconds *int32 `json:"activeDeadlineSeconds,omitempty" schema:"minimum=1"`
+	// PreRunningDeadlineSeconds bounds the wait for the RayJob to run (its
+	// cluster's pods Pending for GPUs, say): past it the job is failed;
+	// default none.
+	PreRunningDeadlineSeconds *int32 `json:"preRunningDeadlineSeconds,omitempty" schema:"minimum=1"`
 	// SubmitterConfig is the submitter Job's own retries.
 	SubmitterConfig *SubmitterSettings `json:"submitterConfig,omitempty"`
 }

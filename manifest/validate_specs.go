@@ -91,11 +91,14 @@ func (in *Infra) validate(file string) error {
 	if d := in.Launch.ActiveDeadlineSeconds; d != nil && *d < 1 {
 		return bad("launch.activeDeadlineSeconds", "must be at least 1 (leave it out for no deadline)")
 	}
+	if d := in.Launch.PreRunningDeadlineSeconds; d != nil && *d < 1 {
+		return bad("launch.preRunningDeadlineSeconds", "must be at least 1 (leave it out for no deadline)")
+	}
 	if s := in.Launch.SubmitterConfig; s != nil && s.BackoffLimit != nil && *s.BackoffLimit < 0 {
 		return bad("launch.submitterConfig.backoffLimit", "must not be negative")
 	}
-	if l := in.Launch; l.Mode != ModeRayJob && (l.BackoffLimit != nil || l.ActiveDeadlineSeconds != nil || l.SubmitterConfig != nil) {
-		return bad("launch.mode", "backoffLimit, activeDeadlineSeconds and submitterConfig are a RayJob's: launch.mode is %q, not rayjob", l.Mode)
+	if l := in.Launch; l.Mode != ModeRayJob && (l.BackoffLimit != nil || l.ActiveDeadlineSeconds != nil || l.PreRunningDeadlineSeconds != nil || l.SubmitterConfig != nil) {
+		return bad("launch.mode", "backoffLimit, activeDeadlineSeconds, preRunningDeadlineSeconds and submitterConfig are a RayJob's: launch.mode is %q, not rayjob", l.Mode)
 	}
 	sb := in.Sandbox
 	if sb.Replicas != nil && *sb.Replicas < 0 {

@@ -82,11 +82,11 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 	}
 	autoscaled := strings.Replace(string(recipeText), "  inference:\n    replicas: 1\n", "  inference:\n    replicas: 1\n    minReplicas: 0\n    maxReplicas: 2\n", 1)
 	everyOption := strings.NewReplacer("namespace: dockyard\n", "namespace: dockyard-options\n",
-		"  ttlSecondsAfterFinished: 3600\n", "  ttlSecondsAfterFinished: 3600\n  backoffLimit: 1\n  activeDeadlineSeconds: 7200\n  submitterConfig: {backoffLimit: 3}\n",
+		"  activeDeadlineSeconds: 86400\n  preRunningDeadlineSeconds: 1800\n  backoffLimit: 0\n", "  activeDeadlineSeconds: 7200\n  preRunningDeadlineSeconds: 600\n  backoffLimit: 1\n  submitterConfig: {backoffLimit: 3}\n",
 		"  rayVersion: \"2.54.0\"\n", "  rayVersion: \"2.54.0\"\n  spec:\n    workerGroupSpecs:\n    - groupName: trainer\n      template: {spec: {containers: [{name: ray-worker, env: [{name: NCCL_DEBUG, value: INFO}]}]}}\n",
 		"  injectUrls: true\n", "  injectUrls: true\n  networkPolicy: {allowedEgressCidrs: [198.18.200.0/24]}\n",
 		"  priorityClassName: training-high\n", "  priorityClassName: training-high\n  security: {enabled: true, ipcLock: true}\n").Replace(string(infraText))
-	if autoscaled == string(recipeText) || strings.Count(everyOption, "\n") < strings.Count(string(infraText), "\n")+9 {
+	if autoscaled == string(recipeText) || strings.Count(everyOption, "\n") < strings.Count(string(infraText), "\n")+7 {
 		t.Fatal("the example specs changed: the options are not written in")
 	}
 	for path, text := range map[string]string{"options.recipe.yaml": autoscaled, "options.infra.yaml": everyOption} {
@@ -159,6 +159,7 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 					t.Fatal(err)
 				}
 				if s := job.Spec; s.BackoffLimit == nil || *s.BackoffLimit != 1 || s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 7200 ||
+					s.PreRunningDeadlineSeconds == nil || *s.PreRunningDeadlineSeconds != 600 ||
 					s.SubmitterConfig == nil || *s.SubmitterConfig.BackoffLimit != 3 || s.RayClusterSpec.EnableInTreeAutoscaling == nil || !*s.RayClusterSpec.EnableInTreeAutoscaling {
 					t.Errorf("the RayJob as the API server holds it: %+v", s)
 				}

@@ -94,6 +94,8 @@ func TestLintFindsUsersMistakes(t *testing.T) {
 		{"autoscaling without version", strings.Replace(base, "spec:\n  rayVersion", "spec:\n  enableInTreeAutoscaling: true\n  rayVersion", 1), "autoscaler-version", "spec.autoscalerOptions.version", validation.SeverityWarning},
 		{"exposed head", strings.Replace(base, "  headGroupSpec:\n", "  headGroupSpec:\n    serviceType: LoadBalancer\n", 1), "exposed-dashboard", "spec.headGroupSpec.serviceType", validation.SeverityWarning},
 		{"RayJob without cleanup", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-no-cleanup", "spec.shutdownAfterJobFinishes", validation.SeverityWarning},
+		{"RayJob without bounds", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  shutdownAfterJobFinishes: true\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-unbounded", "spec.activeDeadlineSeconds", validation.SeverityWarning},
+		{"RayJob without a start deadline", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  shutdownAfterJobFinishes: true\n  activeDeadlineSeconds: 3600\n  backoffLimit: 1\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-unbounded", "spec.preRunningDeadlineSeconds", validation.SeverityWarning},
 		{"RayJob TTL without shutdown", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  ttlSecondsAfterFinished: 60\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  "), "rayjob-ttl-without-shutdown", "spec.ttlSecondsAfterFinished", validation.SeverityError},
 		{"RayCronJob gate", "apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 3 * * *\"\n  jobTemplate:\n    entrypoint: python x.py\n    shutdownAfterJobFinishes: true\n    rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "    "), "raycronjob-feature-gate", "kind", validation.SeverityWarning},
 		{"wrong apiVersion", strings.Replace(base, "ray.io/v1", "ray.io/v2", 1), "type", "apiVersion", validation.SeverityError},
@@ -119,6 +121,10 @@ func TestLintFindsUsersMistakes(t *testing.T) {
 				t.Errorf("want %s [%s] at %q; findings:\n%s", c.severity, c.id, c.path, list(fs))
 			}
 		})
+	}
+	bounded := "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: job}\nspec:\n  entrypoint: python x.py\n  shutdownAfterJobFinishes: true\n  activeDeadlineSeconds: 3600\n  preRunningDeadlineSeconds: 600\n  backoffLimit: 0\n  rayClusterSpec:\n" + indent(strings.SplitN(base, "spec:\n", 2)[1], "  ")
+	if fs := lintString(t, bounded); has(fs, "rayjob-unbounded", "", validation.SeverityWarning) {
+		t.Errorf("a RayJob with every bound set: %s", list(fs))
 	}
 }
 

@@ -111,6 +111,7 @@ var rules = func() []Rule {
 		{"rayjob-field-ignored", SeverityWarning, "rayClusterSpec with clusterSelector: the job runs on an existing cluster and ignores it."},
 		{"rayjob-mixed-deletion-policies", SeverityError, "A RayJob mixes the legacy deletion policy with deletion rules."},
 		{"rayjob-no-cleanup", SeverityWarning, "A RayJob whose cluster is never deleted: it holds its GPUs after the job."},
+		{"rayjob-unbounded", SeverityWarning, "A RayJob that leaves what ends it to defaults: no activeDeadlineSeconds (a hung job runs forever), no preRunningDeadlineSeconds (a cluster that never starts waits forever), no backoffLimit."},
 		{"rayjob-ttl-without-shutdown", SeverityError, "ttlSecondsAfterFinished without shutdownAfterJobFinishes."},
 		{"redis-address-missing", SeverityError, "GCS fault tolerance without a Redis address."},
 		{"redis-credential", SeverityError, "A Redis credential the API server refuses in the head's env: no head, the cluster never starts."},

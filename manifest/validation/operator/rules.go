@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -64,6 +65,34 @@ func selectsRayPods(sel *metav1.LabelSelector) bool {
 		}
 	}
 	return false
+}
+
+// unboundedRayJob: a RayJob should say what ends it — a deadline once it
+// runs, a deadline to reach running, how many retries a failure gets
+// (those two only when it makes its own cluster) — rather than leave it
+// to defaults that never end it. One finding names every bound missing.
+func unboundedRayJob(j *rayv1.RayJob, warn func(id, path, msg, fix string)) {
+	ownCluster := j.Spec.RayClusterSpec != nil && len(j.Spec.ClusterSelector) == 0
+	var path string
+	var missing, fixes []string
+	if j.Spec.ActiveDeadlineSeconds == nil {
+		path = "spec.activeDeadlineSeconds"
+		missing = append(missing, "nothing ends it if it hangs (activeDeadlineSeconds)")
+		fixes = append(fixes, "activeDeadlineSeconds (the job fails once it has run that long)")
+	}
+	if ownCluster && j.Spec.PreRunningDeadlineSeconds == nil {
+		path = cmp.Or(path, "spec.preRunningDeadlineSeconds")
+		missing = append(missing, "a cluster that never starts (pods Pending for GPUs, an image that never pulls) waits without end (preRunningDeadlineSeconds)")
+		fixes = append(fixes, "preRunningDeadlineSeconds (it fails if not running by then)")
+	}
+	if ownCluster && j.Spec.BackoffLimit == nil {
+		path = cmp.Or(path, "spec.backoffLimit")
+		missing = append(missing, "one failure (a lost node, a preempted pod) ends it, by a default no one chose (backoffLimit)")
+		fixes = append(fixes, "backoffLimit (each retry makes a new RayCluster; 0 when a failure must be final)")
+	}
+	if len(missing) > 0 {
+		warn("rayjob-unbounded", path, "the job's bounds are left to defaults: "+strings.Join(missing, "; "), "set "+strings.Join(fixes, ", "))
+	}
 }
 
 // Rules are the Ray-aware lint rules on one object (any kind; most are
@@ -193,6 +222,7 @@ func Rules(u *unstructured.Unstructured, api APIServer) []Finding {
 		if j.Spec.TTLSecondsAfterFinished > 0 && !j.Spec.ShutdownAfterJobFinishes {
 			fail("rayjob-ttl-without-shutdown", "spec.ttlSecondsAfterFinished", "a TTL without shutdownAfterJobFinishes does nothing; KubeRay rejects it", "set shutdownAfterJobFinishes: true")
 		}
+		unboundedRayJob(j, warn)
 		if ds := j.Spec.DeletionStrategy; ds != nil && (ds.OnSuccess != nil || ds.OnFailure != nil) && len(ds.DeletionRules) > 0 {
 			fail("rayjob-mixed-deletion-policies", "spec.deletionStrategy", "legacy onSuccess/onFailure and deletionRules cannot be mixed", "keep deletionRules")
 		}
