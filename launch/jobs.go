@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/rayctl/dashboard"
@@ -13,19 +14,39 @@ import (
 // Dashboard is a client of the Ray dashboard of RayCluster cluster (or of
 // the RayJob of that name's cluster): at dashboardURL when given, else
 // through the API server's service proxy to the head service's dashboard
-// port, so no port-forward is needed.
+// port, so no port-forward is needed. A cluster with token
+// authentication (authOptions mode token) is sent its token, read from
+// the Secret KubeRay keeps it in.
 func (s *Session) Dashboard(ctx context.Context, namespace, cluster, dashboardURL string) (*dashboard.Client, error) {
-	if dashboardURL != "" {
+	if dashboardURL != "" && (cluster == "" || s.restConfig == nil) {
 		return dashboard.New(dashboardURL, nil)
 	}
 	if s.restConfig == nil {
 		return nil, fmt.Errorf("launch: no dashboard URL and no API server to proxy through")
 	}
-	head, err := s.headService(ctx, namespace, cluster)
+	rc, err := s.rayCluster(ctx, namespace, cluster)
+	if err != nil {
+		if dashboardURL != "" { // a URL of the user's: its cluster may be elsewhere
+			return dashboard.New(dashboardURL, nil)
+		}
+		return nil, err
+	}
+	token, err := s.authToken(ctx, rc)
 	if err != nil {
 		return nil, err
 	}
-	return dashboard.New(DashboardProxyURL(s.restConfig.Host, namespace, head), &dashboard.Options{HTTPClient: s.httpClient})
+	if dashboardURL != "" {
+		return dashboard.New(dashboardURL, &dashboard.Options{Token: token})
+	}
+	return dashboard.New(DashboardProxyURL(s.restConfig.Host, namespace, headServiceName(rc)), &dashboard.Options{HTTPClient: s.httpClient, Token: token})
+}
+
+// headServiceName is the name of a RayCluster's head Service.
+func headServiceName(rc *rayv1.RayCluster) string {
+	if rc.Status.Head.ServiceName != "" {
+		return rc.Status.Head.ServiceName
+	}
+	return rc.Name + "-head-svc"
 }
 
 // DashboardProxyURL is the API server's service proxy to a head service's
@@ -34,21 +55,39 @@ func DashboardProxyURL(apiServer, namespace, headService string) string {
 	return fmt.Sprintf("%s/api/v1/namespaces/%s/services/%s:dashboard/proxy", apiServer, url.PathEscape(namespace), url.PathEscape(headService))
 }
 
-// headService is the head service of RayCluster cluster, or of the
-// cluster of the RayJob called cluster.
-func (s *Session) headService(ctx context.Context, namespace, cluster string) (string, error) {
+// rayCluster is RayCluster cluster, or the cluster of the RayJob called
+// cluster.
+func (s *Session) rayCluster(ctx context.Context, namespace, cluster string) (*rayv1.RayCluster, error) {
 	rc, err := s.Ray.RayV1().RayClusters(namespace).Get(ctx, cluster, metav1.GetOptions{})
+	if err == nil {
+		return rc, nil
+	}
+	job, jerr := s.Ray.RayV1().RayJobs(namespace).Get(ctx, cluster, metav1.GetOptions{})
+	if jerr != nil || job.Status.RayClusterName == "" {
+		return nil, fmt.Errorf("no RayCluster or RayJob %s/%s with a cluster: %w", namespace, cluster, err)
+	}
+	return s.Ray.RayV1().RayClusters(namespace).Get(ctx, job.Status.RayClusterName, metav1.GetOptions{})
+}
+
+// authToken is the Ray token of a cluster with token authentication
+// (KubeRay's Secret: authOptions.secretName, else the cluster's name, key
+// auth_token), "" for a cluster without.
+func (s *Session) authToken(ctx context.Context, rc *rayv1.RayCluster) (string, error) {
+	a := rc.Spec.AuthOptions
+	if a == nil || a.Mode != rayv1.AuthModeToken {
+		return "", nil
+	}
+	name := rc.Name
+	if a.SecretName != nil && *a.SecretName != "" {
+		name = *a.SecretName
+	}
+	secret, err := s.Kube.CoreV1().Secrets(rc.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		job, jerr := s.Ray.RayV1().RayJobs(namespace).Get(ctx, cluster, metav1.GetOptions{})
-		if jerr != nil || job.Status.RayClusterName == "" {
-			return "", fmt.Errorf("no RayCluster or RayJob %s/%s with a cluster: %w", namespace, cluster, err)
-		}
-		if rc, err = s.Ray.RayV1().RayClusters(namespace).Get(ctx, job.Status.RayClusterName, metav1.GetOptions{}); err != nil {
-			return "", err
-		}
+		return "", fmt.Errorf("RayCluster %s/%s asks for a token, and its Secret %s: %w", rc.Namespace, rc.Name, name, err)
 	}
-	if rc.Status.Head.ServiceName != "" {
-		return rc.Status.Head.ServiceName, nil
+	token := string(secret.Data["auth_token"])
+	if token == "" {
+		return "", fmt.Errorf("RayCluster %s/%s asks for a token, and its Secret %s has no auth_token", rc.Namespace, rc.Name, name)
 	}
-	return rc.Name + "-head-svc", nil
+	return token, nil
 }

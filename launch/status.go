@@ -90,7 +90,8 @@ func (s *Session) Status(ctx context.Context, namespace, name string) (*Status, 
 		st.Fleets = append(st.Fleets, *f)
 	}
 	sort.Slice(st.Fleets, func(i, j int) bool { return st.Fleets[i].Fleet < st.Fleets[j].Fleet })
-	if head, err := s.headService(ctx, namespace, name); err == nil {
+	if rc, err := s.rayCluster(ctx, namespace, name); err == nil {
+		head := headServiceName(rc)
 		if s.restConfig != nil {
 			st.Dashboard = DashboardProxyURL(s.restConfig.Host, namespace, head) + "/ (or: kubectl -n " + namespace + " port-forward svc/" + head + " 8265)"
 		} else {

@@ -3,6 +3,7 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,7 +39,8 @@ const (
 // order: governance (ResourceQuota, LimitRange), the sandbox pool
 // (Deployment, Service, NetworkPolicy, PodDisruptionBudget), then, by
 // launch.mode, a RayJob, or a RayCluster (with its PodDisruptionBudget when
-// enabled), or nothing. The same inputs always give the same objects.
+// enabled), each after its head's NetworkPolicy when it has GPU fleets, or
+// nothing. The same inputs always give the same objects.
 func Render(r *Recipe, in *Infra) ([]*unstructured.Unstructured, error) {
 	image := ""
 	if in.Launch.Mode != ModeAttach {
@@ -61,20 +63,27 @@ func Render(r *Recipe, in *Infra) ([]*unstructured.Unstructured, error) {
 	objs = append(objs, sandboxObjs...)
 
 	if in.Launch.Mode != ModeAttach {
-		spec, err := clusterSpec(r, in, image, sandboxURL)
+		spec, err := clusterSpec(r, in, name, image, sandboxURL)
 		if err != nil {
 			return nil, err
 		}
+		headPolicy := headNetworkPolicy(name, in, spec)
 		switch in.Launch.Mode {
 		case ModeRayJob:
 			job, err := rayJob(r, in, name, spec, sandboxURL)
 			if err != nil {
 				return nil, err
 			}
+			if headPolicy != nil {
+				objs = append(objs, headPolicy)
+			}
 			objs = append(objs, job)
 		case ModeBringup:
 			if pdb := in.KubeRay.PDB; pdb != nil && ptr.Deref(pdb.Enabled, false) {
 				objs = append(objs, rayPodDisruptionBudget(name, in.Namespace, spec, pdb))
+			}
+			if headPolicy != nil {
+				objs = append(objs, headPolicy)
 			}
 			objs = append(objs, &rayv1.RayCluster{
 				TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
@@ -92,6 +101,82 @@ func Render(r *Recipe, in *Infra) ([]*unstructured.Unstructured, error) {
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// rayPodLabels are the labels of the launch's Ray pods (KubeRay's own
+// name a RayJob's cluster, whose name is not known before it runs): the
+// head's NetworkPolicy selects them.
+func rayPodLabels(instance string) map[string]string {
+	return map[string]string{"app.kubernetes.io/instance": instance, "app.kubernetes.io/component": "ray"}
+}
+
+// hasGPUFleets reports whether a fleet of the recipe asks for GPUs.
+func hasGPUFleets(r *Recipe) bool {
+	for _, f := range r.Fleets {
+		if f.GPUsPerNode > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenAuthSupported reports whether Ray version v takes authOptions'
+// token mode (2.52 or later); KubeRay refuses it otherwise.
+func tokenAuthSupported(v string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 2 || major == 2 && minor >= 52
+}
+
+// headNetworkPolicy is the head's NetworkPolicy of a cluster with GPU
+// fleets (kuberay.headNetworkPolicy): everything from the launch's own
+// Ray pods; the dashboard, Serve and metrics ports from anywhere (the
+// API server's proxy, the RayJob's submitter, Prometheus); the Ray
+// client port from the namespaces and pods named only. Nil when off.
+func headNetworkPolicy(name string, in *Infra, spec *rayv1.RayClusterSpec) *networkingv1.NetworkPolicy {
+	settings := in.KubeRay.HeadNetworkPolicy
+	gpus := false
+	for _, g := range spec.WorkerGroupSpecs {
+		if len(g.Template.Spec.Containers) > 0 {
+			_, gpu := g.Template.Spec.Containers[0].Resources.Limits[GPUResource]
+			gpus = gpus || gpu
+		}
+	}
+	if !ptr.Deref(settings.Enabled, gpus) {
+		return nil
+	}
+	tcp := func(p int32) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(p))}
+	}
+	own := rayPodLabels(name)
+	head := rayPodLabels(name)
+	head["ray.io/node-type"] = "head"
+	var clients []networkingv1.NetworkPolicyPeer
+	if ns := settings.ClientNamespaces; len(ns) > 0 {
+		clients = append(clients, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(ns)}}}})
+	}
+	if pl := settings.ClientPodLabels; len(pl) > 0 {
+		clients = append(clients, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(pl)}})
+	}
+	ingress := []networkingv1.NetworkPolicyIngressRule{
+		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: own}}}},
+		{Ports: []networkingv1.NetworkPolicyPort{tcp(8265), tcp(8000), tcp(8080)}},
+	}
+	if len(clients) > 0 {
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{From: clients, Ports: []networkingv1.NetworkPolicyPort{tcp(10001)}})
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-head", Namespace: in.Namespace, Labels: labels(name, "ray")},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: head},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress:     ingress,
+		},
+	}
 }
 
 func labels(instance, component string) map[string]string {
@@ -321,7 +406,7 @@ func rayEnv(sandboxURL string, extra ...corev1.EnvVar) []corev1.EnvVar {
 	return append(env, extra...)
 }
 
-func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClusterSpec, error) {
+func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.RayClusterSpec, error) {
 	prefix := orDefault(in.KubeRay.FleetResourcePrefix, DefaultFleetResourcePrefix)
 	roleEnv := orDefault(in.KubeRay.FleetRoleEnv, DefaultFleetRoleEnv)
 	var security *corev1.SecurityContext
@@ -345,7 +430,7 @@ func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClus
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			// The head schedules no GPU work.
 			RayStartParams: map[string]string{"num-gpus": "0"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: rayPodLabels(name)}, Spec: corev1.PodSpec{
 				ImagePullSecrets:  pullSecrets(in.ImagePullSecrets),
 				PriorityClassName: in.Infra.PriorityClassName,
 				Containers: []corev1.Container{{
@@ -393,8 +478,14 @@ func clusterSpec(r *Recipe, in *Infra, image, sandboxURL string) (*rayv1.RayClus
 			MaxReplicas: ptr.To(maxReplicas),
 			// Ray's resources flag takes JSON in single quotes.
 			RayStartParams: map[string]string{"resources": "'" + string(tag) + "'"},
-			Template:       corev1.PodTemplateSpec{Spec: pod},
+			Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: rayPodLabels(name)}, Spec: pod},
 		})
+	}
+	if hasGPUFleets(r) && tokenAuthSupported(spec.RayVersion) {
+		// Whoever reaches the dashboard submits code: Ray asks for the
+		// cluster's token (KubeRay makes it, a Secret named after the
+		// cluster). kuberay.spec.authOptions (mode: disabled) overrides.
+		spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
 	}
 	if len(in.KubeRay.Spec) == 0 {
 		return spec, nil

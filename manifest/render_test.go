@@ -83,7 +83,7 @@ func TestRenderOrderAndInvariants(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
 	}
-	want := "ResourceQuota LimitRange Deployment Service NetworkPolicy PodDisruptionBudget PodDisruptionBudget RayCluster"
+	want := "ResourceQuota LimitRange Deployment Service NetworkPolicy PodDisruptionBudget PodDisruptionBudget NetworkPolicy RayCluster"
 	if strings.Join(kinds, " ") != want {
 		t.Fatalf("order %v, want %s", kinds, want)
 	}
@@ -216,14 +216,15 @@ func TestSandboxPiecesCanBeTurnedOff(t *testing.T) {
 		}
 		return strings.Join(ks, " ")
 	}
-	base := "namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox:\n  image: exec:1\n"
+	// (The GPU head's own NetworkPolicy off: these are the sandbox's.)
+	base := "namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nkuberay: {headNetworkPolicy: {enabled: false}}\nsandbox:\n  image: exec:1\n"
 	if got := kinds(base); got != "Deployment Service NetworkPolicy PodDisruptionBudget RayCluster" {
 		t.Errorf("defaults: %s", got)
 	}
 	if got := kinds(base + "  networkPolicy: {enabled: false}\n  pdb: {enabled: false}\n"); got != "Deployment Service RayCluster" {
 		t.Errorf("policy and PDB off: %s", got)
 	}
-	if got := kinds("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox: {enabled: false, image: exec:1}\n"); got != "RayCluster" {
+	if got := kinds("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nkuberay: {headNetworkPolicy: {enabled: false}}\nsandbox: {enabled: false, image: exec:1}\n"); got != "RayCluster" {
 		t.Errorf("sandbox off: %s", got)
 	}
 	in, _ := manifest.ParseInfra("inline", []byte(base+"  security: {enabled: false}\n"))
@@ -609,5 +610,72 @@ func TestFleetAutoscaling(t *testing.T) {
 		if !errors.As(err, &se) || se.Path != path {
 			t.Errorf("%s: %v, want an error at %s", fleet, err, path)
 		}
+	}
+}
+
+// TestGPUClustersHeadIsScopedAndAuthenticated: a cluster with GPU fleets
+// gets its head's NetworkPolicy (the client port from the namespaces and
+// pods named only) and token authentication, each of which the spec can
+// turn off; a CPU-only cluster, or a Ray too old for tokens, gets
+// neither.
+func TestGPUClustersHeadIsScopedAndAuthenticated(t *testing.T) {
+	recipeText := readFile(t, filepath.Join(specs, "grpo_swe.recipe.yaml"))
+	gpu, err := manifest.ParseRecipe("gpu.yaml", []byte(recipeText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, err := manifest.ParseRecipe("cpu.yaml", []byte(strings.ReplaceAll(recipeText, "gpusPerNode: 8", "gpusPerNode: 0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		policy *unstructured.Unstructured
+		auth   string
+	}
+	render := func(r *manifest.Recipe, infra string) outcome {
+		t.Helper()
+		in, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox: {enabled: false, image: e}\n"+infra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifest.Render(r, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o outcome
+		for _, obj := range objs {
+			switch obj.GetKind() {
+			case "NetworkPolicy":
+				o.policy = obj
+			case "RayCluster":
+				o.auth, _, _ = unstructured.NestedString(obj.Object, "spec", "authOptions", "mode")
+			}
+		}
+		return o
+	}
+	o := render(gpu, "kuberay:\n  headNetworkPolicy: {clientNamespaces: [notebooks]}\n")
+	if o.policy == nil || o.policy.GetName() != "grpo-swe-head" || o.auth != "token" {
+		t.Fatalf("a GPU cluster: policy %v, auth %q", o.policy, o.auth)
+	}
+	selector, _, _ := unstructured.NestedStringMap(o.policy.Object, "spec", "podSelector", "matchLabels")
+	rules, _, _ := unstructured.NestedSlice(o.policy.Object, "spec", "ingress")
+	if selector["ray.io/node-type"] != "head" || selector["app.kubernetes.io/instance"] != "grpo-swe" || len(rules) != 3 ||
+		!strings.Contains(fmt.Sprint(rules[2]), "notebooks") || !strings.Contains(fmt.Sprint(rules[2]), "10001") || strings.Contains(fmt.Sprint(rules[1]), "10001") {
+		t.Errorf("the head's policy selects %v with rules %v", selector, rules)
+	}
+	if o := render(gpu, ""); o.policy == nil || len(mustSlice(o.policy, "spec", "ingress")) != 2 {
+		t.Errorf("no clients named: the client port is the cluster's own pods' alone, want two rules: %v", o.policy)
+	}
+	if o := render(gpu, "kuberay:\n  headNetworkPolicy: {enabled: false}\n  spec: {authOptions: {mode: disabled}}\n"); o.policy != nil || o.auth != "disabled" {
+		t.Errorf("both turned off: policy %v, auth %q", o.policy, o.auth)
+	}
+	if o := render(gpu, "kuberay: {rayVersion: \"2.50.0\"}\n"); o.auth != "" {
+		t.Errorf("Ray 2.50 takes no token, yet auth %q", o.auth)
+	}
+	if o := render(cpu, ""); o.policy != nil || o.auth != "" {
+		t.Errorf("a CPU-only cluster: policy %v, auth %q", o.policy, o.auth)
+	}
+	if _, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nkuberay: {headNetworkPolicy: {clientNamespaces: [Bad_NS]}}\n")); err == nil || !strings.Contains(err.Error(), "kuberay.headNetworkPolicy.clientNamespaces[0]") {
+		t.Errorf("a bad client namespace: %v", err)
 	}
 }

@@ -112,11 +112,30 @@ type KubeRaySettings struct {
 	// checked against RayClusterSpec.
 	Spec map[string]any `json:"spec,omitempty"`
 	PDB  *PDBSettings   `json:"pdb,omitempty"`
+	// HeadNetworkPolicy scopes who reaches the head of a cluster with GPU
+	// fleets (on by default there): everything from the launch's own Ray
+	// pods, the dashboard, Serve and metrics ports from anywhere (the
+	// dashboard asks for the cluster's token: authOptions, on by default
+	// with them), the Ray client port (10001) only from the namespaces and
+	// pods named. enabled: false leaves the head open.
+	HeadNetworkPolicy HeadNetworkPolicySettings `json:"headNetworkPolicy,omitempty"`
 	// FleetResourcePrefix names the Ray resource of each fleet
 	// (<prefix><role>); default dockyard_fleet_.
 	FleetResourcePrefix string `json:"fleetResourcePrefix,omitempty"`
 	// FleetRoleEnv is the variable exporting the role; default DOCKYARD_FLEET_ROLE.
 	FleetRoleEnv string `json:"fleetRoleEnv,omitempty"`
+}
+
+// HeadNetworkPolicySettings configure the GPU cluster head's
+// NetworkPolicy.
+type HeadNetworkPolicySettings struct {
+	// Enabled defaults to true for a cluster with GPU fleets.
+	Enabled *bool `json:"enabled,omitempty"`
+	// ClientNamespaces may reach the Ray client port (every pod in them).
+	ClientNamespaces []string `json:"clientNamespaces,omitempty" schema:"dns1123label"`
+	// ClientPodLabels select pods of the launch's namespace that may reach
+	// the Ray client port.
+	ClientPodLabels map[string]string `json:"clientPodLabels,omitempty"`
 }
 
 // PDBSettings configure a PodDisruptionBudget.

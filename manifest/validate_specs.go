@@ -91,6 +91,11 @@ func (in *Infra) validate(file string) error {
 	if d := in.Launch.ActiveDeadlineSeconds; d != nil && *d < 1 {
 		return bad("launch.activeDeadlineSeconds", "must be at least 1 (leave it out for no deadline)")
 	}
+	for i, ns := range in.KubeRay.HeadNetworkPolicy.ClientNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return bad(fmt.Sprintf("kuberay.headNetworkPolicy.clientNamespaces[%d]", i), "%q: %s", ns, errs[0])
+		}
+	}
 	if d := in.Launch.PreRunningDeadlineSeconds; d != nil && *d < 1 {
 		return bad("launch.preRunningDeadlineSeconds", "must be at least 1 (leave it out for no deadline)")
 	}

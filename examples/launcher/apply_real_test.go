@@ -163,9 +163,12 @@ func TestRenderedLaunchRunsOnARealControlPlane(t *testing.T) {
 					s.SubmitterConfig == nil || *s.SubmitterConfig.BackoffLimit != 3 || s.RayClusterSpec.EnableInTreeAutoscaling == nil || !*s.RayClusterSpec.EnableInTreeAutoscaling {
 					t.Errorf("the RayJob as the API server holds it: %+v", s)
 				}
-				np, err := tc.Kube.NetworkingV1().NetworkPolicies(in.Namespace).List(ctx, metav1.ListOptions{})
-				if err != nil || len(np.Items) != 1 || len(np.Items[0].Spec.Egress) != 2 {
+				np, err := tc.Kube.NetworkingV1().NetworkPolicies(in.Namespace).Get(ctx, "grpo-swe-sandbox", metav1.GetOptions{})
+				if err != nil || len(np.Spec.Egress) != 2 {
 					t.Errorf("the sandbox's NetworkPolicy: %v %+v", err, np)
+				}
+				if _, err := tc.Kube.NetworkingV1().NetworkPolicies(in.Namespace).Get(ctx, "grpo-swe-head", metav1.GetOptions{}); err != nil {
+					t.Errorf("the GPU head's NetworkPolicy: %v", err)
 				}
 			}
 			// The sandbox URL every Ray pod is given names the sandbox Service,

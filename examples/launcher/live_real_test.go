@@ -202,6 +202,35 @@ func TestRunBringupStatusLogsDown(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sandbox 4/4 running") || !strings.Contains(out, "FLEET") {
 		t.Errorf("status (table): exit %d\n%s", code, out)
 	}
+	// A cluster with GPU fleets: its head's NetworkPolicy selects the head
+	// pod alone, and it asks for a token (authOptions; KubeRay keeps it in
+	// a Secret named after the cluster), which the job commands send.
+	policy, err := tc.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "grpo-swe-head", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selected, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&policy.Spec.PodSelector)})
+	if err != nil || len(selected.Items) != 1 || selected.Items[0].Labels["ray.io/node-type"] != "head" {
+		t.Errorf("the head's NetworkPolicy selects %d pods (%v), want the head alone", len(selected.Items), err)
+	}
+	var token string
+	for deadline := time.Now().Add(30 * time.Second); token == ""; time.Sleep(250 * time.Millisecond) {
+		if secret, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, "grpo-swe", metav1.GetOptions{}); err == nil {
+			token = string(secret.Data["auth_token"])
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("KubeRay made no token Secret for the GPU cluster")
+		}
+	}
+	secured := rayctltest.NewDashboard(t, token)
+	if code, out, errOut = cli(t, tc, "job", "list", "--cluster", "grpo-swe", "-n", ns, "--dashboard-url", secured.URL); code != 0 {
+		t.Errorf("job list on a cluster that asks for its token: exit %d\n%s\n%s", code, out, errOut)
+	}
+	other := rayctltest.NewDashboard(t, "another cluster's token")
+	if code, _, errOut = cli(t, tc, "job", "list", "--cluster", "grpo-swe", "-n", ns, "--dashboard-url", other.URL); code != 1 || !strings.Contains(errOut, "401") {
+		t.Errorf("job list with a token the dashboard refuses: exit %d: %s", code, errOut)
+	}
+
 	// The shell completion of launch names asks the cluster.
 	code, out, _ = cli(t, tc, "__complete", "status", "-n", ns, "")
 	if code != 0 || !strings.Contains(out, "grpo-swe\n") {
@@ -357,7 +386,9 @@ func TestJobCommandsAndAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(attach, []byte(strings.Replace(string(raw), "mode: rayjob", "mode: attach", 1)), 0o644); err != nil {
+	// An attach launch: no RayJob, so none of a RayJob's bounds.
+	attachText := strings.NewReplacer("mode: rayjob", "mode: attach", "  activeDeadlineSeconds: 86400\n", "", "  preRunningDeadlineSeconds: 1800\n", "", "  backoffLimit: 0\n", "").Replace(string(raw))
+	if err := os.WriteFile(attach, []byte(attachText), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := cli(t, tc, "run", filepath.Join(specs, "grpo_swe.recipe.yaml"), attach, "-n", ns, "--dashboard-url", d.URL)

@@ -59,11 +59,11 @@ func TestRenderToStdoutAndDirectory(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	want := "01-deployment-grpo-swe-sandbox.yaml 02-service-grpo-swe-sandbox.yaml 03-networkpolicy-grpo-swe-sandbox.yaml 04-poddisruptionbudget-grpo-swe-sandbox.yaml 05-rayjob-grpo-swe.yaml"
+	want := "01-deployment-grpo-swe-sandbox.yaml 02-service-grpo-swe-sandbox.yaml 03-networkpolicy-grpo-swe-sandbox.yaml 04-poddisruptionbudget-grpo-swe-sandbox.yaml 05-networkpolicy-grpo-swe-head.yaml 06-rayjob-grpo-swe.yaml"
 	if code != 0 || strings.Join(names, " ") != want {
 		t.Fatalf("files %v (exit %d)", names, code)
 	}
-	job, _ := os.ReadFile(filepath.Join(dir, "05-rayjob-grpo-swe.yaml"))
+	job, _ := os.ReadFile(filepath.Join(dir, "06-rayjob-grpo-swe.yaml"))
 	if !strings.Contains(string(job), "namespace: elsewhere") {
 		t.Error("-n did not override the namespace")
 	}
