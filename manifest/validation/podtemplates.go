@@ -12,10 +12,12 @@ import (
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"gridweave.dev/manifest/validation/operator"
 )
 
 // KubeRayVersion is the KubeRay release whose CRDs and rules are embedded.
-const KubeRayVersion = "v1.6.0"
+const KubeRayVersion = operator.KubeRayVersion
 
 func labelsSet(m map[string]string) k8slabels.Set { return k8slabels.Set(m) }
 

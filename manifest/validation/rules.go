@@ -77,6 +77,7 @@ var rules = func() []Rule {
 		{"volume-mount", SeverityError, "A volume mount of an undeclared volume, or two mounts at one path."},
 		// The KubeRay operator.
 		{"kuberay-validation", SeverityError, "The KubeRay operator's own validation refuses the object: it is never reconciled."},
+		{"alpha-feature-gate", SeverityWarning, "A field of a later KubeRay release behind an alpha feature gate, off by default (mTLS, the operator's NetworkPolicies, the History Server's collector)."},
 		{"annotation-bool", SeverityWarning, "A KubeRay annotation that takes true or false has another value: the operator reads it as false."},
 		{"auth-mode-unset", SeverityError, "authOptions is given without a mode."},
 		{"autoscaler-options-ignored", SeverityWarning, "autoscalerOptions without enableInTreeAutoscaling: the operator ignores them."},

@@ -95,6 +95,35 @@ func unboundedRayJob(j *rayv1.RayJob, warn func(id, path, msg, fix string)) {
 	}
 }
 
+// KubeRayVersion is the KubeRay release whose operator these rules model
+// (the module this package builds against).
+const KubeRayVersion = "v1.6.0"
+
+// alphaGated are RayClusterSpec fields of KubeRay releases after the one
+// lint judges, each behind an alpha feature gate of the operator that is
+// off by default.
+var alphaGated = []struct{ field, what, gate, since string }{
+	{"tlsOptions", "mTLS between the cluster's Ray processes (certificates from cert-manager)", "RayClusterMTLS", "v1.7"},
+	{"networkPolicy", "the NetworkPolicies the operator makes for the cluster", "RayClusterNetworkPolicy", "v1.7"},
+	{"historyServerOptions", "the History Server's event collector sidecar", "RayClusterHistoryServer", "v1.7"},
+}
+
+// alphaGateRules: a spec that relies on a feature behind an alpha gate
+// gets nothing from it unless the operator runs with the gate on, and an
+// operator of the release lint judges drops the field altogether (its
+// schema has no such field: an unknown-field error says so too).
+func alphaGateRules(c clusterContext, warn func(id, path, msg, fix string)) {
+	for _, g := range alphaGated {
+		if _, ok := c.raw[g.field]; !ok {
+			continue
+		}
+		warn("alpha-feature-gate", c.prefix+g.field, fmt.Sprintf(
+			"%s is %s, a KubeRay %s feature behind the operator's %s feature gate (alpha, off by default): without the gate the operator ignores it, and KubeRay %s (what this lint judges) has no such field",
+			g.field, g.what, g.since, g.gate, KubeRayVersion),
+			fmt.Sprintf("run KubeRay %s or later with --feature-gates=%s=true, or drop the field", g.since, g.gate))
+	}
+}
+
 // Rules are the Ray-aware lint rules on one object (any kind; most are
 // about ray.io objects, some about Services and PodDisruptionBudgets in
 // front of Ray pods): questionable but accepted choices are warnings;
@@ -120,6 +149,7 @@ func Rules(u *unstructured.Unstructured, api APIServer) []Finding {
 		}
 		prefix, name := c.prefix, c.name
 		c.annotations = u.GetAnnotations()
+		alphaGateRules(c, warn)
 		headServiceRules(c, spec, fail)
 		serveServiceRules(c, spec, fail)
 		pods, podsErr := operatorPods(spec) // built once, for the rules below
