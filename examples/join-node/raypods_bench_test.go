@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +70,47 @@ func (f *rayPodFleet) transfer(b *testing.B, n int) []float64 {
 	return nil
 }
 
+// cpuThrottling sums, over the worker pods of a and b, the CFS periods
+// their cgroups ran in and those in which their CPU limit throttled them
+// (cgroup v1's cpu.stat of the pod's cgroup, wherever the machine's
+// kubelet put it).
+func (f *rayPodFleet) cpuThrottling(b *testing.B) (periods, throttled int64) {
+	b.Helper()
+	uids := map[string]bool{}
+	for _, n := range []*node{f.a, f.b} {
+		uid := string(f.pods[n.hostname].UID)
+		uids["pod"+uid] = true
+		uids["pod"+strings.ReplaceAll(uid, "-", "_")+".slice"] = true
+	}
+	_ = filepath.WalkDir("/sys/fs/cgroup/cpu", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if i := strings.LastIndex(name, "-pod"); i >= 0 {
+			name = name[i+1:]
+		}
+		if !uids[name] {
+			return nil
+		}
+		raw, err := os.ReadFile(filepath.Join(path, "cpu.stat"))
+		if err != nil {
+			return filepath.SkipDir
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			var v int64
+			if _, err := fmt.Sscanf(line, "nr_periods %d", &v); err == nil {
+				periods += v
+			}
+			if _, err := fmt.Sscanf(line, "nr_throttled %d", &v); err == nil {
+				throttled += v
+			}
+		}
+		return filepath.SkipDir
+	})
+	return periods, throttled
+}
+
 // BenchmarkRayPodTransfer moves 256 MiB between KubeRay's worker pods on
 // two real nodes (a rayPodFleet): Ray's object manager, pod to pod, over
 // the machines' direct link and then with their link services hub-only
@@ -81,8 +125,14 @@ func BenchmarkRayPodTransfer(b *testing.B) {
 	}
 	f := startRayPodFleet(b, "rpt", 54)
 	measure := func(b *testing.B) {
+		periods, throttled := f.cpuThrottling(b)
 		seconds := f.transfer(b, b.N)
 		b.StopTimer()
+		if p, th := f.cpuThrottling(b); p > periods {
+			// The share of CFS periods in which the worker pods' CPU limit
+			// held them back: near 1, the move is CPU-bound, not the link's.
+			b.ReportMetric(float64(th-throttled)/float64(p-periods), "throttled/period")
+		}
 		total := 0.0
 		for _, s := range seconds {
 			total += s
