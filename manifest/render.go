@@ -430,7 +430,7 @@ func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.R
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			// The head schedules no GPU work.
 			RayStartParams: map[string]string{"num-gpus": "0"},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: rayPodLabels(name)}, Spec: corev1.PodSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				ImagePullSecrets:  pullSecrets(in.ImagePullSecrets),
 				PriorityClassName: in.Infra.PriorityClassName,
 				Containers: []corev1.Container{{
@@ -478,16 +478,11 @@ func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.R
 			MaxReplicas: ptr.To(maxReplicas),
 			// Ray's resources flag takes JSON in single quotes.
 			RayStartParams: map[string]string{"resources": "'" + string(tag) + "'"},
-			Template:       corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: rayPodLabels(name)}, Spec: pod},
+			Template:       corev1.PodTemplateSpec{Spec: pod},
 		})
 	}
-	if hasGPUFleets(r) && tokenAuthSupported(spec.RayVersion) {
-		// Whoever reaches the dashboard submits code: Ray asks for the
-		// cluster's token (KubeRay makes it, a Secret named after the
-		// cluster). kuberay.spec.authOptions (mode: disabled) overrides.
-		spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
-	}
 	if len(in.KubeRay.Spec) == 0 {
+		secureCluster(spec, r, name)
 		return spec, nil
 	}
 	base, err := json.Marshal(spec)
@@ -507,7 +502,31 @@ func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.R
 	if err := json.Unmarshal(data, out); err != nil {
 		return nil, &SpecError{Path: "kuberay.spec", Problem: err.Error()}
 	}
+	secureCluster(out, r, name)
 	return out, nil
+}
+
+// secureCluster finishes a cluster spec as kuberay.spec left it: every
+// Ray pod (a group kuberay.spec added too) carries the launch's labels,
+// which the head's NetworkPolicy lets in; and a cluster with GPU fleets
+// whose Ray takes tokens (2.52 or later) asks for one, unless its
+// authOptions say otherwise (mode: disabled). Whoever reaches the
+// dashboard submits code: Ray then wants the cluster's token (KubeRay
+// makes it, in a Secret named after the cluster).
+func secureCluster(spec *rayv1.RayClusterSpec, r *Recipe, name string) {
+	templates := []*corev1.PodTemplateSpec{&spec.HeadGroupSpec.Template}
+	for i := range spec.WorkerGroupSpecs {
+		templates = append(templates, &spec.WorkerGroupSpecs[i].Template)
+	}
+	for _, t := range templates {
+		if t.Labels == nil {
+			t.Labels = map[string]string{}
+		}
+		maps.Copy(t.Labels, rayPodLabels(name))
+	}
+	if hasGPUFleets(r) && spec.AuthOptions == nil && tokenAuthSupported(spec.RayVersion) {
+		spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
+	}
 }
 
 // mergeKeys are the lists kuberay.spec merges item by item, as

@@ -672,6 +672,29 @@ func TestGPUClustersHeadIsScopedAndAuthenticated(t *testing.T) {
 	if o := render(gpu, "kuberay: {rayVersion: \"2.50.0\"}\n"); o.auth != "" {
 		t.Errorf("Ray 2.50 takes no token, yet auth %q", o.auth)
 	}
+	if o := render(gpu, "kuberay: {spec: {rayVersion: \"2.50.0\"}}\n"); o.auth != "" {
+		t.Errorf("kuberay.spec's Ray 2.50 takes no token, yet auth %q", o.auth)
+	}
+	// A group kuberay.spec adds carries the labels the head's policy lets in.
+	in, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\nlaunch: {mode: bringup}\nsandbox: {enabled: false, image: e}\n"+
+		"kuberay:\n  spec:\n    workerGroupSpecs:\n    - groupName: extra\n      template: {spec: {containers: [{name: ray-worker, image: img}]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Render(gpu, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := mustSlice(objs[len(objs)-1], "spec", "workerGroupSpecs")
+	for _, g := range groups {
+		labels, _, _ := unstructured.NestedStringMap(g.(map[string]any), "template", "metadata", "labels")
+		if labels["app.kubernetes.io/instance"] != "grpo-swe" || labels["app.kubernetes.io/component"] != "ray" {
+			t.Errorf("group %v has labels %v: the head's policy keeps it out", g.(map[string]any)["groupName"], labels)
+		}
+	}
+	if len(groups) != 3 {
+		t.Errorf("%d groups, want the recipe's two and kuberay.spec's", len(groups))
+	}
 	if o := render(cpu, ""); o.policy != nil || o.auth != "" {
 		t.Errorf("a CPU-only cluster: policy %v, auth %q", o.policy, o.auth)
 	}

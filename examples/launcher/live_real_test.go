@@ -213,6 +213,13 @@ func TestRunBringupStatusLogsDown(t *testing.T) {
 	if err != nil || len(selected.Items) != 1 || selected.Items[0].Labels["ray.io/node-type"] != "head" {
 		t.Errorf("the head's NetworkPolicy selects %d pods (%v), want the head alone", len(selected.Items), err)
 	}
+	// and lets in every Ray pod of the cluster (the workers reach the GCS).
+	own := policy.Spec.Ingress[0].From[0].PodSelector
+	admitted, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(own)})
+	rayPods, err2 := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=grpo-swe"})
+	if err != nil || err2 != nil || len(rayPods.Items) < 2 || len(admitted.Items) != len(rayPods.Items) {
+		t.Errorf("the head's NetworkPolicy lets in %d pods of the cluster's %d (%v %v)", len(admitted.Items), len(rayPods.Items), err, err2)
+	}
 	var token string
 	for deadline := time.Now().Add(30 * time.Second); token == ""; time.Sleep(250 * time.Millisecond) {
 		if secret, err := tc.Kube.CoreV1().Secrets(ns).Get(ctx, "grpo-swe", metav1.GetOptions{}); err == nil {
@@ -788,19 +795,23 @@ func TestJobSubmitSendsTheCodeAndFollowsIt(t *testing.T) {
 	if exit != 0 || !strings.Contains(out, "hello gridweave file json first") || !strings.Contains(out, "SUCCEEDED") || strings.Count(out, "sent ") != 2 {
 		t.Fatalf("job submit: exit %d\n%s", exit, out)
 	}
-	exit, out = submit("--working-dir", code, "--env", "WHO=again", "--env", "FROM_FILE=f", "--env", "FROM_JSON=j", "--", "python", "main.py", "second")
-	if exit != 0 || !strings.Contains(out, "hello again f j second") || strings.Contains(out, "sent ") || strings.Count(out, "unchanged") != 2 {
+	// The working dir named in the runtime env, as ray job submit takes
+	// it, is sent the same way (and is unchanged).
+	exit, out = submit("--runtime-env-json", `{"working_dir":"`+code+`","env_vars":{"WHO":"again","FROM_FILE":"f","FROM_JSON":"j"}}`, "--", "python", "main.py", "second word")
+	if exit != 0 || !strings.Contains(out, "hello again f j second word") || strings.Contains(out, "sent ") || strings.Count(out, "unchanged") != 2 {
 		t.Errorf("a second submit of the same code: exit %d\n%s", exit, out)
 	}
-	exit, out = submit("--submission-id", "raysubmit_fails", "--", "python", "-c", "'import sys; print(\"giving up\"); sys.exit(3)'")
-	if exit != 1 || !strings.Contains(out, "giving up") || !strings.Contains(out, "job raysubmit_fails FAILED") {
+	// Each word of the entrypoint reaches the shell as one.
+	exit, out = submit("--submission-id", "raysubmit_fails", "--", "python", "-c", `import sys; print("giving up", sys.argv[1:]); sys.exit(3)`, "it's")
+	if exit != 1 || !strings.Contains(out, `giving up ["it's"]`) || !strings.Contains(out, "job raysubmit_fails FAILED") {
 		t.Errorf("a failing job: exit %d\n%s", exit, out)
 	}
-	exit, out = submit("--no-wait", "--", "python", "-c", "'import time; time.sleep(1)'")
+	exit, out = submit("--no-wait", "--", "python", "-c", "import time; time.sleep(1)")
 	if exit != 0 || !strings.Contains(out, "submitted job raysubmit_") || strings.Contains(out, "SUCCEEDED") {
 		t.Errorf("--no-wait: exit %d\n%s", exit, out)
 	}
-	for _, bad := range [][]string{{"--env", "NOEQUALS", "--", "true"}, {"--runtime-env-json", "{", "--", "true"}, {"--", " "}} {
+	for _, bad := range [][]string{{"--env", "NOEQUALS", "--", "true"}, {"--runtime-env-json", "{", "--", "true"}, {"--", " "},
+		{"--runtime-env-json", "null", "--env", "A=B", "--", "true"}, {"--runtime-env-json", `{"py_modules":["./greeter"]}`, "--", "true"}} {
 		if exit, out = submit(bad...); exit != 1 {
 			t.Errorf("job submit %v: exit %d, want 1\n%s", bad, exit, out)
 		}

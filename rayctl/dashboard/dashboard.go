@@ -74,6 +74,25 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
 	}
+	if c.token != "" {
+		// The token goes to this dashboard's host alone: Go's client keeps
+		// custom headers across a redirect to another host.
+		client := *c.http // the caller's client keeps its own policy
+		next := client.CheckRedirect
+		client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("dashboard: redirected to %s: the Ray token is for %s alone", req.URL.Host, via[0].URL.Host)
+			}
+			if next != nil {
+				return next(req, via)
+			}
+			if len(via) >= 10 {
+				return errors.New("dashboard: stopped after 10 redirects")
+			}
+			return nil
+		}
+		c.http = &client
+	}
 	return c, nil
 }
 

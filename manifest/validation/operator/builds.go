@@ -244,6 +244,23 @@ func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, pa
 	}
 }
 
+// CheckedName is the name KubeRay's utils.CheckName makes of s (which
+// prints what it cuts, so it is not called): past 50 characters s is cut
+// from the front, and a first character that is a digit or punctuation
+// becomes "r". KubeRay names with it, among others, the Secret holding a
+// cluster's auth token.
+func CheckedName(s string) string {
+	if len(s) > 50 {
+		s = s[len(s)-50:]
+	}
+	if s != "" {
+		if r := rune(s[0]); unicode.IsDigit(r) || unicode.IsPunct(r) {
+			s = "r" + s[1:]
+		}
+	}
+	return s
+}
+
 // autoscalerServiceAccountRules: with autoscaling, the operator gives the
 // head pod utils.CheckName of its service account name (common/pod.go
 // DefaultHeadPodTemplate): past 50 characters the name is cut from the
@@ -254,13 +271,7 @@ func autoscalerServiceAccountRules(c clusterContext, spec *rayv1.RayClusterSpec,
 	if sa == "" || !ptr.Deref(spec.EnableInTreeAutoscaling, false) {
 		return
 	}
-	checked := sa
-	if len(checked) > 50 {
-		checked = checked[len(checked)-50:]
-	}
-	if r := rune(checked[0]); unicode.IsDigit(r) || unicode.IsPunct(r) {
-		checked = "r" + checked[1:]
-	}
+	checked := CheckedName(sa)
 	if checked == sa {
 		return
 	}
