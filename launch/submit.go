@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -47,6 +48,23 @@ func (s *Session) SubmitJob(ctx context.Context, d *dashboard.Client, opts Submi
 	if env == nil {
 		env = map[string]any{}
 	}
+	// Local paths in the runtime env are sent as ray job submit sends
+	// them: the working dir, here like --working-dir; local py_modules
+	// belong inside it (its packages are sent as py_modules).
+	if wd, ok := env["working_dir"].(string); ok && !strings.Contains(wd, "://") {
+		if opts.Dir != "" && opts.Dir != wd {
+			return res, fmt.Errorf("launch: two working dirs, %s and the runtime env's %s: give one", opts.Dir, wd)
+		}
+		opts.Dir = wd
+		delete(env, "working_dir")
+	}
+	if mods, ok := env["py_modules"].([]any); ok {
+		for _, m := range mods {
+			if path, ok := m.(string); ok && !strings.Contains(path, "://") {
+				return res, fmt.Errorf("launch: py_modules %q is a local path: put the package in the working dir (its packages are sent as py_modules), or give a URI", path)
+			}
+		}
+	}
 	if opts.Dir != "" {
 		code, err := s.sendCode(ctx, d, opts.Dir)
 		if err != nil {
@@ -72,13 +90,26 @@ type sentCode struct {
 	uploaded, reused []string
 }
 
-// into sets the runtime env's working_dir, and its py_modules when the
-// code has local modules.
+// into sets the runtime env's working_dir, and adds the code's local
+// modules to its py_modules.
 func (c sentCode) into(env map[string]any) {
 	env["working_dir"] = c.workingDir
-	if len(c.modules) > 0 {
-		env["py_modules"] = c.modules
+	if len(c.modules) == 0 {
+		return
 	}
+	var mods []any
+	switch have := env["py_modules"].(type) {
+	case []any:
+		mods = append(mods, have...)
+	case []string:
+		for _, m := range have {
+			mods = append(mods, m)
+		}
+	}
+	for _, m := range c.modules {
+		mods = append(mods, m)
+	}
+	env["py_modules"] = mods
 }
 
 // sendCode packages dir (PackageDir) and uploads the packages the
@@ -116,35 +147,49 @@ func (s *Session) sendCode(ctx context.Context, d *dashboard.Client, dir string)
 
 // FollowJob writes job id's log to w as it grows, until the job has
 // finished (SUCCEEDED, FAILED or STOPPED), and returns its last state.
-// every is the polling interval (default one second).
+// every is the polling interval (default one second). A dashboard that
+// fails to answer is asked again; only failures for a minute on end (or
+// ctx) end the following, the job running on.
 func FollowJob(ctx context.Context, d *dashboard.Client, id string, w io.Writer, every time.Duration) (dashboard.JobDetails, error) {
 	if every <= 0 {
 		every = time.Second
 	}
 	written := 0
-	flush := func() error {
-		logs, err := d.JobLogs(ctx, id)
-		if err != nil {
-			return err
-		}
-		if len(logs) > written {
-			if _, err := io.WriteString(w, logs[written:]); err != nil {
+	var job dashboard.JobDetails
+	var failingSince time.Time
+	for {
+		err := func() error {
+			got, err := d.GetJob(ctx, id)
+			if err != nil {
 				return err
 			}
-			written = len(logs)
-		}
-		return nil
-	}
-	for {
-		job, err := d.GetJob(ctx, id)
-		if err != nil {
+			logs, err := d.JobLogs(ctx, id)
+			if err != nil {
+				return err
+			}
+			job = got
+			if len(logs) > written {
+				if _, err := io.WriteString(w, logs[written:]); err != nil {
+					return err
+				}
+				written = len(logs)
+			}
+			return nil
+		}()
+		switch {
+		case err == nil:
+			failingSince = time.Time{}
+			if job.Terminal() {
+				return job, nil
+			}
+		case ctx.Err() != nil:
+			return job, ctx.Err()
+		case errors.Is(err, dashboard.ErrNotFound):
 			return job, err
-		}
-		if err := flush(); err != nil {
-			return job, err
-		}
-		if job.Terminal() {
-			return job, nil
+		case failingSince.IsZero():
+			failingSince = time.Now()
+		case time.Since(failingSince) > time.Minute:
+			return job, fmt.Errorf("the dashboard has not answered for a minute: %w", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -433,9 +433,12 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 					return fail(fmt.Errorf("--runtime-env %s: %w", runtimeEnvFile, err))
 				}
 			}
+			if env == nil {
+				return fail(fmt.Errorf("--runtime-env %s: not a mapping", runtimeEnvFile))
+			}
 			if runtimeEnvJSON != "" {
-				if err := json.Unmarshal([]byte(runtimeEnvJSON), &env); err != nil {
-					return fail(fmt.Errorf("--runtime-env-json: %w", err))
+				if err := json.Unmarshal([]byte(runtimeEnvJSON), &env); err != nil || env == nil {
+					return fail(fmt.Errorf("--runtime-env-json: want a JSON object (%v)", err))
 				}
 			}
 			if len(envVars) > 0 {
@@ -457,7 +460,7 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 				return fail(err)
 			}
 			opts := submit
-			opts.Entrypoint, opts.RuntimeEnv = strings.Join(args, " "), env
+			opts.Entrypoint, opts.RuntimeEnv = shellCommand(args), env
 			res, err := s.SubmitJob(cmd.Context(), d, opts)
 			if err != nil {
 				return fail(err)
@@ -472,7 +475,9 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 				fmt.Fprintf(stderr, "launcher: interrupted: job %s keeps running; stop it with: launcher job stop %s\n", res.SubmissionID, res.SubmissionID)
 				return exitError{130}
 			case err != nil:
-				return fail(err)
+				fmt.Fprintf(stderr, "launcher: %v\nlauncher: job %s keeps running; follow it with: launcher job logs %s, stop it with: launcher job stop %s\n",
+					err, res.SubmissionID, res.SubmissionID, res.SubmissionID)
+				return exitError{1}
 			case job.Status != "SUCCEEDED":
 				return fail(fmt.Errorf("job %s %s: %s", res.SubmissionID, job.Status, ptr.Deref(job.Message, "")))
 			}
@@ -534,4 +539,22 @@ func doctorCommand(k *kubeFlags, namespace *string, stdout, stderr io.Writer) *c
 	doctor.Flags().BoolVar(&opts.NoProbe, "no-probe", false, "skip the operator probe (it creates and deletes a RayCluster that never schedules)")
 	doctor.Flags().StringVarP(&output, "output", "o", "", "json")
 	return doctor
+}
+
+// shellCommand joins a command's words into one shell command line, each
+// word quoted for sh when it needs it (ray job submit's entrypoint runs
+// in a shell), so that -- python -c "import sys; sys.exit(3)" runs what
+// it says.
+func shellCommand(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		if w != "" && strings.IndexFunc(w, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./=:,@%+", r))
+		}) < 0 {
+			quoted[i] = w
+			continue
+		}
+		quoted[i] = "'" + strings.ReplaceAll(w, "'", `'"'"'`) + "'"
+	}
+	return strings.Join(quoted, " ")
 }
