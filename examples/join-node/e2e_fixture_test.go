@@ -53,7 +53,7 @@ import (
 // UTS namespace when the join command runs: its hostname, /usr/local/bin,
 // /var/lib/gridweave and /run/wireguard). Every address is in
 // 198.18.0.0/15: the master's underlay 198.18.240.1, the links
-// 198.18.241.0/24 (a /30 each), the VPN 198.19.240+k.0/24, the cluster's
+// 198.18.241.0/24 (a /30 each), the gateway's bridge 198.18.244.0/30, the VPN 198.19.240+k.0/24, the cluster's
 // pod range 198.18.0.0/17 (e2eClusterCIDR): the k3s stand-in's pod CIDRs
 // 198.18.64+i.0/24, the controller-manager's for real kubelets inside
 // 198.18.0.0/18 (kubeletPodRange).
@@ -167,9 +167,6 @@ func startMaster(t testing.TB) *master { return startMasterWith(t, false) }
 type masterOptions struct {
 	// deployed: see startMasterWith.
 	deployed bool
-	// addresses are more addresses of the master's underlay device, added
-	// before the server starts (a bridge's, say).
-	addresses []string
 	// env is more of the server's environment; args more of its
 	// arguments.
 	env  []string
@@ -213,9 +210,6 @@ func startMasterOpts(t testing.TB, o masterOptions) *master {
 	netnstest.IP(t, "link", "add", underlay, "type", "veth", "peer", "name", underlay+"p")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", underlay).Run() })
 	netnstest.IP(t, "addr", "add", masterUnderIP+"/32", "dev", underlay)
-	for _, a := range o.addresses {
-		netnstest.IP(t, "addr", "add", a+"/32", "dev", underlay)
-	}
 	netnstest.IP(t, "link", "set", underlay, "up")
 
 	// No WireGuard device: the server makes its own (no kernel WireGuard

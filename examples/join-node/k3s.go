@@ -25,16 +25,27 @@ var k3sAgentFlags = []struct{ flag, definedBy string }{
 	{"--flannel-iface", `FlannelIfaceFlag: cli.StringFlag{Name: "flannel-iface"}`},
 	{"--node-name", `NodeNameFlag: cli.StringFlag{Name: "node-name", EnvVar: K3S_NODE_NAME}`},
 	{"--node-label", `NodeLabels: cli.StringSliceFlag{Name: "node-label"}, repeated per label`},
+	// Added after that commit (k3s-io/k3s#8751; `k3s agent --help`:
+	// "--default-runtime value (agent/runtime) Set the default runtime in
+	// containerd"), passed only on a machine with the NVIDIA toolkit.
+	{"--default-runtime", `DefaultRuntime: cli.StringFlag{Name: "default-runtime"} (agent/runtime)`},
 }
 
 // k3sAgentArgs is the k3s agent's command line: the server and a token
 // file (the token never on a command line), the node's VPN address and
-// tunnel for flannel, its name, the labels the master needs.
-func k3sAgentArgs(binary string, join joinagent.K3sJoin, iface, tokenFile string) []string {
+// tunnel for flannel, its name, the labels the master needs; on a machine
+// with the NVIDIA Container Toolkit (nvidia, true), its runtime as
+// containerd's default, so pods given GPUs see them (k3s registers the
+// runtime, as nvidia, when it finds the toolkit, but does not make it the
+// default).
+func k3sAgentArgs(binary string, join joinagent.K3sJoin, iface, tokenFile string, nvidia bool) []string {
 	args := []string{binary, "agent", "--server", join.URL, "--token-file", tokenFile,
 		"--node-ip", join.NodeIP.String(), "--flannel-iface", iface, "--node-name", join.NodeName}
 	for _, l := range join.NodeLabels {
 		args = append(args, "--node-label", l)
+	}
+	if nvidia {
+		args = append(args, "--default-runtime", "nvidia")
 	}
 	return args
 }
@@ -83,7 +94,8 @@ func k3sService(binary, iface, stateDir, unitDir string, log *slog.Logger) func(
 		if err != nil {
 			return err
 		}
-		args := k3sAgentArgs(binary, join, iface, tokenFile)
+		_, toolkit := exec.LookPath("nvidia-container-runtime")
+		args := k3sAgentArgs(binary, join, iface, tokenFile, toolkit == nil)
 		if _, err := os.Stat("/run/systemd/system"); err == nil {
 			return startUnit(ctx, unitDir, args, log)
 		}

@@ -27,7 +27,11 @@ func TestK3sUnitVerifies(t *testing.T) {
 	}
 	join := joinagent.K3sJoin{URL: "https://198.19.0.1:6443", Token: "K10secret::node:token", NodeIP: netip.MustParseAddr("198.19.0.7"),
 		NodeName: "gpu-7", NodeLabels: []string{"gridweave.dev/node=0123456789abcdef0123456789abcdef01234567"}}
-	args := k3sAgentArgs(binary, join, "gridweave0", filepath.Join(dir, "k3s-agent-token"))
+	// (On a machine with the NVIDIA toolkit: every flag of the table.)
+	args := k3sAgentArgs(binary, join, "gridweave0", filepath.Join(dir, "k3s-agent-token"), true)
+	if plain := k3sAgentArgs(binary, join, "gridweave0", filepath.Join(dir, "k3s-agent-token"), false); slices.Contains(plain, "--default-runtime") {
+		t.Errorf("a machine without the NVIDIA toolkit gets --default-runtime: %v", plain)
+	}
 	unit := k3sUnit(args)
 	if strings.Contains(unit, join.Token) {
 		t.Fatal("the unit holds the agent token")

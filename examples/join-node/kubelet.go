@@ -46,6 +46,11 @@ func kubeletService(agent, stateDir, unitDir string, log *slog.Logger) func(cont
 		for _, a := range join.ClusterDNS {
 			cfg.ClusterDNS = append(cfg.ClusterDNS, a.String())
 		}
+		// A GPU machine's NVIDIA Container Toolkit: the runtime pods
+		// given GPUs need.
+		if runtime, err := exec.LookPath("nvidia-container-runtime"); err == nil {
+			cfg.NVIDIARuntime = runtime
+		}
 		if err := kubeletnode.MissingError(cfg.Check()); err != nil {
 			return err
 		}

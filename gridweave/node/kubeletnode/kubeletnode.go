@@ -76,6 +76,11 @@ type Config struct {
 	// DefaultDropInDir. The kubelet reads it when it exists; the node never
 	// writes or removes it.
 	DropInDir string
+	// NVIDIARuntime is the NVIDIA Container Toolkit's runtime
+	// (nvidia-container-runtime) when the machine has one: containerd's
+	// default runtime then, named nvidia (the RuntimeClass handler), so
+	// pods given GPUs see them, as on a k3s node with the toolkit.
+	NVIDIARuntime string
 }
 
 // DefaultDropInDir is where a machine's owner puts kubelet configuration
@@ -250,6 +255,16 @@ func (c Config) Write() error {
 		}
 	}
 	driver := CgroupDriver()
+	nvidiaDefault, nvidiaRuntime := "", ""
+	if c.NVIDIARuntime != "" {
+		nvidiaDefault = "\n    default_runtime_name = \"nvidia\""
+		nvidiaRuntime = fmt.Sprintf(`
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+        BinaryName = %q
+        SystemdCgroup = %t`, c.NVIDIARuntime, driver == "systemd")
+	}
 	containerd := fmt.Sprintf(`# Written by the Gridweave join agent (kubelet mode); removed by --leave.
 version = 2
 root = %q
@@ -261,15 +276,15 @@ state = %q
   # Containers' OOM score adjustments no lower than containerd's own.
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+    snapshotter = "overlayfs"%s
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = %t
+        SystemdCgroup = %t%s
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
-`, c.containerdRoot(), filepath.Join(c.RunDir, "containerd"), c.Socket(), c.PauseImage, driver == "systemd", c.CNIBinDir, c.cniConfDir())
+`, c.containerdRoot(), filepath.Join(c.RunDir, "containerd"), c.Socket(), c.PauseImage, nvidiaDefault, driver == "systemd", nvidiaRuntime, c.CNIBinDir, c.cniConfDir())
 	if err := os.WriteFile(c.containerdConfig(), []byte(containerd), 0o600); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package kubeletnode
 import (
 	"context"
 	"encoding/json"
+	"github.com/BurntSushi/toml"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -79,6 +80,36 @@ func TestTheKubeletServesOnlyAuthenticatedCallers(t *testing.T) {
 		if !strings.Contains(string(containerd), want) {
 			t.Errorf("containerd config lacks %q:\n%s", want, containerd)
 		}
+	}
+	if strings.Contains(string(containerd), "nvidia") {
+		t.Errorf("a machine without the NVIDIA toolkit has an nvidia runtime:\n%s", containerd)
+	}
+	// With the toolkit, its runtime is containerd's default, named as the
+	// nvidia RuntimeClass's handler.
+	c.NVIDIARuntime = "/usr/bin/nvidia-container-runtime"
+	if err := c.Write(); err != nil {
+		t.Fatal(err)
+	}
+	containerd, _ = os.ReadFile(c.containerdConfig())
+	var parsed struct {
+		Plugins map[string]struct {
+			Containerd struct {
+				DefaultRuntimeName string `toml:"default_runtime_name"`
+				Runtimes           map[string]struct {
+					RuntimeType string `toml:"runtime_type"`
+					Options     struct {
+						BinaryName string
+					} `toml:"options"`
+				} `toml:"runtimes"`
+			} `toml:"containerd"`
+		} `toml:"plugins"`
+	}
+	if err := toml.Unmarshal(containerd, &parsed); err != nil {
+		t.Fatalf("the containerd config is not TOML: %v\n%s", err, containerd)
+	}
+	cri := parsed.Plugins["io.containerd.grpc.v1.cri"].Containerd
+	if cri.DefaultRuntimeName != "nvidia" || cri.Runtimes["nvidia"].Options.BinaryName != c.NVIDIARuntime || cri.Runtimes["runc"].RuntimeType != "io.containerd.runc.v2" {
+		t.Errorf("with the NVIDIA toolkit: %+v\n%s", cri, containerd)
 	}
 }
 
