@@ -53,16 +53,16 @@ func (s *Session) Dashboard(ctx context.Context, namespace, cluster, dashboardUR
 func (s *Session) tokenForURL(ctx context.Context, namespace, cluster, dashboardURL string) string {
 	rc, err := s.rayCluster(ctx, namespace, cluster)
 	if err != nil {
-		s.say("no token sent to %s: %v", dashboardURL, err)
+		s.say("calling %s without a Ray token: %v", dashboardURL, err)
 		return ""
 	}
 	token, err := s.authToken(ctx, rc)
 	if err != nil {
-		s.say("no token sent to %s: %v", dashboardURL, err)
+		s.say("calling %s without a Ray token: %v", dashboardURL, err)
 		return ""
 	}
 	if token != "" && !privateTransport(dashboardURL) {
-		s.say("no token sent to %s: plain HTTP to another host would carry RayCluster %s/%s's token in clear text; use https, a loopback port-forward, or set RAY_AUTH_TOKEN", dashboardURL, rc.Namespace, rc.Name)
+		s.say("calling %s without RayCluster %s/%s's token: plain HTTP to another host would carry it in clear text; use https, a loopback port-forward, or set RAY_AUTH_TOKEN", dashboardURL, rc.Namespace, rc.Name)
 		return ""
 	}
 	return token
