@@ -74,6 +74,26 @@ func readDocuments(t *testing.T, names ...string) []validation.Document {
 	return docs
 }
 
+// objectsOf are the documents' objects, in order.
+func objectsOf(docs []validation.Document) []*unstructured.Unstructured {
+	objs := make([]*unstructured.Unstructured, len(docs))
+	for i, d := range docs {
+		objs[i] = d.Object
+	}
+	return objs
+}
+
+// applier server-side applies objects of any kind to tc, as kubectl
+// apply would.
+func applier(t *testing.T, tc *testcluster.Cluster) *rayctl.Client {
+	t.Helper()
+	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc.WithDynamic(tc.Dynamic)
+}
+
 // TestManifestsLintClean: our own lint finds nothing in what we ship.
 func TestManifestsLintClean(t *testing.T) {
 	docs := append(kubernetesDocuments(t), haDocuments(t)[1:]...)
@@ -136,16 +156,8 @@ func TestManifestsAreAdmittedAndBound(t *testing.T) {
 	if _, err := tc.AddNode(ctx, "worker", nil, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	docs := kubernetesDocuments(t)
-	objs := make([]*unstructured.Unstructured, len(docs))
-	for i, d := range docs {
-		objs[i] = d.Object
-	}
-	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc = rc.WithDynamic(tc.Dynamic)
+	objs := objectsOf(kubernetesDocuments(t))
+	rc := applier(t, tc)
 	if _, err := rc.Apply(ctx, objs[:1], rayctl.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -353,11 +365,7 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 			_ = unstructured.SetNestedSlice(objs[i].Object, []any{term}, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
 		}
 	}
-	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc = rc.WithDynamic(tc.Dynamic)
+	rc := applier(t, tc)
 	if _, err := rc.Apply(ctx, objs[:1], rayctl.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -495,16 +503,7 @@ func TestDCGMExporterRunsOnThePoolsOnly(t *testing.T) {
 	if _, err := tc.AddNode(ctx, cpu, nil, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	docs := readDocuments(t, "gpu-metrics/dcgm-exporter.yaml")
-	objs := make([]*unstructured.Unstructured, len(docs))
-	for i, d := range docs {
-		objs[i] = d.Object
-	}
-	rc, err := rayctl.New(tc.Kube, tc.Ray, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rc.WithDynamic(tc.Dynamic).Apply(ctx, objs, rayctl.ApplyOptions{}); err != nil {
+	if _, err := applier(t, tc).Apply(ctx, objectsOf(readDocuments(t, "gpu-metrics/dcgm-exporter.yaml")), rayctl.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

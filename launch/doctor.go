@@ -131,14 +131,8 @@ const rayDefaultIdleTimeout = 60
 func idleTimeouts(p *Plan) []Check {
 	var out []Check
 	for _, o := range p.Objects {
-		path := []string{"spec"}
-		switch o.GetKind() {
-		case "RayCluster":
-		case "RayJob":
-			path = []string{"spec", "rayClusterSpec"}
-		case "RayService":
-			path = []string{"spec", "rayClusterConfig"}
-		default:
+		path, ok := clusterSpecPath(o.GetKind())
+		if !ok {
 			continue
 		}
 		spec, _, _ := unstructured.NestedMap(o.Object, path...)
@@ -185,14 +179,21 @@ func seconds(obj map[string]any, path ...string) (int64, bool) {
 	return 0, false
 }
 
-// wantsGPU reports whether a worker group's Ray container asks for GPUs.
-func wantsGPU(group map[string]any) bool {
+// rayContainerLimits are the resource limits of a group's Ray container
+// (the first), nil when it has none.
+func rayContainerLimits(group map[string]any) map[string]any {
 	containers, _, _ := unstructured.NestedSlice(group, "template", "spec", "containers")
 	if len(containers) == 0 {
-		return false
+		return nil
 	}
-	limits, _, _ := unstructured.NestedMap(containers[0].(map[string]any), "resources", "limits")
-	for name := range limits {
+	c, _ := containers[0].(map[string]any)
+	limits, _, _ := unstructured.NestedMap(c, "resources", "limits")
+	return limits
+}
+
+// wantsGPU reports whether a worker group's Ray container asks for GPUs.
+func wantsGPU(group map[string]any) bool {
+	for name := range rayContainerLimits(group) {
 		if strings.HasSuffix(name, "gpu") {
 			return true
 		}
@@ -355,15 +356,25 @@ type gpuNeed struct {
 	groups   []string
 }
 
+// clusterSpecPath is where an object of kind holds a RayClusterSpec
+// (false for a kind that holds none).
+func clusterSpecPath(kind string) ([]string, bool) {
+	switch kind {
+	case "RayCluster":
+		return []string{"spec"}, true
+	case "RayJob":
+		return []string{"spec", "rayClusterSpec"}, true
+	case "RayService":
+		return []string{"spec", "rayClusterConfig"}, true
+	}
+	return nil, false
+}
+
 func planGPUNeeds(p *Plan) []gpuNeed {
 	needs := map[string]*gpuNeed{}
 	for _, o := range p.Objects {
-		path := []string{"spec"}
-		switch o.GetKind() {
-		case "RayCluster":
-		case "RayJob":
-			path = []string{"spec", "rayClusterSpec"}
-		default:
+		path, ok := clusterSpecPath(o.GetKind())
+		if !ok {
 			continue
 		}
 		groups, _, _ := unstructured.NestedSlice(o.Object, append(path, "workerGroupSpecs")...)
@@ -374,12 +385,7 @@ func planGPUNeeds(p *Plan) []gpuNeed {
 			if !found || hosts < 1 {
 				hosts = 1
 			}
-			containers, _, _ := unstructured.NestedSlice(gm, "template", "spec", "containers")
-			if len(containers) == 0 {
-				continue
-			}
-			limits, _, _ := unstructured.NestedMap(containers[0].(map[string]any), "resources", "limits")
-			for name, v := range limits {
+			for name, v := range rayContainerLimits(gm) {
 				if !strings.HasSuffix(name, "gpu") {
 					continue
 				}

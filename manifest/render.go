@@ -110,11 +110,15 @@ func rayPodLabels(instance string) map[string]string {
 	return map[string]string{"app.kubernetes.io/instance": instance, "app.kubernetes.io/component": "ray"}
 }
 
-// hasGPUFleets reports whether a fleet of the recipe asks for GPUs.
-func hasGPUFleets(r *Recipe) bool {
-	for _, f := range r.Fleets {
-		if f.GPUsPerNode > 0 {
-			return true
+// wantsGPUs reports whether a worker group of the cluster asks for GPUs
+// (its Ray container's limits): such a cluster's head is scoped and asks
+// for a token.
+func wantsGPUs(spec *rayv1.RayClusterSpec) bool {
+	for _, g := range spec.WorkerGroupSpecs {
+		if len(g.Template.Spec.Containers) > 0 {
+			if _, gpu := g.Template.Spec.Containers[0].Resources.Limits[GPUResource]; gpu {
+				return true
+			}
 		}
 	}
 	return false
@@ -137,14 +141,7 @@ func tokenAuthSupported(v string) bool {
 // client port from the namespaces and pods named only. Nil when off.
 func headNetworkPolicy(name string, in *Infra, spec *rayv1.RayClusterSpec) *networkingv1.NetworkPolicy {
 	settings := in.KubeRay.HeadNetworkPolicy
-	gpus := false
-	for _, g := range spec.WorkerGroupSpecs {
-		if len(g.Template.Spec.Containers) > 0 {
-			_, gpu := g.Template.Spec.Containers[0].Resources.Limits[GPUResource]
-			gpus = gpus || gpu
-		}
-	}
-	if !ptr.Deref(settings.Enabled, gpus) {
+	if !ptr.Deref(settings.Enabled, wantsGPUs(spec)) {
 		return nil
 	}
 	tcp := func(p int32) networkingv1.NetworkPolicyPort {
@@ -482,7 +479,7 @@ func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.R
 		})
 	}
 	if len(in.KubeRay.Spec) == 0 {
-		secureCluster(spec, r, name)
+		secureCluster(spec, name)
 		return spec, nil
 	}
 	base, err := json.Marshal(spec)
@@ -502,7 +499,7 @@ func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.R
 	if err := json.Unmarshal(data, out); err != nil {
 		return nil, &SpecError{Path: "kuberay.spec", Problem: err.Error()}
 	}
-	secureCluster(out, r, name)
+	secureCluster(out, name)
 	return out, nil
 }
 
@@ -513,7 +510,7 @@ func clusterSpec(r *Recipe, in *Infra, name, image, sandboxURL string) (*rayv1.R
 // authOptions say otherwise (mode: disabled). Whoever reaches the
 // dashboard submits code: Ray then wants the cluster's token (KubeRay
 // makes it, in a Secret named after the cluster).
-func secureCluster(spec *rayv1.RayClusterSpec, r *Recipe, name string) {
+func secureCluster(spec *rayv1.RayClusterSpec, name string) {
 	templates := []*corev1.PodTemplateSpec{&spec.HeadGroupSpec.Template}
 	for i := range spec.WorkerGroupSpecs {
 		templates = append(templates, &spec.WorkerGroupSpecs[i].Template)
@@ -524,7 +521,7 @@ func secureCluster(spec *rayv1.RayClusterSpec, r *Recipe, name string) {
 		}
 		maps.Copy(t.Labels, rayPodLabels(name))
 	}
-	if hasGPUFleets(r) && spec.AuthOptions == nil && tokenAuthSupported(spec.RayVersion) {
+	if wantsGPUs(spec) && spec.AuthOptions == nil && tokenAuthSupported(spec.RayVersion) {
 		spec.AuthOptions = &rayv1.AuthOptions{Mode: rayv1.AuthModeToken}
 	}
 }
