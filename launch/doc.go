@@ -12,7 +12,9 @@
 // with phase, node and scheduling reason); Logs streams the head, a worker
 // group, the job's submitter or the sandbox, each line prefixed with its
 // pod; Down deletes exactly what Run applied (by its labels) and waits
-// until it is gone; Jobs reaches the Ray dashboard through the API
-// server's service proxy; Doctor checks what a launch needs from a
+// until it is gone; Dashboard reaches the Ray dashboard through the API
+// server's service proxy (with the cluster's Ray token when it asks for
+// one); SubmitJob sends local code and submits a job, and FollowJob
+// follows its log to the end; Doctor checks what a launch needs from a
 // cluster and says how to fix what is missing.
 package launch
