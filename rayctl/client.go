@@ -27,6 +27,14 @@ type Options struct {
 	Backoff *wait.Backoff
 	// PollInterval is how often drains re-check; default 250ms.
 	PollInterval time.Duration
+	// Replace writes a changed RayCluster whole (an Update preconditioned
+	// on the resourceVersion read) rather than as a JSON patch of what
+	// changed. It is exact only where this package's Go types know every
+	// field the objects hold, as in an in-memory cluster (raymem) that
+	// only this process writes: on an API server, a field a newer KubeRay
+	// added would be dropped. A patch costs several JSON passes over the
+	// object, a replace none. Default false: patches.
+	Replace bool
 }
 
 // Client operates RayClusters, RayJobs and RayServices.
@@ -37,6 +45,7 @@ type Client struct {
 	log       *slog.Logger
 	backoff   wait.Backoff
 	poll      time.Duration
+	replace   bool
 	apply     *applier // set by WithDynamic
 	// locks serialises this Client's read-modify-writes of one RayCluster,
 	// so that its own callers do not race each other into conflicts; other
@@ -59,7 +68,7 @@ func New(kube kubernetes.Interface, ray rayclient.Interface, opts *Options) (*Cl
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff(), poll: opts.PollInterval, locks: new(keyedlock.Locks)}
+	c := &Client{kube: kube, ray: ray, namespace: opts.Namespace, log: opts.Logger, backoff: DefaultBackoff(), poll: opts.PollInterval, replace: opts.Replace, locks: new(keyedlock.Locks)}
 	if c.namespace == "" {
 		c.namespace = "default"
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,7 +48,8 @@ func retryOnConflict(ctx context.Context, backoff wait.Backoff, attempt func() e
 // is written and the RayCluster is returned as read.
 //
 // The Client's lock of the cluster is held for one attempt at a time,
-// never across the wait between attempts.
+// never across the wait between attempts. With Options.Replace the
+// change is written whole, preconditioned on the same resourceVersion.
 func (c *Client) updateCluster(ctx context.Context, namespace, name string, change func(rc *rayv1.RayCluster) error) (*rayv1.RayCluster, error) {
 	namespace = c.ns(namespace)
 	rcs := c.ray.RayV1().RayClusters(namespace)
@@ -71,6 +73,20 @@ func (c *Client) updateCluster(ctx context.Context, namespace, name string, chan
 		}
 		if err := ValidateCluster(edited); err != nil {
 			return err
+		}
+		if c.replace {
+			if apiequality.Semantic.DeepEqual(rc.ObjectMeta, edited.ObjectMeta) && apiequality.Semantic.DeepEqual(rc.Spec, edited.Spec) {
+				out = rc
+				return nil
+			}
+			out, err = rcs.Update(ctx, edited, metav1.UpdateOptions{FieldManager: FieldManager})
+			if apierrors.IsNotFound(err) {
+				return clusterNotFound(namespace, name)
+			}
+			if err != nil {
+				return fmt.Errorf("write RayCluster %s/%s: %w", namespace, name, err)
+			}
+			return nil
 		}
 		patch, err := clusterPatch(rc, edited)
 		if err != nil {

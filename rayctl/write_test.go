@@ -41,61 +41,115 @@ func within(t *testing.T, done <-chan error, what string) error {
 // TestWritesArePatchesOnFakes holds the write path to both kinds of fake
 // object: without a resourceVersion (what the fake clientsets keep) and
 // with one (seeded objects may carry one). Every group operation goes
-// through, each as a JSON patch, never an update.
+// through, each as a JSON patch, never an update; with Options.Replace,
+// each as an update, never a patch, and a change that changes nothing
+// writes nothing.
 func TestWritesArePatchesOnFakes(t *testing.T) {
-	for _, rv := range []string{"", "42"} {
-		t.Run("resourceVersion="+rv, func(t *testing.T) {
-			rc, err := rayctl.ClusterSpec{Name: "c", Namespace: "ns", WorkerGroups: []rayctl.WorkerGroup{{Name: "a"}, {Name: "b"}}}.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rc.ResourceVersion = rv
-			f := rayctltest.New(t, "ns", rc)
-			ctx := context.Background()
-			if _, err := f.Client.AddWorkerGroup(ctx, "", "c", rayctl.WorkerGroup{Name: "gpu", GPUs: 2, NodeHostname: "box"}); err != nil {
-				t.Fatalf("add: %v", err)
-			}
-			if _, err := f.Client.ScaleGroup(ctx, "", "c", "gpu", rayctl.Scale{Replicas: ptr.To[int32](0)}); err != nil {
-				t.Fatalf("scale: %v", err)
-			}
-			next, _ := rayctl.WorkerGroup{Name: "b2", CPU: "2"}.Build()
-			if _, err := f.Client.SwapWorkerGroup(ctx, "", "c", "b", next); err != nil {
-				t.Fatalf("swap: %v", err)
-			}
-			if _, err := f.Client.RemoveWorkerGroup(ctx, "", "c", "a", rayctl.RemoveOptions{Immediate: true}); err != nil {
-				t.Fatalf("remove: %v", err)
-			}
-			c2, _ := rayctl.WorkerGroup{Name: "c2"}.Build()
-			gpu, _ := rayctl.WorkerGroup{Name: "gpu", GPUs: 2, NodeHostname: "box", Replicas: ptr.To[int32](0)}.Build()
-			out, err := f.Client.ReplaceWorkerGroups(ctx, "", "c", []rayv1.WorkerGroupSpec{c2, gpu, next})
-			if err != nil {
-				t.Fatalf("replace: %v", err)
-			}
-			var names []string
-			for _, g := range out.Spec.WorkerGroupSpecs {
-				names = append(names, g.GroupName)
-			}
-			if fmt.Sprint(names) != "[c2 gpu b2]" {
-				t.Fatalf("groups %v, want [c2 gpu b2]", names)
-			}
-			stored, _ := f.Ray.RayV1().RayClusters("ns").Get(ctx, "c", metav1.GetOptions{})
-			if g := stored.Spec.WorkerGroupSpecs[1]; ptr.Deref(g.Replicas, -1) != 0 || g.Template.Spec.NodeSelector["kubernetes.io/hostname"] != "box" {
-				t.Errorf("stored group gpu: replicas %v, node selector %v", ptr.Deref(g.Replicas, -1), g.Template.Spec.NodeSelector)
-			}
-			for _, a := range f.Ray.Actions() {
-				if a.GetResource().Resource != "rayclusters" {
-					continue
+	for _, replace := range []bool{false, true} {
+		for _, rv := range []string{"", "42"} {
+			t.Run(fmt.Sprintf("replace=%t/resourceVersion=%s", replace, rv), func(t *testing.T) {
+				rc, err := rayctl.ClusterSpec{Name: "c", Namespace: "ns", WorkerGroups: []rayctl.WorkerGroup{{Name: "a"}, {Name: "b"}}}.Build()
+				if err != nil {
+					t.Fatal(err)
 				}
-				switch a := a.(type) {
-				case k8stesting.UpdateAction:
-					t.Errorf("a full update of the RayCluster was sent: %v", a)
-				case k8stesting.PatchAction:
-					if a.GetPatchType() != types.JSONPatchType {
-						t.Errorf("patch of type %s, want a JSON patch", a.GetPatchType())
+				rc.ResourceVersion = rv
+				f := rayctltest.New(t, "ns", rc)
+				client, err := rayctl.New(f.Kube, f.Ray, &rayctl.Options{Namespace: "ns", Replace: replace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				if _, err := client.AddWorkerGroup(ctx, "", "c", rayctl.WorkerGroup{Name: "gpu", GPUs: 2, NodeHostname: "box"}); err != nil {
+					t.Fatalf("add: %v", err)
+				}
+				if _, err := client.ScaleGroup(ctx, "", "c", "gpu", rayctl.Scale{Replicas: ptr.To[int32](0)}); err != nil {
+					t.Fatalf("scale: %v", err)
+				}
+				writes := len(f.Ray.Actions())
+				if _, err := client.ScaleGroup(ctx, "", "c", "gpu", rayctl.Scale{Replicas: ptr.To[int32](0)}); err != nil {
+					t.Fatalf("scale again: %v", err)
+				}
+				for _, a := range f.Ray.Actions()[writes:] {
+					if a.GetVerb() != "get" {
+						t.Errorf("a scale to the replicas the group has wrote: %s", a.GetVerb())
 					}
 				}
+				next, _ := rayctl.WorkerGroup{Name: "b2", CPU: "2"}.Build()
+				if _, err := client.SwapWorkerGroup(ctx, "", "c", "b", next); err != nil {
+					t.Fatalf("swap: %v", err)
+				}
+				if _, err := client.RemoveWorkerGroup(ctx, "", "c", "a", rayctl.RemoveOptions{Immediate: true}); err != nil {
+					t.Fatalf("remove: %v", err)
+				}
+				c2, _ := rayctl.WorkerGroup{Name: "c2"}.Build()
+				gpu, _ := rayctl.WorkerGroup{Name: "gpu", GPUs: 2, NodeHostname: "box", Replicas: ptr.To[int32](0)}.Build()
+				out, err := client.ReplaceWorkerGroups(ctx, "", "c", []rayv1.WorkerGroupSpec{c2, gpu, next})
+				if err != nil {
+					t.Fatalf("replace: %v", err)
+				}
+				var names []string
+				for _, g := range out.Spec.WorkerGroupSpecs {
+					names = append(names, g.GroupName)
+				}
+				if fmt.Sprint(names) != "[c2 gpu b2]" {
+					t.Fatalf("groups %v, want [c2 gpu b2]", names)
+				}
+				stored, _ := f.Ray.RayV1().RayClusters("ns").Get(ctx, "c", metav1.GetOptions{})
+				if g := stored.Spec.WorkerGroupSpecs[1]; ptr.Deref(g.Replicas, -1) != 0 || g.Template.Spec.NodeSelector["kubernetes.io/hostname"] != "box" {
+					t.Errorf("stored group gpu: replicas %v, node selector %v", ptr.Deref(g.Replicas, -1), g.Template.Spec.NodeSelector)
+				}
+				for _, a := range f.Ray.Actions() {
+					if a.GetResource().Resource != "rayclusters" {
+						continue
+					}
+					switch a := a.(type) {
+					case k8stesting.UpdateAction:
+						if !replace {
+							t.Errorf("a full update of the RayCluster was sent: %v", a)
+						}
+					case k8stesting.PatchAction:
+						if replace {
+							t.Errorf("a patch was sent with Replace: %s", a.GetPatch())
+						} else if a.GetPatchType() != types.JSONPatchType {
+							t.Errorf("patch of type %s, want a JSON patch", a.GetPatchType())
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestReplaceCarriesTheVersionItRead: a replace is preconditioned on the
+// resourceVersion read (an API server answers 409 when another writer got
+// there first), and a conflict makes the client start over from a fresh
+// read.
+func TestReplaceCarriesTheVersionItRead(t *testing.T) {
+	rc, _ := rayctl.ClusterSpec{Name: "c", Namespace: "ns", WorkerGroups: []rayctl.WorkerGroup{{Name: "a"}}}.Build()
+	rc.ResourceVersion = "42"
+	f := rayctltest.New(t, "ns", rc)
+	client, _ := rayctl.New(f.Kube, f.Ray, &rayctl.Options{Namespace: "ns", Replace: true})
+	conflicts := rayctltest.InjectConflicts(&f.Ray.Fake, "rayclusters", 2)
+	if _, err := client.AddWorkerGroup(context.Background(), "", "c", rayctl.WorkerGroup{Name: "gpu", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if conflicts.Injected.Load() != 2 || conflicts.Passed.Load() != 1 {
+		t.Fatalf("writes: %d conflicts, %d through; want 2 and 1", conflicts.Injected.Load(), conflicts.Passed.Load())
+	}
+	gets, updates := 0, 0
+	for _, a := range f.Ray.Actions() {
+		switch a := a.(type) {
+		case k8stesting.GetAction:
+			gets++
+		case k8stesting.UpdateAction:
+			updates++
+			if rv := a.GetObject().(*rayv1.RayCluster).ResourceVersion; rv != "42" {
+				t.Errorf("update %d carries resourceVersion %q, want the one read (42)", updates, rv)
 			}
-		})
+		}
+	}
+	if gets != 3 || updates != 3 {
+		t.Errorf("%d reads and %d updates, want 3 of each (a fresh read before each attempt)", gets, updates)
 	}
 }
 

@@ -135,12 +135,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// The embedded cluster's objects are only this process's, all known
+	// to rayctl's types: a change is written whole, without the JSON
+	// passes of a patch.
+	embedded := dyn == nil
 	if cfg.RayDashboardURL == "" && dyn != nil {
 		// A real cluster: its Ray head's dashboard, reached on the master.
 		cfg.RayDashboardURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), "8265")
 		log.Info("RAY_DASHBOARD_URL is not set: the Ray proxy and KubeTorch use the master's", "url", cfg.RayDashboardURL)
 	}
-	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log})
+	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log, Replace: embedded})
 	if err != nil {
 		return err
 	}

@@ -206,7 +206,7 @@ func TestReopenKeepsLedgerAndMigrationsOnce(t *testing.T) {
 
 	s = open(t, path)
 	defer s.Close()
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 4 {
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 5 {
 		t.Fatalf("schema version %d, %v", v, err)
 	}
 	kr = keyring(t, s)

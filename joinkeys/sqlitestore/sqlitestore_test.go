@@ -45,8 +45,9 @@ func TestConformanceSyncNormal(t *testing.T) {
 }
 
 // TestMigrationGivesExistingNodesRevisions opens a ledger written before
-// node revisions existed: its nodes get distinct revisions, and writes and
-// new reservations work on top of them.
+// node revisions and the counts by kind existed: its nodes get distinct
+// revisions, its registered GPU node is counted, and writes and new
+// reservations work on top of them.
 func TestMigrationGivesExistingNodesRevisions(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
@@ -62,9 +63,9 @@ func TestMigrationGivesExistingNodesRevisions(t *testing.T) {
 		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
 		string(v1),
 		`INSERT INTO schema_migrations VALUES (1, '0001_init.sql', 0)`,
-		`INSERT INTO nodes (hostname, public_key, vpn_ip, pool, token_hash, status, created_at, updated_at) VALUES
-			('old-a', randomblob(32), 3323068418, '198.18.0.0/16', x'00', 'registered', 1, 1),
-			('old-b', randomblob(32), 3323068419, '198.18.0.0/16', x'00', 'validated', 1, 1)`,
+		`INSERT INTO nodes (hostname, public_key, vpn_ip, pool, token_hash, status, gpus, created_at, updated_at) VALUES
+			('old-a', randomblob(32), 3323068418, '198.18.0.0/16', x'00', 'registered', '[{"index":0,"vendor":"nvidia","name":"H100","memory_mib":1}]', 1, 1),
+			('old-b', randomblob(32), 3323068419, '198.18.0.0/16', x'00', 'validated', '[{"index":0,"vendor":"nvidia","name":"H100","memory_mib":1}]', 1, 1)`,
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -78,6 +79,10 @@ func TestMigrationGivesExistingNodesRevisions(t *testing.T) {
 	b, errB := s.Node(ctx, "old-b")
 	if errA != nil || errB != nil || a.Revision == 0 || b.Revision == 0 || a.Revision == b.Revision {
 		t.Fatalf("migrated revisions %d, %d (%v, %v); want distinct and non-zero", a.Revision, b.Revision, errA, errB)
+	}
+	// The counts by kind start from the nodes there were.
+	if kinds, err := s.GPUKinds(ctx); err != nil || len(kinds) != 1 || kinds[0] != (joinkeys.GPUKind{Vendor: "nvidia", Model: "H100", GPUs: 1, Nodes: 1}) {
+		t.Fatalf("GPUKinds after the migration = %+v, %v; want old-a's H100 alone", kinds, err)
 	}
 	a.Version = "2.0.0"
 	written, err := s.UpdateNode(ctx, a, joinkeys.AuditEvent{})
