@@ -90,9 +90,19 @@ func (g *RayGroups) sync(ctx context.Context, leaving *joinkeys.Node) error {
 	}
 }
 
+// roundLinger is how long a round waits for more changes when it follows
+// another at once (the fleet is joining): two milliseconds on a join's
+// answer let a round carry several times the changes, and a round costs
+// the same whatever it carries (a read and a write of the RayCluster).
+// A change that comes alone is written at once.
+const roundLinger = 2 * time.Millisecond
+
 // drain writes rounds until none is queued.
 func (g *RayGroups) drain() {
-	for {
+	for first := true; ; first = false {
+		if !first {
+			time.Sleep(roundLinger)
+		}
 		g.queue.Lock()
 		r := g.next
 		g.next = nil
