@@ -37,9 +37,9 @@ import (
 	"gridweave.dev/internal/wgdevice"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
 	"gridweave.dev/rayctl/rayctltest"
-	"gridweave.dev/wgkey"
 )
 
 // consoleArtifacts is where TestConsoleInBrowser keeps its screenshots

@@ -20,9 +20,9 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
 	"gridweave.dev/rayctl/rayctltest"
-	"gridweave.dev/wgkey"
 )
 
 const internalToken = "internal-token-for-the-gateway-0123456789"

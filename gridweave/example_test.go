@@ -12,8 +12,8 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl/rayctltest"
-	"gridweave.dev/wgkey"
 )
 
 // The service in another Go program, on in-memory backends: the ledger in

@@ -12,7 +12,7 @@ import (
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // readCounts counts what is read of the fleet: items returned by the

@@ -35,8 +35,8 @@ import (
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/manifest/validation"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/wgkey"
 )
 
 // The shipped RBAC (deploy/kubernetes/rbac.yaml) is least privilege, and

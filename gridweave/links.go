@@ -17,7 +17,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Direct links between nodes. Each node's agent waits on the peer

@@ -13,7 +13,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // directoryOf decodes a peer directory answer.

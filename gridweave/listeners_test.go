@@ -15,7 +15,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // TestVPNListenerServesTheTunnelRoutes: validate tells a node where the

@@ -19,7 +19,7 @@ import (
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // The join flow's routes: each decodes its body, calls the fleet (or the

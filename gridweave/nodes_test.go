@@ -15,7 +15,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/joinkeys/sqlitestore"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // stores runs a test once per ledger backend.

@@ -24,8 +24,8 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/wgkey"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // restarted is the same master (ledger, cluster) with a new, empty device.

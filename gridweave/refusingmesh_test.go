@@ -7,7 +7,7 @@ import (
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // refusingMesh is a memmesh whose upserts fail while refuse is set.

@@ -22,8 +22,8 @@ import (
 	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/wgkey"
 )
 
 // Backends are what the service composes, each already behind a seam

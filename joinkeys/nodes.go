@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // JoinRequest is a node's validate call.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"gridweave.dev/joinkeys/addrpool"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Store keeps the ledger. It only stores: every decision about keys, tokens

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Kind is the kind of a join key.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Mesh is the set of WireGuard peers of one device. Implementations are

@@ -24,7 +24,7 @@ import (
 
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/prometheustest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 var joinedLine = regexp.MustCompile(`joined as (\S+) with VPN address (\S+); (\d+) GPUs; Ray worker group (\S+)`)

@@ -22,7 +22,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/internal/childproc"
 	"gridweave.dev/internal/netnstest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // wgShow prints the WireGuard device iface as JSON (the stand-in

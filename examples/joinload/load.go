@@ -15,7 +15,7 @@ import (
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/tlspin"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Options say what to drive.

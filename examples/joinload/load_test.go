@@ -11,8 +11,8 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl/rayctltest"
-	"gridweave.dev/wgkey"
 )
 
 // TestRunJoinsEveryMachine: the tool joins every machine it says it did,

@@ -17,9 +17,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"gridweave.dev/launch"
 	"gridweave.dev/manifest"
 	"gridweave.dev/rayctl/dashboard"
+	"gridweave.dev/rayctl/launch"
 )
 
 // kubeFlags are kubectl's connection flags.

@@ -26,8 +26,8 @@ import (
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/testcluster"
-	"gridweave.dev/launch"
 	"gridweave.dev/rayctl/dashboard"
+	"gridweave.dev/rayctl/launch"
 	"gridweave.dev/rayctl/rayctltest"
 )
 

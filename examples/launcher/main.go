@@ -24,7 +24,7 @@
 // Exit status: 0 fine (warnings allowed), 1 an error was found (or a
 // doctor check failed), 2 the command could not run, 130 interrupted
 // while waiting. The logic lives in gridweave.dev/manifest and
-// gridweave.dev/launch.
+// gridweave.dev/rayctl/launch.
 package main
 
 import (

@@ -32,9 +32,9 @@ import (
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/wgkey"
 )
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

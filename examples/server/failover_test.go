@@ -28,7 +28,7 @@ import (
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }

@@ -19,7 +19,7 @@ import (
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/joinkeys/storetest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // TestMigrateBothWays copies a SQLite ledger (keys of both kinds, used

@@ -35,10 +35,10 @@ import (
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
 	"gridweave.dev/rayctl"
 	"gridweave.dev/rayctl/raymem"
-	"gridweave.dev/wgkey"
 )
 
 // builtVersion is the version a release build stamps in (make

@@ -20,7 +20,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/tlspin"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 type syncBuffer struct {

@@ -10,7 +10,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // A Go program joins a GPU machine, registers it and disconnects it, with

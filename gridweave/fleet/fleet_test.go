@@ -32,8 +32,8 @@ import (
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/wgkey"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }

@@ -9,7 +9,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/kernelroutes"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // reservedHostnames are the route names under /v1/nodes/: a node named

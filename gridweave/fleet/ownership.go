@@ -13,7 +13,7 @@ import (
 	"slices"
 
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // MarkLabel is the Kubernetes Node label that makes a Node the fleet's:

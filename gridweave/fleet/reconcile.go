@@ -10,7 +10,7 @@ import (
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // RestoreMesh brings the WireGuard peers in line with the ledger: every

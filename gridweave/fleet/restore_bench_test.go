@@ -16,8 +16,8 @@ import (
 	"gridweave.dev/internal/wgdevice"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
-	"gridweave.dev/wgkey"
 )
 
 // BenchmarkRestoreMesh10k is a master restarting with 10,000 registered

@@ -22,8 +22,8 @@ import (
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
-	"gridweave.dev/wgkey"
 )
 
 // trustWorld is the fleet on the real API server, whose kubelets'

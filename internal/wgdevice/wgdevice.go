@@ -17,7 +17,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"gridweave.dev/internal/netnstest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 const module = "golang.zx2c4.com/wireguard"

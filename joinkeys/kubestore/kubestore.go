@@ -23,7 +23,7 @@ import (
 	"gridweave.dev/internal/keyedlock"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/addrpool"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Options configure a Store. A nil *Options means defaults.

@@ -24,7 +24,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/joinkeys/storetest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }

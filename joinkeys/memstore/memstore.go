@@ -12,7 +12,7 @@ import (
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/addrpool"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Store is an in-memory joinkeys.Store. The zero value is ready to use.

@@ -17,7 +17,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/joinkeys/storetest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 const (

@@ -23,7 +23,7 @@ import (
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/addrpool"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 //go:embed migrations/*.sql

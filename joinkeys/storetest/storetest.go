@@ -16,7 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Secret is the JWT secret the suite's keyrings use.

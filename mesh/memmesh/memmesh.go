@@ -9,7 +9,7 @@ import (
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/internal/allowedips"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Mesh is an in-memory mesh.Mesh.

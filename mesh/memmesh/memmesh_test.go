@@ -12,7 +12,7 @@ import (
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/mesh/meshtest"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 func TestConformance(t *testing.T) {

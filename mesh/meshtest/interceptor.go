@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"gridweave.dev/mesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Op names a Mesh method for an Interceptor.

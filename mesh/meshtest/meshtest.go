@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"gridweave.dev/mesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Run runs the conformance suite. newMesh returns a Mesh over a device with

@@ -8,7 +8,7 @@ import (
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Mesh is a mesh.Mesh and a mesh.Observer that is in memory until a

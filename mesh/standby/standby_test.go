@@ -10,7 +10,7 @@ import (
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/mesh/meshtest"
 	"gridweave.dev/mesh/standby"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 func key(t *testing.T) wgkey.Key {

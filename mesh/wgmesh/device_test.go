@@ -12,8 +12,8 @@ import (
 
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
-	"gridweave.dev/wgkey"
 )
 
 // TestOpenDeviceMakesAndAdopts: a missing device is made (a kernel link,

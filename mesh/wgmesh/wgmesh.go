@@ -15,7 +15,7 @@ import (
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/internal/allowedips"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Client is the part of *wgctrl.Client that wgmesh uses; tests wrap it to

@@ -22,7 +22,7 @@ import (
 	"gridweave.dev/gridweave/node/gpus"
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Options configure Join and Leave. Master and StateDir are required; the

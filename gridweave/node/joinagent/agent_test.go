@@ -26,8 +26,8 @@ import (
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl/rayctltest"
-	"gridweave.dev/wgkey"
 )
 
 const adminToken = "admin-token-for-agent-tests-0123"

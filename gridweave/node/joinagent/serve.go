@@ -20,7 +20,7 @@ import (
 	"gridweave.dev/gridweave/node/peering"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh/kernelroutes"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // The link service's timing.

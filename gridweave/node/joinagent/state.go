@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // State is a node's identity, kept between runs in the state directory.

@@ -10,8 +10,8 @@ import (
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/wgdevice"
 	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
-	"gridweave.dev/wgkey"
 )
 
 // TestWireGuardTunnelCarriesTraffic brings the agent's tunnel up for real:

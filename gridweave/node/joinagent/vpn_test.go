@@ -18,8 +18,8 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl/rayctltest"
-	"gridweave.dev/wgkey"
 )
 
 // counted serves h and counts the requests by path.

@@ -15,7 +15,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/kernelroutes"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // ErrNoMasterPeer is returned by Step when the device has no peer for

@@ -13,7 +13,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/peering"
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // device is a WireGuard device in memory that holds the manager to

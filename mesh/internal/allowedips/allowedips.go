@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"gridweave.dev/mesh"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Table records the holder of each allowed IP prefix. The zero value is an

@@ -8,7 +8,7 @@ import (
 
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/internal/allowedips"
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // naive is the rule written the obvious way: every claimed prefix against

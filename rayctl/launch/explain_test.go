@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"gridweave.dev/launch"
+	"gridweave.dev/rayctl/launch"
 )
 
 func TestSchedulingReasonInPlainWords(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"gridweave.dev/launch"
+	"gridweave.dev/rayctl/launch"
 )
 
 // TestDoctorSaysHowLongWorkersIdle: for an autoscaled cluster the doctor

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"gridweave.dev/launch"
+	"gridweave.dev/rayctl/launch"
 )
 
 func writeTree(t *testing.T, root string, files map[string]string) {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"gridweave.dev/launch"
+	"gridweave.dev/rayctl/launch"
 )
 
 // TestUnrolledChanges: what running pods will not get is named field by

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"gridweave.dev/wgkey"
+	"gridweave.dev/mesh/wgkey"
 )
 
 func TestParseRoundTrip(t *testing.T) {
