@@ -16,9 +16,9 @@ build: ## compile every package and example binary
 	$(GO) build $(PKGS)
 
 .PHONY: test
-test: ## everything CI runs: modules, vet, the control-plane and Ray caches, unit and real-component tests, then a check for leftover processes; each phase timed
+test: ## everything CI runs: modules, gofmt, vet and staticcheck, the control-plane and Ray caches, unit and real-component tests, then a check for leftover processes; each phase timed
 	@.ci/phase "modules" $(GO) mod download
-	@.ci/phase "vet" $(GO) vet $(PKGS)
+	@.ci/phase "lint" $(MAKE) --no-print-directory lint
 	@.ci/phase "control-plane build" $(GO) run ./internal/testcluster/cmd/testcluster-build
 	@.ci/phase "Ray environment" $(GO) run ./internal/raytest/cmd/raytest-venv
 	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'

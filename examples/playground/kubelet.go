@@ -182,7 +182,7 @@ func showNode(ctx context.Context, kubeconfig, hostname string, began time.Time,
 		node = n
 		return ready(n) && n.Spec.PodCIDR != "", nil
 	}); err != nil {
-		return fmt.Errorf("Node %s did not become Ready with a pod CIDR: %w", hostname, err)
+		return fmt.Errorf("the Node %s did not become Ready with a pod CIDR: %w", hostname, err)
 	}
 	fmt.Fprintf(stdout, "Node %s Ready %s after the join command began: kubelet %s, container runtime %s, pod CIDR %s, InternalIP %s\n",
 		hostname, time.Since(began).Round(100*time.Millisecond), node.Status.NodeInfo.KubeletVersion, node.Status.NodeInfo.ContainerRuntimeVersion,
