@@ -1,6 +1,6 @@
 // Command server runs the Gridweave control plane on a master host: the
 // join flow and the clusters API of gridweave.dev/gridweave, configured
-// from the environment (see the README's table). It picks its backends at
+// from the environment (see docs/server.md's table). It picks its backends at
 // start and says which: the SQLite ledger at KUBERAY_DB; the WireGuard
 // device WG_INTERFACE through wgctrl, adopted or made (a kernel link, else
 // wireguard-go in the process), or peers in memory for WG_INTERFACE=none

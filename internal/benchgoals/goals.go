@@ -2,7 +2,7 @@ package benchgoals
 
 import "context"
 
-// Goals are every goal the README's benchmark section names, in the
+// Goals are every goal docs/testing.md's benchmark section names, in the
 // order it names them.
 func Goals() []Goal {
 	return []Goal{
