@@ -3,8 +3,6 @@ package gridweave
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/crd/v1alpha1"
 	"gridweave.dev/gridweave/kubetorch"
+	"gridweave.dev/internal/randhex"
 	"gridweave.dev/rayctl/dashboard"
 )
 
@@ -313,7 +312,7 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id := "kubetorch-" + randomSuffix()
+	id := "kubetorch-" + randhex.String(6)
 	entry := fmt.Sprintf("python -c %s %d %d %s", shellWord(trainScript), nodes, perNode, shellWord(req.Command))
 	pkg, err := s.sendBundle(r.Context(), d, req.Bundle)
 	if err != nil {
@@ -538,9 +537,3 @@ func (s *Server) FollowKubeTorchJobs(ctx context.Context) (int, error) {
 
 // shellWord quotes s for sh.
 func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func randomSuffix() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}

@@ -2,10 +2,8 @@ package joinkeys
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"gridweave.dev/internal/randhex"
 )
 
 // Options configure a Keyring. The zero value of each optional field means
@@ -286,7 +286,7 @@ func (k *Keyring) Mint(ctx context.Context, req MintRequest) (MintedKey, error) 
 	}
 	now := k.now().UTC().Truncate(time.Second)
 	rec := KeyRecord{Key: Key{
-		ID:        randomHex(idHexLen / 2),
+		ID:        randhex.String(idHexLen / 2),
 		Kind:      req.Kind,
 		Org:       req.Org,
 		Provider:  req.Provider,
@@ -299,7 +299,7 @@ func (k *Keyring) Mint(ctx context.Context, req MintRequest) (MintedKey, error) 
 	var secret string
 	switch req.Kind {
 	case KindOrg:
-		s := randomHex(secretHexLen / 2)
+		s := randhex.String(secretHexLen / 2)
 		secret = orgKeyPrefix + rec.ID + "_" + s
 		sum := sha256.Sum256([]byte(s))
 		rec.SecretHash = sum[:]
@@ -541,14 +541,6 @@ func (k *Keyring) write(ctx context.Context, e AuditEvent) {
 	if err := k.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		k.log.ErrorContext(ctx, "audit event not stored", "type", e.Type, "key_id", e.KeyID, "hostname", e.Hostname, "err", err)
 	}
-}
-
-func randomHex(nBytes int) string {
-	b := make([]byte, nBytes)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return hex.EncodeToString(b)
 }
 
 func isLowerHex(s string) bool {

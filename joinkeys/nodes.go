@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"gridweave.dev/internal/randhex"
 	"gridweave.dev/mesh/wgkey"
 )
 
@@ -85,7 +86,7 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 	if err := key.UsableAt(now); err != nil {
 		return JoinResult{}, key.ID, fmt.Errorf("key %s: %w", key.ID, err)
 	}
-	token := nodeTokenPfx + randomHex(secretHexLen/2)
+	token := nodeTokenPfx + randhex.String(secretHexLen/2)
 	rec, err := k.store.ReserveNode(ctx, Reservation{
 		Node: NodeRecord{
 			Node: Node{

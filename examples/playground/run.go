@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +23,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/internal/randhex"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
@@ -87,7 +85,7 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, k
 		return err
 	}
 
-	adminToken, jwtSecret := randomHex(24), randomHex(32)
+	adminToken, jwtSecret := randhex.String(24), randhex.String(32)
 	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": jwtSecret, "SERVER_VERSION": "0.1.0", "KUBERAY_PORT": strconv.Itoa(port),
 		"MASTER_IP": "127.0.0.1", "KUBERAY_NAMESPACE": "gridweave", "GRIDWEAVE_DEV": "1"}
 	if machines {
@@ -302,14 +300,6 @@ func populate(ctx context.Context, tc *testcluster.Cluster, gpuNodes, cpuNodes i
 		return err
 	}
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(errors.New("no randomness"))
-	}
-	return hex.EncodeToString(b)
 }
 
 // buildAgents builds the join agent for linux/amd64 and linux/arm64 into

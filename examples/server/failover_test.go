@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave/tlspin"
+	"gridweave.dev/internal/randhex"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
@@ -77,7 +78,7 @@ func haLedger(t *testing.T, prefix string) (*testcluster.Cluster, string) {
 	if err := kubestore.InstallCRDs(ctx, tc.Config); err != nil {
 		t.Fatal(err)
 	}
-	ns := prefix + "-" + randomHex(3)
+	ns := prefix + "-" + randhex.String(3)
 	for _, name := range []string{ns, systemNamespace(ns)} {
 		if _, err := tc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -120,9 +121,9 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	bin := buildServer(t)
 	ctx := context.Background()
 	const lease = 6 * time.Second
-	iface := "gwfo" + randomHex(3)
+	iface := "gwfo" + randhex.String(3)
 	wgPort := strconv.Itoa(freeUDPPort(t))
-	adminToken := randomHex(16)
+	adminToken := randhex.String(16)
 	// Registered first, so it runs after every replica stopped: a kernel
 	// WireGuard link outlives a SIGKILLed leader.
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", iface).Run() })

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +26,7 @@ import (
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/tlspin"
+	"gridweave.dev/internal/randhex"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/standby"
@@ -190,16 +189,10 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, getenv func(string)
 	identity := getenv("POD_NAME")
 	if identity == "" {
 		host, _ := os.Hostname()
-		identity = host + "-" + randomHex(4)
+		identity = host + "-" + randhex.String(4)
 	}
 	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", identity)
 	return &replica{identity: identity, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // shareMasterSecret makes sure the masterSecret exists and writes its
@@ -310,7 +303,7 @@ func makeMasterSecret(cfg gridweave.Config, dir string) (_ *corev1.Secret, fresh
 	}
 	jwt := cfg.JWTSecret
 	if jwt == "" || jwt == gridweave.DefaultJWTSecret {
-		jwt = randomHex(32)
+		jwt = randhex.String(32)
 	} else if err := cfg.CheckJWTSecret(); err != nil {
 		// Never stored before it passed: the Secret outlives this start.
 		return nil, fresh, err

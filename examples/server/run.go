@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -31,6 +30,7 @@ import (
 	"gridweave.dev/gridweave/crd"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/tlspin"
+	"gridweave.dev/internal/randhex"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.Dev {
 		log.Warn("DEV MODE: unsafe defaults are allowed; never run a real master like this")
 		if cfg.AdminToken == "" {
-			cfg.AdminToken = randomToken()
+			cfg.AdminToken = randhex.String(24)
 			fmt.Fprintf(stdout, "dev mode: the admin token of this run is %s\n", cfg.AdminToken)
 		}
 	}
@@ -552,12 +552,6 @@ func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, log *slog
 	}
 	log.Info("ledger: SQLite", "path", cfg.DBPath, "sync", cfg.DBSync)
 	return store, nil
-}
-
-func randomToken() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // masterKeyFiles are the master's identity kept beside the ledger: its

@@ -2,9 +2,7 @@ package testcluster
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"gridweave.dev/internal/randhex"
 )
 
 // Options configure a control plane. A nil *Options means defaults.
@@ -181,7 +181,7 @@ func New(ctx context.Context, opts *Options) (_ *Cluster, err error) {
 		}
 		c.removeDir = true
 	}
-	c.ID = randomHex(8)
+	c.ID = randhex.String(8)
 	c.spawner = newSpawner()
 	defer func() {
 		if err != nil {
@@ -202,7 +202,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.certs = certs
-	token := randomHex(24)
+	token := randhex.String(24)
 	tokenFile := filepath.Join(c.Dir, "pki", "tokens.csv")
 	if err := os.WriteFile(tokenFile, []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
 		return err
@@ -609,14 +609,6 @@ func mkdir(parent, name string) string {
 	dir := filepath.Join(parent, name)
 	_ = os.MkdirAll(dir, 0o700)
 	return dir
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return hex.EncodeToString(b)
 }
 
 // StopComponent stops one component (e.g. "kuberay-operator") and leaves

@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"gridweave.dev/internal/childproc"
+	"gridweave.dev/internal/randhex"
 )
 
 // CoreDNSVersion is the CoreDNS release that serves the test control
@@ -155,7 +156,7 @@ func (c *Cluster) StartCoreDNS(tb testing.TB, listen netip.Addr) {
 	var log bytes.Buffer
 	var mu sync.Mutex
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), OwnerEnv+"=coredns-"+randomHex(6))
+	cmd.Env = append(os.Environ(), OwnerEnv+"=coredns-"+randhex.String(6))
 	cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(p) })
 	cmd.Stderr = cmd.Stdout
 	exited, err := childproc.Start(cmd)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gridweave.dev/internal/randhex"
 )
 
 func TestToolsModulePinsTheDeclaredVersions(t *testing.T) {
@@ -68,7 +70,7 @@ func TestFreePortsAreDistinct(t *testing.T) {
 func TestStopEndsChildAndLeftoversFindsOnlyOwnChildren(t *testing.T) {
 	s := newSpawner()
 	defer s.close()
-	id := randomHex(8)
+	id := randhex.String(8)
 	env := append(os.Environ(), ownerEnv+"="+id)
 	dir := t.TempDir()
 
@@ -95,7 +97,7 @@ func TestStopEndsChildAndLeftoversFindsOnlyOwnChildren(t *testing.T) {
 	if len(left) < 2 {
 		t.Fatalf("Leftovers(%s) = %v while two children run", id, left)
 	}
-	if other, _ := Leftovers(randomHex(8)); len(other) != 0 {
+	if other, _ := Leftovers(randhex.String(8)); len(other) != 0 {
 		t.Fatalf("Leftovers of an unknown id = %v, want none", other)
 	}
 
