@@ -23,7 +23,8 @@
 // wgctrl; mesh/memmesh keeps peers in memory; mesh/standby is the mesh of
 // a server replica that drives the device only while it leads;
 // mesh/meshtest is the conformance suite; mesh/kernelroutes routes prefixes
-// into a device over netlink. wgkey is the WireGuard key type both share.
+// into a device over netlink; mesh/wgkey is the WireGuard key type the mesh
+// and joinkeys share.
 //
 // rayctl owns the Ray side of Kubernetes: RayCluster, RayJob and RayService
 // operations over KubeRay's generated clientset and client-go (worker groups
@@ -57,9 +58,10 @@
 // link service, direct links to the other machines (node/peering), GPU
 // detection and the join script.
 //
-// examples/ holds the thin binaries: the server (env config → backends →
-// gridweave), the node's join agent and the launcher CLI. launch is the
-// launcher's live half. internal/ holds
+// examples/ holds the binaries: the server (env config → backends →
+// gridweave; it also holds leader election, the master's identity and
+// backups), the node's join agent and the launcher CLI. rayctl/launch is
+// the launcher's live half. internal/ holds
 // helpers the SDK's own tests use, such as internal/testcluster, which starts
 // a real kube-apiserver with the real KubeRay operator and kwok GPU nodes,
 // and internal/raytest, which runs real Ray nodes (from a cached Python

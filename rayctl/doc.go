@@ -21,15 +21,17 @@
 //     readiness with progress callbacks; Apply needs a dynamic client,
 //     given with Client.WithDynamic.
 //
-// Every change of a RayCluster is a read, an edit of the typed object and
-// a JSON patch of only what the edit changed, conditional on the
+// By default every change of a RayCluster is a read, an edit of the typed
+// object and a JSON patch of only what the edit changed, conditional on the
 // resourceVersion read: fields of a newer KubeRay CRD that these Go types
 // do not know survive, and a concurrent writer makes the patch fail with
 // 409 Conflict, which is retried from a fresh read with a bounded backoff
 // whose waits end with the caller's context. The same path works on the
 // fake clientsets. A Client serialises its own writes of one cluster, one
 // attempt at a time; writes of different clusters never wait for each
-// other.
+// other. Options.Replace writes the edited object whole instead (an
+// Update on the same resourceVersion), for an in-memory cluster whose
+// objects only this process writes.
 //
 // Errors wrap ErrNotFound (ErrClusterNotFound and ErrGroupNotFound are
 // kinds of it), ErrGroupExists, ErrInvalidSpec, ErrFailed or ErrJobStopped;

@@ -177,7 +177,7 @@ type masterOptions struct {
 }
 
 // startMasterWith is startMaster; deployed runs the server as the
-// README's systemd path does: the static binary of make server-static
+// docs/deploy.md's systemd path does: the static binary of make server-static
 // (agents built in, no AGENT_DIR), the variables of
 // deploy/systemd/server.env.example and the unit's Environment= with the
 // secrets filled in and the addresses moved to test addresses, no

@@ -446,7 +446,7 @@ func keyOf(t *testing.T, command string) string {
 	return fields[len(fields)-1]
 }
 
-// TestDeployedAsDocumented follows the README's systemd path: the static
+// TestDeployedAsDocumented follows docs/deploy.md's systemd path: the static
 // binary of make server-static, started as the unit starts it (no
 // arguments, the example server.env and the unit's Environment=, secrets
 // filled in, addresses moved to test ones), with no WireGuard device made

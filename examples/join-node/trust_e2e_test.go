@@ -93,7 +93,7 @@ func TestAJoinedMachineIsNotBelieved(t *testing.T) {
 		t.Skip("network namespaces, wireguard-go and the test control plane; run make test")
 	}
 	// The gateway's bridge: the master's end holds the internal listener
-	// (INTERNAL_ADDR, as the README's gateway step sets it), the gateway
+	// (INTERNAL_ADDR, as docs/deploy.md's gateway step sets it), the gateway
 	// sits at the other.
 	const bridgeIP, gatewayIP = "198.18.244.1", "198.18.244.2"
 	gateway := netnstest.New(t, "gwgate")

@@ -131,19 +131,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer closeMesh()
 	}
-	kube, ray, dyn, err := openKubernetes(getenv, cfg.Namespace, log)
+	kube, ray, dyn, embedded, err := openKubernetes(getenv, cfg.Namespace, log)
 	if err != nil {
 		return err
 	}
-	// The embedded cluster's objects are only this process's, all known
-	// to rayctl's types: a change is written whole, without the JSON
-	// passes of a patch.
-	embedded := dyn == nil
 	if cfg.RayDashboardURL == "" && dyn != nil {
 		// A real cluster: its Ray head's dashboard, reached on the master.
 		cfg.RayDashboardURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), "8265")
 		log.Info("RAY_DASHBOARD_URL is not set: the Ray proxy and KubeTorch use the master's", "url", cfg.RayDashboardURL)
 	}
+	// The embedded cluster's objects are only this process's, all known
+	// to rayctl's types: a change is written whole, without the JSON
+	// passes of a patch.
 	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log, Replace: embedded})
 	if err != nil {
 		return err
@@ -468,31 +467,31 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 }
 
 // openKubernetes uses KUBECONFIG, else the in-cluster config, else an
-// embedded in-memory cluster (which has no dynamic client: the CRD proxy
-// is off then).
-func openKubernetes(getenv func(string) string, namespace string, log *slog.Logger) (kubernetes.Interface, rayclient.Interface, dynamic.Interface, error) {
+// embedded in-memory cluster (embedded; it has no dynamic client: the CRD
+// proxy is off then).
+func openKubernetes(getenv func(string) string, namespace string, log *slog.Logger) (kube kubernetes.Interface, ray rayclient.Interface, dyn dynamic.Interface, embedded bool, err error) {
 	rc, err := restConfig(getenv, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	if rc == nil {
 		log.Warn("EMBEDDED IN-MEMORY CLUSTER: no KUBECONFIG and not in a pod; the API works but nothing runs (no pods, no Ray)")
 		c := raymem.New()
-		return c.Kube, c.Ray, nil, nil
+		return c.Kube, c.Ray, nil, true, nil
 	}
-	kube, err := kubernetes.NewForConfig(rc)
+	kube, err = kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
-	ray, err := rayclient.NewForConfig(rc)
+	ray, err = rayclient.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	dyn, err = dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
-	return kube, ray, dyn, nil
+	return kube, ray, dyn, false, nil
 }
 
 // clusterCA is the CA the server's own Kubernetes client trusts: the

@@ -31,9 +31,10 @@ import (
 // Writes are coalesced: every Place and Remove queues its change and
 // waits for the next write of the RayCluster, which counts the ledger's
 // registered nodes by kind as they are then (joinkeys.Keyring.GPUKinds,
-// an index in SQLite: no read of the fleet); the changes queued while a write is under way
-// share the write after it. N concurrent registrations cost about one
-// RayCluster write, not N, and each still returns with its node counted.
+// counts the ledger keeps: no read of the fleet); the changes queued while
+// a write is under way share the write after it. N concurrent
+// registrations cost about one RayCluster write, not N, and each still
+// returns with its node counted.
 type RayGroups struct {
 	Ray    *rayctl.Client
 	Kube   kubernetes.Interface
@@ -94,7 +95,7 @@ func (g *RayGroups) sync(ctx context.Context, leaving *joinkeys.Node) error {
 // another at once (the fleet is joining): two milliseconds on a join's
 // answer let a round carry several times the changes, and a round costs
 // the same whatever it carries (a read and a write of the RayCluster).
-// A change that comes alone is written at once.
+// A change that comes after a quiet moment is written at once.
 const roundLinger = 2 * time.Millisecond
 
 // drain writes rounds until none is queued.

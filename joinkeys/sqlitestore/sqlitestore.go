@@ -15,8 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -36,20 +34,13 @@ type Store struct {
 
 	// Prepared reads on the hot paths of key checks and joins.
 	keyByID, nodeByHostname, nodeByPublicKey *sql.Stmt
-
-	// writes holds the write transactions' statements, each prepared
-	// once on the write connection (query -> *sql.Stmt): SQLite's
-	// compile of a statement was a third of a join's time in the
-	// database.
-	writes      sync.Map
-	writesCount atomic.Int32
 }
 
-// maxWriteStatements bounds writes; the store's queries are constants,
-// far fewer than this.
-const maxWriteStatements = 128
-
 var _ joinkeys.Store = (*Store)(nil)
+
+// statementCache is how many compiled statements each connection keeps;
+// the store has fewer distinct queries than this.
+const statementCache = 64
 
 // Options tune a Store; nil means defaults.
 type Options struct {
@@ -103,6 +94,10 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		q.Set("_synchronous", map[Sync]string{SyncFull: "FULL", SyncNormal: "NORMAL"}[opts.Sync])
 		q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
 		q.Set("_foreign_keys", "on")
+		// Each connection keeps its statements compiled (single
+		// statements only): compiling them was a third of a join's
+		// time in SQLite.
+		q.Set("_stmt_cache_size", strconv.Itoa(statementCache))
 		return "file:" + path + "?" + q.Encode() + extra
 	}
 	write, err := sql.Open("sqlite3", dsn("&_txlock=immediate"))
@@ -190,7 +185,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = s.inTx(ctx, func(tx writeTx) error {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			var applied int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil {
 				return err
@@ -198,8 +193,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if applied > 0 {
 				return nil
 			}
-			// Unprepared: a migration is several statements.
-			if _, err := tx.Tx.ExecContext(ctx, string(body)); err != nil {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 				return fmt.Errorf("migration %s: %w", base, err)
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
@@ -214,84 +208,16 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
-func (s *Store) inTx(ctx context.Context, fn func(tx writeTx) error) error {
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	var missed []string
-	if err := fn(writeTx{Tx: tx, store: s, missed: &missed}); err != nil {
+	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		s.prepare(ctx, missed)
 		return err
 	}
-	err = tx.Commit()
-	s.prepare(ctx, missed)
-	return err
-}
-
-// writeTx is a write transaction whose queries run as statements
-// prepared once on the write connection (Tx.StmtContext reuses a
-// statement already prepared on the transaction's connection). A query
-// met for the first time runs unprepared and is prepared once the
-// transaction has ended: the write pool's only connection is the
-// transaction's until then.
-type writeTx struct {
-	*sql.Tx
-	store  *Store
-	missed *[]string
-}
-
-// prepared is query's statement on the write connection, or nil if it
-// is not prepared yet.
-func (tx writeTx) prepared(query string) *sql.Stmt {
-	if stmt, ok := tx.store.writes.Load(query); ok {
-		return stmt.(*sql.Stmt)
-	}
-	if tx.store.writesCount.Load() < maxWriteStatements && !slices.Contains(*tx.missed, query) {
-		*tx.missed = append(*tx.missed, query)
-	}
-	return nil
-}
-
-// prepare prepares the queries a transaction met unprepared; a query
-// SQLite refuses is left to fail where it runs.
-func (s *Store) prepare(ctx context.Context, queries []string) {
-	for _, query := range queries {
-		if _, ok := s.writes.Load(query); ok || s.writesCount.Load() >= maxWriteStatements {
-			continue
-		}
-		stmt, err := s.write.PrepareContext(ctx, query)
-		if err != nil {
-			continue
-		}
-		if _, loaded := s.writes.LoadOrStore(query, stmt); loaded {
-			stmt.Close()
-			continue
-		}
-		s.writesCount.Add(1)
-	}
-}
-
-func (tx writeTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if stmt := tx.prepared(query); stmt != nil {
-		return tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
-	}
-	return tx.Tx.ExecContext(ctx, query, args...)
-}
-
-func (tx writeTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if stmt := tx.prepared(query); stmt != nil {
-		return tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
-	}
-	return tx.Tx.QueryContext(ctx, query, args...)
-}
-
-func (tx writeTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if stmt := tx.prepared(query); stmt != nil {
-		return tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
-	}
-	return tx.Tx.QueryRowContext(ctx, query, args...)
+	return tx.Commit()
 }
 
 // Close closes the database.
@@ -302,10 +228,6 @@ func (s *Store) Close() error {
 			errs = append(errs, stmt.Close())
 		}
 	}
-	s.writes.Range(func(_, stmt any) bool {
-		errs = append(errs, stmt.(*sql.Stmt).Close())
-		return true
-	})
 	if s.read != nil {
 		errs = append(errs, s.read.Close())
 	}
@@ -352,7 +274,7 @@ func (s *Store) InsertKey(ctx context.Context, k joinkeys.KeyRecord) error {
 			return err
 		}
 	}
-	return s.inTx(ctx, func(tx writeTx) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO join_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			k.ID, string(k.Kind), k.Org, k.Provider, k.SecretHash, string(labels), k.CreatedBy,
 			toNanos(k.CreatedAt), toNanos(k.ExpiresAt), k.MaxUses, k.Uses, toNanos(k.RevokedAt), toNanos(k.LastUsed))
@@ -386,7 +308,7 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 // RevokeKey implements joinkeys.Store.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkeys.KeyRecord, error) {
 	var k joinkeys.KeyRecord
-	err := s.inTx(ctx, func(tx writeTx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE join_keys SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, toNanos(at), id); err != nil {
 			return err
 		}
@@ -444,7 +366,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	err = s.inTx(ctx, func(tx writeTx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if r.SpendKeyID != "" {
 			k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM join_keys WHERE id = ?`, r.SpendKeyID))
 			if err != nil {
@@ -520,14 +442,14 @@ func mapConstraint(err error, hostname string) error {
 }
 
 // nextRevision takes the next value of the store-wide node revision counter.
-func nextRevision(ctx context.Context, tx writeTx) (int64, error) {
+func nextRevision(ctx context.Context, tx *sql.Tx) (int64, error) {
 	var rev int64
 	err := tx.QueryRowContext(ctx, `UPDATE node_revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&rev)
 	return rev, err
 }
 
 // checkPodCIDR refuses n's pod CIDR if it overlaps another node's.
-func checkPodCIDR(ctx context.Context, tx writeTx, n joinkeys.NodeRecord) error {
+func checkPodCIDR(ctx context.Context, tx *sql.Tx, n joinkeys.NodeRecord) error {
 	if !n.PodCIDR.IsValid() {
 		return nil
 	}
@@ -555,7 +477,7 @@ func checkPodCIDR(ctx context.Context, tx writeTx, n joinkeys.NodeRecord) error 
 // txBook is the addrpool.Book of one reservation transaction.
 type txBook struct {
 	ctx context.Context
-	tx  writeTx
+	tx  *sql.Tx
 	// releasedBefore: an address released after it rests (quarantine).
 	releasedBefore time.Time
 }
@@ -677,7 +599,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 		return joinkeys.NodeRecord{}, err
 	}
 	var stored joinkeys.NodeRecord
-	err = s.inTx(ctx, func(tx writeTx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		cur, err := scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname = ?`, n.Hostname))
 		if err != nil {
 			return err
@@ -724,7 +646,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 // DeleteNode implements joinkeys.Store.
 func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
 	var n joinkeys.NodeRecord
-	err := s.inTx(ctx, func(tx writeTx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		n, err = scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname = ?`, hostname))
 		if err != nil {
@@ -748,10 +670,10 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 
 // AppendAudit implements joinkeys.Store.
 func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
-	return s.inTx(ctx, func(tx writeTx) error { return appendAudit(ctx, tx, e) })
+	return s.inTx(ctx, func(tx *sql.Tx) error { return appendAudit(ctx, tx, e) })
 }
 
-func appendAudit(ctx context.Context, tx writeTx, e joinkeys.AuditEvent) error {
+func appendAudit(ctx context.Context, tx *sql.Tx, e joinkeys.AuditEvent) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (at, type, key_id, hostname, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
 		toNanos(e.At), string(e.Type), e.KeyID, e.Hostname, e.Actor, e.Reason)
 	return err
@@ -760,7 +682,7 @@ func appendAudit(ctx context.Context, tx writeTx, e joinkeys.AuditEvent) error {
 // PruneAudit implements joinkeys.Store, in one transaction.
 func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
 	removed := 0
-	err := s.inTx(ctx, func(tx writeTx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		removed = 0
 		var steps []struct {
 			query string

@@ -320,7 +320,7 @@ items:
 // read and linted as a stream
 // (LintReader): ns/object must stay flat as n grows (it grew with n when
 // every List item re-scanned the whole List's lines). The memory a whole
-// process holds is measured in the README's way (valid_large.yaml).
+// process holds is measured in docs/testing.md's way (valid_large.yaml).
 func BenchmarkLintStream(b *testing.B) {
 	v := validation.NewValidator()
 	for _, shape := range []string{"list", "json", "documents", "one-object"} {

@@ -21,3 +21,5 @@ CREATE TRIGGER nodes_gpu_kind_recounted AFTER UPDATE ON nodes WHEN OLD.gpu_kind 
 	INSERT INTO gpu_kind_counts (gpu_kind, nodes) SELECT NEW.gpu_kind, 1 WHERE NEW.gpu_kind IS NOT NULL
 		ON CONFLICT (gpu_kind) DO UPDATE SET nodes = nodes + 1;
 END;
+-- Nothing reads the index of 0003 any more.
+DROP INDEX nodes_gpu_kind;

@@ -115,7 +115,7 @@ func TestDocumentReaderReadsAsTheWholeTree(t *testing.T) {
 		inputs[name] = text
 	}
 	var files []string
-	for _, glob := range []string{"testdata/users/*.yaml", "../testdata/*.yaml", "../../deploy/kubernetes/*.yaml", "../../rayctl/launch/testdata/*.yaml"} {
+	for _, glob := range []string{"../../validation/testdata/users/*.yaml", "../../testdata/*.yaml", "../../../deploy/kubernetes/*.yaml", "../../../examples/launcher/specs/*.yaml"} {
 		m, _ := filepath.Glob(glob)
 		files = append(files, m...)
 	}
