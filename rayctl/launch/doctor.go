@@ -370,6 +370,17 @@ func clusterSpecPath(kind string) ([]string, bool) {
 	return nil, false
 }
 
+// groupPods is how many pods a worker group asks for: replicas times
+// numOfHosts (at least one host each).
+func groupPods(group map[string]any) int64 {
+	replicas, _, _ := unstructured.NestedInt64(group, "replicas")
+	hosts, found, _ := unstructured.NestedInt64(group, "numOfHosts")
+	if !found || hosts < 1 {
+		hosts = 1
+	}
+	return replicas * hosts
+}
+
 func planGPUNeeds(p *Plan) []gpuNeed {
 	needs := map[string]*gpuNeed{}
 	for _, o := range p.Objects {
@@ -380,11 +391,7 @@ func planGPUNeeds(p *Plan) []gpuNeed {
 		groups, _, _ := unstructured.NestedSlice(o.Object, append(path, "workerGroupSpecs")...)
 		for _, g := range groups {
 			gm, _ := g.(map[string]any)
-			replicas, _, _ := unstructured.NestedInt64(gm, "replicas")
-			hosts, found, _ := unstructured.NestedInt64(gm, "numOfHosts")
-			if !found || hosts < 1 {
-				hosts = 1
-			}
+			pods := groupPods(gm)
 			for name, v := range rayContainerLimits(gm) {
 				if !strings.HasSuffix(name, "gpu") {
 					continue
@@ -397,7 +404,7 @@ func planGPUNeeds(p *Plan) []gpuNeed {
 				if needs[key] == nil {
 					needs[key] = &gpuNeed{resource: name, perPod: q.Value()}
 				}
-				needs[key].pods += replicas * hosts
+				needs[key].pods += pods
 				gname, _ := gm["groupName"].(string)
 				needs[key].groups = append(needs[key].groups, gname)
 			}
@@ -549,22 +556,14 @@ func planQuotaUsage(p *Plan) corev1.ResourceList {
 			template, _, _ := unstructured.NestedMap(o.Object, "spec", "template")
 			addTemplate(template, replicas)
 		case "RayCluster", "RayJob":
-			path := []string{"spec"}
-			if o.GetKind() == "RayJob" {
-				path = []string{"spec", "rayClusterSpec"}
-			}
+			path, _ := clusterSpecPath(o.GetKind())
 			head, _, _ := unstructured.NestedMap(o.Object, append(path, "headGroupSpec", "template")...)
 			addTemplate(head, 1)
 			groups, _, _ := unstructured.NestedSlice(o.Object, append(path, "workerGroupSpecs")...)
 			for _, g := range groups {
 				gm, _ := g.(map[string]any)
-				replicas, _, _ := unstructured.NestedInt64(gm, "replicas")
-				hosts, found, _ := unstructured.NestedInt64(gm, "numOfHosts")
-				if !found || hosts < 1 {
-					hosts = 1
-				}
 				template, _, _ := unstructured.NestedMap(gm, "template")
-				addTemplate(template, replicas*hosts)
+				addTemplate(template, groupPods(gm))
 			}
 		}
 	}
