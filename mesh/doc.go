@@ -19,5 +19,6 @@
 // wgctrl, sending only differences, and notices a device that restarted or
 // that someone else changed; mesh/memmesh keeps peers in memory;
 // mesh/meshtest is the conformance suite both pass and an interceptor for
-// fault injection. This package never imports wgctrl.
+// fault injection; mesh/wgkey is the WireGuard key type (public and
+// private) the mesh and joinkeys share. This package never imports wgctrl.
 package mesh

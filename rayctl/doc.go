@@ -38,5 +38,7 @@
 // Kubernetes errors stay recognisable to apierrors.Is*.
 //
 // rayctl/dashboard is the Ray dashboard client (Serve and Jobs);
-// rayctl/rayctltest has fake clients with conflict injection.
+// rayctl/raymem is an in-memory cluster; rayctl/rayctltest has fake
+// clients with conflict injection; rayctl/launch is the launcher's live
+// half (apply a rendered launch and follow it).
 package rayctl
