@@ -14,40 +14,27 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"gridweave.dev/deploy/image"
 	"gridweave.dev/deploy/rayimage"
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/internal/raytest"
+	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 )
 
 // rayImagesTarball is the tarball a master of the Ray pods test serves as
-// its worker image: the pause image and both Ray images deploy/rayimage
-// builds (the head's and the GPU workers'), which every machine imports.
+// its worker image: the pause and test images and both Ray images
+// deploy/rayimage builds (the head's and the GPU workers'), which every
+// machine imports.
 func rayImagesTarball(t testing.TB) string {
 	t.Helper()
-	ctx := context.Background()
-	pause, err := image.BuildPause(ctx, "../..")
+	path, err := realnode.RayImageTarball(context.Background(), "../..", nil)
 	if err != nil {
-		t.Fatal(err)
-	}
-	images := map[string]v1.Image{image.PauseImage: pause}
-	for _, kind := range []rayimage.Kind{rayimage.Head, rayimage.Worker} {
-		img, err := rayimage.Image(ctx, rayimage.Options{Kind: kind})
-		if err != nil {
-			t.Fatal(err)
-		}
-		images[kind.Tag()] = img
-	}
-	path := filepath.Join(t.TempDir(), "images.tar")
-	if err := image.WriteTarballs(images, path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"gridweave.dev/deploy/image"
+	"gridweave.dev/deploy/rayimage"
 	"gridweave.dev/internal/testcluster"
 )
 
@@ -55,6 +59,63 @@ func ImageTarball(ctx context.Context, moduleDir string) (string, error) {
 	}
 	tmp := path + fmt.Sprintf(".%d.tmp", os.Getpid())
 	if err := image.WriteTarballs(map[string]v1.Image{image.PauseImage: pause, TestImage: podnet}, tmp); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// RayImageTarball is ImageTarball with the Ray images too: the head's
+// (rayimage.HeadTag) and the GPU workers' (rayimage.WorkerTag), built by
+// deploy/rayimage (as root, with mmdebstrap; cached there). The tarball is
+// cached beside ImageTarball's, by the sources and the Ray images'
+// digests; the two Ray images share their one layer, stored once.
+func RayImageTarball(ctx context.Context, moduleDir string, progress io.Writer) (string, error) {
+	small, err := ImageTarball(ctx, moduleDir)
+	if err != nil {
+		return "", err
+	}
+	work, err := os.MkdirTemp("", "gridweave-ray-images-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	kinds := []rayimage.Kind{rayimage.Head, rayimage.Worker}
+	built := map[rayimage.Kind]string{}
+	h := sha256.New()
+	fmt.Fprintln(h, filepath.Base(small))
+	for _, kind := range kinds {
+		built[kind] = filepath.Join(work, string(kind)+".tar")
+		digest, err := rayimage.Build(ctx, rayimage.Options{Kind: kind, Progress: progress}, built[kind], "")
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, kind, digest)
+	}
+	path := filepath.Join(filepath.Dir(small), "pause-podnet-ray-"+hex.EncodeToString(h.Sum(nil))[:16]+".tar")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	images := map[string]v1.Image{}
+	for _, from := range append([]string{small}, built[rayimage.Head], built[rayimage.Worker]) {
+		manifest, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(from) })
+		if err != nil {
+			return "", fmt.Errorf("realnode: %s: %w", from, err)
+		}
+		for _, entry := range manifest {
+			for _, tag := range entry.RepoTags {
+				ref, err := name.NewTag(tag)
+				if err != nil {
+					return "", err
+				}
+				if images[tag], err = tarball.ImageFromPath(from, &ref); err != nil {
+					return "", fmt.Errorf("realnode: %s in %s: %w", tag, from, err)
+				}
+			}
+		}
+	}
+	tmp := path + fmt.Sprintf(".%d.tmp", os.Getpid())
+	if err := image.WriteTarballs(images, tmp); err != nil {
 		os.Remove(tmp)
 		return "", err
 	}

@@ -133,49 +133,43 @@ func (c *Cluster) CoreDNSConfig(ctx context.Context, dir, server string, listen 
 	return []string{"-conf", corefile}, nil
 }
 
-// StartCoreDNS runs CoreDNS in this process's network namespace, serving
-// the cluster's names on listen:53 (an address of a device the test made,
-// such as a master's VPN address), until the test ends; it returns once
-// CoreDNS answers. Its log is printed when the test fails.
-func (c *Cluster) StartCoreDNS(tb testing.TB, listen netip.Addr) {
-	tb.Helper()
-	ctx := context.Background()
+// CoreDNS is a CoreDNS process serving the cluster's names.
+type CoreDNS struct {
+	cmd    *exec.Cmd
+	exited <-chan error
+	mu     sync.Mutex
+	log    bytes.Buffer
+}
+
+// RunCoreDNS runs CoreDNS in this process's network namespace, serving the
+// cluster's names on listen:53 (an address of a device the caller made,
+// such as a master's VPN address), its configuration in dir; owner marks
+// the process for Leftovers (OwnerEnv). It returns once CoreDNS answers;
+// Stop ends it.
+func (c *Cluster) RunCoreDNS(ctx context.Context, listen netip.Addr, dir, owner string) (*CoreDNS, error) {
 	root, err := DefaultCacheRoot()
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	binary, err := EnsureCoreDNS(ctx, root, nil)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	dir := tb.TempDir()
 	args, err := c.CoreDNSConfig(ctx, dir, c.Config.Host, listen)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	var log bytes.Buffer
-	var mu sync.Mutex
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), OwnerEnv+"=coredns-"+randhex.String(6))
-	cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(p) })
-	cmd.Stderr = cmd.Stdout
-	exited, err := childproc.Start(cmd)
-	if err != nil {
-		tb.Fatalf("testcluster: start CoreDNS: %v", err)
+	d := &CoreDNS{cmd: exec.Command(binary, args...)}
+	d.cmd.Env = append(os.Environ(), OwnerEnv+"="+owner)
+	d.cmd.Stdout = writerFunc(func(p []byte) (int, error) { d.mu.Lock(); defer d.mu.Unlock(); return d.log.Write(p) })
+	d.cmd.Stderr = d.cmd.Stdout
+	if d.exited, err = childproc.Start(d.cmd); err != nil {
+		return nil, fmt.Errorf("testcluster: start CoreDNS: %w", err)
 	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if tb.Failed() {
-			mu.Lock()
-			tb.Logf("coredns on %s:\n%s", listen, log.String())
-			mu.Unlock()
-		}
-	})
 	// Ready once it answers for the cluster's domain over UDP.
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", netip.AddrPortFrom(listen, 53).String())
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, "udp", netip.AddrPortFrom(listen, 53).String())
 	}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -183,20 +177,48 @@ func (c *Cluster) StartCoreDNS(tb testing.TB, listen netip.Addr) {
 		_, err := resolver.LookupHost(lookup, "kubernetes.default.svc."+ClusterDomain+".")
 		cancel()
 		if err == nil {
-			return
+			return d, nil
 		}
 		select {
-		case <-exited:
-			mu.Lock()
-			defer mu.Unlock()
-			tb.Fatalf("testcluster: CoreDNS exited:\n%s", log.String())
+		case <-d.exited:
+			return nil, fmt.Errorf("testcluster: CoreDNS exited:\n%s", d.Log())
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("testcluster: CoreDNS on %s does not answer: %v", listen, err)
+			d.Stop()
+			return nil, fmt.Errorf("testcluster: CoreDNS on %s does not answer: %v\n%s", listen, err, d.Log())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// Stop ends CoreDNS and waits for it.
+func (d *CoreDNS) Stop() {
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+}
+
+// Log is what CoreDNS printed.
+func (d *CoreDNS) Log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// StartCoreDNS is RunCoreDNS until the test ends; its log is printed when
+// the test fails.
+func (c *Cluster) StartCoreDNS(tb testing.TB, listen netip.Addr) {
+	tb.Helper()
+	d, err := c.RunCoreDNS(context.Background(), listen, tb.TempDir(), "coredns-"+randhex.String(6))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		d.Stop()
+		if tb.Failed() {
+			tb.Logf("coredns on %s:\n%s", listen, d.Log())
+		}
+	})
 }
 
 type writerFunc func(p []byte) (int, error)
