@@ -621,6 +621,7 @@ func rayJob(r *Recipe, in *Infra, name string, spec *rayv1.RayClusterSpec, sandb
 			BackoffLimit:              in.Launch.BackoffLimit,
 			ActiveDeadlineSeconds:     in.Launch.ActiveDeadlineSeconds,
 			PreRunningDeadlineSeconds: in.Launch.PreRunningDeadlineSeconds,
+			SubmissionMode:            rayv1.JobSubmissionMode(in.Launch.SubmissionMode),
 			RayClusterSpec:            spec,
 		},
 	}

@@ -426,7 +426,8 @@ func TestGPUSecurityDropsEveryCapability(t *testing.T) {
 }
 
 // TestRayJobRetriesAndDeadline: launch.backoffLimit,
-// activeDeadlineSeconds and submitterConfig.backoffLimit reach the RayJob,
+// activeDeadlineSeconds, submitterConfig.backoffLimit and submissionMode
+// reach the RayJob,
 // which lints clean against KubeRay's CRD; a bad value names its field,
 // and they need launch.mode rayjob.
 func TestRayJobRetriesAndDeadline(t *testing.T) {
@@ -449,6 +450,9 @@ func TestRayJobRetriesAndDeadline(t *testing.T) {
 	if job == nil {
 		t.Fatal("no RayJob")
 	}
+	if mode, _, _ := unstructured.NestedString(job.Object, "spec", "submissionMode"); mode != "" {
+		t.Errorf("spec.submissionMode = %q, want KubeRay's default (none given)", mode)
+	}
 	for path, want := range map[string]int64{"backoffLimit": 2, "activeDeadlineSeconds": 7200, "submitterConfig.backoffLimit": 4} {
 		got, _, _ := unstructured.NestedInt64(job.Object, append([]string{"spec"}, strings.Split(path, ".")...)...)
 		if got != want {
@@ -469,10 +473,13 @@ func TestRayJobRetriesAndDeadline(t *testing.T) {
 		}
 	}
 	for doc, path := range map[string]string{
-		"launch: {mode: rayjob, backoffLimit: -1}":                    "launch.backoffLimit",
-		"launch: {mode: rayjob, activeDeadlineSeconds: 0}":            "launch.activeDeadlineSeconds",
-		"launch: {mode: rayjob, submitterConfig: {backoffLimit: -2}}": "launch.submitterConfig.backoffLimit",
-		"launch: {mode: bringup, backoffLimit: 1}":                    "launch.mode",
+		"launch: {mode: rayjob, backoffLimit: -1}":                                                "launch.backoffLimit",
+		"launch: {mode: rayjob, activeDeadlineSeconds: 0}":                                        "launch.activeDeadlineSeconds",
+		"launch: {mode: rayjob, submitterConfig: {backoffLimit: -2}}":                             "launch.submitterConfig.backoffLimit",
+		"launch: {mode: bringup, backoffLimit: 1}":                                                "launch.mode",
+		"launch: {mode: rayjob, submissionMode: sidecar}":                                         "launch.submissionMode",
+		"launch: {mode: rayjob, submissionMode: SidecarMode, submitterConfig: {backoffLimit: 1}}": "launch.submitterConfig",
+		"launch: {mode: bringup, submissionMode: HTTPMode}":                                       "launch.mode",
 	} {
 		_, err := manifest.ParseInfra("inline", []byte("namespace: ns\nimages: {vllm: img}\n"+doc+"\n"))
 		var se *manifest.SpecError

@@ -98,7 +98,7 @@ func Schema(kind string) ([]byte, error) {
 }
 
 // infraRules are the infra spec's rules between fields: images are needed
-// unless the launch attaches; only kuberay.pdb takes minAvailable, and not
+// unless the launch attaches; a RayJob's settings need a RayJob; only kuberay.pdb takes minAvailable, and not
 // with maxUnavailable; egress CIDRs need a policy that limits egress.
 func infraRules(s map[string]any) {
 	s["if"] = map[string]any{"properties": map[string]any{"launch": map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeAttach}}}}}
@@ -108,9 +108,14 @@ func infraRules(s map[string]any) {
 	props["launch"].(map[string]any)["anyOf"] = []any{
 		map[string]any{"not": map[string]any{"anyOf": []any{
 			map[string]any{"required": []string{"backoffLimit"}}, map[string]any{"required": []string{"activeDeadlineSeconds"}},
-			map[string]any{"required": []string{"preRunningDeadlineSeconds"}}, map[string]any{"required": []string{"submitterConfig"}}}}},
+			map[string]any{"required": []string{"preRunningDeadlineSeconds"}}, map[string]any{"required": []string{"submitterConfig"}},
+			map[string]any{"required": []string{"submissionMode"}}}}},
 		map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeRayJob}}},
 	}
+	// SidecarMode makes no submitter Job to configure.
+	props["launch"].(map[string]any)["if"] = map[string]any{"required": []string{"submissionMode"},
+		"properties": map[string]any{"submissionMode": map[string]any{"const": "SidecarMode"}}}
+	props["launch"].(map[string]any)["then"] = map[string]any{"not": map[string]any{"required": []string{"submitterConfig"}}}
 	sandbox := props["sandbox"].(map[string]any)["properties"].(map[string]any)
 	sandbox["pdb"].(map[string]any)["not"] = map[string]any{"required": []string{"minAvailable"}}
 	// Egress CIDRs need a policy that limits egress.

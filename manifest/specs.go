@@ -93,6 +93,12 @@ type Launch struct {
 	PreRunningDeadlineSeconds *int32 `json:"preRunningDeadlineSeconds,omitempty" schema:"minimum=1"`
 	// SubmitterConfig is the submitter Job's own retries.
 	SubmitterConfig *SubmitterSettings `json:"submitterConfig,omitempty"`
+	// SubmissionMode is how KubeRay submits the RayJob's job: K8sJobMode
+	// (the default: a submitter Job, whose pod may land on any node),
+	// SidecarMode (a submitter container in the head pod, so it runs
+	// where the head runs) or HTTPMode (the operator itself, over HTTP to
+	// the dashboard).
+	SubmissionMode string `json:"submissionMode,omitempty" schema:"enum=K8sJobMode|SidecarMode|HTTPMode"`
 }
 
 // SubmitterSettings configure the RayJob's submitter Job.

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -102,8 +103,17 @@ func (in *Infra) validate(file string) error {
 	if s := in.Launch.SubmitterConfig; s != nil && s.BackoffLimit != nil && *s.BackoffLimit < 0 {
 		return bad("launch.submitterConfig.backoffLimit", "must not be negative")
 	}
-	if l := in.Launch; l.Mode != ModeRayJob && (l.BackoffLimit != nil || l.ActiveDeadlineSeconds != nil || l.PreRunningDeadlineSeconds != nil || l.SubmitterConfig != nil) {
-		return bad("launch.mode", "backoffLimit, activeDeadlineSeconds, preRunningDeadlineSeconds and submitterConfig are a RayJob's: launch.mode is %q, not rayjob", l.Mode)
+	if l := in.Launch; l.Mode != ModeRayJob && (l.BackoffLimit != nil || l.ActiveDeadlineSeconds != nil || l.PreRunningDeadlineSeconds != nil || l.SubmitterConfig != nil || l.SubmissionMode != "") {
+		return bad("launch.mode", "backoffLimit, activeDeadlineSeconds, preRunningDeadlineSeconds, submitterConfig and submissionMode are a RayJob's: launch.mode is %q, not rayjob", l.Mode)
+	}
+	switch in.Launch.SubmissionMode {
+	case "", string(rayv1.K8sJobMode), string(rayv1.HTTPMode):
+	case string(rayv1.SidecarMode):
+		if in.Launch.SubmitterConfig != nil {
+			return bad("launch.submitterConfig", "configures a submitter Job, which SidecarMode does not make (its submitter is a container of the head pod): leave it out, or use K8sJobMode")
+		}
+	default:
+		return bad("launch.submissionMode", "%q: want K8sJobMode, SidecarMode or HTTPMode", in.Launch.SubmissionMode)
 	}
 	sb := in.Sandbox
 	if sb.Replicas != nil && *sb.Replicas < 0 {

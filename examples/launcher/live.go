@@ -315,6 +315,7 @@ func dash(s string) string {
 
 func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)) *cobra.Command {
 	var clusterName, dashboardURL, output string
+	var namespace string // the namespace session resolved
 	job := &cobra.Command{Use: "job", Short: "Jobs of a cluster's Ray dashboard (through the API server's service proxy, or --dashboard-url)"}
 	job.PersistentFlags().StringVar(&clusterName, "cluster", "", "the RayCluster (or RayJob) whose dashboard to use")
 	job.PersistentFlags().StringVar(&dashboardURL, "dashboard-url", "", "the dashboard's URL, instead of the service proxy")
@@ -327,6 +328,7 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 		if err != nil {
 			return nil, nil, err
 		}
+		namespace = ns
 		d, err := s.Dashboard(cmd.Context(), ns, clusterName, dashboardURL)
 		if err != nil {
 			return nil, nil, err
@@ -372,15 +374,31 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 	}
 	list.Flags().StringVarP(&output, "output", "o", "", "json")
 	jobLogs := &cobra.Command{
-		Use:   "logs SUBMISSION_ID",
-		Short: "A job's driver log",
-		Args:  cobra.ExactArgs(1),
+		Use:   "logs [SUBMISSION_ID]",
+		Short: "A job's driver log (without an id, the job of the RayJob --cluster names)",
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := connect(cmd)
+			if len(args) == 0 && clusterName == "" {
+				return fail(errors.New("give a SUBMISSION_ID, or --cluster NAME of a RayJob to read its job's log"))
+			}
+			s, d, err := session(cmd)
 			if err != nil {
 				return fail(err)
 			}
-			logs, err := d.JobLogs(cmd.Context(), args[0])
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			} else {
+				job, err := s.Ray.RayV1().RayJobs(namespace).Get(cmd.Context(), clusterName, metav1.GetOptions{})
+				switch {
+				case err != nil:
+					return fail(fmt.Errorf("no SUBMISSION_ID given, and no RayJob %s/%s to take it from: %w", namespace, clusterName, err))
+				case job.Status.JobId == "":
+					return fail(fmt.Errorf("RayJob %s/%s has no job yet (deployment %q): try again once it runs", namespace, clusterName, job.Status.JobDeploymentStatus))
+				}
+				id = job.Status.JobId
+			}
+			logs, err := d.JobLogs(cmd.Context(), id)
 			if err != nil {
 				return fail(err)
 			}

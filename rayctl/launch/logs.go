@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,10 +32,25 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 	if err != nil {
 		return err
 	}
-	var picked []corev1.Pod
+	// The Ray container is a pod's first (KubeRay puts it there; sidecars
+	// such as the autoscaler come after it); a RayJob's submitter in
+	// SidecarMode is a container of the head pod.
+	type podLog struct {
+		pod       corev1.Pod
+		container string
+	}
+	var picked []podLog
 	matched := 0
 	for _, p := range pods {
-		if opts.Target != "" && Fleet(&p) != opts.Target {
+		container := ""
+		if len(p.Spec.Containers) > 0 {
+			container = p.Spec.Containers[0].Name
+		}
+		switch fleet := Fleet(&p); {
+		case opts.Target == "" || fleet == opts.Target:
+		case opts.Target == "submitter" && fleet == "head" && slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == sidecarSubmitter }):
+			container = sidecarSubmitter
+		default:
 			continue
 		}
 		matched++
@@ -43,7 +59,7 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 			fmt.Fprintf(w, "[%s] (no log yet: the pod is Pending%s)\n", p.Name, problemSuffix(&p))
 			continue
 		}
-		picked = append(picked, p)
+		picked = append(picked, podLog{p, container})
 	}
 	if matched == 0 {
 		return fmt.Errorf("no pods of %q in launch %s/%s (targets: head, submitter, sandbox or a worker group)", opts.Target, namespace, name)
@@ -51,13 +67,9 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
-	copyPod := func(p corev1.Pod) error {
-		// The Ray container is the pod's first (KubeRay puts it there);
-		// sidecars such as the autoscaler come after it.
-		podOpts := &corev1.PodLogOptions{Follow: opts.Follow, TailLines: opts.Tail, Previous: opts.Previous}
-		if len(p.Spec.Containers) > 0 {
-			podOpts.Container = p.Spec.Containers[0].Name
-		}
+	copyPod := func(pl podLog) error {
+		p := pl.pod
+		podOpts := &corev1.PodLogOptions{Container: pl.container, Follow: opts.Follow, TailLines: opts.Tail, Previous: opts.Previous}
 		if opts.Since > 0 {
 			podOpts.SinceSeconds = ptr.To(int64((opts.Since + time.Second - 1) / time.Second))
 		}
@@ -100,6 +112,10 @@ func (s *Session) Logs(ctx context.Context, namespace, name string, opts LogOpti
 	}
 	return first
 }
+
+// sidecarSubmitter is the name of the container KubeRay adds to the head
+// pod of a RayJob in SidecarMode to submit its job.
+const sidecarSubmitter = "ray-job-submitter"
 
 func problemSuffix(p *corev1.Pod) string {
 	if problem := PodProblem(p); problem != "" {
