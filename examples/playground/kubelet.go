@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"gridweave.dev/deploy/rayimage"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
@@ -32,9 +33,9 @@ const playgroundPodRange = "198.18.128.0/18"
 
 // kubeletModeEnv sets what a master of the kubelet join mode needs in env:
 // the control plane's kubelet to serve (built and cached with it), the
-// pause and test images as the worker image tarball (built without
-// Docker, cached), the cluster's pod range; and applies the deploy files'
-// bindings for the machines' bootstrap tokens.
+// pause, test and Ray images as the worker image tarball (built without
+// Docker, cached), the cluster's pod range and DNS; and applies the
+// deploy files' bindings for the machines' bootstrap tokens.
 func kubeletModeEnv(ctx context.Context, tc *testcluster.Cluster, env map[string]string, progress io.Writer) error {
 	root, err := testcluster.DefaultCacheRoot()
 	if err != nil {
@@ -49,8 +50,8 @@ func kubeletModeEnv(ctx context.Context, tc *testcluster.Cluster, env map[string
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(progress, "the pause and test images for machines")
-	images, err := realnode.ImageTarball(ctx, module)
+	fmt.Fprintln(progress, "the images for machines: pause, test and Ray (the first start builds Ray's from Debian and PyPI: minutes)")
+	images, err := realnode.RayImageTarball(ctx, module, nil)
 	if err != nil {
 		return err
 	}
@@ -66,8 +67,11 @@ func kubeletModeEnv(ctx context.Context, tc *testcluster.Cluster, env map[string
 	// kubernetes, not the master's VPN address it is reached at.
 	env["KUBELET_TLS_SERVER_NAME"] = "kubernetes"
 	env["WORKER_IMAGE_TAR"] = images
-	env["RAY_IMAGE_WORKER"] = realnode.TestImage
+	env["RAY_IMAGE_WORKER"], env["RAY_IMAGE"] = rayimage.WorkerTag, rayimage.HeadTag
 	env["CLUSTER_CIDR"] = playgroundPodRange
+	// Pods resolve the cluster's names (a Ray worker finds its head by
+	// its Service's) with CoreDNS on the master's VPN address.
+	env["CLUSTER_DNS"] = playgroundVPNIP
 	return nil
 }
 

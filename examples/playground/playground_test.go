@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -173,6 +174,7 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 		if out, err := health.CombinedOutput(); err != nil || !strings.Contains(string(out), `"status":"ok"`) {
 			t.Errorf("the master's VPN listener through the machine's tunnel: %v: %s", err, out)
 		}
+		runHelloPods(t, filepath.Join(bin, "launcher"), kubeconfig, text)
 	}
 
 	_ = cmd.Process.Signal(os.Interrupt)
@@ -217,4 +219,93 @@ func vpnPort(t *testing.T, banner string) string {
 		t.Fatalf("the banner names no VPN listener:\n%s", banner)
 	}
 	return m[1]
+}
+
+// runHelloPods runs the banner's Ray launch on the joined machine as a
+// user does (launcher run, status, job logs): KubeRay's head and worker pods
+// run there, on the Ray images the master served, and the job's task
+// prints the name of the worker pod it ran on.
+func runHelloPods(t *testing.T, launcher, kubeconfig, banner string) {
+	t.Helper()
+	const recipe, infra = "examples/launcher/specs/hello_pods.recipe.yaml", "examples/launcher/specs/hello_pods.infra.yaml"
+	// The banner and the README give the commands this runs.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, command := range []string{"run    " + recipe + " " + infra, "status hello-pods -n playground", "job logs --cluster hello-pods -n playground"} {
+		line := "go run ./examples/launcher " + command + "\n"
+		if !strings.Contains(banner, line) {
+			t.Errorf("the banner does not say: %s%s", line, banner)
+		}
+		if !strings.Contains(string(readme), line) {
+			t.Errorf("README.md does not say: %s", line)
+		}
+	}
+	launch := func(args ...string) ([]byte, error) {
+		return exec.Command(launcher, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	}
+	began := time.Now()
+	out, err := launch("run", "../../"+recipe, "../../"+infra, "--timeout", "5m")
+	if err != nil || !strings.Contains(string(out), "RayJob playground/hello-pods is running") {
+		t.Fatalf("launcher run hello_pods: %v\n%s", err, out)
+	}
+	// The job's pods, as launcher status shows them, until it succeeds.
+	type podSeen struct{ fleet, node, phase string }
+	seen := map[string]podSeen{}
+	var status struct {
+		Job *struct {
+			JobStatus, DeploymentStatus string
+		} `json:"job"`
+		Fleets []struct {
+			Fleet string                               `json:"fleet"`
+			Pods  []struct{ Name, Phase, Node string } `json:"pods"`
+		} `json:"fleets"`
+	}
+	var last []byte
+	for deadline := time.Now().Add(6 * time.Minute); ; time.Sleep(2 * time.Second) {
+		if last, err = launch("status", "hello-pods", "-n", "playground", "-o", "json"); err == nil && json.Unmarshal(last, &status) == nil {
+			for _, f := range status.Fleets {
+				for _, p := range f.Pods {
+					if seen[p.Name].phase != "Running" {
+						seen[p.Name] = podSeen{f.Fleet, p.Node, p.Phase}
+					}
+				}
+			}
+			if status.Job != nil && (status.Job.JobStatus == "SUCCEEDED" || status.Job.DeploymentStatus == "Failed") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if status.Job == nil || status.Job.JobStatus != "SUCCEEDED" {
+		logs, _ := launch("logs", "hello-pods", "-n", "playground")
+		t.Fatalf("the hello-pods job did not succeed: %v\n%s\npods seen: %v\nlogs:\n%s", err, last, seen, logs)
+	}
+	logs, err := launch("job", "logs", "--cluster", "hello-pods", "-n", "playground")
+	ran := regexp.MustCompile(`RAN ON (hello-pods-\S+-trainer-worker-\S+)`).FindSubmatch(logs)
+	if err != nil || ran == nil {
+		t.Fatalf("launcher job logs --cluster hello-pods: %v; no task's line:\n%s", err, logs)
+	}
+	worker := string(ran[1])
+	for _, fleet := range []string{"head", "trainer"} {
+		found := false
+		for name, p := range seen {
+			if p.fleet == fleet {
+				found = true
+				if p.node != "machine-1" || p.phase != "Running" {
+					t.Errorf("the %s pod %s: %s on %q, want Running on machine-1", fleet, name, p.phase, p.node)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("launcher status never showed a %s pod: %v", fleet, seen)
+		}
+	}
+	if p := seen[worker]; p.fleet != "trainer" || p.node != "machine-1" {
+		t.Errorf("the task ran on %s, which launcher status showed as %+v, not a trainer pod on machine-1", worker, p)
+	}
+	t.Logf("hello-pods SUCCEEDED %s after launcher run began; pods %v; the job's log: %s", time.Since(began).Round(100*time.Millisecond), seen, ran[0])
 }

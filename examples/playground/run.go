@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gridweave.dev/deploy/rayimage"
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/randhex"
@@ -148,6 +149,13 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, k
 		if err := wgmesh.SetPrivateKey(ctx, wireguardDevice, masterPrivate, wireguardPort); err != nil {
 			return err
 		}
+		// The cluster's DNS (CLUSTER_DNS), on the device's address.
+		fmt.Fprintln(stderr, "the cluster's DNS: CoreDNS on "+playgroundVPNIP+" (the first start builds it)")
+		dns, err := tc.RunCoreDNS(ctx, netip.MustParseAddr(playgroundVPNIP), filepath.Join(tc.Dir, "coredns"), tc.ID)
+		if err != nil {
+			return fmt.Errorf("the cluster's DNS: %w", err)
+		}
+		defer dns.Stop()
 		m, err := wgmesh.New(ctx, wireguardDevice, &wgmesh.Options{Logger: log})
 		if err != nil {
 			return err
@@ -229,8 +237,15 @@ hostname, mounts and cgroups): containerd (from the host's packages) and the kub
 (the control plane's, served by the master) run there, its Node becomes Ready, and a
 pod of the test image %s runs on it, reached from here through the tunnel.
 Its pods' addresses are in %s. There is no registry: only the images the master
-serves (the pause image and %s) run on machines.`, masterUnderlay, wireguardDevice, playgroundVPNIP, command, cfg.VPNURL,
-			realnode.TestImage, playgroundPodRange, realnode.TestImage)
+serves (the pause image, %s, and Ray's %s and %s) run on machines.
+
+Ray on the joined machines (KubeRay's head and worker pods; the job prints the
+worker pod it ran on):
+
+  go run ./examples/launcher run    examples/launcher/specs/hello_pods.recipe.yaml examples/launcher/specs/hello_pods.infra.yaml
+  go run ./examples/launcher status hello-pods -n playground
+  go run ./examples/launcher job logs --cluster hello-pods -n playground`, masterUnderlay, wireguardDevice, playgroundVPNIP, command, cfg.VPNURL,
+			realnode.TestImage, playgroundPodRange, realnode.TestImage, rayimage.HeadTag, rayimage.WorkerTag)
 	}
 	fmt.Fprintf(stdout, `
 The playground is up: a Kubernetes %s control plane with the KubeRay %s operator,
