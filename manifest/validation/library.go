@@ -498,21 +498,50 @@ func loadPrecompiledSchema(crdFile, version string) func() (*apiextensions.JSONS
 // precompiledNodeAt reads from a precompiled version schema only the
 // JSON of the schema at the end of steps (schemaNodeAt). The file is read
 // on first need and kept (embed's ReadFile copies it on every call).
+//
+// Where each node lies is kept once found (by its steps' key, up to
+// maxFoundNodes of them): a later lookup of it, or of a node under it,
+// starts there instead of skipping from the root again.
 func precompiledNodeAt(crdFile, version string) func(steps []schemaStep) ([]byte, error) {
 	name := precompiledSchemaName(crdFile, version)
 	read := sync.OnceValues(func() ([]byte, error) { return precompiledFS.ReadFile(name) })
+	var mu sync.Mutex
+	found := map[string][]byte{} // a slice of the file's data
 	return func(steps []schemaStep) ([]byte, error) {
 		data, err := read()
 		if err != nil {
 			return nil, err
 		}
-		node, err := schemaNodeAt(data, steps)
-		if err != nil {
-			return nil, fmt.Errorf("%s %w", name, err)
+		keys := make([]string, len(steps)+1) // keys[i]: of steps[:i]
+		for i := range steps {
+			keys[i+1] = keys[i] + stepsKey(steps[i:i+1])
+		}
+		node, from := data, 0
+		mu.Lock()
+		for i := len(steps); i > 0; i-- {
+			if n, ok := found[keys[i]]; ok {
+				node, from = n, i
+				break
+			}
+		}
+		mu.Unlock()
+		for i := from; i < len(steps); i++ {
+			if node, err = nodeUnder(node, steps[i]); err != nil {
+				return nil, fmt.Errorf("%s at %s: %w", name, keys[i+1], err)
+			}
+			mu.Lock()
+			if len(found) < maxFoundNodes {
+				found[keys[i+1]] = node
+			}
+			mu.Unlock()
 		}
 		return node, nil
 	}
 }
+
+// maxFoundNodes bounds the node locations a precompiled library keeps
+// (a key and a slice header each).
+const maxFoundNodes = 4096
 
 // schemaNodeAt is the JSON of the node at the end of steps in schema, the
 // JSON of an apiextensions.JSONSchemaProps: the way there is found by
@@ -520,22 +549,31 @@ func precompiledNodeAt(crdFile, version string) func(steps []schemaStep) ([]byte
 func schemaNodeAt(schema []byte, steps []schemaStep) ([]byte, error) {
 	node := schema
 	for i, step := range steps {
-		// The fields of apiextensions.JSONSchemaProps, as json.Marshal
-		// names them.
-		var path []string
-		switch {
-		case step.items:
-			path = []string{"Items", "Schema"}
-		case step.additional:
-			path = []string{"AdditionalProperties", "Schema"}
-		default:
-			path = []string{"Properties", step.property}
+		var err error
+		if node, err = nodeUnder(node, step); err != nil {
+			return nil, fmt.Errorf("at %s: %w", stepsKey(steps[:i+1]), err)
 		}
-		for _, key := range path {
-			var err error
-			if node, err = memberValue(node, key); err != nil {
-				return nil, fmt.Errorf("at %s: %w", stepsKey(steps[:i+1]), err)
-			}
+	}
+	return node, nil
+}
+
+// nodeUnder is the JSON of the node one step under node.
+func nodeUnder(node []byte, step schemaStep) ([]byte, error) {
+	// The fields of apiextensions.JSONSchemaProps, as json.Marshal names
+	// them.
+	var path []string
+	switch {
+	case step.items:
+		path = []string{"Items", "Schema"}
+	case step.additional:
+		path = []string{"AdditionalProperties", "Schema"}
+	default:
+		path = []string{"Properties", step.property}
+	}
+	for _, key := range path {
+		var err error
+		if node, err = memberValue(node, key); err != nil {
+			return nil, err
 		}
 	}
 	return node, nil

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,10 +135,8 @@ func TestOperatorMishandles(t *testing.T) {
 		t.Skip("needs the test control plane")
 	}
 	tc := testcluster.Shared(t)
-	// The subtests mostly wait for the operator, two at a time (-parallel
-	// is the number of CPUs): about 5 s each.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel) // after the parallel subtests
+	defer cancel()
 	big := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti"),
 		corev1.ResourcePods: resource.MustParse("1000"),
@@ -146,6 +147,7 @@ func TestOperatorMishandles(t *testing.T) {
 	files, _ := filepath.Glob("testdata/users/*.yaml")
 	seen := map[string]int{}
 	n := 0
+	var checks []concurrentCheck
 	for _, file := range files {
 		docs, err := validation.LoadDocuments(file)
 		if err != nil {
@@ -169,13 +171,13 @@ func TestOperatorMishandles(t *testing.T) {
 			if err := tc.CreateNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}
-			t.Run(fmt.Sprintf("%s %s", rule, d.Object.GetName()), func(t *testing.T) {
-				t.Parallel()
+			checks = append(checks, concurrentCheck{fmt.Sprintf("%s %s", rule, d.Object.GetName()), func(t testing.TB) {
 				showMishandling(ctx, t, tc, ns, rule, d)
-			})
+			}})
 			seen[rule]++
 		}
 	}
+	runConcurrently(t, checks)
 	for rule := range mishandledRules {
 		if seen[rule] == 0 {
 			t.Errorf("no document of the users' corpus shows %s", rule)
@@ -183,9 +185,93 @@ func TestOperatorMishandles(t *testing.T) {
 	}
 }
 
+// concurrentCheck is a named check for runConcurrently.
+type concurrentCheck struct {
+	name string
+	run  func(t testing.TB)
+}
+
+// runConcurrently runs every check at once, each in a goroutine of its
+// own, then reports each as a subtest with what it logged and whether it
+// failed. The checks mostly wait for the operator: as parallel subtests,
+// -parallel (the number of CPUs) would run two at a time.
+func runConcurrently(t *testing.T, checks []concurrentCheck) {
+	recorders := make([]*checkRecorder, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		recorders[i] = &checkRecorder{TB: t}
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					recorders[i].Errorf("panic: %v\n%s", r, debug.Stack())
+				}
+			}()
+			c.run(recorders[i])
+		})
+	}
+	wg.Wait()
+	for i, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			r := recorders[i]
+			for _, line := range r.lines {
+				t.Log(line)
+			}
+			if r.failed {
+				t.Fail()
+			}
+		})
+	}
+}
+
+// checkRecorder is the testing.TB of a check runConcurrently runs: it
+// keeps what the check logs and whether it failed, and a fatal failure
+// ends the check's goroutine. What it does not override is the test's.
+type checkRecorder struct {
+	testing.TB
+	mu     sync.Mutex
+	lines  []string
+	failed bool
+}
+
+func (r *checkRecorder) Helper() {}
+
+func (r *checkRecorder) record(failed bool, line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, line)
+	r.failed = r.failed || failed
+}
+
+func (r *checkRecorder) Log(args ...any) { r.record(false, fmt.Sprint(args...)) }
+func (r *checkRecorder) Logf(format string, args ...any) {
+	r.record(false, fmt.Sprintf(format, args...))
+}
+func (r *checkRecorder) Error(args ...any) { r.record(true, fmt.Sprint(args...)) }
+func (r *checkRecorder) Errorf(format string, args ...any) {
+	r.record(true, fmt.Sprintf(format, args...))
+}
+func (r *checkRecorder) Fail() { r.record(true, "failed") }
+func (r *checkRecorder) FailNow() {
+	r.record(true, "failed")
+	goruntime.Goexit()
+}
+func (r *checkRecorder) Fatal(args ...any) {
+	r.record(true, fmt.Sprint(args...))
+	goruntime.Goexit()
+}
+func (r *checkRecorder) Fatalf(format string, args ...any) {
+	r.record(true, fmt.Sprintf(format, args...))
+	goruntime.Goexit()
+}
+func (r *checkRecorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
 // showMishandling creates d in ns and shows the operator doing what rule
 // says it will.
-func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns, rule string, d validation.Document) {
+func showMishandling(ctx context.Context, t testing.TB, tc *testcluster.Cluster, ns, rule string, d validation.Document) {
 	name := d.Object.GetName()
 	var want int32
 	if d.Object.GetKind() == "RayCluster" {
@@ -468,7 +554,7 @@ func showMishandling(ctx context.Context, t *testing.T, tc *testcluster.Cluster,
 
 // headTemplateServiceAccount is the serviceAccountName of a RayCluster's
 // head template.
-func headTemplateServiceAccount(t *testing.T, d validation.Document) string {
+func headTemplateServiceAccount(t testing.TB, d validation.Document) string {
 	sa, _, err := unstructured.NestedString(d.Object.Object, "spec", "headGroupSpec", "template", "spec", "serviceAccountName")
 	if err != nil || sa == "" {
 		t.Fatalf("no serviceAccountName in the head template: %v", err)
@@ -494,7 +580,7 @@ func createAsWritten(ctx context.Context, tc *testcluster.Cluster, ns string, d 
 }
 
 // waitFor polls until done, failing the test when ctx ends first.
-func waitFor(ctx context.Context, t *testing.T, what string, done func() bool) {
+func waitFor(ctx context.Context, t testing.TB, what string, done func() bool) {
 	t.Helper()
 	for !done() {
 		if ctx.Err() != nil {
@@ -506,7 +592,7 @@ func waitFor(ctx context.Context, t *testing.T, what string, done func() bool) {
 
 // waitForEvent waits for a warning event of reason in ns; it returns the
 // warning events.
-func waitForEvent(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns, reason string) string {
+func waitForEvent(ctx context.Context, t testing.TB, tc *testcluster.Cluster, ns, reason string) string {
 	t.Helper()
 	var summary string
 	waitFor(ctx, t, "a "+reason+" event", func() bool {
@@ -516,7 +602,7 @@ func waitForEvent(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns
 	return summary
 }
 
-func podsIn(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) int {
+func podsIn(ctx context.Context, t testing.TB, tc *testcluster.Cluster, ns string) int {
 	pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -524,7 +610,7 @@ func podsIn(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns strin
 	return len(pods.Items)
 }
 
-func headPod(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) *corev1.Pod {
+func headPod(ctx context.Context, t testing.TB, tc *testcluster.Cluster, ns string) *corev1.Pod {
 	pods, err := tc.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "ray.io/node-type=head"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("the head pod: %v", err)
@@ -544,7 +630,7 @@ func envOf(p *corev1.Pod) map[string]string {
 // settledWorkers waits until the operator has acted on a namespace's
 // RayCluster (the head pod exists) and the number of worker pods has not
 // changed for ten seconds; it returns that number and the warning events.
-func settledWorkers(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) (int32, string) {
+func settledWorkers(ctx context.Context, t testing.TB, tc *testcluster.Cluster, ns string) (int32, string) {
 	t.Helper()
 	last, stableSince := int32(-1), time.Now()
 	for {
@@ -576,7 +662,7 @@ func settledWorkers(ctx context.Context, t *testing.T, tc *testcluster.Cluster, 
 }
 
 // warningEvents lists a namespace's warning events as [reason: message].
-func warningEvents(ctx context.Context, t *testing.T, tc *testcluster.Cluster, ns string) string {
+func warningEvents(ctx context.Context, t testing.TB, tc *testcluster.Cluster, ns string) string {
 	events, err := tc.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -190,8 +190,9 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 			m := all[j]
 			mutated := m.apply(obj)
 			what := fmt.Sprintf("%s: %v = %#v", obj["kind"], m.path, m.value)
-			uncertainMatchesWhole(t, inMemory, whole, mutated, what)
-			errs, belowRoot := uncertainMatchesWhole(t, precompiled, whole, mutated, what)
+			errs := wholeErrors(whole, mutated)
+			uncertainMatches(t, inMemory, errs, mutated, what)
+			belowRoot := uncertainMatches(t, precompiled, errs, mutated, what)
 			compared++
 			if errs != "" {
 				withErrors++
@@ -212,7 +213,20 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 // whether every value validated lies below the root.
 func uncertainMatchesWhole(t *testing.T, lib *crdLibrary, whole kubeOpenAPIOnly, obj map[string]any, what string) (errs string, belowRoot bool) {
 	t.Helper()
-	want := sortedErrors(apiservervalidation.ValidateCustomResource(nil, obj, whole))
+	errs = wholeErrors(whole, obj)
+	return errs, uncertainMatches(t, lib, errs, obj, what)
+}
+
+// wholeErrors are the errors whole finds on obj, sorted.
+func wholeErrors(whole kubeOpenAPIOnly, obj map[string]any) string {
+	return sortedErrors(apiservervalidation.ValidateCustomResource(nil, obj, whole))
+}
+
+// uncertainMatches fails the test unless lib.validateUncertain finds on
+// obj, word for word, want (the whole schema's errors). It returns whether
+// every value validated lies below the root.
+func uncertainMatches(t *testing.T, lib *crdLibrary, want string, obj map[string]any, what string) (belowRoot bool) {
+	t.Helper()
 	result, err := lib.validateUncertain(obj)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -221,7 +235,7 @@ func uncertainMatchesWhole(t *testing.T, lib *crdLibrary, whole kubeOpenAPIOnly,
 		t.Errorf("%s:\n got %s\nwant %s", what, got, want)
 	}
 	values := lib.check.uncertainValues(obj, strfmt.Default, "", nil, nil)
-	return want, len(values) > 0 && !slices.ContainsFunc(values, func(u uncertainValue) bool { return len(u.steps) == 0 })
+	return len(values) > 0 && !slices.ContainsFunc(values, func(u uncertainValue) bool { return len(u.steps) == 0 })
 }
 
 // A value of the wrong type in a fresh Validator is validated without
@@ -1043,8 +1057,9 @@ extra: {n: 1}
 	addUnknown(obj, nil)
 	var withErrors, belowRoot int
 	for _, m := range all {
-		errs, below := uncertainMatchesWhole(t, lib, whole, m.apply(obj), fmt.Sprintf("%v = %#v", m.path, m.value))
-		uncertainMatchesWhole(t, precompiled, whole, m.apply(obj), fmt.Sprintf("precompiled: %v = %#v", m.path, m.value))
+		mutated := m.apply(obj)
+		errs, below := uncertainMatchesWhole(t, lib, whole, mutated, fmt.Sprintf("%v = %#v", m.path, m.value))
+		uncertainMatches(t, precompiled, errs, mutated, fmt.Sprintf("precompiled: %v = %#v", m.path, m.value))
 		if errs != "" {
 			withErrors++
 			if below {
