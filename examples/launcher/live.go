@@ -315,28 +315,28 @@ func dash(s string) string {
 
 func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)) *cobra.Command {
 	var clusterName, dashboardURL, output string
-	var namespace string // the namespace session resolved
 	job := &cobra.Command{Use: "job", Short: "Jobs of a cluster's Ray dashboard (through the API server's service proxy, or --dashboard-url)"}
 	job.PersistentFlags().StringVar(&clusterName, "cluster", "", "the RayCluster (or RayJob) whose dashboard to use")
 	job.PersistentFlags().StringVar(&dashboardURL, "dashboard-url", "", "the dashboard's URL, instead of the service proxy")
 	_ = job.RegisterFlagCompletionFunc("cluster", completeLaunches)
-	session := func(cmd *cobra.Command) (*launch.Session, *dashboard.Client, error) {
+	// session: the launch session, its namespace and the dashboard's
+	// client.
+	session := func(cmd *cobra.Command) (*launch.Session, string, *dashboard.Client, error) {
 		if clusterName == "" && dashboardURL == "" {
-			return nil, nil, errors.New("--cluster NAME or --dashboard-url URL is required")
+			return nil, "", nil, errors.New("--cluster NAME or --dashboard-url URL is required")
 		}
 		s, ns, err := k.session(stdout)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		namespace = ns
 		d, err := s.Dashboard(cmd.Context(), ns, clusterName, dashboardURL)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		return s, d, nil
+		return s, ns, d, nil
 	}
 	connect := func(cmd *cobra.Command) (*dashboard.Client, error) {
-		_, d, err := session(cmd)
+		_, _, d, err := session(cmd)
 		return d, err
 	}
 	fail := func(err error) error {
@@ -381,7 +381,7 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 			if len(args) == 0 && clusterName == "" {
 				return fail(errors.New("give a SUBMISSION_ID, or --cluster NAME of a RayJob to read its job's log"))
 			}
-			s, d, err := session(cmd)
+			s, namespace, d, err := session(cmd)
 			if err != nil {
 				return fail(err)
 			}
@@ -473,7 +473,7 @@ func jobCommands(k *kubeFlags, stdout, stderr io.Writer, completeLaunches func(*
 				}
 				env["env_vars"] = vars
 			}
-			s, d, err := session(cmd)
+			s, _, d, err := session(cmd)
 			if err != nil {
 				return fail(err)
 			}

@@ -51,7 +51,7 @@ func kubeletModeEnv(ctx context.Context, tc *testcluster.Cluster, env map[string
 		return err
 	}
 	fmt.Fprintln(progress, "the images for machines: pause, test and Ray (the first start builds Ray's from Debian and PyPI: minutes)")
-	images, err := realnode.RayImageTarball(ctx, module, nil)
+	images, err := realnode.RayImageTarball(ctx, module, progress)
 	if err != nil {
 		return err
 	}

@@ -135,10 +135,11 @@ func (c *Cluster) CoreDNSConfig(ctx context.Context, dir, server string, listen 
 
 // CoreDNS is a CoreDNS process serving the cluster's names.
 type CoreDNS struct {
-	cmd    *exec.Cmd
-	exited <-chan error
-	mu     sync.Mutex
-	log    bytes.Buffer
+	cmd     *exec.Cmd
+	exited  <-chan error
+	stopped sync.Once
+	mu      sync.Mutex
+	log     bytes.Buffer
 }
 
 // RunCoreDNS runs CoreDNS in this process's network namespace, serving the
@@ -180,9 +181,13 @@ func (c *Cluster) RunCoreDNS(ctx context.Context, listen netip.Addr, dir, owner 
 			return d, nil
 		}
 		select {
-		case <-d.exited:
-			return nil, fmt.Errorf("testcluster: CoreDNS exited:\n%s", d.Log())
+		case err := <-d.exited:
+			return nil, fmt.Errorf("testcluster: CoreDNS exited (%v):\n%s", err, d.Log())
 		default:
+		}
+		if ctx.Err() != nil {
+			d.Stop()
+			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
 			d.Stop()
@@ -192,10 +197,12 @@ func (c *Cluster) RunCoreDNS(ctx context.Context, listen netip.Addr, dir, owner 
 	}
 }
 
-// Stop ends CoreDNS and waits for it.
+// Stop ends CoreDNS and waits for it; a second Stop does nothing.
 func (d *CoreDNS) Stop() {
-	_ = d.cmd.Process.Kill()
-	<-d.exited
+	d.stopped.Do(func() {
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	})
 }
 
 // Log is what CoreDNS printed.

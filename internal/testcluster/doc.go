@@ -29,9 +29,10 @@
 //     CoreDNS (v1.15.0, inside its released module) into the same cache;
 //     CoreDNSConfig writes CoreDNS's Corefile and a kubeconfig with a
 //     credential that may only list and watch what it serves, and
-//     StartCoreDNS runs it on an address of the test's, so real nodes'
-//     pods resolve the cluster's Services (KubeRay's headless head
-//     Service among them).
+//     RunCoreDNS (StartCoreDNS in a test) runs it on an address the
+//     caller made, so real nodes' pods resolve the cluster's Services
+//     (KubeRay's headless head Service among them); it answers no other
+//     names.
 //
 // Children are started from one OS thread with PR_SET_PDEATHSIG, so they die
 // with the test binary even when it is killed; Leftovers finds any that

@@ -191,16 +191,22 @@ type concurrentCheck struct {
 	run  func(t testing.TB)
 }
 
-// runConcurrently runs every check at once, each in a goroutine of its
-// own, then reports each as a subtest with what it logged and whether it
-// failed. The checks mostly wait for the operator: as parallel subtests,
-// -parallel (the number of CPUs) would run two at a time.
+// runConcurrently runs the checks, concurrentChecks at a time, each in a
+// goroutine of its own, then reports each as a subtest with what it
+// logged and whether it failed. The checks mostly wait for the operator:
+// as parallel subtests, -parallel (the number of CPUs) would run two at a
+// time. More than concurrentChecks at once would back the operator up
+// (it reconciles one object at a time), and a check that nothing happens
+// within some seconds would prove less.
 func runConcurrently(t *testing.T, checks []concurrentCheck) {
 	recorders := make([]*checkRecorder, len(checks))
+	slots := make(chan struct{}, concurrentChecks)
 	var wg sync.WaitGroup
 	for i, c := range checks {
 		recorders[i] = &checkRecorder{TB: t}
 		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			defer func() {
 				if r := recover(); r != nil {
 					recorders[i].Errorf("panic: %v\n%s", r, debug.Stack())
@@ -223,9 +229,13 @@ func runConcurrently(t *testing.T, checks []concurrentCheck) {
 	}
 }
 
+// concurrentChecks is how many checks runConcurrently runs at once.
+const concurrentChecks = 8
+
 // checkRecorder is the testing.TB of a check runConcurrently runs: it
 // keeps what the check logs and whether it failed, and a fatal failure
-// ends the check's goroutine. What it does not override is the test's.
+// ends the check's goroutine. What a check may not do outside the test's
+// goroutine (skip, clean up, change the environment) fails it.
 type checkRecorder struct {
 	testing.TB
 	mu     sync.Mutex
@@ -263,6 +273,19 @@ func (r *checkRecorder) Fatalf(format string, args ...any) {
 	r.record(true, fmt.Sprintf(format, args...))
 	goruntime.Goexit()
 }
+func (r *checkRecorder) unsupported(method string) {
+	r.Fatalf("%s: not in a check of runConcurrently (it runs outside the test's goroutine)", method)
+}
+
+func (r *checkRecorder) Skip(...any)              { r.unsupported("Skip") }
+func (r *checkRecorder) Skipf(string, ...any)     { r.unsupported("Skipf") }
+func (r *checkRecorder) SkipNow()                 { r.unsupported("SkipNow") }
+func (r *checkRecorder) Cleanup(func())           { r.unsupported("Cleanup") }
+func (r *checkRecorder) Setenv(string, string)    { r.unsupported("Setenv") }
+func (r *checkRecorder) Chdir(string)             { r.unsupported("Chdir") }
+func (r *checkRecorder) TempDir() string          { r.unsupported("TempDir"); return "" }
+func (r *checkRecorder) Context() context.Context { r.unsupported("Context"); return nil }
+
 func (r *checkRecorder) Failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -45,7 +45,7 @@ func TestLogsFindTheSubmitterWhereverItRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s := &launch.Session{Kube: kube, Ray: rayfake.NewSimpleClientset()}
+			s := &launch.Session{Kube: kube, Ray: rayfake.NewClientset()}
 			var out bytes.Buffer
 			err := s.Logs(context.Background(), "ns", "hello", launch.LogOptions{Target: "submitter"}, &out)
 			switch {
