@@ -18,6 +18,7 @@
 // device nodes) is left out. The same inputs give the same digest.
 //
 // The images are written as tarballs `ctr images import` and `docker load`
-// read; the server serves the worker's (WORKER_IMAGE_TAR) to the machines
-// that join.
+// read (Build copies one out of the cache; Cached names it in the cache);
+// the server serves the worker's (WORKER_IMAGE_TAR) to the machines that
+// join.
 package rayimage

@@ -197,56 +197,67 @@ func (o *Options) rootfsKey() string {
 // empty); it returns the image's digest. The same inputs give the same
 // digest.
 func Build(ctx context.Context, o Options, path, tag string) (v1.Hash, error) {
-	if err := o.check(); err != nil {
+	cached, digest, err := Cached(ctx, o, tag)
+	if err != nil {
 		return v1.Hash{}, err
+	}
+	if err := copyFile(cached, path); err != nil {
+		return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
+	}
+	return digest, nil
+}
+
+// Cached is Build without the copy: the path of the image's tarball in
+// the cache (built first when it is not there) and its digest. The file
+// is the cache's: read it, never change it.
+func Cached(ctx context.Context, o Options, tag string) (string, v1.Hash, error) {
+	if err := o.check(); err != nil {
+		return "", v1.Hash{}, err
 	}
 	if tag == "" {
 		tag = o.Kind.Tag()
 	}
 	ref, err := name.NewTag(tag)
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("rayimage: tag %q: %w", tag, err)
+		return "", v1.Hash{}, fmt.Errorf("rayimage: tag %q: %w", tag, err)
 	}
 	if _, err := RootFS(ctx, o); err != nil {
-		return v1.Hash{}, err
+		return "", v1.Hash{}, err
 	}
 	// The tarball of one root filesystem, kind and tag is kept with its
-	// digest: a second build copies it.
+	// digest.
 	entry := filepath.Join(o.CacheDir, "images", o.rootfsKey()+"-"+string(o.Kind)+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag))
 	cached, digestFile := entry+".tar", entry+".digest"
 	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
-		return v1.Hash{}, err
+		return "", v1.Hash{}, err
 	}
 	unlock, err := lockFile(entry + ".lock")
 	if err != nil {
-		return v1.Hash{}, err
+		return "", v1.Hash{}, err
 	}
 	defer unlock()
 	digest, err := readDigest(digestFile)
 	if _, statErr := os.Stat(cached); err != nil || statErr != nil {
 		img, err := Image(ctx, o)
 		if err != nil {
-			return v1.Hash{}, err
+			return "", v1.Hash{}, err
 		}
 		if digest, err = img.Digest(); err != nil {
-			return v1.Hash{}, err
+			return "", v1.Hash{}, err
 		}
 		partial := cached + ".partial"
 		if err := tarball.WriteToFile(partial, ref, img); err != nil {
 			_ = os.Remove(partial)
-			return v1.Hash{}, fmt.Errorf("rayimage: write %s: %w", partial, err)
+			return "", v1.Hash{}, fmt.Errorf("rayimage: write %s: %w", partial, err)
 		}
 		if err := os.Rename(partial, cached); err != nil {
-			return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
+			return "", v1.Hash{}, fmt.Errorf("rayimage: %w", err)
 		}
 		if err := os.WriteFile(digestFile, []byte(digest.String()+"\n"), 0o644); err != nil {
-			return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
+			return "", v1.Hash{}, fmt.Errorf("rayimage: %w", err)
 		}
 	}
-	if err := copyFile(cached, path); err != nil {
-		return v1.Hash{}, fmt.Errorf("rayimage: %w", err)
-	}
-	return digest, nil
+	return cached, digest, nil
 }
 
 // readDigest reads a digest Build kept beside an image tarball.

@@ -69,35 +69,32 @@ func ImageTarball(ctx context.Context, moduleDir string) (string, error) {
 // (rayimage.HeadTag) and the GPU workers' (rayimage.WorkerTag), built by
 // deploy/rayimage (as root, with mmdebstrap; cached there). The tarball is
 // cached beside ImageTarball's, by the sources and the Ray images'
-// digests; the two Ray images share their one layer, stored once.
+// digests (an older one is removed); the two Ray images share their one
+// layer, stored once.
 func RayImageTarball(ctx context.Context, moduleDir string, progress io.Writer) (string, error) {
-	small, err := ImageTarball(ctx, moduleDir)
+	pauseAndTest, err := ImageTarball(ctx, moduleDir)
 	if err != nil {
 		return "", err
 	}
-	work, err := os.MkdirTemp("", "gridweave-ray-images-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(work)
-	kinds := []rayimage.Kind{rayimage.Head, rayimage.Worker}
-	built := map[rayimage.Kind]string{}
+	tarballs := []string{pauseAndTest}
 	h := sha256.New()
-	fmt.Fprintln(h, filepath.Base(small))
-	for _, kind := range kinds {
-		built[kind] = filepath.Join(work, string(kind)+".tar")
-		digest, err := rayimage.Build(ctx, rayimage.Options{Kind: kind, Progress: progress}, built[kind], "")
+	fmt.Fprintln(h, filepath.Base(pauseAndTest))
+	for _, kind := range []rayimage.Kind{rayimage.Head, rayimage.Worker} {
+		cached, digest, err := rayimage.Cached(ctx, rayimage.Options{Kind: kind, Progress: progress}, "")
 		if err != nil {
 			return "", err
 		}
+		tarballs = append(tarballs, cached)
 		fmt.Fprintln(h, kind, digest)
 	}
-	path := filepath.Join(filepath.Dir(small), "pause-podnet-ray-"+hex.EncodeToString(h.Sum(nil))[:16]+".tar")
+	const prefix = "pause-podnet-ray-"
+	dir := filepath.Dir(pauseAndTest)
+	path := filepath.Join(dir, prefix+hex.EncodeToString(h.Sum(nil))[:16]+".tar")
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
 	images := map[string]v1.Image{}
-	for _, from := range append([]string{small}, built[rayimage.Head], built[rayimage.Worker]) {
+	for _, from := range tarballs {
 		manifest, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(from) })
 		if err != nil {
 			return "", fmt.Errorf("realnode: %s: %w", from, err)
@@ -119,7 +116,17 @@ func RayImageTarball(ctx context.Context, moduleDir string, progress io.Writer) 
 		os.Remove(tmp)
 		return "", err
 	}
-	return path, os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	// The tarballs of older sources or images are not wanted again.
+	older, _ := filepath.Glob(filepath.Join(dir, prefix+"*.tar"))
+	for _, old := range older {
+		if old != path {
+			_ = os.Remove(old)
+		}
+	}
+	return path, nil
 }
 
 func sourcesKey(moduleDir string) (string, error) {
