@@ -98,8 +98,9 @@ func Schema(kind string) ([]byte, error) {
 }
 
 // infraRules are the infra spec's rules between fields: images are needed
-// unless the launch attaches; a RayJob's settings need a RayJob; only kuberay.pdb takes minAvailable, and not
-// with maxUnavailable; egress CIDRs need a policy that limits egress.
+// unless the launch attaches; a RayJob's settings need a RayJob, and
+// SidecarMode no submitterConfig; only kuberay.pdb takes minAvailable, and
+// not with maxUnavailable; egress CIDRs need a policy that limits egress.
 func infraRules(s map[string]any) {
 	s["if"] = map[string]any{"properties": map[string]any{"launch": map[string]any{"properties": map[string]any{"mode": map[string]any{"const": ModeAttach}}}}}
 	s["else"] = map[string]any{"required": []string{"images"}, "properties": map[string]any{"images": map[string]any{"type": "object", "minProperties": 1}}}

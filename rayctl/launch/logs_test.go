@@ -3,6 +3,7 @@ package launch_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"gridweave.dev/rayctl/launch"
 )
@@ -30,13 +32,13 @@ func TestLogsFindTheSubmitterWhereverItRuns(t *testing.T) {
 		Labels: map[string]string{"batch.kubernetes.io/job-name": "hello"}}, Status: corev1.PodStatus{Phase: corev1.PodRunning},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "ray-job-submitter"}}}}
 	for _, tc := range []struct {
-		name string
-		pods []*corev1.Pod
-		want string // the pod whose log is shown; "" for none
+		name                   string
+		pods                   []*corev1.Pod
+		wantPod, wantContainer string // whose log is shown; "" for none
 	}{
-		{"K8sJobMode", []*corev1.Pod{head("hello-head-x", "ray-head"), submitterJob}, "hello-abcde"},
-		{"SidecarMode", []*corev1.Pod{head("hello-head-y", "ray-head", "ray-job-submitter")}, "hello-head-y"},
-		{"no submitter", []*corev1.Pod{head("hello-head-z", "ray-head")}, ""},
+		{"K8sJobMode", []*corev1.Pod{head("hello-head-x", "ray-head"), submitterJob}, "hello-abcde", "ray-job-submitter"},
+		{"SidecarMode", []*corev1.Pod{head("hello-head-y", "ray-head", "ray-job-submitter")}, "hello-head-y", "ray-job-submitter"},
+		{"no submitter", []*corev1.Pod{head("hello-head-z", "ray-head")}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := kubefake.NewClientset()
@@ -49,10 +51,20 @@ func TestLogsFindTheSubmitterWhereverItRuns(t *testing.T) {
 			var out bytes.Buffer
 			err := s.Logs(context.Background(), "ns", "hello", launch.LogOptions{Target: "submitter"}, &out)
 			switch {
-			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), `no pods of "submitter"`)):
+			case tc.wantPod == "" && (err == nil || !strings.Contains(err.Error(), `no pods of "submitter"`)):
 				t.Errorf("logs: %v, want no submitter found:\n%s", err, out.String())
-			case tc.want != "" && (err != nil || !strings.HasPrefix(out.String(), "["+tc.want+"] ") || strings.Count(out.String(), "\n") != 1):
-				t.Errorf("logs: %v:\n%s\nwant one line of %s", err, out.String(), tc.want)
+			case tc.wantPod != "" && (err != nil || !strings.HasPrefix(out.String(), "["+tc.wantPod+"] ") || strings.Count(out.String(), "\n") != 1):
+				t.Errorf("logs: %v:\n%s\nwant one line of %s", err, out.String(), tc.wantPod)
+			}
+			// The container whose log was asked for.
+			var containers []string
+			for _, a := range kube.Actions() {
+				if a.GetSubresource() == "log" {
+					containers = append(containers, a.(k8stesting.GenericAction).GetValue().(*corev1.PodLogOptions).Container)
+				}
+			}
+			if want := []string{tc.wantContainer}; tc.wantPod != "" && !slices.Equal(containers, want) {
+				t.Errorf("the log of containers %q was read, want %q", containers, want)
 			}
 		})
 	}
