@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gridweave.dev/gridweave/master"
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/internal/randhex"
 	"gridweave.dev/internal/testcluster"
@@ -331,7 +332,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 			probe = o
 		}
 	}
-	waitFor(t, 4*followEvery+time.Second, "the peer directory to name the new leader's endpoint", func() (bool, bool) {
+	waitFor(t, 4*master.FollowEvery+time.Second, "the peer directory to name the new leader's endpoint", func() (bool, bool) {
 		for _, r := range replicas {
 			if r == leader {
 				continue

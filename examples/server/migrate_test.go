@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gridweave.dev/gridweave/identity"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/joinkeys/sqlitestore"
@@ -82,7 +83,7 @@ func TestMigrateBothWays(t *testing.T) {
 	}
 	src.Close()
 	wgKey := filepath.Join(dir, "wireguard.key")
-	if _, err := loadOrCreateKey(wgKey); err != nil {
+	if _, err := identity.WireGuardKey(wgKey); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"KUBERAY_DB": db, "KUBECONFIG": tc.KubeconfigPath, "KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "JWT_SECRET": string(secret)}
@@ -117,12 +118,12 @@ func TestMigrateBothWays(t *testing.T) {
 		t.Errorf("the revoked key after the move: %v", err)
 	}
 	// The master's WireGuard key and JWT secret are in the shared Secret.
-	s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, masterSecret, metav1.GetOptions{})
+	s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, identity.SecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	kept, _ := os.ReadFile(wgKey)
-	if !bytes.Equal(bytes.TrimSpace(s.Data[secretWireGuardKey]), bytes.TrimSpace(kept)) || string(s.Data[secretJWT]) != string(secret) {
+	if !bytes.Equal(bytes.TrimSpace(s.Data[identity.WireGuardKeyFile]), bytes.TrimSpace(kept)) || string(s.Data[identity.JWTSecretKey]) != string(secret) {
 		t.Error("the Secret does not carry the master's WireGuard key and JWT secret")
 	}
 	// Onto a ledger that is not empty: refused, nothing written.
@@ -178,7 +179,7 @@ func TestMigrateBothWays(t *testing.T) {
 	// Secret's: another WireGuard key beside its ledger, or another
 	// JWT_SECRET, stops its start.
 	other := t.TempDir()
-	if _, err := loadOrCreateKey(filepath.Join(other, "wireguard.key")); err != nil {
+	if _, err := identity.WireGuardKey(filepath.Join(other, "wireguard.key")); err != nil {
 		t.Fatal(err)
 	}
 	// Refused at start; bounded in case a start got through.
@@ -217,7 +218,7 @@ func TestAnUnsafeJWTSecretIsNeverStored(t *testing.T) {
 		if err := run(ctx, nil, func(k string) string { return env[k] }, &out, &errOut); err == nil || !strings.HasPrefix(err.Error(), "JWT_SECRET:") {
 			t.Errorf("a replica with JWT_SECRET=%q: %v", secret, err)
 		}
-		if _, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, masterSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, identity.SecretName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("after a start with JWT_SECRET=%q the Secret exists (or: %v)", secret, err)
 		}
 	}

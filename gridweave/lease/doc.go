@@ -1,0 +1,16 @@
+// Package lease runs work that must be single among replicas: Run
+// competes for a Kubernetes Lease and, while it holds it, runs the work
+// it was given; when the Lease is lost the work's context ends, and Run
+// returns once the work has returned.
+//
+//	err := lease.Run(ctx, lease.Options{Client: kube.CoordinationV1(),
+//		Namespace: "gridweave-system", Name: "gridweave-leader",
+//		Identity: podName, Duration: 15 * time.Second},
+//		func(ctx context.Context) error { return leadUntil(ctx) })
+//
+// Run returns nil when ctx ends (it gives the Lease up first, so another
+// replica takes over at once), ErrLost when the Lease was lost while
+// leading (a replica then stops and competes again with a fresh start),
+// and the work's own error when the work stopped on its own (it gives the
+// Lease up).
+package lease

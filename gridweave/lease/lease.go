@@ -1,0 +1,125 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// ErrLost is Run's error when the Lease was lost while leading.
+var ErrLost = errors.New("lost the Lease")
+
+// Options say which Lease Run competes for, as whom, and how long a
+// holder that stops renewing keeps it.
+type Options struct {
+	// Client reaches the Leases (kubernetes.Interface.CoordinationV1()).
+	Client coordinationv1.LeasesGetter
+	// Namespace and Name name the Lease; it is made when missing.
+	Namespace, Name string
+	// Identity is this candidate's name, unique among the candidates
+	// (a pod's name).
+	Identity string
+	// Duration is how long the Lease lasts without a renewal: how long
+	// a stopped leader delays its successor. It renews every two thirds
+	// of it at the latest and retries every seventh. Default 15 s.
+	Duration time.Duration
+	// Logger says when this candidate starts and stops leading, and who
+	// leads otherwise. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Run competes for the Lease until ctx ends and runs lead while it holds
+// it; see the package documentation for what it returns.
+func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error) error {
+	if opts.Client == nil || opts.Name == "" || opts.Identity == "" {
+		return errors.New("lease: Options.Client, Name and Identity are required")
+	}
+	duration := opts.Duration
+	if duration == 0 {
+		duration = 15 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	leading := make(chan error, 1)
+	// The elector starts the leading in a goroutine of its own and does
+	// not wait for it: once Run returned (done), a leading that had not
+	// started yet does not start, and one that had is waited for.
+	var gate sync.Mutex
+	started, done := false, false
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
+			Client:     opts.Client,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+		},
+		LeaseDuration:   duration,
+		RenewDeadline:   duration * 2 / 3,
+		RetryPeriod:     duration / 7,
+		ReleaseOnCancel: true,
+		Name:            opts.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				gate.Lock()
+				if done {
+					gate.Unlock()
+					return
+				}
+				started = true
+				gate.Unlock()
+				log.Info("lease: leading", "lease", opts.Name, "identity", opts.Identity)
+				leading <- lead(lctx)
+			},
+			OnStoppedLeading: func() { log.Info("lease: stopped leading", "lease", opts.Name, "identity", opts.Identity) },
+			OnNewLeader: func(id string) {
+				if id != opts.Identity {
+					log.Info("lease: another candidate leads", "lease", opts.Name, "leader", id, "identity", opts.Identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("lease: Options.Duration: %w", err)
+	}
+	electCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan struct{})
+	go func() { elector.Run(electCtx); close(ran) }()
+	select {
+	case <-ran:
+		// Run does not wait for the leading to end: it has ended before
+		// this returns.
+		gate.Lock()
+		done = true
+		wait := started
+		gate.Unlock()
+		var leadErr error
+		if wait {
+			leadErr = <-leading
+		}
+		if ctx.Err() != nil {
+			return leadErr
+		}
+		return errors.Join(ErrLost, leadErr)
+	case err := <-leading:
+		// Leading ended on its own: give the Lease up.
+		stop()
+		<-ran
+		if ctx.Err() != nil {
+			return err
+		}
+		if err == nil {
+			err = errors.New("the work ended while leading")
+		}
+		return err
+	}
+}

@@ -1,0 +1,148 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const testDuration = 1500 * time.Millisecond
+
+func options(kube *fake.Clientset, identity string) Options {
+	return Options{Client: kube.CoordinationV1(), Namespace: "system", Name: "leader", Identity: identity, Duration: testDuration, Logger: slog.New(slog.DiscardHandler)}
+}
+
+// TestOneLeadsAndTheOtherTakesOver: of two candidates one leads at a
+// time; when the leader's context ends it gives the Lease up and returns
+// nil once its work has returned, and the other takes over.
+func TestOneLeadsAndTheOtherTakesOver(t *testing.T) {
+	kube := fake.NewClientset()
+	var leaders atomic.Int32
+	led := make(chan string, 2)
+	work := func(name string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			if n := leaders.Add(1); n > 1 {
+				t.Errorf("%d candidates lead at once", n)
+			}
+			led <- name
+			<-ctx.Done()
+			time.Sleep(50 * time.Millisecond) // work that takes a moment to stop
+			leaders.Add(-1)
+			return nil
+		}
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan error, 1)
+	go func() { doneA <- Run(ctxA, options(kube, "a"), work("a")) }()
+	if got := <-led; got != "a" {
+		t.Fatalf("%s leads first", got)
+	}
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneB := make(chan error, 1)
+	go func() { doneB <- Run(ctxB, options(kube, "b"), work("b")) }()
+	time.Sleep(testDuration) // b competes while a holds the Lease
+	select {
+	case got := <-led:
+		t.Fatalf("%s leads while a holds the Lease", got)
+	default:
+	}
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("a, stopped: %v", err)
+	}
+	select {
+	case got := <-led:
+		if got != "b" {
+			t.Fatalf("%s leads after a", got)
+		}
+	case <-time.After(5 * testDuration):
+		t.Fatal("b did not take over after a gave the Lease up")
+	}
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("b, stopped: %v", err)
+	}
+}
+
+// TestLostLease: a leader whose Lease another holder took (its renewals
+// refused, as the API server refuses an update based on a stale read)
+// sees its work's context end and returns ErrLost.
+func TestLostLease(t *testing.T) {
+	kube := fake.NewClientset()
+	var stolen atomic.Bool
+	kube.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		l := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if stolen.Load() && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "a" {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), l.Name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leading := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, options(kube, "a"), func(ctx context.Context) error {
+			close(leading)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-leading
+	// Another holder takes the Lease over behind a's back, for longer
+	// than a's renew deadline.
+	l, err := kube.CoordinationV1().Leases("system").Get(ctx, "leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, now, seconds := "thief", metav1.NewMicroTime(time.Now()), int32(60)
+	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &seconds, AcquireTime: &now, RenewTime: &now}
+	if _, err := kube.CoordinationV1().Leases("system").Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stolen.Store(true)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("Run after the Lease was taken: %v, want ErrLost", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not stop after its Lease was taken")
+	}
+}
+
+// TestWorkThatStops: work that returns on its own ends Run with its
+// error (nil becomes an error: leading is not meant to end), and the
+// Lease is given up.
+func TestWorkThatStops(t *testing.T) {
+	kube := fake.NewClientset()
+	failed := errors.New("the device failed")
+	err := Run(context.Background(), options(kube, "a"), func(context.Context) error { return failed })
+	if !errors.Is(err, failed) {
+		t.Fatalf("Run: %v, want the work's error", err)
+	}
+	if err := Run(context.Background(), options(kube, "b"), func(context.Context) error { return nil }); err == nil {
+		t.Fatal("Run returned nil for work that stopped while leading")
+	}
+	l, err := kube.CoordinationV1().Leases("system").Get(context.Background(), "leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the Lease is still held by %q", *h)
+	}
+	if err := Run(context.Background(), Options{}, nil); err == nil {
+		t.Error("Run without a client, a name or an identity returned nil")
+	}
+}

@@ -1,0 +1,366 @@
+package master
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/crd"
+	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/identity"
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/sqlitestore"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/wgkey"
+	"gridweave.dev/mesh/wgmesh"
+	"gridweave.dev/rayctl"
+	"gridweave.dev/rayctl/raymem"
+)
+
+// Options are what Run takes beside the configuration.
+type Options struct {
+	// Kubernetes is the cluster's client configuration (a kubeconfig's,
+	// or the pod's in-cluster one). Nil runs an embedded in-memory
+	// cluster where the API works and nothing runs (no pods, no Ray, no
+	// CRD proxy); the Kubernetes ledger needs a real one.
+	Kubernetes *rest.Config
+	// Replica names this master among the replicas of a Kubernetes
+	// ledger (a pod's name). Default: the host name and a random suffix.
+	Replica string
+	// InstallCRDs installs (or updates) the GridweaveJob and
+	// GridweaveEndpoint CRDs, and the ledger's with the Kubernetes
+	// ledger, at start.
+	InstallCRDs bool
+	// Addr is the public listener's address. Default ":" and cfg.Port;
+	// in dev mode "127.0.0.1:" and cfg.Port, as dev mode's secrets are
+	// derivable.
+	Addr string
+	// Agents are join agents built into the program (files named
+	// join-node-*), served from the master's directory when
+	// cfg.AgentDir names none. Nil: none.
+	Agents fs.FS
+	// Logger receives the start-up report and the service's log.
+	// Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Dir is the master's directory: the ledger's (cfg.DBPath's), where the
+// identity's files and the served join agents are kept too.
+func Dir(cfg gridweave.Config) string { return filepath.Dir(cfg.DBPath) }
+
+// Run is the whole master: it opens the backends cfg names, says which
+// in the log, and serves until ctx ends, then lets in-flight requests
+// finish within cfg.ShutdownTimeout. A replica that loses the Lease
+// stops too, with an error.
+func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var ha *replica
+	var err error
+	if cfg.Store == "kubernetes" {
+		// The JWT secret may come from the Secret the replicas share:
+		// before Check judges it.
+		if ha, err = openReplica(ctx, &cfg, opts.Kubernetes, opts.Replica, Dir(cfg), opts.InstallCRDs, log); err != nil {
+			return err
+		}
+	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if len(cfg.JWTSecret) < joinkeys.MinJWTSecretLen { // dev mode only (Check refused it otherwise)
+		sum := sha256.Sum256([]byte(cfg.JWTSecret))
+		cfg.JWTSecret = hex.EncodeToString(sum[:]) // the Keyring and the service verify with the same secret
+	}
+	store, err := openStore(ctx, cfg, ha, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	if err != nil {
+		return fmt.Errorf("the VPN range: %w", err)
+	}
+	quarantine := cfg.AddressQuarantine
+	if quarantine == 0 {
+		quarantine = -1 // none
+	}
+	keyring, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool, Logger: log, AddressQuarantine: quarantine})
+	if err != nil {
+		return err
+	}
+	masterKey, err := identity.WireGuardKey(filepath.Join(Dir(cfg), identity.WireGuardKeyFile))
+	if err != nil {
+		return err
+	}
+	var wg mesh.Mesh
+	if ha != nil {
+		wg = ha.mesh // the leader attaches its device
+	} else {
+		var closeMesh func() error
+		if wg, closeMesh, err = openMesh(ctx, cfg, masterKey, log); err != nil {
+			return err
+		}
+		defer closeMesh()
+	}
+	kube, ray, dyn, embedded, err := openKubernetes(opts.Kubernetes, log)
+	if err != nil {
+		return err
+	}
+	if cfg.RayDashboardURL == "" && dyn != nil {
+		// A real cluster: its Ray head's dashboard, reached on the master.
+		cfg.RayDashboardURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), "8265")
+		log.Info("RAY_DASHBOARD_URL is not set: the Ray proxy and KubeTorch use the master's", "url", cfg.RayDashboardURL)
+	}
+	// The embedded cluster's objects are only this process's, all known
+	// to rayctl's types: a change is written whole, without the JSON
+	// passes of a patch.
+	rc, err := rayctl.New(kube, ray, &rayctl.Options{Namespace: cfg.Namespace, Logger: log, Replace: embedded})
+	if err != nil {
+		return err
+	}
+	if opts.InstallCRDs {
+		if dyn == nil {
+			return errors.New("installing the CRDs needs a Kubernetes API server, not the embedded in-memory cluster")
+		}
+		if err := crd.Install(ctx, rc.WithDynamic(dyn)); err != nil {
+			return err
+		}
+		log.Info("CRDs installed: gridweavejobs.gridweave.dev, gridweaveendpoints.gridweave.dev")
+	}
+	switch {
+	case cfg.KubeJoinMode == gridweave.JoinModeKubelet:
+		if cfg.KubeletCAFile == "" {
+			if cfg.KubeletCAPEM, err = clusterCA(opts.Kubernetes); err != nil {
+				return err
+			}
+		}
+		log.Info("kubelet join mode: machines' kubelets join the API server through their tunnels", "api_server", cfg.KubeletAPIServer)
+	case cfg.K3sURL == "":
+		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
+	}
+	if cfg.DCGMTargetsDir == "" {
+		log.Warn("DCGM targets off: DCGM_TARGETS_DIR is not set, so no Prometheus scrape targets are written for GPU nodes")
+	}
+	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
+		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
+	}
+	if err := PlaceAgents(&cfg, opts.Agents, log); err != nil {
+		return err
+	}
+	publicTLS, err := identity.PublicTLS(&cfg, Dir(cfg), log)
+	if err != nil {
+		return err
+	}
+	var routes fleet.Routes
+	_, isDevice := wg.(*wgmesh.Mesh)
+	if ha != nil {
+		routes = ha.routes
+		isDevice = cfg.WireGuardInterface != "none"
+	}
+	if isDevice {
+		if ha == nil {
+			routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
+		}
+		// Joined nodes call the master through their tunnels: plain HTTP
+		// on the VPN address, which only WireGuard peers reach.
+		cfg.VPNURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
+	} else {
+		log.Warn("VPN listener off: the mesh is in memory, so nodes keep calling the public listener after validate")
+	}
+	var hub func() string
+	if ha != nil {
+		hub = ha.Hub
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Hub: hub, Logger: log})
+	if err != nil {
+		return err
+	}
+	addr := opts.Addr
+	switch {
+	case addr != "":
+	case cfg.Dev:
+		addr = "127.0.0.1:" + strconv.Itoa(cfg.Port)
+		log.Warn("dev mode listens on loopback only; --addr :PORT opens it to other hosts")
+	default:
+		addr = ":" + strconv.Itoa(cfg.Port)
+	}
+	// Bodies are small (MAX_BODY_BYTES): a client that trickles one is cut
+	// off; answers (followed logs) are not bounded in time.
+	listen := func(addr string, h http.Handler, tlsConfig *tls.Config) *http.Server {
+		return &http.Server{Addr: addr, Handler: h, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	}
+	servers := []listener{{server: listen(addr, server.Handler(), publicTLS)}}
+	if cfg.InternalAddr != "" {
+		servers = append(servers, listener{server: listen(cfg.InternalAddr, server.InternalHandler(), nil)})
+	}
+	if cfg.VPNURL != "" {
+		// Bound before the address exists (the device may come up later,
+		// or be re-made): the kernel delivers to it once it does.
+		vpnAddr := net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
+		servers = append(servers, listener{server: listen(vpnAddr, server.VPNHandler(), nil), freebind: true})
+	}
+	background := make(chan error, 1)
+	// A replica that stops leading on its own stops serving too.
+	served, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	if ha != nil {
+		openDevice := func(ctx context.Context) (device, error) {
+			m, closeMesh, err := openMesh(ctx, cfg, masterKey, log)
+			if err != nil {
+				return device{}, err
+			}
+			var routes fleet.Routes
+			if _, ok := m.(*wgmesh.Mesh); ok {
+				routes = fleet.DeviceRoutes{Interface: cfg.WireGuardInterface}
+			}
+			return device{mesh: m, routes: routes, close: closeMesh}, nil
+		}
+		go func() { background <- ha.lead(served, cfg, server, openDevice, log); stopServing() }()
+	} else {
+		go func() { background <- server.Run(ctx) }()
+	}
+	// Every replica writes its minute's counts of rejected attempts, and
+	// what it still counts as it stops (the leader also prunes the trail).
+	go func() {
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-served.Done():
+				return
+			case <-tick.C:
+				keyring.FlushRejections(served)
+			}
+		}
+	}()
+	defer keyring.FlushAllRejections(context.WithoutCancel(ctx))
+	err = serve(served, servers, cfg.ShutdownTimeout, log)
+	if served.Err() == nil { // a listener failed: stop the background work too
+		if ha == nil {
+			return err
+		}
+		// A replica gives up its Lease and closes the device first.
+		stopServing()
+	}
+	return errors.Join(err, <-background)
+}
+
+// openMesh drives the WireGuard device cfg.WireGuardInterface: an
+// existing one is adopted, a missing one made (a kernel link, else
+// wireguard-go in this process) with the master's VPN address and brought
+// up. Peers kept only in memory are for the interface "none" and for dev
+// mode without the device, each said loudly (no tunnel comes up);
+// anything else that fails stops the start. The returned close takes a
+// made device away.
+func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, log *slog.Logger) (mesh.Mesh, func() error, error) {
+	inMemory := func(why string) (mesh.Mesh, func() error, error) {
+		pub, err := key.Public()
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Warn("MESH IN MEMORY: "+why+", so peers are only remembered and no tunnel comes up", "interface", cfg.WireGuardInterface)
+		m := memmesh.New(pub)
+		return m, m.Close, nil
+	}
+	if cfg.WireGuardInterface == "none" {
+		return inMemory("WG_INTERFACE=none")
+	}
+	if _, err := net.InterfaceByName(cfg.WireGuardInterface); err != nil && cfg.Dev {
+		return inMemory("dev mode and no WireGuard device " + cfg.WireGuardInterface)
+	}
+	dev, err := wgmesh.OpenDevice(ctx, cfg.WireGuardInterface, netip.PrefixFrom(cfg.MasterVPNIP, cfg.VPNCIDR.Bits()), log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the WireGuard device %s: %w (the interface none keeps peers in memory, with no tunnel)", cfg.WireGuardInterface, err)
+	}
+	fail := func(err error) (mesh.Mesh, func() error, error) {
+		return nil, nil, errors.Join(fmt.Errorf("the WireGuard device %s: %w", cfg.WireGuardInterface, err), dev.Close())
+	}
+	if err := wgmesh.SetPrivateKey(ctx, cfg.WireGuardInterface, key, cfg.WireGuardPort); err != nil {
+		return fail(err)
+	}
+	m, err := wgmesh.New(ctx, cfg.WireGuardInterface, &wgmesh.Options{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("mesh: WireGuard device", "interface", cfg.WireGuardInterface, "device", string(dev.Kind), "port", cfg.WireGuardPort)
+	return m, func() error { return errors.Join(m.Close(), dev.Close()) }, nil
+}
+
+// openKubernetes is the cluster rc configures, else an embedded in-memory
+// one (embedded; it has no dynamic client: the CRD proxy is off then).
+func openKubernetes(rc *rest.Config, log *slog.Logger) (kube kubernetes.Interface, ray rayclient.Interface, dyn dynamic.Interface, embedded bool, err error) {
+	if rc == nil {
+		log.Warn("EMBEDDED IN-MEMORY CLUSTER: no KUBECONFIG and not in a pod; the API works but nothing runs (no pods, no Ray)")
+		c := raymem.New()
+		return c.Kube, c.Ray, nil, true, nil
+	}
+	log.Info("kubernetes", "host", rc.Host)
+	if kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, nil, nil, false, err
+	}
+	if ray, err = rayclient.NewForConfig(rc); err != nil {
+		return nil, nil, nil, false, err
+	}
+	if dyn, err = dynamic.NewForConfig(rc); err != nil {
+		return nil, nil, nil, false, err
+	}
+	return kube, ray, dyn, false, nil
+}
+
+// clusterCA is the CA rc trusts: the cluster CA the kubelet join mode
+// hands machines unless cfg.KubeletCAFile names one.
+func clusterCA(rc *rest.Config) ([]byte, error) {
+	switch {
+	case rc == nil || rc.CAFile == "" && len(rc.CAData) == 0:
+		return nil, nil
+	case len(rc.CAData) > 0:
+		return rc.CAData, nil
+	}
+	raw, err := os.ReadFile(rc.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster CA of the Kubernetes client: %w", err)
+	}
+	return raw, nil
+}
+
+// openStore opens the ledger cfg.Store names: the replica's, or the
+// SQLite file cfg.DBPath.
+func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, log *slog.Logger) (joinkeys.Store, error) {
+	if ha != nil {
+		return ha.store, nil
+	}
+	if err := os.MkdirAll(Dir(cfg), 0o700); err != nil {
+		return nil, fmt.Errorf("the SQLite ledger: %w", err)
+	}
+	sync := sqlitestore.SyncFull
+	if cfg.DBSync == "normal" {
+		sync = sqlitestore.SyncNormal
+	}
+	store, err := sqlitestore.Open(ctx, cfg.DBPath, &sqlitestore.Options{Sync: sync})
+	if err != nil {
+		return nil, fmt.Errorf("the SQLite ledger: %w", err)
+	}
+	log.Info("ledger: SQLite", "path", cfg.DBPath, "sync", cfg.DBSync)
+	return store, nil
+}

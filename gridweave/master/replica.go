@@ -1,0 +1,261 @@
+package master
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/identity"
+	"gridweave.dev/gridweave/lease"
+	"gridweave.dev/internal/randhex"
+	"gridweave.dev/joinkeys/kubestore"
+	"gridweave.dev/mesh"
+	"gridweave.dev/mesh/standby"
+)
+
+const (
+	// LeaderLease is the Lease replicas compete for.
+	LeaderLease = "gridweave-leader"
+	// HubConfigMap names where nodes reach the leader's device
+	// (endpoint) and which replica it is (leader); the leader writes
+	// it when it takes the device, every replica answers it.
+	HubConfigMap = "gridweave-hub"
+	// FollowEvery is how often the leader brings its device to the
+	// ledger, which other replicas write joins to.
+	FollowEvery = 2 * time.Second
+)
+
+// replica is this master as one of several.
+type replica struct {
+	identity string
+	// namespace holds the replicas' own objects: the Lease, the hub
+	// ConfigMap and the identity's Secret (cfg.SystemNamespace).
+	namespace string
+	kube      kubernetes.Interface
+	store     *kubestore.Store
+	mesh      *standby.Mesh
+	routes    *standby.Routes
+	// hub is the leader's WireGuard endpoint as last read.
+	hub atomic.Pointer[string]
+}
+
+// Hub is where nodes reach the leader's WireGuard device, as last read
+// from the HubConfigMap; until it was read once, it is read now ("" while
+// no leader wrote it).
+func (r *replica) Hub() string {
+	if ep := r.hub.Load(); ep != nil {
+		return *ep
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r.readHub(ctx)
+	if ep := r.hub.Load(); ep != nil {
+		return *ep
+	}
+	return ""
+}
+
+func (r *replica) readHub(ctx context.Context) {
+	if cm, err := r.kube.CoreV1().ConfigMaps(r.namespace).Get(ctx, HubConfigMap, metav1.GetOptions{}); err == nil {
+		ep := cm.Data["endpoint"]
+		r.hub.Store(&ep)
+	}
+}
+
+// followHub reads the HubConfigMap every FollowEvery until ctx ends.
+func (r *replica) followHub(ctx context.Context) {
+	tick := time.NewTicker(FollowEvery)
+	defer tick.Stop()
+	for {
+		r.readHub(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// publishHub writes this replica's endpoint as the hub's.
+func (r *replica) publishHub(ctx context.Context, endpoint string) error {
+	cms := r.kube.CoreV1().ConfigMaps(r.namespace)
+	data := map[string]string{"endpoint": endpoint, "leader": r.identity}
+	for {
+		cm, err := cms.Get(ctx, HubConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: HubConfigMap, Labels: map[string]string{"app.kubernetes.io/part-of": "gridweave"}}, Data: data}, metav1.CreateOptions{FieldManager: "gridweave"})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+		} else if err == nil {
+			cm.Data = data
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "gridweave"})
+			if apierrors.IsConflict(err) {
+				continue
+			}
+		}
+		if err == nil {
+			r.hub.Store(&endpoint)
+		}
+		return err
+	}
+}
+
+// openReplica opens the ledger in cfg.Namespace and takes the shared
+// identity (package identity): the WireGuard key and the TLS pair are
+// written into dir, where the rest of the start reads them, and the JWT
+// secret is taken from it unless cfg set one. installCRDs installs the
+// ledger's CRDs first.
+func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, name, dir string, installCRDs bool, log *slog.Logger) (*replica, error) {
+	if rc == nil {
+		return nil, errors.New("the Kubernetes ledger needs a Kubernetes API server (Options.Kubernetes)")
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	if installCRDs {
+		if err := kubestore.InstallCRDs(ctx, rc); err != nil {
+			return nil, err
+		}
+		log.Info("ledger CRDs installed", "group", kubestore.Group)
+	}
+	store, err := kubestore.New(rc, cfg.Namespace, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the ledger's namespace: %w", err)
+	}
+	if _, err := store.Keys(ctx); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("the Kubernetes ledger: its CRDs (group %s) are not installed: start once with --install-crds, or apply deploy/kubernetes/ha/ledger-crds.yaml", kubestore.Group)
+		}
+		return nil, fmt.Errorf("the Kubernetes ledger: reading it in namespace %s: %w", cfg.Namespace, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("the master's directory: %w", err)
+	}
+	jwt, err := identity.Share(ctx, kube, *cfg, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.JWTSecret == "" || cfg.JWTSecret == gridweave.DefaultJWTSecret {
+		cfg.JWTSecret = jwt
+	}
+	key, err := identity.WireGuardKey(filepath.Join(dir, identity.WireGuardKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	pub, err := key.Public()
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		host, _ := os.Hostname()
+		name = host + "-" + randhex.String(4)
+	}
+	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", name)
+	return &replica{identity: name, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
+}
+
+// lead competes for the LeaderLease until ctx ends, and while it holds it
+// drives the device: openDevice makes it, the standby mesh and routes hand
+// every call to it, the fleet is restored from the ledger and run
+// (reaper, reconciler, scrape targets), and the device follows the ledger
+// every FollowEvery. A replica that loses the Lease returns an error (its
+// process stops, and a fresh start competes again); on ctx's end it gives
+// the Lease up so another replica takes over at once.
+func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
+	followed, stop := context.WithCancel(ctx)
+	defer stop()
+	go r.followHub(followed)
+	err := lease.Run(ctx, lease.Options{
+		Client:    r.kube.CoordinationV1(),
+		Namespace: cfg.SystemNamespace,
+		Name:      LeaderLease,
+		Identity:  r.identity,
+		Duration:  cfg.LeaseDuration,
+		Logger:    log,
+	}, func(ctx context.Context) error { return r.whileLeading(ctx, cfg, server, openDevice, log) })
+	if errors.Is(err, lease.ErrLost) {
+		return fmt.Errorf("leader: %w; stopping so that a fresh start competes again", err)
+	}
+	if err != nil {
+		return fmt.Errorf("leader: %w", err)
+	}
+	return nil
+}
+
+// device is the leader's WireGuard device: its mesh, its routes (nil for
+// an in-memory mesh) and what closes it.
+type device struct {
+	mesh   mesh.Mesh
+	routes fleet.Routes
+	close  func() error
+}
+
+func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
+	log.Info("leader: this replica leads; taking the WireGuard device", "replica", r.identity)
+	dev, err := openDevice(ctx)
+	if err != nil {
+		return err
+	}
+	endpoint := ""
+	if hub := cmp.Or(cfg.HubIP, cfg.MasterIP); hub != "" {
+		// Nodes learn it from validate and the peer directory, and point
+		// their master peer here.
+		endpoint = net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
+		if err := r.publishHub(ctx, endpoint); err != nil {
+			_ = dev.close()
+			return fmt.Errorf("publishing the hub's endpoint in the ConfigMap %s: %w", HubConfigMap, err)
+		}
+		log.Info("leader: nodes reach the WireGuard device here now", "endpoint", endpoint)
+	}
+	r.mesh.Attach(dev.mesh)
+	r.routes.Attach(dev.routes)
+	defer func() {
+		r.routes.Attach(nil)
+		r.mesh.Detach()
+		if err := dev.close(); err != nil {
+			log.Warn("leader: closing the WireGuard device", "err", err)
+		}
+	}()
+	ran := make(chan error, 1)
+	go func() { ran <- server.Run(ctx) }()
+	tick := time.NewTicker(FollowEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-ran:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case <-tick.C:
+			if _, err := server.Fleet().FollowLedger(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("leader: following the ledger", "err", err)
+			}
+			// A deposed leader's late write may have replaced the
+			// endpoint: followHub read it; write it again.
+			if endpoint != "" && r.Hub() != endpoint {
+				if err := r.publishHub(ctx, endpoint); err != nil && ctx.Err() == nil {
+					log.Warn("leader: publishing the hub's endpoint", "err", err)
+				}
+			}
+		}
+	}
+}
