@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ func startLSP(t *testing.T) *lspClient {
 	c := &lspClient{t: t, in: inW, out: bufio.NewReader(outR), done: make(chan int, 1)}
 	go func() {
 		var stderr bytes.Buffer
-		code := run(context.Background(), []string{"lsp"}, inR, outW, &stderr)
+		code := Run(context.Background(), []string{"lsp"}, inR, outW, &stderr)
 		outW.Close()
 		c.done <- code
 	}()

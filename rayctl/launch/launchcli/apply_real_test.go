@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"context"
@@ -264,7 +264,7 @@ func TestChartServesTheHeadOnARealControlPlane(t *testing.T) {
 	c = c.WithDynamic(tc.Dynamic)
 	for i, valuesFile := range []string{"values.yaml", "values-gpu-nebari.yaml"} {
 		t.Run(valuesFile, func(t *testing.T) {
-			values, err := manifest.LoadChartValues(filepath.Join("chart", valuesFile))
+			values, err := manifest.LoadChartValues(filepath.Join("..", "..", "..", "examples", "launcher", "chart", valuesFile))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ func builtLauncher(t testing.TB) string {
 			return
 		}
 		launcherBinary.path = filepath.Join(dir, "launcher")
-		if out, err := exec.Command("go", "build", "-o", launcherBinary.path, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-o", launcherBinary.path, "../../../examples/launcher").CombinedOutput(); err != nil {
 			launcherBinary.err = fmt.Errorf("go build: %v: %s", err, out)
 		}
 	})

@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"context"
@@ -24,8 +24,16 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot(stdin, stdout, stderr)
+// ExitStatus is the status the command asks to exit with.
+func (e exitError) ExitStatus() int { return e.code }
+
+// Run runs the launcher with args (without the program's name) and
+// returns its exit status: 0 fine (warnings allowed), 1 an error was
+// found (or a doctor check failed), 2 the command could not run, 130
+// interrupted while waiting. It sets the collector's pace for the
+// command first (see package gcpace).
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := New(stdin, stdout, stderr)
 	paceFor(root, args)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -41,7 +49,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 }
 
-func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+// New is the launcher's command tree, reading stdin and writing stdout
+// and stderr, for a program that embeds its commands in its own; an
+// exit status other than 0 and 2 comes back as an error whose
+// ExitStatus method gives it.
+func New(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "launcher",
 		Short:         "Render, validate and lint Ray-on-Kubernetes launches",

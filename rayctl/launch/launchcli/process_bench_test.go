@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"encoding/json"
@@ -84,7 +84,7 @@ func BenchmarkProcess(b *testing.B) {
 			b.Fatalf("lint %s: no %s in\n%s", file, finding, out)
 		}
 	}
-	recipe, infra := filepath.Join("specs", "grpo_swe.recipe.yaml"), filepath.Join("specs", "grpo_swe.infra.yaml")
+	recipe, infra := filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml")
 	cases := []struct {
 		name string
 		argv []string
@@ -96,7 +96,7 @@ func BenchmarkProcess(b *testing.B) {
 		{"lint-RayCluster-wrong-type", []string{bin, "lint", wrongType}, 1},
 		{"check-grpo_swe", []string{bin, "check", recipe, infra}, 0},
 		{"render-grpo_swe", []string{bin, "render", recipe, infra}, 0},
-		{"lint-users-corpus", []string{bin, "lint", filepath.Join("..", "..", "manifest", "validation", "testdata", "users")}, 1},
+		{"lint-users-corpus", []string{bin, "lint", filepath.Join("..", "..", "..", "manifest", "validation", "testdata", "users")}, 1},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) { measureProcess(b, c.argv, c.exit) })

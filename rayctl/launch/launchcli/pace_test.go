@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func TestLiveCommandsRunAtTheDefaultPace(t *testing.T) {
 		{[]string{"no-such-command"}, false},
 	} {
 		calls = 0
-		paceFor(newRoot(nil, io.Discard, io.Discard), c.args)
+		paceFor(New(nil, io.Discard, io.Discard), c.args)
 		if live := calls > 0; live != c.live {
 			t.Errorf("launcher %s: default pace %t, want %t", strings.Join(c.args, " "), live, c.live)
 		}
@@ -100,7 +100,7 @@ func TestShortCommandsRunWithoutACollection(t *testing.T) {
 		}
 		return strings.Join(gcs, "\n")
 	}
-	for _, args := range [][]string{{"--help"}, {"lint", small}, {"check", filepath.Join("specs", "grpo_swe.recipe.yaml"), filepath.Join("specs", "grpo_swe.infra.yaml")}} {
+	for _, args := range [][]string{{"--help"}, {"lint", small}, {"check", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml")}} {
 		if gcs := gctrace(args...); gcs != "" {
 			t.Errorf("launcher %s collected:\n%s", strings.Join(args, " "), gcs)
 		}

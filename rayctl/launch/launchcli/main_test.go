@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"bytes"
@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-const specs = "specs"
+const specs = "../../../examples/launcher/specs"
 
 func runLauncher(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code := Run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -45,7 +45,7 @@ func TestCheckNamesTheBrokenField(t *testing.T) {
 
 func TestRenderToStdoutAndDirectory(t *testing.T) {
 	code, out, _ := runLauncher(t, "", "render", filepath.Join(specs, "grpo_swe.recipe.yaml"), filepath.Join(specs, "grpo_swe.infra.yaml"))
-	golden, err := os.ReadFile("../../manifest/testdata/grpo_swe.vllm.rayjob.yaml")
+	golden, err := os.ReadFile("../../../manifest/testdata/grpo_swe.vllm.rayjob.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +111,8 @@ func TestLintStdinFilesAndJSON(t *testing.T) {
 }
 
 func TestChartRender(t *testing.T) {
-	code, out, errOut := runLauncher(t, "", "chart", "render", "chart/values.yaml")
-	golden, _ := os.ReadFile("../../manifest/testdata/chart.plain.yaml")
+	code, out, errOut := runLauncher(t, "", "chart", "render", "../../../examples/launcher/chart/values.yaml")
+	golden, _ := os.ReadFile("../../../manifest/testdata/chart.plain.yaml")
 	if code != 0 || out != string(golden) {
 		t.Fatalf("chart render differs from the golden file (exit %d) %s", code, errOut)
 	}

@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func TestLintJSONOutputIsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples := filepath.Join(strings.TrimSpace(string(out)), "config", "samples")
-	corpus := filepath.Join("..", "..", "manifest", "validation", "testdata", "users")
+	corpus := filepath.Join("..", "..", "..", "manifest", "validation", "testdata", "users")
 	for _, dir := range []string{corpus, samples} {
 		cmd := exec.Command(builtLauncher(t), "lint", "-o", "json", dir)
 		var stdout, stderr bytes.Buffer

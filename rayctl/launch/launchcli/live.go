@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package main
+package launchcli
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 )
 
 var (
-	usersCorpus = filepath.Join("..", "..", "manifest", "validation", "testdata", "users")
-	schemasDir  = filepath.Join("..", "..", "manifest", "validation", "testdata", "schemas")
+	usersCorpus = filepath.Join("..", "..", "..", "manifest", "validation", "testdata", "users")
+	schemasDir  = filepath.Join("..", "..", "..", "manifest", "validation", "testdata", "schemas")
 )
 
 // lintJSON is `lint -o json`'s answer.
@@ -290,7 +290,7 @@ func TestLintConfigDiscovery(t *testing.T) {
 // TestPreCommitHook: the repository's pre-commit hook runs this command's
 // lint on YAML and JSON files.
 func TestPreCommitHook(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", ".pre-commit-hooks.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", ".pre-commit-hooks.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
