@@ -23,6 +23,11 @@
 //	Targets    *scrapetargets.Dir            memfleet.Targets
 //	ServiceRanges KubeServiceCIDRs           memfleet.ServiceRanges
 //
+// Package fleettest holds one conformance table per seam (Nodes, Routes,
+// Placement, Targets); the real backends and memfleet's pass the same
+// tables, so the fleet's tests on the in-memory backends hold for the
+// real ones.
+//
 // A Kubernetes Node is the fleet's only when k3s registered it with the
 // mark of the node's WireGuard key (MarkLabel, Mark; validate's
 // NodeLabels): the fleet labels, annotates, routes and deletes no other,

@@ -190,7 +190,7 @@ func (k *KubeNodes) Delete(ctx context.Context, kn KubeNode) error {
 		return nil
 	}
 	if apierrors.IsConflict(err) {
-		return fmt.Errorf("node %s was replaced by another object since it was read; not deleted: %w", kn.Name, err)
+		return fmt.Errorf("node %s: %w; not deleted: %w", kn.Name, ErrKubeNodeReplaced, err)
 	}
 	return err
 }

@@ -66,7 +66,7 @@ type Nodes interface {
 	SetAnnotation(ctx context.Context, kn KubeNode, key, value string) error
 	// Delete deletes the Node kn.Name, and only the very object read as
 	// kn when kn.UID is set: a Node replaced since by another of the same
-	// name is left alone.
+	// name is left alone (ErrKubeNodeReplaced).
 	Delete(ctx context.Context, kn KubeNode) error
 	// Watch calls observe with every Node there is and then with every
 	// Node added, changed or deleted (KubeNode.Deleted), until ctx ends.

@@ -64,7 +64,8 @@ type node struct {
 }
 
 // Put adds or replaces the Node kn.Name (its labels and pod CIDR; the
-// annotations stay).
+// annotations stay unless kn.UID names another object, as a Node deleted
+// and registered again is).
 func (n *Nodes) Put(kn fleet.KubeNode) {
 	n.dispatch.Lock()
 	defer n.dispatch.Unlock()
@@ -77,7 +78,7 @@ func (n *Nodes) Put(kn fleet.KubeNode) {
 	if kn.PodCIDR.IsValid() && !slices.Contains(kn.PodCIDRs, kn.PodCIDR) {
 		kn.PodCIDRs = append([]netip.Prefix{kn.PodCIDR}, kn.PodCIDRs...)
 	}
-	if old, ok := n.nodes[kn.Name]; ok {
+	if old, ok := n.nodes[kn.Name]; ok && (kn.UID == "" || kn.UID == old.kn.UID) {
 		old.kn = kn
 	} else {
 		n.nodes[kn.Name] = &node{kn: kn, annotations: map[string]string{}}
@@ -158,7 +159,7 @@ func (n *Nodes) Delete(_ context.Context, kn fleet.KubeNode) error {
 	nd, ok := n.nodes[kn.Name]
 	if ok && kn.UID != "" && nd.kn.UID != "" && kn.UID != nd.kn.UID {
 		n.mu.Unlock()
-		return fmt.Errorf("node %s was replaced by another object since it was read; not deleted", kn.Name)
+		return fmt.Errorf("node %s: %w; not deleted", kn.Name, fleet.ErrKubeNodeReplaced)
 	}
 	delete(n.nodes, kn.Name)
 	n.mu.Unlock()
@@ -256,8 +257,12 @@ type Targets struct {
 	targets map[string]scrapetargets.Target
 }
 
-// Write implements fleet.Targets.
+// Write implements fleet.Targets; a target scrapetargets.Dir refuses
+// (Target.Validate) is refused too.
 func (t *Targets) Write(_ context.Context, target scrapetargets.Target) error {
+	if err := target.Validate(); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.targets == nil {
