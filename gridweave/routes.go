@@ -2,6 +2,7 @@ package gridweave
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -342,11 +343,9 @@ const readyTimeout = 5 * time.Second
 
 // downBackends says which backends Ready found down, by name only.
 func downBackends(err error) string {
-	var names []string
-	for _, name := range []string{"ledger", "wireguard", "kubernetes"} {
-		if strings.Contains(err.Error(), name+":") {
-			names = append(names, name)
-		}
+	var down *BackendsDownError
+	if !errors.As(err, &down) {
+		return "not answering"
 	}
-	return strings.Join(names, ", ") + " not answering"
+	return strings.Join(down.Backends, ", ") + " not answering"
 }

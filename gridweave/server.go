@@ -247,17 +247,36 @@ func (s *Server) InternalHandler() http.Handler { return s.internal }
 // encrypts every packet there.
 func (s *Server) VPNHandler() http.Handler { return s.vpn }
 
-// Ready reports which backend, if any, does not answer.
+// Ready reports which backends, if any, do not answer: nil, or a
+// *BackendsDownError naming them.
 func (s *Server) Ready(ctx context.Context) error {
-	var errs []error
-	if _, err := s.keyring.Keys(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("ledger: %w", err))
+	down := &BackendsDownError{}
+	check := func(name string, err error) {
+		if err != nil {
+			down.Backends = append(down.Backends, name)
+			down.Errs = append(down.Errs, fmt.Errorf("%s: %w", name, err))
+		}
 	}
-	if _, err := s.mesh.PublicKey(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("wireguard: %w", err))
+	_, err := s.keyring.Keys(ctx)
+	check("ledger", err)
+	_, err = s.mesh.PublicKey(ctx)
+	check("wireguard", err)
+	_, err = s.kube.Discovery().ServerVersion()
+	check("kubernetes", err)
+	if len(down.Backends) == 0 {
+		return nil
 	}
-	if _, err := s.kube.Discovery().ServerVersion(); err != nil {
-		errs = append(errs, fmt.Errorf("kubernetes: %w", err))
-	}
-	return errors.Join(errs...)
+	return down
 }
+
+// BackendsDownError is Ready's answer when backends do not answer:
+// their names (ledger, wireguard, kubernetes) and each one's error.
+type BackendsDownError struct {
+	Backends []string
+	Errs     []error
+}
+
+func (e *BackendsDownError) Error() string { return errors.Join(e.Errs...).Error() }
+
+// Unwrap gives each backend's error.
+func (e *BackendsDownError) Unwrap() []error { return e.Errs }
