@@ -13,6 +13,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/dashboardclient"
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,7 +21,7 @@ import (
 )
 
 // This file holds the rules the KubeRay v1.6.0 operator checks before it
-// reconciles a RayCluster, RayJob or RayService (its
+// reconciles a RayCluster, RayJob, RayService or RayCronJob (its
 // controllers/ray/utils/validation.go), with the operator's default
 // feature gates: RayJobDeletionPolicy on, RayServiceIncrementalUpgrade
 // off. They are written here rather than called from the operator's
@@ -521,4 +522,78 @@ func operatorServiceSpec(svc *rayv1.RayService) error {
 		return fmt.Errorf("The RayService spec is invalid: Spec.RayClusterDeletionDelaySeconds should be a non-negative integer, got %d", *d)
 	}
 	return nil
+}
+
+// originatedFromLabel names the kind of object that made a RayCluster
+// (the operator's RayOriginatedFromCRDLabelKey).
+const originatedFromLabel = "ray.io/originated-from-crd"
+
+// operatorClusterUpgrade is the operator's check of a RayCluster's own
+// upgradeStrategy (ValidateRayClusterUpgradeOptions).
+func operatorClusterUpgrade(rc *rayv1.RayCluster) error {
+	s := rc.Spec.UpgradeStrategy
+	if s == nil || s.Type == nil {
+		return nil
+	}
+	if *s.Type != rayv1.RayClusterRecreate && *s.Type != rayv1.RayClusterUpgradeNone {
+		return fmt.Errorf("The RayCluster spec is invalid: Spec.UpgradeStrategy.Type value %s is invalid, valid options are %s or %s", *s.Type, rayv1.RayClusterRecreate, rayv1.RayClusterUpgradeNone)
+	}
+	// The operator's CRD type of the label: RayCluster unless it names a
+	// RayJob or a RayService.
+	if creator := rc.Labels[originatedFromLabel]; creator == "RayJob" || creator == "RayService" {
+		return fmt.Errorf("upgradeStrategy cannot be set when RayCluster is created by %s", creator)
+	}
+	return nil
+}
+
+// operatorCronJobSpec is the operator's check of a RayCronJob
+// (ValidateRayCronJobSpec): a standard cron schedule and a valid RayJob
+// template.
+func operatorCronJobSpec(c *rayv1.RayCronJob) error {
+	if _, err := cron.ParseStandard(c.Spec.Schedule); err != nil {
+		return fmt.Errorf("invalid cron schedule: %w", err)
+	}
+	if err := operatorJobSpec(&rayv1.RayJob{Spec: c.Spec.JobTemplate}); err != nil {
+		return fmt.Errorf("invalid RayJob template: %w", err)
+	}
+	return nil
+}
+
+// An OperatorRefusal is something the KubeRay operator's validation
+// refuses in an object before it reconciles it (an event, and no
+// reconcile; never an admission error): the part of the object it
+// judged and the operator's message, word for word.
+type OperatorRefusal struct {
+	// Field is the part judged: metadata.name (metadata for a
+	// RayService), spec or spec.upgradeStrategy.
+	Field   string
+	Message string
+}
+
+// OperatorRefusals is what the KubeRay v1.6.0 operator's validation says
+// of obj, a *rayv1.RayCluster, RayJob, RayService or RayCronJob: every
+// refusal, in the operator's order; none when it admits obj (or obj is
+// of another kind).
+func OperatorRefusals(obj any) []OperatorRefusal {
+	var out []OperatorRefusal
+	add := func(field string, err error) {
+		if err != nil {
+			out = append(out, OperatorRefusal{Field: field, Message: err.Error()})
+		}
+	}
+	switch o := obj.(type) {
+	case *rayv1.RayCluster:
+		add("metadata.name", operatorClusterMetadata(o.ObjectMeta))
+		add("spec", operatorClusterSpec(&o.Spec, o.Annotations))
+		add("spec.upgradeStrategy", operatorClusterUpgrade(o))
+	case *rayv1.RayJob:
+		add("metadata.name", operatorJobMetadata(o.ObjectMeta))
+		add("spec", operatorJobSpec(o))
+	case *rayv1.RayService:
+		add("metadata", operatorServiceMetadata(o.ObjectMeta))
+		add("spec", operatorServiceSpec(o))
+	case *rayv1.RayCronJob:
+		add("spec", operatorCronJobSpec(o))
+	}
+	return out
 }

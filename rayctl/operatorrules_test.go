@@ -356,3 +356,73 @@ func TestOperatorServiceUpgradeRulesAgreeWithKubeRay(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorClusterUpgradeRulesAgreeWithKubeRay covers a RayCluster's
+// own upgradeStrategy, with every kind of creator label.
+func TestOperatorClusterUpgradeRulesAgreeWithKubeRay(t *testing.T) {
+	types := []*rayv1.RayClusterUpgradeType{nil, ptr.To(rayv1.RayClusterRecreate), ptr.To(rayv1.RayClusterUpgradeNone), ptr.To(rayv1.RayClusterUpgradeType("Rolling")), ptr.To(rayv1.RayClusterUpgradeType(""))}
+	for _, typ := range types {
+		for _, creator := range []string{"", "RayCluster", "RayJob", "RayService", "RayCronJob", "other"} {
+			rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: baseClusterSpec()}
+			if creator != "" {
+				rc.Labels = map[string]string{"ray.io/originated-from-crd": creator}
+			}
+			rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: typ}
+			sameVerdict(t, fmt.Sprintf("RayCluster upgrade %v created by %q", ptr.Deref(typ, "nil"), creator), operatorClusterUpgrade(rc), rayutils.ValidateRayClusterUpgradeOptions(rc))
+		}
+	}
+}
+
+// TestOperatorCronJobRulesAgreeWithKubeRay covers a RayCronJob's schedule
+// and its RayJob template (every variant of the RayJob table).
+func TestOperatorCronJobRulesAgreeWithKubeRay(t *testing.T) {
+	schedules := []string{"*/5 * * * *", "0 0 * * *", "@hourly", "CRON_TZ=UTC 0 * * * *", "", "soon", "61 * * * *", "* * * * * *"}
+	jobs := jobVariants(baseClusterSpec(), nil)
+	for i, schedule := range schedules {
+		for j, job := range jobs {
+			if i > 1 && j > 0 { // a bad schedule is refused before the template is read
+				break
+			}
+			c := &rayv1.RayCronJob{ObjectMeta: metav1.ObjectMeta{Name: "cron"}, Spec: rayv1.RayCronJobSpec{Schedule: schedule, JobTemplate: job.Spec}}
+			sameVerdict(t, fmt.Sprintf("RayCronJob %q template %s", schedule, job.Name), operatorCronJobSpec(c), rayutils.ValidateRayCronJobSpec(c))
+		}
+	}
+}
+
+// TestOperatorRefusalsAreTheOperatorsChecks: OperatorRefusals gives, per
+// part of each kind, what the operator's own function for that part says.
+func TestOperatorRefusalsAreTheOperatorsChecks(t *testing.T) {
+	bad := baseClusterSpec()
+	bad.HeadGroupSpec.Template.Spec.Containers = nil
+	long := metav1.ObjectMeta{Name: strings.Repeat("a", 60)}
+	rc := &rayv1.RayCluster{ObjectMeta: long, Spec: bad}
+	rc.Spec.UpgradeStrategy = &rayv1.RayClusterUpgradeStrategy{Type: ptr.To(rayv1.RayClusterUpgradeType("Rolling"))}
+	job := &rayv1.RayJob{ObjectMeta: long, Spec: rayv1.RayJobSpec{Entrypoint: "x", RayClusterSpec: bad.DeepCopy()}}
+	svc := &rayv1.RayService{ObjectMeta: long, Spec: rayv1.RayServiceSpec{RayClusterSpec: *bad.DeepCopy()}}
+	cronJob := &rayv1.RayCronJob{Spec: rayv1.RayCronJobSpec{Schedule: "soon"}}
+	for _, c := range []struct {
+		obj  any
+		want []OperatorRefusal
+	}{
+		{rc, []OperatorRefusal{
+			{"metadata.name", rayutils.ValidateRayClusterMetadata(rc.ObjectMeta).Error()},
+			{"spec", rayutils.ValidateRayClusterSpec(&rc.Spec, rc.Annotations).Error()},
+			{"spec.upgradeStrategy", rayutils.ValidateRayClusterUpgradeOptions(rc).Error()},
+		}},
+		{job, []OperatorRefusal{
+			{"metadata.name", rayutils.ValidateRayJobMetadata(job.ObjectMeta).Error()},
+			{"spec", rayutils.ValidateRayJobSpec(job).Error()},
+		}},
+		{svc, []OperatorRefusal{
+			{"metadata", rayutils.ValidateRayServiceMetadata(svc.ObjectMeta).Error()},
+			{"spec", rayutils.ValidateRayServiceSpec(svc).Error()},
+		}},
+		{cronJob, []OperatorRefusal{{"spec", rayutils.ValidateRayCronJobSpec(cronJob).Error()}}},
+		{&rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "ok"}, Spec: baseClusterSpec()}, nil},
+		{"not a Ray object", nil},
+	} {
+		if got := OperatorRefusals(c.obj); !slices.Equal(got, c.want) {
+			t.Errorf("%T:\n got  %q\n want %q", c.obj, got, c.want)
+		}
+	}
+}

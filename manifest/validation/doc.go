@@ -15,8 +15,10 @@
 //     is dropped), defaulting, the request's namespace, the strategy's
 //     PrepareForCreate (the status dropped, generation 1) and validation —
 //     the CRD schema, embedded metadata, list types, CEL rules. Then
-//     KubeRay's own validation functions run on the object as the operator
-//     would read it, as stored (kuberayrules.go).
+//     KubeRay's own validation runs on the object as the operator would
+//     read it, as stored (kuberayrules.go): rayctl.OperatorRefusals, the
+//     one port of the operator's rules, which rayctl holds word for word
+//     to the operator's code.
 //   - builtinkinds.go, builtinchecks.go: built-ins — every object kind of
 //     client-go's scheme, with the API server's scope — decoded strictly
 //     into their Go types (a null leaves the field's zero value, as in the

@@ -5,40 +5,36 @@ import (
 	"reflect"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"gridweave.dev/rayctl"
 )
 
 // kubeRayRules runs KubeRay v1.6.0's own validation (the functions the
 // operator calls before it reconciles; a failure there is an event and no
-// reconcile, never an admission error) on ray.io objects. It also returns
+// reconcile, never an admission error) on ray.io objects: rayctl's port
+// of it (rayctl.OperatorRefusals), held word for word to the operator's
+// code by rayctl's differential tests. It also returns
 // the object's pod templates, taken from the same typed decode; ok is false
 // when the object does not decode (its schema errors are reported
 // elsewhere).
 func kubeRayRules(u *unstructured.Unstructured, errorAt func(id, path, msg, fix string) Finding) (out []Finding, templates []podTemplate, ok bool) {
-	add := func(path string, err error) {
-		if err != nil {
-			out = append(out, errorAt("kuberay-validation", path, err.Error()+" (the operator refuses to reconcile it)", ""))
-		}
-	}
+	var typed any
 	switch u.GetKind() {
 	case "RayCluster":
 		rc := &rayv1.RayCluster{}
 		if fromUnstructured(u.Object, rc) != nil {
 			return nil, nil, false
 		}
-		add("metadata.name", rayutils.ValidateRayClusterMetadata(rc.ObjectMeta))
-		add("spec", rayutils.ValidateRayClusterSpec(&rc.Spec, rc.Annotations))
-		add("spec.upgradeStrategy", rayutils.ValidateRayClusterUpgradeOptions(rc))
+		typed = rc
 		templates = rayPodTemplates("spec.", &rc.Spec)
 	case "RayJob":
 		j := &rayv1.RayJob{}
 		if fromUnstructured(u.Object, j) != nil {
 			return nil, nil, false
 		}
-		add("metadata.name", rayutils.ValidateRayJobMetadata(j.ObjectMeta))
-		add("spec", rayutils.ValidateRayJobSpec(j))
+		typed = j
 		templates = rayPodTemplates("spec.rayClusterSpec.", j.Spec.RayClusterSpec)
 		if t := j.Spec.SubmitterPodTemplate; t != nil {
 			templates = append(templates, podTemplate{path: "spec.submitterPodTemplate", spec: &t.Spec, labels: t.Labels})
@@ -48,16 +44,18 @@ func kubeRayRules(u *unstructured.Unstructured, errorAt func(id, path, msg, fix 
 		if fromUnstructured(u.Object, s) != nil {
 			return nil, nil, false
 		}
-		add("metadata", rayutils.ValidateRayServiceMetadata(s.ObjectMeta))
-		add("spec", rayutils.ValidateRayServiceSpec(s))
+		typed = s
 		templates = rayPodTemplates("spec.rayClusterConfig.", &s.Spec.RayClusterSpec)
 	case "RayCronJob":
 		c := &rayv1.RayCronJob{}
 		if fromUnstructured(u.Object, c) != nil {
 			return nil, nil, false
 		}
-		add("spec", rayutils.ValidateRayCronJobSpec(c))
+		typed = c
 		templates = rayPodTemplates("spec.jobTemplate.rayClusterSpec.", c.Spec.JobTemplate.RayClusterSpec)
+	}
+	for _, r := range rayctl.OperatorRefusals(typed) {
+		out = append(out, errorAt("kuberay-validation", r.Field, r.Message+" (the operator refuses to reconcile it)", ""))
 	}
 	return out, templates, true
 }
