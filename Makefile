@@ -4,6 +4,12 @@ GO            ?= go
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 45m
 PKGS          ?= ./...
+# The packages whose in-memory tests drive concurrent code (the ledger
+# and its stores, the meshes, the fleet, the HTTP service on its
+# in-memory backends, leading, rayctl): make test runs them with -race.
+RACE_PKGS     ?= ./joinkeys/... ./mesh/memmesh/ ./mesh/standby/ ./gridweave/ ./gridweave/fleet/... \
+                 ./gridweave/lease/ ./gridweave/identity/ ./gridweave/master/ ./gridweave/scrapetargets/ \
+                 ./internal/keyedlock/ ./rayctl/
 
 .DEFAULT_GOAL := help
 
@@ -16,9 +22,10 @@ build: ## compile every package and example binary
 	$(GO) build $(PKGS)
 
 .PHONY: test
-test: ## everything CI runs: modules, gofmt, vet and staticcheck, the control-plane and Ray caches, unit and real-component tests, then a check for leftover processes; each phase timed
+test: ## everything CI runs: modules, gofmt, vet and staticcheck, the race detector on the concurrent in-memory code, the control-plane and Ray caches, unit and real-component tests, then a check for leftover processes; each phase timed
 	@.ci/phase "modules" $(GO) mod download
 	@.ci/phase "lint" $(MAKE) --no-print-directory lint
+	@.ci/phase "race" $(MAKE) --no-print-directory test-race
 	@.ci/phase "control-plane build" $(GO) run ./internal/testcluster/cmd/testcluster-build
 	@.ci/phase "Ray environment" $(GO) run ./internal/raytest/cmd/raytest-venv
 	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
@@ -67,6 +74,10 @@ ray-image: ## the head/CPU image (gridweave-ray:2.54.0-py311) to pair with the w
 .PHONY: test-unit
 test-unit: ## fast tests only: no root, no control plane (-short)
 	$(GO) test -short -count=1 $(PKGS)
+
+.PHONY: test-race
+test-race: ## the unit tests of the concurrent in-memory code with the race detector (-race -short)
+	$(GO) test -race -short -count=1 $(RACE_PKGS)
 
 .PHONY: vet
 vet: ## go vet
