@@ -12,9 +12,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/kubetorch"
 	"gridweave.dev/joinkeys"
 )
 
@@ -101,26 +101,24 @@ func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
 // handleKubeTorchJobs lists the caller's KubeTorch jobs (an admin's:
 // all), newest first.
 func (s *Server) handleKubeTorchJobs(w http.ResponseWriter, r *http.Request) {
-	ri, err := s.crdClient(jobKind)
-	if err != nil {
-		s.writeError(w, r, err)
+	jobs := s.kubetorch().Jobs
+	if jobs == nil {
+		s.writeError(w, r, toAPIError(kubetorch.ErrNoJobRecord))
 		return
 	}
-	list, err := ri.List(r.Context(), metav1.ListOptions{LabelSelector: "gridweave.dev/kubetorch=true"})
+	list, err := jobs.List(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	p, _ := PrincipalFrom(r.Context())
 	out := api.KubeTorchJobList{Jobs: []api.KubeTorchJobSummary{}}
-	for _, obj := range list.Items {
-		str := func(fields ...string) string { v, _, _ := unstructured.NestedString(obj.Object, fields...); return v }
-		owner := str("spec", "owner")
-		if p.Role != RoleAdmin && p.Subject != owner {
+	for _, job := range list {
+		if p.Role != RoleAdmin && p.Subject != job.Spec.Owner {
 			continue
 		}
-		out.Jobs = append(out.Jobs, api.KubeTorchJobSummary{ID: obj.GetName(), Owner: owner, Cluster: str("spec", "cluster"),
-			Phase: str("status", "phase"), Message: str("status", "message"), CreatedAt: obj.GetCreationTimestamp().Time.UTC()})
+		out.Jobs = append(out.Jobs, api.KubeTorchJobSummary{ID: job.Name, Owner: job.Spec.Owner, Cluster: job.Spec.Cluster,
+			Phase: job.Status.Phase, Message: job.Status.Message, CreatedAt: job.CreationTimestamp.Time.UTC()})
 	}
 	slices.SortFunc(out.Jobs, func(a, b api.KubeTorchJobSummary) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	writeJSON(w, http.StatusOK, out)

@@ -147,8 +147,11 @@ func (s *Server) crdPatch(k crdKind, status bool) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		if k == endpointKind && !status {
-			if err := s.endpointHardwareChanged(r.Context(), obj, patched); err != nil {
+		spec, _ := obj["spec"].(map[string]any)
+		if _, touched := spec["hardware"]; k == endpointKind && !status && touched {
+			// A patch of the hardware moves the endpoint before the
+			// answer, which then holds its new status.
+			if patched, err = s.moveEndpoint(r.Context(), patched); err != nil {
 				s.writeError(w, r, err)
 				return
 			}

@@ -21,15 +21,17 @@
 // fleet; reconcile.go the background work (Run: the fleet's reconcilers
 // and the KubeTorch follower); downloads.go join-node.sh and the agent binaries; clusters.go the
 // clusters API; crdproxy.go GridweaveJobs and GridweaveEndpoints for the
-// gateway, endpoints.go an endpoint's hardware swap; rayproxy.go Ray Serve
-// through the dashboard; kubetorch.go code bundles and distributed
-// training; openapi.go the API description.
+// gateway, endpoints.go an endpoint's hardware swap (package endpoints); rayproxy.go Ray Serve
+// through the dashboard; kubetorch.go the KubeTorch routes, each a call
+// into package kubetorch; openapi.go the API description.
 //
 // Subpackages with a vocabulary of their own, which do not import the
 // server: fleet (the node lifecycle as a library: what the join routes
 // call), api (the wire types of every route), scrapetargets (DCGM file_sd
 // targets), crd (our CRDs and their Go types), kubetorch (checked,
-// content-addressed code bundles), and under node/ what runs on a GPU
+// content-addressed code bundles, and the Trainer that trains from them
+// on a cluster's GPU workers), endpoints (an endpoint moved to new
+// hardware), and under node/ what runs on a GPU
 // machine: joinagent (the node side of the join), gpus (nvidia-smi and
 // amd-smi), joinscript (join-node.sh).
 //

@@ -14,6 +14,7 @@ import (
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/kubetorch"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
@@ -67,6 +68,9 @@ func toAPIError(err error) *apiError {
 	var df *dashboardFailure
 	if errors.As(err, &df) {
 		return df.apiError()
+	}
+	if e := kubetorchError(err); e != nil {
+		return e
 	}
 	// rayctl's sentinels and a deadline before the Kubernetes error they
 	// may wrap (a write that kept meeting conflicts until its deadline is
@@ -282,3 +286,24 @@ var errorCodes = func() map[int][]string {
 	}
 	return m
 }()
+
+// kubetorchError maps KubeTorch training's errors; nil for others.
+func kubetorchError(err error) *apiError {
+	var fe *kubetorch.FieldError
+	var de *kubetorch.DashboardError
+	switch {
+	case errors.As(err, &fe):
+		return badField(fe.Field, "%s", fe.Problem)
+	case errors.As(err, &de):
+		return (&dashboardFailure{err: de.Err, timeout: de.Timeout}).apiError()
+	case errors.Is(err, kubetorch.ErrNoGPUWorkers):
+		return &apiError{code: api.CodeNoGPUWorkers, message: err.Error()}
+	case errors.Is(err, kubetorch.ErrNoDashboard):
+		return &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
+	case errors.Is(err, kubetorch.ErrJobNotFound):
+		return &apiError{code: api.CodeNotFound, message: err.Error()}
+	case errors.Is(err, kubetorch.ErrNoJobRecord):
+		return &apiError{code: api.CodeNoKubernetes, message: "the CRD proxy needs a Kubernetes API server (this server runs without one)"}
+	}
+	return nil
+}

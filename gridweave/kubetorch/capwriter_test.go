@@ -1,4 +1,4 @@
-package gridweave
+package kubetorch
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ func TestCapWriterStopsBeforeRaysLimit(t *testing.T) {
 	if n, err := w.Write([]byte("12345")); n != 5 || err != nil {
 		t.Fatalf("first write: %d, %v", n, err)
 	}
-	if n, err := w.Write([]byte("67890")); n != 0 || !errors.Is(err, errPackageTooLarge) {
+	if n, err := w.Write([]byte("67890")); n != 0 || !errors.Is(err, ErrPackageTooLarge) {
 		t.Fatalf("the write reaching the limit: %d, %v", n, err)
 	}
 	if out.String() != "12345" {

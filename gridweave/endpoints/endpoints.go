@@ -1,0 +1,132 @@
+package endpoints
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"gridweave.dev/gridweave/crd/v1alpha1"
+	"gridweave.dev/rayctl"
+)
+
+// GPUProductLabel is the node label naming a node's GPU product (NVIDIA's
+// GPU feature discovery sets it), which an endpoint's hardware selects.
+const GPUProductLabel = "nvidia.com/gpu.product"
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// GroupName is the worker group serving endpoint name on hw:
+// ep-<name>-<gpu type>-x<gpus>, at most 63 characters.
+func GroupName(name string, hw v1alpha1.Hardware) string {
+	gpu := strings.Trim(nonName.ReplaceAllString(strings.ToLower(hw.GPUType), "-"), "-")
+	g := fmt.Sprintf("ep-%s-%s-x%d", name, gpu, hw.GPUs)
+	if len(g) > 63 {
+		g = strings.TrimRight(g[:63], "-")
+	}
+	return g
+}
+
+// Endpoints is a typed client of the GridweaveEndpoints of one namespace.
+type Endpoints struct {
+	resource dynamic.ResourceInterface
+}
+
+// NewEndpoints is the GridweaveEndpoints of namespace.
+func NewEndpoints(client dynamic.Interface, namespace string) *Endpoints {
+	return &Endpoints{resource: client.Resource(v1alpha1.GroupVersion.WithResource(v1alpha1.EndpointResource)).Namespace(namespace)}
+}
+
+// FromUnstructured is the typed endpoint of obj.
+func FromUnstructured(obj *unstructured.Unstructured) (*v1alpha1.GridweaveEndpoint, error) {
+	var ep v1alpha1.GridweaveEndpoint
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &ep); err != nil {
+		return nil, fmt.Errorf("the GridweaveEndpoint %s: %w", obj.GetName(), err)
+	}
+	return &ep, nil
+}
+
+// SetStatus replaces the endpoint's status (the status subresource) and
+// returns the endpoint as stored.
+func (e *Endpoints) SetStatus(ctx context.Context, name string, status v1alpha1.GridweaveEndpointStatus) (*unstructured.Unstructured, error) {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{
+		"phase": status.Phase, "hardware": status.Hardware, "workerGroup": status.WorkerGroup,
+		"readyReplicas": status.ReadyReplicas, "message": status.Message,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return e.resource.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "gridweave"}, "status")
+}
+
+// Mover moves endpoints to the hardware their specs name.
+type Mover struct {
+	// Ray changes the endpoints' RayClusters, in Namespace.
+	Ray       *rayctl.Client
+	Namespace string
+	// Endpoints writes their statuses.
+	Endpoints *Endpoints
+	// Logger hears of each move; default discards.
+	Logger *slog.Logger
+}
+
+// Move gives ep's RayCluster a worker group on ep.Spec.Hardware in place
+// of the one its status names (added when it names none), and records
+// it in ep's status; an endpoint already on its hardware is left as it
+// is (moved false). It returns the endpoint as stored.
+func (m *Mover) Move(ctx context.Context, ep *v1alpha1.GridweaveEndpoint) (stored *unstructured.Unstructured, moved bool, err error) {
+	hw := ep.Spec.Hardware
+	group := GroupName(ep.Spec.Name, hw)
+	old := ep.Status.WorkerGroup
+	if old == group {
+		return nil, false, nil
+	}
+	rc, err := m.Ray.GetCluster(ctx, m.Namespace, ep.Spec.Cluster)
+	if err != nil {
+		return nil, false, fmt.Errorf("the endpoint's RayCluster %s: %w", ep.Spec.Cluster, err)
+	}
+	image := ""
+	if cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(cs) > 0 {
+		image = cs[0].Image
+	}
+	hasOld := false
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		if g.GroupName == old && old != "" {
+			hasOld = true
+			if cs := g.Template.Spec.Containers; len(cs) > 0 {
+				image = cs[0].Image
+			}
+		}
+	}
+	spec, err := rayctl.WorkerGroup{Name: group, Image: image, Replicas: ptr.To(ep.Spec.Replicas), MinReplicas: ep.Spec.MinReplicas,
+		GPUs: int(hw.GPUs), NodeSelector: map[string]string{GPUProductLabel: hw.GPUType},
+		Labels: map[string]string{"gridweave.dev/endpoint": ep.Spec.Name}}.Build()
+	if err != nil {
+		return nil, false, err
+	}
+	if hasOld {
+		_, err = m.Ray.SwapWorkerGroup(ctx, m.Namespace, ep.Spec.Cluster, old, spec)
+	} else {
+		_, err = m.Ray.AddWorkerGroupSpec(ctx, m.Namespace, ep.Spec.Cluster, spec)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("move endpoint %s to %d x %s: %w", ep.Spec.Name, hw.GPUs, hw.GPUType, err)
+	}
+	if m.Logger != nil {
+		m.Logger.InfoContext(ctx, "endpoint moved to new hardware", "endpoint", ep.Spec.Name, "cluster", ep.Spec.Cluster, "old_group", old, "new_group", group)
+	}
+	stored, err = m.Endpoints.SetStatus(ctx, ep.Name, v1alpha1.GridweaveEndpointStatus{
+		Phase: v1alpha1.EndpointUpdating, Hardware: &hw, WorkerGroup: group, ReadyReplicas: 0,
+		Message: fmt.Sprintf("moved to %d x %s (worker group %s)", hw.GPUs, hw.GPUType, group),
+	})
+	return stored, err == nil, err
+}
