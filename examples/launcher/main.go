@@ -16,6 +16,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	// The short commands run at the short-command pace (its doc).
+	_ "gridweave.dev/internal/gcpace"
 	"gridweave.dev/rayctl/launch/launchcli"
 )
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -15,6 +16,7 @@ import (
 	"gridweave.dev/gridweave/identity"
 	"gridweave.dev/gridweave/master"
 	"gridweave.dev/internal/randhex"
+	"gridweave.dev/joinkeys/kubestore"
 )
 
 // builtVersion is the version a release build stamps in (make
@@ -68,8 +70,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if rc == nil && cfg.Store == "kubernetes" {
 		return errors.New("KUBERAY_STORE=kubernetes: no Kubernetes API server (set KUBECONFIG, or run in a pod)")
 	}
-	return master.Run(ctx, cfg, master.Options{Kubernetes: rc, Replica: getenv("POD_NAME"), InstallCRDs: *installCRDs, Addr: *addr, Agents: embeddedAgents(), Logger: log})
+	if rc == nil && *installCRDs {
+		return errors.New("--install-crds needs a Kubernetes API server (KUBECONFIG or in-cluster), not the embedded in-memory cluster")
+	}
+	err = master.Run(ctx, cfg, master.Options{Kubernetes: rc, Replica: getenv("POD_NAME"), InstallCRDs: *installCRDs, Addr: *addr, Agents: embeddedAgents(), Logger: log})
+	var setting *master.SettingError
+	if errors.As(err, &setting) && variables[setting.Setting] != "" {
+		return fmt.Errorf("%s: %w", variables[setting.Setting], setting.Err)
+	}
+	return err
 }
+
+// variables name where a configuration setting came from, for an error
+// that names the setting.
+var variables = map[string]string{"DBPath": "KUBERAY_DB", "VPNCIDR": "VPN_CIDR", "WireGuardInterface": "WG_INTERFACE",
+	"TLSCertFile": "TLS_CERT_FILE", "Namespace": "KUBERAY_NAMESPACE"}
 
 // restConfig is KUBECONFIG's, else the in-cluster one, else nil.
 func restConfig(getenv func(string) string, log *slog.Logger) (*rest.Config, error) {
@@ -114,17 +129,29 @@ func backupOrRestore(ctx context.Context, command string, args []string, getenv 
 	default:
 		return errors.New("server restore: --from FILE is required")
 	}
-	for _, c := range copies {
-		if command == "backup" {
+	if command == "backup" {
+		for _, c := range copies {
 			fmt.Fprintf(stdout, "backed up %s to %s\n", c.From, c.To)
-		} else {
+		}
+		return err
+	}
+	restored := map[string]bool{}
+	for _, c := range copies {
+		restored[c.From] = true
+		if c.From != *from {
 			fmt.Fprintf(stdout, "restored %s from %s\n", c.To, c.From)
 		}
 	}
-	if command == "restore" && err == nil {
-		fmt.Fprintln(stdout, "start the server; a file the backup does not hold is made at start when missing")
+	if err != nil {
+		return err
 	}
-	return err
+	for _, name := range identity.Files {
+		if !restored[*from+"."+name] {
+			fmt.Fprintf(stdout, "the backup holds no %s: the master keeps %s as it is (made at start when missing)\n", name, filepath.Join(master.Dir(cfg), name))
+		}
+	}
+	fmt.Fprintf(stdout, "restored %s from %s; start the server\n", cfg.DBPath, *from)
+	return nil
 }
 
 // migrate is `server migrate --from sqlite --to kubernetes` (or the other
@@ -154,10 +181,15 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return errors.New("server migrate: no Kubernetes API server (set KUBECONFIG, or run in a pod)")
 	}
 	m, err := master.Migrate(ctx, cfg, rc, *to == "kubernetes", log)
+	if m.InstalledCRDs {
+		fmt.Fprintf(stdout, "installed the ledger's CRDs (group %s)\n", kubestore.Group)
+	}
+	if m.Where != "" {
+		fmt.Fprintf(stdout, "copied %d keys, %d nodes and %d audit events from %s; read back and verified\n", len(m.Keys), len(m.Nodes), len(m.Audit), m.Where)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "copied %d keys, %d nodes and %d audit events from %s; read back and verified\n", len(m.Keys), len(m.Nodes), len(m.Audit), m.Where)
 	if *to == "kubernetes" {
 		fmt.Fprintf(stdout, "the master's WireGuard key, TLS pair and JWT secret are in the Secret %s: start the replicas with KUBERAY_STORE=kubernetes\n", m.Secret)
 	} else {

@@ -2,6 +2,8 @@ package endpoints
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -26,14 +28,17 @@ const GPUProductLabel = "nvidia.com/gpu.product"
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
 // GroupName is the worker group serving endpoint name on hw:
-// ep-<name>-<gpu type>-x<gpus>, at most 63 characters.
+// ep-<name>-<gpu type>-x<gpus>. A longer name than a group's 63
+// characters is cut to 56 and ends in 6 hex digits of the whole name's
+// SHA-256, so two kinds of hardware never share a group.
 func GroupName(name string, hw v1alpha1.Hardware) string {
 	gpu := strings.Trim(nonName.ReplaceAllString(strings.ToLower(hw.GPUType), "-"), "-")
 	g := fmt.Sprintf("ep-%s-%s-x%d", name, gpu, hw.GPUs)
-	if len(g) > 63 {
-		g = strings.TrimRight(g[:63], "-")
+	if len(g) <= 63 {
+		return g
 	}
-	return g
+	sum := sha256.Sum256([]byte(g))
+	return strings.TrimRight(g[:56], "-") + "-" + hex.EncodeToString(sum[:3])
 }
 
 // Endpoints is a typed client of the GridweaveEndpoints of one namespace.

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/fleet/fleettest"
@@ -57,6 +58,12 @@ func TestSeamsConformance(t *testing.T) {
 						t.Fatal(err)
 					}
 					return n.Annotations[key]
+				},
+				Relabel: func(t *testing.T, name, key, value string) {
+					patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+					if _, err := tc.Kube.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
 				},
 			}
 		})

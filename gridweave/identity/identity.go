@@ -41,6 +41,42 @@ const (
 	JWTSecretKey = "jwt-secret"
 )
 
+// Share's refusals, each an error an operator resolves (its message says
+// how).
+var (
+	// ErrSecretMisplaced: the Secret is beside the workloads, not in the
+	// system namespace.
+	ErrSecretMisplaced = errors.New("identity: the shared Secret is in the workloads' namespace")
+	// ErrSecretIncomplete: the Secret lacks a part of the identity.
+	ErrSecretIncomplete = errors.New("identity: the shared Secret lacks a part of the identity")
+	// ErrFileDiffers: a file of the identity in the master's directory is
+	// not the Secret's.
+	ErrFileDiffers = errors.New("identity: a file differs from the shared Secret's")
+	// ErrJWTSecretDiffers: the configured JWT secret is not the Secret's.
+	ErrJWTSecretDiffers = errors.New("identity: the JWT secret differs from the shared Secret's")
+)
+
+// refusal is one of Share's refusals: its message says what to do, and it
+// is its kind (errors.Is).
+type refusal struct {
+	kind    error
+	message string
+}
+
+func (r *refusal) Error() string { return r.message }
+func (r *refusal) Unwrap() error { return r.kind }
+
+func refuse(kind error, format string, args ...any) error {
+	return &refusal{kind: kind, message: fmt.Sprintf(format, args...)}
+}
+
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
 // WireGuardKey reads the master's WireGuard private key at path, or makes
 // one and keeps it there (0600) for the next start.
 func WireGuardKey(path string) (wgkey.PrivateKey, error) {
@@ -67,6 +103,7 @@ func WireGuardKey(path string) (wgkey.PrivateKey, error) {
 // cfg.PublicPin, which join commands carry. With TLS off it returns nil
 // and warns how exposed that is.
 func PublicTLS(cfg *gridweave.Config, dir string, log *slog.Logger) (*tls.Config, error) {
+	log = orDiscard(log)
 	if !cfg.UsesTLS() {
 		if !cfg.Dev {
 			log.Warn("INSECURE: TLS=off, so the public listener and the join command are plain HTTP: anyone on the path between a machine and this master can replace the agent it runs as root; use this only behind a TLS-terminating proxy the machines trust")
@@ -119,15 +156,17 @@ func addresses(cfg gridweave.Config, hub bool) []netip.Addr {
 // own, into dir; it returns its JWT secret. The first replica makes it,
 // from the files in dir when they exist; a replica that lost that race
 // takes the winner's. A different identity already in dir is never
-// overwritten: which one the fleet keeps is the operator's choice.
+// overwritten: which one the fleet keeps is the operator's choice
+// (ErrFileDiffers, ErrJWTSecretDiffers). A nil log discards.
 func Share(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config, dir string, log *slog.Logger) (string, error) {
+	log = orDiscard(log)
 	secrets := kube.CoreV1().Secrets(cfg.SystemNamespace)
 	s, err := secrets.Get(ctx, SecretName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		// Servers before the system namespace kept it beside the
 		// workloads: a new identity here would strand every joined machine.
 		if _, oldErr := kube.CoreV1().Secrets(cfg.Namespace).Get(ctx, SecretName, metav1.GetOptions{}); oldErr == nil {
-			return "", fmt.Errorf("the Secret %s/%s holds this master's identity, where the workloads' editors read it: move it to %s before starting (kubectl -n %s get secret %s -o yaml | sed 's/namespace: %s/namespace: %s/' | kubectl apply -f - && kubectl -n %s delete secret %s)",
+			return "", refuse(ErrSecretMisplaced, "the Secret %s/%s holds this master's identity, where the workloads' editors read it: move it to %s before starting (kubectl -n %s get secret %s -o yaml | sed 's/namespace: %s/namespace: %s/' | kubectl apply -f - && kubectl -n %s delete secret %s)",
 				cfg.Namespace, SecretName, cfg.SystemNamespace, cfg.Namespace, SecretName, cfg.Namespace, cfg.SystemNamespace, cfg.Namespace, SecretName)
 		}
 		made, fresh, makeErr := newSecret(cfg, dir)
@@ -163,11 +202,11 @@ func Share(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config,
 	for _, name := range names {
 		data, ok := s.Data[name]
 		if !ok {
-			return "", fmt.Errorf("the Secret %s/%s has no %s: every replica must serve the same one; add it (kubectl -n %s edit secret %s) or delete the Secret so that the first replica makes it again (joined nodes then need new join commands)", cfg.SystemNamespace, SecretName, name, cfg.SystemNamespace, SecretName)
+			return "", refuse(ErrSecretIncomplete, "the Secret %s/%s has no %s: every replica must serve the same one; add it (kubectl -n %s edit secret %s) or delete the Secret so that the first replica makes it again (joined nodes then need new join commands)", cfg.SystemNamespace, SecretName, name, cfg.SystemNamespace, SecretName)
 		}
 		path := filepath.Join(dir, name)
 		if old, err := os.ReadFile(path); err == nil && !bytes.Equal(bytes.TrimSpace(old), bytes.TrimSpace(data)) {
-			return "", fmt.Errorf("%s beside the ledger differs from the one in the Secret %s/%s: move it away to take the Secret's (nodes joined with the file's then need new join commands), or migrate this master's ledger and identity with gridweave-server migrate", path, cfg.SystemNamespace, SecretName)
+			return "", refuse(ErrFileDiffers, "%s beside the ledger differs from the one in the Secret %s/%s: move it away to take the Secret's (nodes joined with the file's then need new join commands), or migrate this master's ledger and identity with gridweave-server migrate", path, cfg.SystemNamespace, SecretName)
 		}
 		if err := writePrivate(path, data); err != nil {
 			return "", err
@@ -175,10 +214,10 @@ func Share(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config,
 	}
 	jwt := string(s.Data[JWTSecretKey])
 	if len(jwt) == 0 {
-		return "", fmt.Errorf("the Secret %s/%s has no %s", cfg.SystemNamespace, SecretName, JWTSecretKey)
+		return "", refuse(ErrSecretIncomplete, "the Secret %s/%s has no %s", cfg.SystemNamespace, SecretName, JWTSecretKey)
 	}
 	if cfg.JWTSecret != "" && cfg.JWTSecret != gridweave.DefaultJWTSecret && cfg.JWTSecret != jwt {
-		return "", fmt.Errorf("JWT_SECRET differs from the Secret %s/%s's %s: every replica must verify with the same one; unset JWT_SECRET to use the Secret's", cfg.SystemNamespace, SecretName, JWTSecretKey)
+		return "", refuse(ErrJWTSecretDiffers, "JWT_SECRET differs from the Secret %s/%s's %s: every replica must verify with the same one; unset JWT_SECRET to use the Secret's", cfg.SystemNamespace, SecretName, JWTSecretKey)
 	}
 	return jwt, nil
 }

@@ -3,6 +3,7 @@ package identity
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -82,12 +83,12 @@ func TestShare(t *testing.T) {
 	if _, err := WireGuardKey(filepath.Join(other, WireGuardKeyFile)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Share(ctx, kube, cfg, other, quiet); err == nil || !strings.Contains(err.Error(), "differs from the one in the Secret") {
+	if _, err := Share(ctx, kube, cfg, other, quiet); !errors.Is(err, ErrFileDiffers) || !strings.Contains(err.Error(), "differs from the one in the Secret") {
 		t.Errorf("a different key beside the ledger: %v", err)
 	}
 	set := cfg
 	set.JWTSecret = strings.Repeat("x", 40)
-	if _, err := Share(ctx, kube, set, t.TempDir(), quiet); err == nil || !strings.Contains(err.Error(), "JWT_SECRET differs") {
+	if _, err := Share(ctx, kube, set, t.TempDir(), quiet); !errors.Is(err, ErrJWTSecretDiffers) {
 		t.Errorf("a different JWT secret: %v", err)
 	}
 }
@@ -100,7 +101,7 @@ func TestShareRefuses(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig()
 	old := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName, Namespace: cfg.Namespace}})
-	if _, err := Share(ctx, old, cfg, t.TempDir(), quiet); err == nil || !strings.Contains(err.Error(), "move it to system") {
+	if _, err := Share(ctx, old, cfg, t.TempDir(), nil); !errors.Is(err, ErrSecretMisplaced) || !strings.Contains(err.Error(), "move it to system") {
 		t.Errorf("the Secret in the workloads' namespace: %v", err)
 	}
 	kube := fake.NewClientset()

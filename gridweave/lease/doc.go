@@ -8,9 +8,16 @@
 //		Identity: podName, Duration: 15 * time.Second},
 //		func(ctx context.Context) error { return leadUntil(ctx) })
 //
-// Run returns nil when ctx ends (it gives the Lease up first, so another
-// replica takes over at once), ErrLost when the Lease was lost while
-// leading (a replica then stops and competes again with a fresh start),
-// and the work's own error when the work stopped on its own (it gives the
-// Lease up).
+// Run returns nil when ctx ends (once the work has returned it gives the
+// Lease up, so another replica takes over at once and never beside the
+// work), an error wrapping ErrLost when the Lease was lost while leading
+// (a replica then stops and competes again with a fresh start), and the
+// work's own error when the work stopped on its own (it gives the Lease
+// up).
+//
+// A lost Lease is the one case where two candidates' work may overlap:
+// the Lease is lost when its holder could not renew it for two thirds of
+// its duration, and another takes it once it expired, whether or not the
+// old holder's work has noticed its context end. Work that must never
+// overlap (writes to shared state) needs a fence of its own.
 package lease

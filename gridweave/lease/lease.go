@@ -32,7 +32,7 @@ type Options struct {
 	// of it at the latest and retries every seventh. Default 15 s.
 	Duration time.Duration
 	// Logger says when this candidate starts and stops leading, and who
-	// leads otherwise. Default: slog.Default().
+	// leads otherwise. Default discards.
 	Logger *slog.Logger
 }
 
@@ -48,7 +48,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	leading := make(chan error, 1)
 	// The elector starts the leading in a goroutine of its own and does
@@ -56,17 +56,20 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 	// started yet does not start, and one that had is waited for.
 	var gate sync.Mutex
 	started, done := false, false
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
+		Client:     opts.Client,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+	}
+	// The Lease is given up by hand once the work has returned (release),
+	// not by the elector as its context ends, while the work may still be
+	// stopping: a successor never starts beside it.
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
-			Client:     opts.Client,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
-		},
-		LeaseDuration:   duration,
-		RenewDeadline:   duration * 2 / 3,
-		RetryPeriod:     duration / 7,
-		ReleaseOnCancel: true,
-		Name:            opts.Name,
+		Lock:          lock,
+		LeaseDuration: duration,
+		RenewDeadline: duration * 2 / 3,
+		RetryPeriod:   duration / 7,
+		Name:          opts.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
 				gate.Lock()
@@ -77,7 +80,12 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 				started = true
 				gate.Unlock()
 				log.Info("lease: leading", "lease", opts.Name, "identity", opts.Identity)
-				leading <- lead(lctx)
+				err := lead(lctx)
+				if lctx.Err() != nil && ctx.Err() == nil {
+					// The elector ended the leading: its renewals failed.
+					err = errors.Join(ErrLost, err)
+				}
+				leading <- err
 			},
 			OnStoppedLeading: func() { log.Info("lease: stopped leading", "lease", opts.Name, "identity", opts.Identity) },
 			OnNewLeader: func(id string) {
@@ -106,14 +114,20 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 		if wait {
 			leadErr = <-leading
 		}
+		release(lock, opts.Identity, log)
 		if ctx.Err() != nil {
+			return leadErr
+		}
+		if errors.Is(leadErr, ErrLost) {
 			return leadErr
 		}
 		return errors.Join(ErrLost, leadErr)
 	case err := <-leading:
-		// Leading ended on its own: give the Lease up.
+		// Leading ended on its own (or the Lease was lost as it did):
+		// give the Lease up.
 		stop()
 		<-ran
+		release(lock, opts.Identity, log)
 		if ctx.Err() != nil {
 			return err
 		}
@@ -121,5 +135,22 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 			err = errors.New("the work ended while leading")
 		}
 		return err
+	}
+}
+
+// release gives the Lease up when identity still holds it, as the
+// elector's own release does: no holder, and a duration of a second, so
+// another candidate takes it at its next try.
+func release(lock *resourcelock.LeaseLock, identity string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil || rec.HolderIdentity != identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	// The lock updates the Lease it read: a takeover since is a conflict.
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err != nil {
+		log.Warn("lease: giving the Lease up", "lease", lock.LeaseMeta.Name, "err", err)
 	}
 }

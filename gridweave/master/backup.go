@@ -50,7 +50,8 @@ func Backup(ctx context.Context, cfg gridweave.Config, to string) ([]Copy, error
 // Restore puts a backup made by Backup in place: the ledger from from and
 // the identity's files from from.NAME, each replaced whole; a file the
 // backup does not hold is kept as it is (made at start when missing).
-// Stop the master first. It returns the copies made, the ledger's last.
+// Stop the master first. It returns the copies made, the ledger's last;
+// the identity's files it does not name were not in the backup.
 func Restore(ctx context.Context, cfg gridweave.Config, from string) ([]Copy, error) {
 	if err := sqlitestore.Restore(ctx, from, cfg.DBPath); err != nil {
 		return nil, err
@@ -106,6 +107,8 @@ type Migrated struct {
 	Where string
 	// Secret is the namespaced name of the identity's shared Secret.
 	Secret string
+	// InstalledCRDs is set when the ledger's CRDs were installed first.
+	InstalledCRDs bool
 }
 
 // Migrate copies the ledger (keys, nodes, node tokens and key secrets as
@@ -116,7 +119,8 @@ type Migrated struct {
 // moves with it: to Kubernetes, the WireGuard key and TLS pair in the
 // master's directory (and cfg.JWTSecret) become the Secret the replicas
 // share, unless it exists; back to SQLite, the Secret's files are written
-// into the master's directory. Stop the masters on the source first.
+// into the master's directory. Stop the masters on the source first. An
+// error after the copy (the identity refused) comes with what was copied.
 func Migrate(ctx context.Context, cfg gridweave.Config, rc *rest.Config, toKube bool, log *slog.Logger) (Migrated, error) {
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -127,11 +131,12 @@ func Migrate(ctx context.Context, cfg gridweave.Config, rc *rest.Config, toKube 
 		return Migrated{}, fmt.Errorf("the Kubernetes ledger's namespace: %w", err)
 	}
 	defer ks.Close()
+	installed := false
 	if _, err := ks.Keys(ctx); apierrors.IsNotFound(err) && toKube {
 		if err := kubestore.InstallCRDs(ctx, rc); err != nil {
 			return Migrated{}, err
 		}
-		log.Info("installed the ledger's CRDs", "group", kubestore.Group)
+		installed = true
 	} else if err != nil {
 		return Migrated{}, fmt.Errorf("the ledger in namespace %s: %w", cfg.Namespace, err)
 	}
@@ -153,16 +158,16 @@ func Migrate(ctx context.Context, cfg gridweave.Config, rc *rest.Config, toKube 
 	defer sq.Close()
 	var source joinkeys.Store = sq
 	var target joinkeys.Importer = ks
-	m := Migrated{Where: fmt.Sprintf("SQLite %s to Kubernetes namespace %s", cfg.DBPath, cfg.Namespace), Secret: cfg.SystemNamespace + "/" + identity.SecretName}
+	m := Migrated{Where: fmt.Sprintf("SQLite %s to Kubernetes namespace %s", cfg.DBPath, cfg.Namespace), Secret: cfg.SystemNamespace + "/" + identity.SecretName, InstalledCRDs: installed}
 	if !toKube {
 		source, target = ks, sq
 		m.Where = fmt.Sprintf("Kubernetes namespace %s to SQLite %s", cfg.Namespace, cfg.DBPath)
 	}
 	if m.Ledger, err = joinkeys.Migrate(ctx, source, target); err != nil {
-		return Migrated{}, fmt.Errorf("migrate: %w", err)
+		return Migrated{InstalledCRDs: installed}, fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := identity.Share(ctx, kube, cfg, dir, log); err != nil {
-		return m, err
-	}
-	return m, nil
+	// The ledger is copied (m says what) even when the identity is
+	// refused below.
+	_, err = identity.Share(ctx, kube, cfg, dir, log)
+	return m, err
 }

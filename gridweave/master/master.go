@@ -59,8 +59,27 @@ type Options struct {
 	// cfg.AgentDir names none. Nil: none.
 	Agents fs.FS
 	// Logger receives the start-up report and the service's log.
-	// Default: slog.Default().
+	// Default discards.
 	Logger *slog.Logger
+}
+
+// A SettingError is a start that failed on the value of one setting of
+// the configuration: Setting is the gridweave.Config field's name (a
+// program maps it to where the value came from, an environment
+// variable, say).
+type SettingError struct {
+	Setting string
+	Err     error
+}
+
+func (e *SettingError) Error() string { return "Config." + e.Setting + ": " + e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
+
+func settingError(setting string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &SettingError{Setting: setting, Err: err}
 }
 
 // Dir is the master's directory: the ledger's (cfg.DBPath's), where the
@@ -74,7 +93,7 @@ func Dir(cfg gridweave.Config) string { return filepath.Dir(cfg.DBPath) }
 func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	log := opts.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	var ha *replica
 	var err error
@@ -99,7 +118,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	defer store.Close()
 	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	if err != nil {
-		return fmt.Errorf("the VPN range: %w", err)
+		return settingError("VPNCIDR", err)
 	}
 	quarantine := cfg.AddressQuarantine
 	if quarantine == 0 {
@@ -169,8 +188,10 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		return err
 	}
 	publicTLS, err := identity.PublicTLS(&cfg, Dir(cfg), log)
-	if err != nil {
-		return err
+	if err != nil && cfg.TLSCertFile != "" {
+		return settingError("TLSCertFile", err)
+	} else if err != nil {
+		return settingError("DBPath", err) // the pair kept beside the ledger
 	}
 	var routes fleet.Routes
 	_, isDevice := wg.(*wgmesh.Mesh)
@@ -291,10 +312,10 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 	}
 	dev, err := wgmesh.OpenDevice(ctx, cfg.WireGuardInterface, netip.PrefixFrom(cfg.MasterVPNIP, cfg.VPNCIDR.Bits()), log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the WireGuard device %s: %w (the interface none keeps peers in memory, with no tunnel)", cfg.WireGuardInterface, err)
+		return nil, nil, settingError("WireGuardInterface", fmt.Errorf("%s: %w (none keeps peers in memory, with no tunnel)", cfg.WireGuardInterface, err))
 	}
 	fail := func(err error) (mesh.Mesh, func() error, error) {
-		return nil, nil, errors.Join(fmt.Errorf("the WireGuard device %s: %w", cfg.WireGuardInterface, err), dev.Close())
+		return nil, nil, errors.Join(settingError("WireGuardInterface", fmt.Errorf("%s: %w", cfg.WireGuardInterface, err)), dev.Close())
 	}
 	if err := wgmesh.SetPrivateKey(ctx, cfg.WireGuardInterface, key, cfg.WireGuardPort); err != nil {
 		return fail(err)
@@ -351,7 +372,7 @@ func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, log *slog
 		return ha.store, nil
 	}
 	if err := os.MkdirAll(Dir(cfg), 0o700); err != nil {
-		return nil, fmt.Errorf("the SQLite ledger: %w", err)
+		return nil, settingError("DBPath", err)
 	}
 	sync := sqlitestore.SyncFull
 	if cfg.DBSync == "normal" {
@@ -359,7 +380,7 @@ func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, log *slog
 	}
 	store, err := sqlitestore.Open(ctx, cfg.DBPath, &sqlitestore.Options{Sync: sync})
 	if err != nil {
-		return nil, fmt.Errorf("the SQLite ledger: %w", err)
+		return nil, settingError("DBPath", err)
 	}
 	log.Info("ledger: SQLite", "path", cfg.DBPath, "sync", cfg.DBSync)
 	return store, nil

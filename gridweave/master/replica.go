@@ -138,7 +138,7 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 	}
 	store, err := kubestore.New(rc, cfg.Namespace, nil)
 	if err != nil {
-		return nil, fmt.Errorf("the ledger's namespace: %w", err)
+		return nil, settingError("Namespace", err)
 	}
 	if _, err := store.Keys(ctx); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -147,7 +147,7 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 		return nil, fmt.Errorf("the Kubernetes ledger: reading it in namespace %s: %w", cfg.Namespace, err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("the master's directory: %w", err)
+		return nil, settingError("DBPath", err)
 	}
 	jwt, err := identity.Share(ctx, kube, *cfg, dir, log)
 	if err != nil {

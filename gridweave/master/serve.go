@@ -60,8 +60,11 @@ func serve(ctx context.Context, listeners []listener, timeout time.Duration, log
 // PlaceAgents serves the join agents in embedded (files named
 // join-node-*, built into the program) when cfg.AgentDir names no others:
 // they are written into the master's directory (agents/, only what
-// changed) and cfg.AgentDir is set to it.
+// changed) and cfg.AgentDir is set to it. A nil log discards.
 func PlaceAgents(cfg *gridweave.Config, embedded fs.FS, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	switch {
 	case cfg.AgentDir != "":
 		log.Info("join agents: AGENT_DIR", "dir", cfg.AgentDir)

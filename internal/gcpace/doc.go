@@ -1,8 +1,10 @@
 // Package gcpace paces the garbage collector for a short-lived command:
-// imported by a program's main package, it sets the collector's percent
-// to ShortCommand while the packages initialise, and Default sets it back
-// to the pace the program started with when the command turns out to be
-// a long one. A GOGC the user set is left alone.
+// imported by a program's main package (and only there: importing it is
+// what sets the pace), it sets the collector's percent to ShortCommand
+// while the packages initialise, and gcdefault.Default sets it back to
+// the pace the program started with when the command turns out to be a
+// long one; a library calls that, never importing this package. A GOGC
+// the user set is left alone.
 //
 // A command that links Kubernetes' API machinery, CEL and KubeRay
 // initialises several hundred packages before main runs; they allocate a
@@ -21,12 +23,13 @@
 // minutes: they call Default once they know, and run as they did.
 //
 // Go initialises packages in the order of their import paths, each once
-// the packages it imports are done. This one imports only os, sync and
-// runtime/debug, so it waits for those, behind every ready package whose
+// the packages it imports are done. This one imports only os,
+// runtime/debug and gcdefault (sync, runtime/debug), so it waits for
+// those, behind every ready package whose
 // path sorts before "os": in the launcher it is the 169th of 379, after
 // 1 MB of the 4.7 MB initialisation allocates, well before the first
 // collection (at 4 MB) and before client-go's and controller-runtime's
 // schemes, which allocate most of the rest (GODEBUG=inittrace=1).
-// examples/launcher's TestShortCommandsRunWithoutACollection fails if a
+// rayctl/launch/launchcli's TestShortCommandsRunWithoutACollection fails if a
 // collection comes first.
 package gcpace

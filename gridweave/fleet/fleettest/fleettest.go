@@ -26,6 +26,9 @@ type NodesBackend struct {
 	// Annotation reads an annotation of the Node name ("" when it has
 	// none, or there is no such Node).
 	Annotation func(t *testing.T, name, key string) string
+	// Relabel changes a label of the existing Node name in place (the
+	// same object), as its kubelet or an administrator would.
+	Relabel func(t *testing.T, name, key, value string)
 }
 
 // Nodes runs the conformance table of fleet.Nodes; open gives each case
@@ -176,8 +179,10 @@ func watch(t *testing.T, b NodesBackend, name string) {
 	until("a Node there before it started", first.Name, func(kn fleet.KubeNode) bool { return !kn.Deleted && kn.UID == first.UID })
 	second := b.Register(t, fleet.KubeNode{Name: name + "-b"})
 	until("a Node added", second.Name, func(kn fleet.KubeNode) bool { return !kn.Deleted })
-	b.Register(t, fleet.KubeNode{Name: second.Name, Labels: map[string]string{"example.com/pool": "p"}})
-	until("a Node changed", second.Name, func(kn fleet.KubeNode) bool { return !kn.Deleted && kn.Labels["example.com/pool"] == "p" })
+	b.Relabel(t, second.Name, "example.com/pool", "p")
+	until("a Node changed in place", second.Name, func(kn fleet.KubeNode) bool {
+		return !kn.Deleted && kn.UID == second.UID && kn.Labels["example.com/pool"] == "p"
+	})
 	now, err := b.Nodes.Get(ctx, first.Name)
 	if err != nil {
 		t.Fatal(err)

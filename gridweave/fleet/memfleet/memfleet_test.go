@@ -1,6 +1,7 @@
 package memfleet_test
 
 import (
+	"context"
 	"net/netip"
 	"testing"
 
@@ -27,6 +28,14 @@ func TestNodes(t *testing.T) {
 				return kn
 			},
 			Annotation: func(t *testing.T, name, key string) string { return nodes.Annotations(name)[key] },
+			Relabel: func(t *testing.T, name, key, value string) {
+				kn, err := nodes.Get(context.Background(), name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kn.Labels = map[string]string{key: value}
+				nodes.Put(kn) // the same UID: the same object
+			},
 		}
 	})
 }

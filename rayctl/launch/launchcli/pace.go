@@ -6,11 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"gridweave.dev/internal/gcpace"
+	"gridweave.dev/internal/gcpace/gcdefault"
 )
 
-// The offline commands are short: gcpace lets the launcher start and run
-// them without a collection. Lint of large input goes back to the
+// The offline commands are short: gcpace (imported by the launcher's
+// main) lets the launcher start and run them without a collection. Lint of large input goes back to the
 // default pace once it has read largeInput bytes, where a heap of nine
 // times the live data would cost more memory than the collections save.
 const largeInput = 1 << 20
@@ -21,8 +21,9 @@ const largeInput = 1 << 20
 // run at the default pace.
 var shortCommands = map[string]bool{"check": true, "render": true, "lint": true, "chart": true, "help": true, "completion": true}
 
-// defaultPace is gcpace.Default (tests count its calls).
-var defaultPace = gcpace.Default
+// defaultPace is gcdefault.Default (tests count its calls): the pace
+// the program started with, when its main package imported gcpace.
+var defaultPace = gcdefault.Default
 
 // paceFor sets the collector's pace for the command args name under root.
 func paceFor(root *cobra.Command, args []string) {

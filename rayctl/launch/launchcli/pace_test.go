@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"gridweave.dev/internal/gcpace"
+	"gridweave.dev/internal/gcpace/gcdefault"
 )
 
 // Lint counts its input over every file: the pace goes back to the
@@ -35,7 +35,7 @@ func TestLargeInputGoesBackToTheDefaultPace(t *testing.T) {
 func TestLiveCommandsRunAtTheDefaultPace(t *testing.T) {
 	calls := 0
 	defaultPace = func() { calls++ }
-	t.Cleanup(func() { defaultPace = gcpace.Default })
+	t.Cleanup(func() { defaultPace = gcdefault.Default })
 	for _, c := range []struct {
 		args []string
 		live bool

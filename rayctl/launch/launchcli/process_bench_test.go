@@ -56,7 +56,7 @@ spec:
 // proxy) in strict mode with KubeRay's CRD schemas as JSON, on the same
 // file as lint-RayCluster: the figure lint's is compared with.
 //
-//	go test -run '^$' -bench BenchmarkProcess ./examples/launcher/
+//	go test -run '^$' -bench BenchmarkProcess ./rayctl/launch/launchcli/
 func BenchmarkProcess(b *testing.B) {
 	dir := b.TempDir()
 	bin := installedCopy(b, builtLauncher(b), dir)
