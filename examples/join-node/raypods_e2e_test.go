@@ -332,7 +332,11 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 // own Ray head, one CPU worker that runs a task. Each machine has two
 // CPUs and each Ray pod already there asks for one, so the new pods ask
 // for little (the head and the worker a quarter of a CPU, KubeRay's
-// submitter half) and may use more (limits of two).
+// submitter half) and may use more (limits of two). The machines share
+// two cores with the control plane and every other test: the head's
+// readiness probe may fail for a minute under that load, and KubeRay's
+// submitter (K8sJobMode, its default) gives up after three tries, so the
+// launch asks for more, as a user of a busy cluster would.
 const launchRecipe = `name: hello-pods
 entrypoint: >-
   python -c "import ray, socket; ray.init();
@@ -354,6 +358,8 @@ images:
 launch:
   mode: rayjob
   ttlSecondsAfterFinished: 0
+  submitterConfig:
+    backoffLimit: 8
 kuberay:
   rayVersion: %[3]q
   spec:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -50,7 +51,11 @@ var dashboardCases = []dashboardCase{
 }
 
 func runDashboardCases(t *testing.T, b backend) {
-	c, err := dashboard.New(b.url, nil)
+	// Calls are bounded by two minutes, not the client's default 30 s:
+	// Serve's first deploy starts its controller and proxy actors, which
+	// on a loaded two-core machine takes longer; the cases are about what
+	// the answers say.
+	c, err := dashboard.New(b.url, &dashboard.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
