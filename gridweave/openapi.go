@@ -20,8 +20,8 @@ import (
 // swaggest/openapi-go reflects the schemas of the request and answer
 // bodies from the Go types of package api (their json names, and their
 // description, example and enum tags; a field without omitempty is
-// required), and the operations from the route table and the words of
-// operations(). This file adds what reflection cannot know: who may call
+// required), and the operations from the route table (each route's doc).
+// This file adds what reflection cannot know: who may call
 // each route (security), the error answers each route can give with the
 // codes each status carries (errorCodes in errors.go), the path and query
 // parameters' words, and servers. Tests hold the document to the route
@@ -43,7 +43,7 @@ func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
 // OpenAPI returns the service's OpenAPI 3.1 document, as JSON. It is
 // built once.
 func (s *Server) OpenAPI() ([]byte, error) {
-	s.openapiOnce.Do(func() { s.openapiDoc, s.openapiErr = s.buildOpenAPI(s.routeTable(), operations()) })
+	s.openapiOnce.Do(func() { s.openapiDoc, s.openapiErr = s.buildOpenAPI(s.routeTable()) })
 	return s.openapiDoc, s.openapiErr
 }
 
@@ -54,7 +54,7 @@ type openapiCache struct {
 	openapiErr  error
 }
 
-func (s *Server) buildOpenAPI(table []route, ops map[string]operation) ([]byte, error) {
+func (s *Server) buildOpenAPI(table []route) ([]byte, error) {
 	r := openapi31.NewReflector()
 	r.Spec.Info.
 		WithTitle("Gridweave control plane").
@@ -102,9 +102,9 @@ func (s *Server) buildOpenAPI(table []route, ops map[string]operation) ([]byte, 
 
 	var problems []string
 	for _, rt := range table {
-		op, ok := ops[rt.pattern]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("route %q has no operation in operations(): describe it in operations.go", rt.pattern))
+		op := rt.doc
+		if op.id == "" || op.summary == "" || op.status == 0 {
+			problems = append(problems, fmt.Sprintf("route %q is not documented: give its doc an id, a summary and its status", rt.pattern))
 			continue
 		}
 		if rt.auth == authBodyCredential {
@@ -112,11 +112,6 @@ func (s *Server) buildOpenAPI(table []route, ops map[string]operation) ([]byte, 
 		}
 		if err := addOperation(r, rt, op); err != nil {
 			problems = append(problems, err.Error())
-		}
-	}
-	for pattern := range ops {
-		if !slices.ContainsFunc(table, func(rt route) bool { return rt.pattern == pattern }) {
-			problems = append(problems, fmt.Sprintf("operation %q names no route of the route table", pattern))
 		}
 	}
 	if len(problems) > 0 {
@@ -132,7 +127,7 @@ func (s *Server) buildOpenAPI(table []route, ops map[string]operation) ([]byte, 
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
-	s.completeOpenAPI(doc, table, ops)
+	s.completeOpenAPI(doc, table)
 	return json.MarshalIndent(doc, "", "  ")
 }
 
@@ -209,7 +204,7 @@ func parameters(path string, query []param) any {
 
 // completeOpenAPI adds to the reflected document who may call each
 // route, the error answers, the request id header and servers.
-func (s *Server) completeOpenAPI(doc map[string]any, table []route, ops map[string]operation) {
+func (s *Server) completeOpenAPI(doc map[string]any, table []route) {
 	doc["servers"] = []any{map[string]any{"url": "/", "description": "This server (the public listener)."}}
 	doc["tags"] = []any{
 		map[string]any{"name": "nodes", "description": "The join flow and the node ledger."},
@@ -253,7 +248,7 @@ func (s *Server) completeOpenAPI(doc map[string]any, table []route, ops map[stri
 		if o == nil {
 			continue
 		}
-		op := ops[rt.pattern]
+		op := rt.doc
 		switch sc, ok := securitySchemes[rt.auth]; {
 		case ok:
 			o["security"] = []any{map[string]any{sc.scheme: []any{}}}

@@ -6,20 +6,50 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/swaggest/jsonschema-go"
+
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/api/clusterapi"
+	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/rayctl"
 )
 
-// route is one entry of the API: method and path pattern, who may call
-// it, and the handler. routes() is the whole surface on one screen; the
-// OpenAPI document is built from the same table.
+// route is one entry of the API, declared once: method and path pattern,
+// who may call it, the listeners that serve it, what the OpenAPI document
+// says of it, and the handler. routeTable is the whole surface; the mux of
+// each listener, the OpenAPI document and the unmatched answers (404, 405
+// with Allow) are derived from it.
 type route struct {
 	pattern string // "METHOD /path/{param}"
 	auth    authRule
+	on      listeners
 	handler http.HandlerFunc
+	doc     operation
 }
+
+// listeners are the listeners that serve a route.
+type listeners uint8
+
+const (
+	// onPublic: the public listener (Config.Port), behind the route's
+	// credential.
+	onPublic listeners = 1 << iota
+	// onVPN: the VPN listener (Config.VPNURL), reached through a joined
+	// machine's tunnel, with the same credential as on the public one.
+	onVPN
+	// onInternal: the internal listener (Config.InternalAddr), without a
+	// credential (the listener is one: it never answers the fleet).
+	onInternal
+	// publicUntilVPN: a large download only a joined machine needs, on the
+	// public listener until a VPN listener is configured; from then on
+	// the public one answers that it is served through the tunnel.
+	publicUntilVPN
+)
 
 // authRule is who may call a route. The middleware enforces the first
 // five before the handler runs; the join flow's two are credentials the
@@ -41,182 +71,338 @@ const (
 )
 
 func (s *Server) routeTable() []route {
+	rayCluster := rayv1.RayCluster{}
+	gridweaveObject := gridweaveObjectDoc{}
+	deleted := api.Deleted{}
+	anyObject := anyObjectDoc{}
 	return []route{
-		{"GET /healthz", authNone, s.handleHealthz},
-		{"GET /readyz", authNone, s.handleReadyz},
-		{"GET /metrics", authAdmin, s.metrics.handler().ServeHTTP},
-		{"GET /openapi.json", authNone, s.handleOpenAPI},
-		{"GET /docs", authNone, s.handleDocs},
-		{"GET /docs/{file}", authNone, s.handleDocsAsset},
+		{pattern: "GET /healthz", auth: authNone, on: onPublic | onVPN | onInternal, handler: s.handleHealthz,
+			doc: operation{id: "healthz", tag: "service", summary: "Liveness",
+				description: "Answers while the process serves; not rate limited.",
+				status:      200, response: api.Health{}}},
+		{pattern: "GET /readyz", auth: authNone, on: onPublic, handler: s.handleReadyz,
+			doc: operation{id: "readyz", tag: "service", summary: "Readiness: the ledger, WireGuard and Kubernetes answer",
+				description: "503 when a backend does not answer: `status` is `unavailable` and `error` says which.",
+				status:      200, response: api.Readiness{}, alternatives: map[int]any{503: api.Readiness{}}}},
+		{pattern: "GET /metrics", auth: authAdmin, on: onPublic | onInternal, handler: s.metrics.handler().ServeHTTP,
+			doc: operation{id: "metrics", tag: "service", summary: "Prometheus metrics",
+				description: "The Prometheus text exposition. Needs the admin credential on the public listener; open on the internal one.",
+				status:      200, responseType: "text/plain", response: ""}},
+		{pattern: "GET /openapi.json", auth: authNone, on: onPublic, handler: s.handleOpenAPI,
+			doc: operation{id: "openapi", tag: "docs", summary: "This OpenAPI 3.1 document",
+				status: 200, response: anyObject}},
+		{pattern: "GET /docs", auth: authNone, on: onPublic, handler: s.handleDocs,
+			doc: operation{id: "docs", tag: "docs", summary: "The interactive API page (Swagger UI)",
+				status: 200, responseType: "text/html", response: ""}},
+		{pattern: "GET /docs/{file}", auth: authNone, on: onPublic, handler: s.handleDocsAsset,
+			doc: operation{id: "docsAsset", tag: "docs", summary: "A file of the API page (renderer, stylesheet, licence)",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 
 		// The node side's downloads.
-		{"GET /join-node.sh", authNone, s.handleJoinScript},
-		{"GET /v1/nodes/agent/{os}/{arch}", authNone, s.handleAgent},
-		{"GET /v1/nodes/agent/{os}/{arch}/sha256", authNone, s.handleAgentSum},
-		{"GET /v1/nodes/worker-image", authNone, s.handleWorkerImage},
-		{"GET /v1/nodes/worker-image/sha256", authNone, s.handleWorkerImageSum},
-		{"GET /v1/nodes/agent/{os}/{arch}/k3s", authNone, s.handleK3s},
-		{"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", authNone, s.handleK3sSum},
-		{"GET /v1/nodes/agent/{os}/{arch}/kubelet", authNone, s.handleKubelet},
-		{"GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256", authNone, s.handleKubeletSum},
+		{pattern: "GET /join-node.sh", auth: authNone, on: onPublic, handler: s.handleJoinScript,
+			doc: operation{id: "joinScript", tag: "nodes", summary: "The script the join command runs on a node",
+				description: "Downloads the join agent for the node's OS and architecture, checks its SHA-256 against /v1/nodes/agent/{os}/{arch}/sha256, and runs it with the join key.",
+				status:      200, responseType: "text/x-shellscript", response: ""}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}", auth: authNone, on: onPublic, handler: s.handleAgent,
+			doc: operation{id: "joinAgent", tag: "nodes", summary: "The join agent binary for an OS and architecture",
+				description: "From AGENT_DIR (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/sha256", auth: authNone, on: onPublic, handler: s.handleAgentSum,
+			doc: operation{id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "GET /v1/nodes/worker-image", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleWorkerImage,
+			doc: operation{id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
+				description: "WORKER_IMAGE_TAR, the image RAY_IMAGE_WORKER names (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/worker-image/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleWorkerImageSum,
+			doc: operation{id: "workerImageSum", tag: "nodes", summary: "The SHA-256 of the worker image tarball, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleK3s,
+			doc: operation{id: "k3sBinary", tag: "nodes", summary: "The k3s binary the master runs, for a machine without k3s",
+				description: "K3S_BINARY, for the master's own OS and architecture only (404 `no_k3s` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleK3sSum,
+			doc: operation{id: "k3sBinarySum", tag: "nodes", summary: "The SHA-256 of the k3s binary, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleKubelet,
+			doc: operation{id: "kubeletBinary", tag: "nodes", summary: "The kubelet a machine of the kubelet join mode runs",
+				description: "KUBELET_BINARY (the control plane's kubelet), for the master's own OS and architecture only (404 `no_kubelet` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256. Served through the tunnels once the master has a VPN listener.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleKubeletSum,
+			doc: operation{id: "kubeletBinarySum", tag: "nodes", summary: "The SHA-256 of the kubelet, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 
 		// The join flow (docs/api.md).
-		{"POST /v1/nodes/join-keys", authAdmin, s.handleMintKey},
-		{"GET /v1/nodes/join-keys", authAdmin, s.handleListKeys},
-		{"DELETE /v1/nodes/join-keys/{id}", authAdmin, s.handleRevokeKey},
-		{"POST /v1/nodes/validate", authBodyCredential, s.handleValidate},
-		{"POST /v1/nodes/register", authBodyCredential, s.handleRegister},
-		{"POST /v1/nodes/disconnect", authAdmin, s.handleDisconnect},
-		{"POST /v1/nodes/leave", authNodeToken, s.handleLeave},
-		{"POST /v1/nodes/verify-provider", authProvider, s.handleVerifyProvider},
-		{"POST /v1/nodes/report-version", authNodeToken, s.handleReportVersion},
-		{"GET /v1/nodes/peers", authNodeToken, s.handlePeers},
-		{"POST /v1/nodes/links", authNodeToken, s.handleReportLinks},
-		{"GET /v1/nodes", authAdmin, s.handleListNodes},
-		{"GET /v1/nodes/{hostname}", authAdmin, s.handleGetNode},
-		{"GET /v1/nodes/{hostname}/links", authAdmin, s.handleNodeLinks},
-		{"GET /v1/nodes/{hostname}/audit", authAdmin, s.handleNodeAudit},
-		{"GET /v1/nodes/{hostname}/kubernetes", authAdmin, s.handleNodeKubernetes},
-		{"GET /v1/nodes/history", authAdmin, s.handleFleetHistory},
+		{pattern: "POST /v1/nodes/join-keys", auth: authAdmin, on: onPublic, handler: s.handleMintKey,
+			doc: operation{id: "mintJoinKey", tag: "nodes", summary: "Mint a join key",
+				description: "Returns the key once (it is stored hashed) with the command a person pastes on the node. A provider key is a JWT that also authenticates the provider (verify-provider).",
+				request:     api.MintKeyRequest{}, status: 201, response: api.MintKeyResponse{}}},
+		{pattern: "GET /v1/nodes/join-keys", auth: authAdmin, on: onPublic, handler: s.handleListKeys,
+			doc: operation{id: "listJoinKeys", tag: "nodes", summary: "List join keys (never their secrets), a page at a time, oldest first",
+				query: pageParams, status: 200, response: api.KeyList{}}},
+		{pattern: "DELETE /v1/nodes/join-keys/{id}", auth: authAdmin, on: onPublic, handler: s.handleRevokeKey,
+			doc: operation{id: "revokeJoinKey", tag: "nodes", summary: "Revoke a join key",
+				description: "Nodes that joined with it stay; it admits no new node.",
+				status:      200, response: api.Key{}, errors: []int{404}}},
+		{pattern: "POST /v1/nodes/validate", auth: authBodyCredential, on: onPublic, handler: s.handleValidate,
+			doc: operation{id: "validateNode", tag: "nodes", summary: "Join step 1: check the key, reserve the VPN address, add the WireGuard peer",
+				description: "The first join presents `key`; a re-join of the same public key presents `node_token` (the key alone is then 409 `node_token_required`). " +
+					"A hostname held by another public key is 409 `hostname_taken`; a first join under the name of a Kubernetes Node no Gridweave join made is 409 `hostname_in_cluster`. A different major version is 426 `version_mismatch` (run the join command again on the node).",
+				request: api.ValidateRequest{}, status: 200, response: api.ValidateResponse{}, errors: []int{409, 426}}},
+		{pattern: "POST /v1/nodes/register", auth: authBodyCredential, on: onPublic | onVPN, handler: s.handleRegister,
+			doc: operation{id: "registerNode", tag: "nodes", summary: "Join step 2: finalise the peer; a GPU node joins its worker group",
+				description: "`key` completes a reservation made by validate (same public key); every later register presents `node_token`. " +
+					"The pod CIDR comes from Kubernetes, never from the node. `worker_group` is null for a CPU-only node.",
+				request: api.RegisterRequest{}, status: 200, response: api.RegisterResponse{}, errors: []int{409, 422, 426}}},
+		{pattern: "POST /v1/nodes/disconnect", auth: authAdmin, on: onPublic, handler: s.handleDisconnect,
+			doc: operation{id: "disconnectNode", tag: "nodes", summary: "Remove a node: peer, routes, scrape target, worker, Kubernetes Node, ledger",
+				description: "Idempotent: `released` is false when there was nothing left to remove. In the kubelet join mode the Node is drained first (cordoned, its pods evicted, waited for up to KUBELET_DRAIN_TIMEOUT).",
+				request:     api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}}},
+		{pattern: "POST /v1/nodes/leave", auth: authNodeToken, on: onPublic | onVPN, handler: s.handleLeave,
+			doc: operation{id: "leaveNode", tag: "nodes", summary: "A node leaves by itself (its node token as bearer)",
+				request: api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}}},
+		{pattern: "POST /v1/nodes/verify-provider", auth: authProvider, on: onPublic, handler: s.handleVerifyProvider,
+			doc: operation{id: "verifyProvider", tag: "nodes", summary: "Check a provider key (the key as bearer)",
+				description: "The body is `{}` or nothing.",
+				status:      200, response: api.VerifyProviderResponse{}, errors: []int{400}}},
+		{pattern: "POST /v1/nodes/report-version", auth: authNodeToken, on: onPublic | onVPN, handler: s.handleReportVersion,
+			doc: operation{id: "reportVersion", tag: "nodes", summary: "A node reports its worker version (its node token as bearer)",
+				description: "Recorded in the ledger and as the annotation `" + fleet.VersionAnnotation + "` on the Kubernetes Node.",
+				request:     api.ReportVersionRequest{}, status: 200, response: api.NodeEnvelope{}, errors: []int{404, 409}}},
+		{pattern: "GET /v1/nodes/peers", auth: authNodeToken, on: onPublic | onVPN, handler: s.handlePeers,
+			doc: operation{id: "nodePeers", tag: "nodes", summary: "A node waits for the other nodes it links to directly (its node token as bearer)",
+				description: "Every node with a tunnel that the caller may link to (its own org's, and those of `SHARED_ORGS`): public key, VPN address, pod CIDR and the endpoints to try (where the master's WireGuard device sees its packets come from, then the ones its agent reported; those in private ranges only with `FLEET_LAN=on`). " +
+					"A node holds at most " + strconv.Itoa(MaxPollsPerNode) + " long polls open at once (429 `too_many_polls`). " +
+					"With `since` (the `revision` of the last answer) and `wait`, the answer comes when the directory differs from that revision, or after `wait` seconds with the same one (a long poll: call again). " +
+					"A node missing from an answer has left: its peer goes. Served on the VPN listener as on the public one.",
+				query: []param{
+					{"hostname", "The calling node (required).", stringParam},
+					{"since", "The revision the node holds; the answer waits while the directory is at it.", stringParam},
+					{"wait", "How long to wait for a change, in seconds (0 to 60; default 0, answer at once).", intParam},
+				},
+				status: 200, response: api.PeerDirectory{}, errors: []int{404}}},
+		{pattern: "POST /v1/nodes/links", auth: authNodeToken, on: onPublic | onVPN, handler: s.handleReportLinks,
+			doc: operation{id: "reportLinks", tag: "nodes", summary: "A node reports the state of its links to the other nodes (its node token as bearer)",
+				description: "Per other node: direct, relayed (through the master) or connecting, the endpoint, the last handshake and bytes. Kept in memory; an agent reports every few seconds.",
+				request:     api.LinksReport{}, status: 200, response: api.LinksAccepted{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes", auth: authAdmin, on: onPublic, handler: s.handleListNodes,
+			doc: operation{id: "listNodes", tag: "nodes", summary: "List nodes, a page at a time, by hostname",
+				query: pageParams, status: 200, response: api.NodeList{}}},
+		{pattern: "GET /v1/nodes/{hostname}", auth: authAdmin, on: onPublic, handler: s.handleGetNode,
+			doc: operation{id: "getNode", tag: "nodes", summary: "Get a node",
+				status: 200, response: api.NodeEnvelope{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/{hostname}/links", auth: authAdmin, on: onPublic, handler: s.handleNodeLinks,
+			doc: operation{id: "getNodeLinks", tag: "nodes", summary: "A node's links to the other nodes, as its agent last reported them",
+				status: 200, response: api.NodeLinks{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/{hostname}/audit", auth: authAdmin, on: onPublic, handler: s.handleNodeAudit,
+			doc: operation{id: "getNodeAudit", tag: "nodes", summary: "A node's audit trail: joins (with which key, from which address), registers, refusals, disconnects and leaves",
+				status: 200, response: api.AuditList{}}},
+		{pattern: "GET /v1/nodes/{hostname}/kubernetes", auth: authAdmin, on: onPublic, handler: s.handleNodeKubernetes,
+			doc: operation{id: "getNodeKubernetes", tag: "nodes", summary: "A node's Kubernetes Node: whether it exists, its conditions",
+				status: 200, response: api.KubernetesNode{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/history", auth: authAdmin, on: onPublic, handler: s.handleFleetHistory,
+			doc: operation{id: "fleetHistory", tag: "nodes", summary: "The fleet over the last six hours: registered and online nodes and online GPUs by pool, a sample a minute",
+				status: 200, response: api.FleetHistory{}}},
 
 		// The web console's page and files (its data comes from the API).
-		{"GET /ui/", authNone, s.handleConsole},
-		{"GET /ui/{file}", authNone, s.handleConsole},
+		{pattern: "GET /ui/", auth: authNone, on: onPublic, handler: s.handleConsole,
+			doc: operation{id: "console", tag: "docs", summary: "The web console: nodes, keys, clusters and jobs (sign in with the admin token, an admin JWT or a user JWT)",
+				description: "With the certificate the server made itself (HTTPS without `TLS_CERT_FILE`), served to loopback callers only (403 `console_loopback_only`) unless `CONSOLE_PUBLIC=on`.",
+				status:      200, responseType: "text/html", response: "", errors: []int{403}}},
+		{pattern: "GET /ui/{file}", auth: authNone, on: onPublic, handler: s.handleConsole,
+			doc: operation{id: "consoleAsset", tag: "docs", summary: "A file of the web console (script, stylesheet, licence)",
+				status: 200, responseType: "text/plain", response: "", errors: []int{403, 404}}},
 
 		// RayClusters.
-		{"POST /v1/kuberay/clusters", authAdmin, s.handleCreateCluster},
-		{"GET /v1/kuberay/clusters", authAdmin, s.handleListClusters},
-		{"GET /v1/kuberay/clusters/{name}", authAdmin, s.handleGetCluster},
-		{"DELETE /v1/kuberay/clusters/{name}", authAdmin, s.handleDeleteCluster},
-		{"PATCH /v1/kuberay/clusters/{name}/scale", authAdmin, s.handleScale},
-		{"POST /v1/kuberay/clusters/{name}/worker-groups", authAdmin, s.handleAddWorkerGroup},
-		{"POST /v1/kuberay/clusters/{name}/worker-groups-raw", authAdmin, s.handleAddWorkerGroupRaw},
-		{"GET /v1/kuberay/clusters/{name}/workers", authAdmin, s.handleListWorkers},
-		{"GET /v1/kuberay/clusters/{name}/worker-groups", authAdmin, s.handleListWorkerGroups},
-		{"GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs", authAdmin, s.handleGroupLogs},
-		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}", authAdmin, s.handleRemoveWorkerGroup},
-		{"DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", authAdmin, s.handleDeleteGroupPods},
-		{"POST /v1/kuberay/clusters/{name}/swap-worker-groups", authAdmin, s.handleSwapWorkerGroups},
-		{"POST /v1/kuberay/clusters/{name}/replace-worker-groups", authAdmin, s.handleReplaceWorkerGroups},
+		{pattern: "POST /v1/kuberay/clusters", auth: authAdmin, on: onPublic, handler: s.handleCreateCluster,
+			doc: operation{id: "createCluster", tag: "clusters", summary: "Create a RayCluster",
+				description: "The body is either a typed spec (`name`, `head`, `worker_groups`, …) or a whole `ray.io/v1` RayCluster object (it has `kind`). " +
+					"The cluster goes into the service's namespace.",
+				request: jsonschema.OneOf(rayctl.ClusterSpec{}, rayCluster), status: 201, response: rayCluster, errors: []int{409, 422}}},
+		{pattern: "GET /v1/kuberay/clusters", auth: authAdmin, on: onPublic, handler: s.handleListClusters,
+			doc: operation{id: "listClusters", tag: "clusters", summary: "List RayClusters",
+				query:  []param{{"label_selector", "A Kubernetes label selector, e.g. `team=ml`.", stringParam}},
+				status: 200, response: api.ClusterList{}}},
+		{pattern: "GET /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic, handler: s.handleGetCluster,
+			doc: operation{id: "getCluster", tag: "clusters", summary: "Get a RayCluster",
+				status: 200, response: rayCluster, errors: []int{404}}},
+		{pattern: "DELETE /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic, handler: s.handleDeleteCluster,
+			doc: operation{id: "deleteCluster", tag: "clusters", summary: "Delete a RayCluster",
+				status: 200, response: api.ClusterDeleted{}, errors: []int{404}}},
+		{pattern: "PATCH /v1/kuberay/clusters/{name}/scale", auth: authAdmin, on: onPublic, handler: s.handleScale,
+			doc: operation{id: "scaleWorkerGroup", tag: "clusters", summary: "Scale a worker group (replicas, min, max in one update)",
+				request: clusterapi.ScaleRequest{}, status: 200, response: rayCluster, errors: []int{404, 409, 422}}},
+		{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic, handler: s.handleAddWorkerGroup,
+			doc: operation{id: "addWorkerGroup", tag: "clusters", summary: "Add a worker group (typed)",
+				request: rayctl.WorkerGroup{}, status: 201, response: rayCluster, errors: []int{404, 409, 422}}},
+		{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups-raw", auth: authAdmin, on: onPublic, handler: s.handleAddWorkerGroupRaw,
+			doc: operation{id: "addWorkerGroupRaw", tag: "clusters", summary: "Add a worker group (a KubeRay WorkerGroupSpec as it is)",
+				request: rayv1.WorkerGroupSpec{}, status: 201, response: rayCluster, errors: []int{404, 409, 422}}},
+		{pattern: "GET /v1/kuberay/clusters/{name}/workers", auth: authAdmin, on: onPublic, handler: s.handleListWorkers,
+			doc: operation{id: "listWorkers", tag: "clusters", summary: "List worker pods",
+				query:  []param{{"group", "Only this worker group's pods.", stringParam}},
+				status: 200, response: clusterapi.WorkerList{}, errors: []int{404}}},
+		{pattern: "GET /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic, handler: s.handleListWorkerGroups,
+			doc: operation{id: "listWorkerGroups", tag: "clusters", summary: "List worker groups with their pod counts",
+				status: 200, response: clusterapi.GroupList{}, errors: []int{404}}},
+		{pattern: "GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs", auth: authAdmin, on: onPublic, handler: s.handleGroupLogs,
+			doc: operation{id: "workerGroupLogs", tag: "clusters", summary: "Stream a worker group's logs",
+				description: "Plain text, each line prefixed with its pod.",
+				query: []param{
+					{"tail", "Only the last N lines of each pod.", intParam},
+					{"since", "Only lines newer than this Go duration, e.g. `10m`.", stringParam},
+					{"follow", "Keep streaming.", boolParam},
+				},
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}", auth: authAdmin, on: onPublic, handler: s.handleRemoveWorkerGroup,
+			doc: operation{id: "removeWorkerGroup", tag: "clusters", summary: "Remove a worker group (drains first)",
+				description: "Scales the group to 0, waits for its pods to go, then removes it; with `immediate=true` removes it and deletes its pods at once.",
+				query:       []param{{"immediate", "Do not drain first.", boolParam}},
+				status:      200, response: rayCluster, errors: []int{404, 409, 504}}},
+		{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", auth: authAdmin, on: onPublic, handler: s.handleDeleteGroupPods,
+			doc: operation{id: "deleteWorkerGroupPods", tag: "clusters", summary: "Delete a worker group's pods (KubeRay recreates them)",
+				status: 200, response: api.PodsDeleted{}, errors: []int{404}}},
+		{pattern: "POST /v1/kuberay/clusters/{name}/swap-worker-groups", auth: authAdmin, on: onPublic, handler: s.handleSwapWorkerGroups,
+			doc: operation{id: "swapWorkerGroup", tag: "clusters", summary: "Replace one worker group by another in one update",
+				request: clusterapi.SwapRequest{}, status: 200, response: rayCluster, errors: []int{404, 409, 422}}},
+		{pattern: "POST /v1/kuberay/clusters/{name}/replace-worker-groups", auth: authAdmin, on: onPublic, handler: s.handleReplaceWorkerGroups,
+			doc: operation{id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
+				request: clusterapi.ReplaceRequest{}, status: 200, response: rayCluster, errors: []int{404, 409, 422}}},
 
 		// The gateway's hands (internal: INTERNAL_TOKEN on this listener,
 		// none on INTERNAL_ADDR's).
-		{"POST /v1/crd/jobs", authInternal, s.crdCreate(jobKind)},
-		{"GET /v1/crd/jobs", authInternal, s.crdList(jobKind)},
-		{"GET /v1/crd/jobs/{name}", authInternal, s.crdGet(jobKind)},
-		{"PATCH /v1/crd/jobs/{name}", authInternal, s.crdPatch(jobKind, false)},
-		{"PATCH /v1/crd/jobs/{name}/status", authInternal, s.crdPatch(jobKind, true)},
-		{"DELETE /v1/crd/jobs/{name}", authInternal, s.crdDelete(jobKind)},
-		{"POST /v1/crd/endpoints", authInternal, s.crdCreate(endpointKind)},
-		{"GET /v1/crd/endpoints", authInternal, s.crdList(endpointKind)},
-		{"GET /v1/crd/endpoints/by-name/{name}", authInternal, s.handleEndpointByName},
-		{"GET /v1/crd/endpoints/{name}", authInternal, s.crdGet(endpointKind)},
-		{"PATCH /v1/crd/endpoints/{name}", authInternal, s.crdPatch(endpointKind, false)},
-		{"PATCH /v1/crd/endpoints/{name}/status", authInternal, s.crdPatch(endpointKind, true)},
-		{"DELETE /v1/crd/endpoints/{name}", authInternal, s.crdDelete(endpointKind)},
-		{"GET /v1/ray/serve/statuses", authInternal, s.handleServeStatuses},
-		{"POST /v1/kubetorch/sync", authAdmin, s.handleSync},
-		{"GET /v1/kubetorch/bundles/{file}", authNone, s.handleBundle},
-		{"POST /v1/kubetorch/train", authAdmin, s.handleTrain},
-		{"GET /v1/kubetorch/health", authAdmin, s.handleKubeTorchHealth},
-		{"GET /v1/kubetorch/jobs", authUser, s.handleKubeTorchJobs},
-		{"GET /v1/kubetorch/jobs/{id}", authUser, s.handleKubeTorchJob},
-		{"DELETE /v1/ray/serve/applications/{app}", authInternal, s.handleDeleteServeApplication},
+		{pattern: "POST /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: s.crdCreate(jobKind),
+			doc: operation{id: "createJob", tag: "crd", summary: "Create a GridweaveJob",
+				description: "A GridweaveJob object (apiVersion and kind may be left out); the API server validates it against the CRD.",
+				request:     gridweaveObject, status: 201, response: gridweaveObject, errors: []int{409, 422, 503}}},
+		{pattern: "GET /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: s.crdList(jobKind),
+			doc: operation{id: "listJobs", tag: "crd", summary: "List GridweaveJobs",
+				query:  []param{{"label_selector", "A Kubernetes label selector.", stringParam}, {"owner", "Only the jobs of this owner (spec.owner).", stringParam}},
+				status: 200, response: gridweaveList{}, errors: []int{503}}},
+		{pattern: "GET /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdGet(jobKind),
+			doc: operation{id: "getJob", tag: "crd", summary: "Read a GridweaveJob",
+				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
+		{pattern: "PATCH /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(jobKind, false),
+			doc: operation{id: "patchJob", tag: "crd", summary: "Merge-patch a GridweaveJob",
+				description: "A JSON merge patch. With metadata.resourceVersion in it the write is conditional: 409 when the object changed since.",
+				request:     anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
+		{pattern: "PATCH /v1/crd/jobs/{name}/status", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(jobKind, true),
+			doc: operation{id: "patchJobStatus", tag: "crd", summary: "Merge-patch a GridweaveJob's status",
+				request: anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
+		{pattern: "DELETE /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdDelete(jobKind),
+			doc: operation{id: "deleteJob", tag: "crd", summary: "Delete a GridweaveJob",
+				status: 200, response: deleted, errors: []int{404, 503}}},
+		{pattern: "POST /v1/crd/endpoints", auth: authInternal, on: onPublic | onInternal, handler: s.crdCreate(endpointKind),
+			doc: operation{id: "createEndpoint", tag: "crd", summary: "Create a GridweaveEndpoint",
+				request: gridweaveObject, status: 201, response: gridweaveObject, errors: []int{409, 422, 503}}},
+		{pattern: "GET /v1/crd/endpoints", auth: authInternal, on: onPublic | onInternal, handler: s.crdList(endpointKind),
+			doc: operation{id: "listEndpoints", tag: "crd", summary: "List GridweaveEndpoints",
+				query:  []param{{"label_selector", "A Kubernetes label selector.", stringParam}, {"owner", "Only the endpoints of this owner (spec.owner).", stringParam}},
+				status: 200, response: gridweaveList{}, errors: []int{503}}},
+		{pattern: "GET /v1/crd/endpoints/by-name/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.handleEndpointByName,
+			doc: operation{id: "getEndpointByName", tag: "crd", summary: "Read the GridweaveEndpoint whose spec.name is {name}",
+				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
+		{pattern: "GET /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdGet(endpointKind),
+			doc: operation{id: "getEndpoint", tag: "crd", summary: "Read a GridweaveEndpoint",
+				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
+		{pattern: "PATCH /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(endpointKind, false),
+			doc: operation{id: "patchEndpoint", tag: "crd", summary: "Merge-patch a GridweaveEndpoint (a new spec.hardware moves its workers)",
+				description: "A JSON merge patch. A change of spec.hardware swaps the endpoint's worker group on its RayCluster for one on the new hardware in one update (head and other groups untouched) before answering, and records the new group in the status.",
+				request:     anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 502, 503}}},
+		{pattern: "PATCH /v1/crd/endpoints/{name}/status", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(endpointKind, true),
+			doc: operation{id: "patchEndpointStatus", tag: "crd", summary: "Merge-patch a GridweaveEndpoint's status",
+				request: anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
+		{pattern: "DELETE /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdDelete(endpointKind),
+			doc: operation{id: "deleteEndpoint", tag: "crd", summary: "Delete a GridweaveEndpoint",
+				status: 200, response: deleted, errors: []int{404, 503}}},
+		{pattern: "GET /v1/ray/serve/statuses", auth: authInternal, on: onPublic | onInternal, handler: s.handleServeStatuses,
+			doc: operation{id: "serveStatuses", tag: "ray", summary: "Ray Serve applications and their deployments' statuses",
+				status: 200, response: api.ServeStatuses{}, errors: []int{502, 503, 504}}},
+		{pattern: "POST /v1/kubetorch/sync", auth: authAdmin, on: onPublic, handler: s.handleSync,
+			doc: operation{id: "syncBundle", tag: "kubetorch", summary: "Upload a code bundle (tar.gz or zip)",
+				description: "The body is the archive (`Content-Type: application/gzip` for a tar.gz, `application/zip`), or the multipart field `bundle`. " +
+					"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
+					"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
+					"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, on the VPN listener, as the zip Ray's working_dir takes.",
+				status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}}},
+		{pattern: "GET /v1/kubetorch/bundles/{file}", auth: authNone, on: onVPN | onInternal, handler: s.handleBundle,
+			doc: operation{id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
+				description: "Served on the VPN listener (MASTER_VPN_IP:VPN_HTTP_PORT, through the tunnels) and the internal listener; the public listener answers 404.",
+				status:      200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "POST /v1/kubetorch/train", auth: authAdmin, on: onPublic, handler: s.handleTrain,
+			doc: operation{id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
+				description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
+				request:     api.TrainRequest{}, status: 201, response: api.TrainResponse{}, errors: []int{404, 409, 502, 503, 504}}},
+		{pattern: "GET /v1/kubetorch/health", auth: authAdmin, on: onPublic, handler: s.handleKubeTorchHealth,
+			doc: operation{id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
+				query: []param{{"cluster", "The RayCluster.", stringParam}}, status: 200, response: api.KubeTorchHealth{}, errors: []int{404}}},
+		{pattern: "GET /v1/kubetorch/jobs", auth: authUser, on: onPublic, handler: s.handleKubeTorchJobs,
+			doc: operation{id: "kubetorchJobs", tag: "kubetorch", summary: "The caller's KubeTorch jobs, newest first (an admin sees every job)",
+				description: "What the server last followed of each job; GET /v1/kubetorch/jobs/{id} asks Ray now and adds the logs.",
+				status:      200, response: api.KubeTorchJobList{}, errors: []int{503}}},
+		{pattern: "GET /v1/kubetorch/jobs/{id}", auth: authUser, on: onPublic, handler: s.handleKubeTorchJob,
+			doc: operation{id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
+				status: 200, response: api.KubeTorchJob{}, errors: []int{404, 502, 503, 504}}},
+		{pattern: "DELETE /v1/ray/serve/applications/{app}", auth: authInternal, on: onPublic | onInternal, handler: s.handleDeleteServeApplication,
+			doc: operation{id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
+				description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
+				status:      200, response: deleted, errors: []int{404, 409, 502, 503, 504}}},
 	}
 }
 
-// vpnRoutes are what the VPN listener (Config.VPNURL) serves, with the
-// same credentials as on the public one: the calls a joined node makes
-// through its tunnel, and the KubeTorch bundles its Ray workers fetch.
-var vpnRoutes = map[string]bool{
-	"GET /healthz":                                   true,
-	"POST /v1/nodes/register":                        true,
-	"POST /v1/nodes/report-version":                  true,
-	"POST /v1/nodes/leave":                           true,
-	"GET /v1/nodes/peers":                            true,
-	"POST /v1/nodes/links":                           true,
-	"GET /v1/nodes/worker-image":                     true,
-	"GET /v1/nodes/worker-image/sha256":              true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s":            true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256":     true,
-	"GET /v1/nodes/agent/{os}/{arch}/kubelet":        true,
-	"GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256": true,
-	bundleRoute: true,
-}
-
-// tunnelDownloads are the large downloads only a joined machine needs:
-// once the VPN listener is configured (Config.VPNURL) they are served
-// there alone, through a machine's tunnel, and the public listener
-// answers 404 for them (they are open without credentials, multi-GB, and
-// answer Range requests).
-var tunnelDownloads = map[string]bool{
-	"GET /v1/nodes/worker-image":                     true,
-	"GET /v1/nodes/worker-image/sha256":              true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s":            true,
-	"GET /v1/nodes/agent/{os}/{arch}/k3s/sha256":     true,
-	"GET /v1/nodes/agent/{os}/{arch}/kubelet":        true,
-	"GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256": true,
-}
-
-// bundleRoute serves bundles at their unguessable URLs without
-// credentials: on the VPN and internal listeners only, never to the
-// world on the public one.
-const bundleRoute = "GET /v1/kubetorch/bundles/{file}"
-
-// routes builds the public handler (the whole table but the bundles), the
-// internal one (the internal routes and metrics without credentials, and
-// the bundles) and the VPN one (vpnRoutes), each behind the middleware
-// chain.
+// routes builds the public handler, the internal one and the VPN one from
+// routeTable (each route on the listeners its on names), each behind its
+// middleware chain. A route on the internal listener is served there
+// without a credential.
 func (s *Server) routes() (public, internal, vpn http.Handler) {
-	mux := http.NewServeMux()
-	vmux := http.NewServeMux()
-	var vpnTable []route
-	for _, rt := range s.routeTable() {
-		h := http.Handler(rt.handler)
-		if rt.pattern == bundleRoute {
+	table := s.routeTable()
+	pmux, vmux, imux := http.NewServeMux(), http.NewServeMux(), http.NewServeMux()
+	var publicTable, vpnTable, internalTable []route
+	for _, rt := range table {
+		h := s.withCredential(rt.auth, rt.handler)
+		switch {
+		case rt.on&publicUntilVPN != 0 && s.cfg.VPNURL != "":
+			pmux.Handle(rt.pattern, s.named(rt.pattern, http.HandlerFunc(s.downloadNotHere)))
+			publicTable = append(publicTable, rt)
+		case rt.on&(onPublic|publicUntilVPN) != 0:
+			pmux.Handle(rt.pattern, s.named(rt.pattern, h))
+			publicTable = append(publicTable, rt)
+		default:
+			pmux.Handle(rt.pattern, s.named(rt.pattern, http.HandlerFunc(s.notOnPublic)))
+			publicTable = append(publicTable, rt)
+		}
+		if rt.on&onVPN != 0 {
 			vmux.Handle(rt.pattern, s.named(rt.pattern, h))
 			vpnTable = append(vpnTable, rt)
-			mux.Handle(rt.pattern, s.named(rt.pattern, http.HandlerFunc(s.bundleNotHere)))
-			continue
 		}
-		switch rt.auth {
-		case authAdmin:
-			h = s.requireRole(h, RoleAdmin)
-		case authProvider:
-			h = s.requireRole(h, RoleProvider)
-		case authInternal:
-			h = s.requireInternalToken(h)
-		case authUser:
-			h = s.requireRole(h, RoleAdmin, RoleUser)
-		}
-		if tunnelDownloads[rt.pattern] && s.cfg.VPNURL != "" {
-			mux.Handle(rt.pattern, s.named(rt.pattern, http.HandlerFunc(s.downloadNotHere)))
-		} else {
-			mux.Handle(rt.pattern, s.named(rt.pattern, h))
-		}
-		if vpnRoutes[rt.pattern] {
-			vmux.Handle(rt.pattern, s.named(rt.pattern, h))
-			vpnTable = append(vpnTable, rt)
+		if rt.on&onInternal != 0 {
+			imux.Handle(rt.pattern, s.named(rt.pattern, rt.handler))
+			internalTable = append(internalTable, rt)
 		}
 	}
-	mux.Handle("/", s.named("unmatched", s.notFound(s.routeTable())))
-	public = chain(mux, withRequestID, s.withAccessLog, s.withCORS, s.withRateLimit, s.withBodyLimit)
+	pmux.Handle("/", s.named("unmatched", s.notFound(publicTable)))
+	public = chain(pmux, withRequestID, s.withAccessLog, s.withCORS, s.withRateLimit, s.withBodyLimit)
 	vmux.Handle("/", s.named("unmatched", s.notFound(vpnTable)))
 	vpn = chain(vmux, withRequestID, s.withAccessLog, s.throughTunnelOnly, s.withRateLimit, s.withBodyLimit)
-
-	imux := http.NewServeMux()
-	imux.Handle("GET /metrics", s.named("GET /metrics", s.metrics.handler()))
-	imux.Handle("GET /healthz", s.named("GET /healthz", http.HandlerFunc(s.handleHealthz)))
-	var internalRoutes []route
-	for _, rt := range s.routeTable() {
-		if rt.auth == authInternal || rt.pattern == bundleRoute {
-			imux.Handle(rt.pattern, s.named(rt.pattern, rt.handler))
-			internalRoutes = append(internalRoutes, rt)
-		}
-	}
-	imux.Handle("/", s.named("unmatched", s.notFound(internalRoutes)))
+	imux.Handle("/", s.named("unmatched", s.notFound(internalTable)))
 	internal = chain(imux, withRequestID, s.withAccessLog, s.notFromTheFleet, s.withBodyLimit)
 	return public, internal, vpn
+}
+
+// withCredential puts the check of rule's credential in front of h (the
+// join flow's body credentials are the fleet's to check).
+func (s *Server) withCredential(rule authRule, h http.Handler) http.Handler {
+	switch rule {
+	case authAdmin:
+		return s.requireRole(h, RoleAdmin)
+	case authProvider:
+		return s.requireRole(h, RoleProvider)
+	case authInternal:
+		return s.requireInternalToken(h)
+	case authUser:
+		return s.requireRole(h, RoleAdmin, RoleUser)
+	}
+	return h
 }
 
 // notFromTheFleet refuses, on the internal listener, a caller whose
@@ -259,11 +445,12 @@ func (s *Server) fromTunnel(r *http.Request) bool {
 	return err == nil && s.cfg.VPNCIDR.Contains(ip.Unmap())
 }
 
-// bundleNotHere is the public listener's answer for a bundle: they are
-// fetched through the tunnel or from the internal listener.
-func (s *Server) bundleNotHere(w http.ResponseWriter, r *http.Request) {
+// notOnPublic is the public listener's answer for a route it does not
+// serve: the KubeTorch bundles, fetched through the tunnel or from the
+// internal listener.
+func (s *Server) notOnPublic(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, &apiError{code: api.CodeNotFound,
-		message: "bundles are served on the VPN listener (http://MASTER_VPN_IP:VPN_HTTP_PORT, reached through a node's tunnel) and the internal listener, not on the public one"})
+		message: "this is served on the VPN listener (http://MASTER_VPN_IP:VPN_HTTP_PORT, reached through a node's tunnel) and the internal listener, not on the public one"})
 }
 
 // downloadNotHere is the public listener's answer for a download a
