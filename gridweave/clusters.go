@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/swaggest/jsonschema-go"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"gridweave.dev/gridweave/api"
@@ -46,189 +47,159 @@ func summarize(rc *rayv1.RayCluster) api.ClusterSummary {
 
 // handleCreateCluster takes a typed spec ({"name", "head", "worker_groups"…},
 // rayctl.ClusterSpec) or a whole RayCluster ({"apiVersion", "kind", …}).
-func (s *Server) handleCreateCluster(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) handleCreateCluster(w http.ResponseWriter, r *http.Request) {
 	data, err := readBody(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		c.writeError(w, r, err)
 		return
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		s.writeError(w, r, jsonError(err))
+		c.writeError(w, r, jsonError(err))
 		return
 	}
 	var rc *rayv1.RayCluster
 	if _, full := probe["kind"]; full {
 		var obj rayv1.RayCluster
 		if err := decodeStrict(data, &obj); err != nil {
-			s.writeError(w, r, err)
+			c.writeError(w, r, err)
 			return
 		}
 		if obj.Kind != "RayCluster" || obj.APIVersion != rayv1.GroupVersion.String() {
-			s.writeError(w, r, badField("kind", "a full object must be apiVersion %s, kind RayCluster; got %s %s", rayv1.GroupVersion, obj.APIVersion, obj.Kind))
+			c.writeError(w, r, badField("kind", "a full object must be apiVersion %s, kind RayCluster; got %s %s", rayv1.GroupVersion, obj.APIVersion, obj.Kind))
 			return
 		}
 		rc = &obj
 	} else {
 		var spec rayctl.ClusterSpec
 		if err := decodeStrict(data, &spec); err != nil {
-			s.writeError(w, r, err)
+			c.writeError(w, r, err)
 			return
 		}
-		if spec.Namespace != "" && spec.Namespace != s.cfg.Namespace {
-			s.writeError(w, r, badField("namespace", "this service manages RayClusters in %q only", s.cfg.Namespace))
+		if spec.Namespace != "" && spec.Namespace != c.cfg.Namespace {
+			c.writeError(w, r, badField("namespace", "this service manages RayClusters in %q only", c.cfg.Namespace))
 			return
 		}
-		spec.Namespace = s.cfg.Namespace
+		spec.Namespace = c.cfg.Namespace
 		if spec.Image == "" {
-			spec.Image = s.cfg.RayImage
+			spec.Image = c.cfg.RayImage
 		}
 		if rc, err = spec.Build(); err != nil {
-			s.writeError(w, r, err)
+			c.writeError(w, r, err)
 			return
 		}
 	}
-	if rc.Namespace != "" && rc.Namespace != s.cfg.Namespace {
-		s.writeError(w, r, badField("metadata.namespace", "this service manages RayClusters in %q only", s.cfg.Namespace))
+	if rc.Namespace != "" && rc.Namespace != c.cfg.Namespace {
+		c.writeError(w, r, badField("metadata.namespace", "this service manages RayClusters in %q only", c.cfg.Namespace))
 		return
 	}
-	rc.Namespace = s.cfg.Namespace
-	created, err := s.ray.CreateRayCluster(r.Context(), rc)
+	rc.Namespace = c.cfg.Namespace
+	created, err := c.ray.CreateRayCluster(r.Context(), rc)
 	if err != nil {
-		s.writeError(w, r, err)
+		c.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, withTypeMeta(created))
 }
 
-func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
-	list, err := s.ray.ListClusters(r.Context(), rayctl.ListOptions{Namespace: s.cfg.Namespace, LabelSelector: r.URL.Query().Get("label_selector")})
+// clusterRoutes serve the RayClusters of Config.Namespace over rayctl.
+type clusterRoutes struct {
+	responder
+	cfg *Config
+	ray *rayctl.Client
+}
+
+func (c *clusterRoutes) list(r *http.Request, _ noBody) (api.ClusterList, error) {
+	list, err := c.ray.ListClusters(r.Context(), rayctl.ListOptions{Namespace: c.cfg.Namespace, LabelSelector: r.URL.Query().Get("label_selector")})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.ClusterList{}, err
 	}
 	out := make([]api.ClusterSummary, len(list))
 	for i := range list {
 		out[i] = summarize(&list[i])
 	}
-	writeJSON(w, http.StatusOK, api.ClusterList{Clusters: out})
+	return api.ClusterList{Clusters: out}, nil
 }
 
-func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) get(r *http.Request, _ noBody) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	rc, err := s.ray.GetCluster(r.Context(), s.cfg.Namespace, name)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, withTypeMeta(rc))
+	return whole(c.ray.GetCluster(r.Context(), c.cfg.Namespace, name))
 }
 
-func (s *Server) handleDeleteCluster(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) delete(r *http.Request, _ noBody) (api.ClusterDeleted, error) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.ClusterDeleted{}, err
 	}
-	if err := s.ray.DeleteCluster(r.Context(), s.cfg.Namespace, name, rayctl.DeleteOptions{}); err != nil {
-		s.writeError(w, r, err)
-		return
+	if err := c.ray.DeleteCluster(r.Context(), c.cfg.Namespace, name, rayctl.DeleteOptions{}); err != nil {
+		return api.ClusterDeleted{}, err
 	}
-	writeJSON(w, http.StatusOK, api.ClusterDeleted{Name: name, Deleted: true})
+	return api.ClusterDeleted{Name: name, Deleted: true}, nil
 }
 
-func (s *Server) handleScale(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) scale(r *http.Request, req clusterapi.ScaleRequest) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
-	var req clusterapi.ScaleRequest
-	if err == nil {
-		err = decodeJSON(r, &req)
-	}
-	if err == nil && req.Group == "" {
-		err = badField("group", "group is required: the worker group to scale")
-	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	rc, err := s.ray.ScaleGroup(r.Context(), s.cfg.Namespace, name, req.Group, req.Scale)
-	s.writeCluster(w, r, http.StatusOK, rc, err)
+	if req.Group == "" {
+		return nil, badField("group", "group is required: the worker group to scale")
+	}
+	return whole(c.ray.ScaleGroup(r.Context(), c.cfg.Namespace, name, req.Group, req.Scale))
 }
 
-func (s *Server) handleAddWorkerGroup(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) addWorkerGroup(r *http.Request, g rayctl.WorkerGroup) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
-	var g rayctl.WorkerGroup
-	if err == nil {
-		err = decodeJSON(r, &g)
-	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	rc, err := s.ray.AddWorkerGroup(r.Context(), s.cfg.Namespace, name, g)
-	s.writeCluster(w, r, http.StatusCreated, rc, err)
+	return whole(c.ray.AddWorkerGroup(r.Context(), c.cfg.Namespace, name, g))
 }
 
-func (s *Server) handleAddWorkerGroupRaw(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) addWorkerGroupRaw(r *http.Request, spec rayv1.WorkerGroupSpec) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
-	var spec rayv1.WorkerGroupSpec
-	if err == nil {
-		err = decodeJSON(r, &spec)
-	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
 	if spec.RayStartParams == nil {
 		spec.RayStartParams = map[string]string{}
 	}
-	rc, err := s.ray.AddWorkerGroupSpec(r.Context(), s.cfg.Namespace, name, spec)
-	s.writeCluster(w, r, http.StatusCreated, rc, err)
+	return whole(c.ray.AddWorkerGroupSpec(r.Context(), c.cfg.Namespace, name, spec))
 }
 
-func (s *Server) handleListWorkers(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) listWorkers(r *http.Request, _ noBody) (clusterapi.WorkerList, error) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return clusterapi.WorkerList{}, err
 	}
-	workers, err := s.ray.ListWorkers(r.Context(), s.cfg.Namespace, name, r.URL.Query().Get("group"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	workers, err := c.ray.ListWorkers(r.Context(), c.cfg.Namespace, name, r.URL.Query().Get("group"))
 	if workers == nil {
 		workers = []rayctl.Worker{}
 	}
-	writeJSON(w, http.StatusOK, clusterapi.WorkerList{Workers: workers})
+	return clusterapi.WorkerList{Workers: workers}, err
 }
 
-func (s *Server) handleListWorkerGroups(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) listWorkerGroups(r *http.Request, _ noBody) (clusterapi.GroupList, error) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return clusterapi.GroupList{}, err
 	}
-	groups, err := s.ray.ListWorkerGroups(r.Context(), s.cfg.Namespace, name)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	groups, err := c.ray.ListWorkerGroups(r.Context(), c.cfg.Namespace, name)
 	if groups == nil {
 		groups = []rayctl.GroupStatus{}
 	}
-	writeJSON(w, http.StatusOK, clusterapi.GroupList{WorkerGroups: groups})
+	return clusterapi.GroupList{WorkerGroups: groups}, err
 }
 
 // handleGroupLogs streams the group's pods' logs as text, each line
 // prefixed by its pod: ?tail=N, ?since=10m, ?follow=true.
-func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
+		c.writeError(w, r, err)
 		return
 	}
 	q := r.URL.Query()
@@ -236,7 +207,7 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("tail"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			s.writeError(w, r, badField("tail", "tail must be a non-negative whole number of lines, got %q", v))
+			c.writeError(w, r, badField("tail", "tail must be a non-negative whole number of lines, got %q", v))
 			return
 		}
 		opts.TailLines = &n
@@ -244,7 +215,7 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			s.writeError(w, r, badField("since", "since must be a positive duration such as 10m, got %q", v))
+			c.writeError(w, r, badField("since", "since must be a positive duration such as 10m, got %q", v))
 			return
 		}
 		opts.Since = d
@@ -252,19 +223,19 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("follow"); v != "" {
 		f, err := strconv.ParseBool(v)
 		if err != nil {
-			s.writeError(w, r, badField("follow", "follow must be true or false, got %q", v))
+			c.writeError(w, r, badField("follow", "follow must be true or false, got %q", v))
 			return
 		}
 		opts.Follow = f
 	}
 	group, err := clusterName(r, "group")
 	if err != nil {
-		s.writeError(w, r, err)
+		c.writeError(w, r, err)
 		return
 	}
-	stream, err := s.ray.GroupLogs(r.Context(), s.cfg.Namespace, name, group, opts)
+	stream, err := c.ray.GroupLogs(r.Context(), c.cfg.Namespace, name, group, opts)
 	if err != nil {
-		s.writeError(w, r, err)
+		c.writeError(w, r, err)
 		return
 	}
 	defer stream.Close()
@@ -277,7 +248,7 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 		var err error
 		first, err = lines.ReadBytes('\n')
 		if err != nil && err != io.EOF {
-			s.writeError(w, r, err)
+			c.writeError(w, r, err)
 			return
 		}
 	}
@@ -300,98 +271,79 @@ func (s *Server) handleGroupLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			if err != io.EOF {
-				s.logFor(r).WarnContext(r.Context(), "log stream ended", "err", err)
+				c.logFor(r).WarnContext(r.Context(), "log stream ended", "err", err)
 			}
 			return
 		}
 	}
 }
 
-func (s *Server) handleRemoveWorkerGroup(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) removeWorkerGroup(r *http.Request, _ noBody) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
 	var opts rayctl.RemoveOptions
 	if v := r.URL.Query().Get("immediate"); v != "" {
 		if opts.Immediate, err = strconv.ParseBool(v); err != nil {
-			s.writeError(w, r, badField("immediate", "immediate must be true or false, got %q", v))
-			return
+			return nil, badField("immediate", "immediate must be true or false, got %q", v)
 		}
 	}
 	group, err := clusterName(r, "group")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	rc, err := s.ray.RemoveWorkerGroup(r.Context(), s.cfg.Namespace, name, group, opts)
-	s.writeCluster(w, r, http.StatusOK, rc, err)
+	return whole(c.ray.RemoveWorkerGroup(r.Context(), c.cfg.Namespace, name, group, opts))
 }
 
-func (s *Server) handleDeleteGroupPods(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) deleteGroupPods(r *http.Request, _ noBody) (api.PodsDeleted, error) {
 	name, err := clusterName(r, "name")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.PodsDeleted{}, err
 	}
 	group, err := clusterName(r, "group")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.PodsDeleted{}, err
 	}
-	if err := s.ray.DeleteGroupPods(r.Context(), s.cfg.Namespace, name, group); err != nil {
-		s.writeError(w, r, err)
-		return
+	if err := c.ray.DeleteGroupPods(r.Context(), c.cfg.Namespace, name, group); err != nil {
+		return api.PodsDeleted{}, err
 	}
-	writeJSON(w, http.StatusOK, api.PodsDeleted{Cluster: name, Group: group, PodsDeleted: true})
+	return api.PodsDeleted{Cluster: name, Group: group, PodsDeleted: true}, nil
 }
 
-func (s *Server) handleSwapWorkerGroups(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) swapWorkerGroups(r *http.Request, req clusterapi.SwapRequest) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
-	var req clusterapi.SwapRequest
-	if err == nil {
-		err = decodeJSON(r, &req)
-	}
-	if err == nil && req.OldGroup == "" {
-		err = badField("old_group", "old_group is required: the group to replace")
-	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
+	}
+	if req.OldGroup == "" {
+		return nil, badField("old_group", "old_group is required: the group to replace")
 	}
 	if req.NewGroup.RayStartParams == nil {
 		req.NewGroup.RayStartParams = map[string]string{}
 	}
-	rc, err := s.ray.SwapWorkerGroup(r.Context(), s.cfg.Namespace, name, req.OldGroup, req.NewGroup)
-	s.writeCluster(w, r, http.StatusOK, rc, err)
+	return whole(c.ray.SwapWorkerGroup(r.Context(), c.cfg.Namespace, name, req.OldGroup, req.NewGroup))
 }
 
-func (s *Server) handleReplaceWorkerGroups(w http.ResponseWriter, r *http.Request) {
+func (c *clusterRoutes) replaceWorkerGroups(r *http.Request, req clusterapi.ReplaceRequest) (*rayv1.RayCluster, error) {
 	name, err := clusterName(r, "name")
-	var req clusterapi.ReplaceRequest
-	if err == nil {
-		err = decodeJSON(r, &req)
-	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
 	for i := range req.WorkerGroups {
 		if req.WorkerGroups[i].RayStartParams == nil {
 			req.WorkerGroups[i].RayStartParams = map[string]string{}
 		}
 	}
-	rc, err := s.ray.ReplaceWorkerGroups(r.Context(), s.cfg.Namespace, name, req.WorkerGroups)
-	s.writeCluster(w, r, http.StatusOK, rc, err)
+	return whole(c.ray.ReplaceWorkerGroups(r.Context(), c.cfg.Namespace, name, req.WorkerGroups))
 }
 
-func (s *Server) writeCluster(w http.ResponseWriter, r *http.Request, status int, rc *rayv1.RayCluster, err error) {
+// whole is rayctl's answer with its apiVersion and kind (withTypeMeta).
+func whole(rc *rayv1.RayCluster, err error) (*rayv1.RayCluster, error) {
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, status, withTypeMeta(rc))
+	return withTypeMeta(rc), nil
 }
 
 // withTypeMeta is rc with its apiVersion and kind, which typed clients
@@ -400,4 +352,64 @@ func withTypeMeta(rc *rayv1.RayCluster) *rayv1.RayCluster {
 	out := *rc
 	out.APIVersion, out.Kind = rayv1.GroupVersion.String(), "RayCluster"
 	return &out
+}
+
+// routes are the clusterRoutes routes.
+func (c *clusterRoutes) routes() []route {
+	rayCluster := rayv1.RayCluster{}
+	return []route{
+		{pattern: "POST /v1/kuberay/clusters", auth: authAdmin, on: onPublic, handler: c.handleCreateCluster,
+			doc: operation{id: "createCluster", tag: "clusters", summary: "Create a RayCluster",
+				description: "The body is either a typed spec (`name`, `head`, `worker_groups`, …) or a whole `ray.io/v1` RayCluster object (it has `kind`). " +
+					"The cluster goes into the service's namespace.",
+				request: jsonschema.OneOf(rayctl.ClusterSpec{}, rayCluster), status: 201, response: rayCluster, errors: []int{409, 422}}},
+		jsonRoute(c.responder, route{pattern: "GET /v1/kuberay/clusters", auth: authAdmin, on: onPublic,
+			doc: operation{id: "listClusters", tag: "clusters", summary: "List RayClusters",
+				query: []param{{"label_selector", "A Kubernetes label selector, e.g. `team=ml`.", stringParam}}}}, http.StatusOK, c.list),
+		jsonRoute(c.responder, route{pattern: "GET /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic,
+			doc: operation{id: "getCluster", tag: "clusters", summary: "Get a RayCluster",
+				errors: []int{404}}}, http.StatusOK, c.get),
+		jsonRoute(c.responder, route{pattern: "DELETE /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic,
+			doc: operation{id: "deleteCluster", tag: "clusters", summary: "Delete a RayCluster",
+				errors: []int{404}}}, http.StatusOK, c.delete),
+		jsonRoute(c.responder, route{pattern: "PATCH /v1/kuberay/clusters/{name}/scale", auth: authAdmin, on: onPublic,
+			doc: operation{id: "scaleWorkerGroup", tag: "clusters", summary: "Scale a worker group (replicas, min, max in one update)",
+				errors: []int{404, 409, 422}}}, http.StatusOK, c.scale),
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic,
+			doc: operation{id: "addWorkerGroup", tag: "clusters", summary: "Add a worker group (typed)",
+				errors: []int{404, 409, 422}}}, http.StatusCreated, c.addWorkerGroup),
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups-raw", auth: authAdmin, on: onPublic,
+			doc: operation{id: "addWorkerGroupRaw", tag: "clusters", summary: "Add a worker group (a KubeRay WorkerGroupSpec as it is)",
+				errors: []int{404, 409, 422}}}, http.StatusCreated, c.addWorkerGroupRaw),
+		jsonRoute(c.responder, route{pattern: "GET /v1/kuberay/clusters/{name}/workers", auth: authAdmin, on: onPublic,
+			doc: operation{id: "listWorkers", tag: "clusters", summary: "List worker pods",
+				query:  []param{{"group", "Only this worker group's pods.", stringParam}},
+				errors: []int{404}}}, http.StatusOK, c.listWorkers),
+		jsonRoute(c.responder, route{pattern: "GET /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic,
+			doc: operation{id: "listWorkerGroups", tag: "clusters", summary: "List worker groups with their pod counts",
+				errors: []int{404}}}, http.StatusOK, c.listWorkerGroups),
+		{pattern: "GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs", auth: authAdmin, on: onPublic, handler: c.handleGroupLogs,
+			doc: operation{id: "workerGroupLogs", tag: "clusters", summary: "Stream a worker group's logs",
+				description: "Plain text, each line prefixed with its pod.",
+				query: []param{
+					{"tail", "Only the last N lines of each pod.", intParam},
+					{"since", "Only lines newer than this Go duration, e.g. `10m`.", stringParam},
+					{"follow", "Keep streaming.", boolParam},
+				},
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		jsonRoute(c.responder, route{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}", auth: authAdmin, on: onPublic,
+			doc: operation{id: "removeWorkerGroup", tag: "clusters", summary: "Remove a worker group (drains first)",
+				description: "Scales the group to 0, waits for its pods to go, then removes it; with `immediate=true` removes it and deletes its pods at once.",
+				query:       []param{{"immediate", "Do not drain first.", boolParam}},
+				errors:      []int{404, 409, 504}}}, http.StatusOK, c.removeWorkerGroup),
+		jsonRoute(c.responder, route{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", auth: authAdmin, on: onPublic,
+			doc: operation{id: "deleteWorkerGroupPods", tag: "clusters", summary: "Delete a worker group's pods (KubeRay recreates them)",
+				errors: []int{404}}}, http.StatusOK, c.deleteGroupPods),
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/swap-worker-groups", auth: authAdmin, on: onPublic,
+			doc: operation{id: "swapWorkerGroup", tag: "clusters", summary: "Replace one worker group by another in one update",
+				errors: []int{404, 409, 422}}}, http.StatusOK, c.swapWorkerGroups),
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/replace-worker-groups", auth: authAdmin, on: onPublic,
+			doc: operation{id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
+				errors: []int{404, 409, 422}}}, http.StatusOK, c.replaceWorkerGroups),
+	}
 }

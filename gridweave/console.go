@@ -101,7 +101,7 @@ func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
 // handleKubeTorchJobs lists the caller's KubeTorch jobs (an admin's:
 // all), newest first.
 func (s *Server) handleKubeTorchJobs(w http.ResponseWriter, r *http.Request) {
-	jobs := s.kubetorch().Jobs
+	jobs := s.kubetorch.trainer.Jobs
 	if jobs == nil {
 		s.writeError(w, r, toAPIError(kubetorch.ErrNoJobRecord))
 		return

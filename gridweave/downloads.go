@@ -24,80 +24,88 @@ import (
 
 var agentPlatforms = map[string]map[string]bool{"linux": {"amd64": true, "arm64": true}}
 
-func (s *Server) handleJoinScript(w http.ResponseWriter, r *http.Request) {
+// downloadRoutes serve what a machine downloads to join: the join script,
+// the join agent, k3s, the kubelet, the worker image, and their sums.
+type downloadRoutes struct {
+	responder
+	cfg  *Config
+	sums fileSums
+}
+
+func (d *downloadRoutes) handleJoinScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/x-shellscript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(joinscript.Render(s.cfg.Port, s.cfg.PublicPin != ""))
+	_, _ = w.Write(joinscript.Render(d.cfg.Port, d.cfg.PublicPin != ""))
 }
 
 // agentFile returns the agent binary for the request's {os}/{arch}, or
 // the answer to give.
-func (s *Server) agentFile(r *http.Request) (string, error) {
+func (d *downloadRoutes) agentFile(r *http.Request) (string, error) {
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	if !agentPlatforms[goos][arch] {
 		return "", &apiError{code: api.CodeNoAgent, message: "there is no join agent for " + goos + "/" + arch + "; agents exist for linux/amd64 and linux/arm64"}
 	}
-	if s.cfg.AgentDir == "" {
+	if d.cfg.AgentDir == "" {
 		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent binaries: AGENT_DIR is not set and the binary was built without them (make server-static builds them in)"}
 	}
-	path := filepath.Join(s.cfg.AgentDir, "join-node-"+goos+"-"+arch)
+	path := filepath.Join(d.cfg.AgentDir, "join-node-"+goos+"-"+arch)
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent for " + goos + "/" + arch + " (no join-node-" + goos + "-" + arch + " in AGENT_DIR)"}
 	}
 	return path, nil
 }
 
-func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
-	path, err := s.agentFile(r)
+func (d *downloadRoutes) handleAgent(w http.ResponseWriter, r *http.Request) {
+	path, err := d.agentFile(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveChecked(w, r, path)
+	d.serveChecked(w, r, path)
 }
 
 // workerImageFile returns the worker image tarball, or the answer to give.
-func (s *Server) workerImageFile() (string, error) {
-	if s.cfg.WorkerImageTar == "" {
-		return "", &apiError{code: api.CodeNoWorkerImage, message: "this server serves no worker image (WORKER_IMAGE_TAR is not set); nodes pull " + s.cfg.RayImageWorker + " themselves"}
+func (d *downloadRoutes) workerImageFile() (string, error) {
+	if d.cfg.WorkerImageTar == "" {
+		return "", &apiError{code: api.CodeNoWorkerImage, message: "this server serves no worker image (WORKER_IMAGE_TAR is not set); nodes pull " + d.cfg.RayImageWorker + " themselves"}
 	}
-	if fi, err := os.Stat(s.cfg.WorkerImageTar); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(d.cfg.WorkerImageTar); err != nil || !fi.Mode().IsRegular() {
 		return "", &apiError{code: api.CodeNoWorkerImage, message: "the worker image tarball WORKER_IMAGE_TAR names is not there"}
 	}
-	return s.cfg.WorkerImageTar, nil
+	return d.cfg.WorkerImageTar, nil
 }
 
 // handleWorkerImage serves the GPU worker image (RAY_IMAGE_WORKER) as the
 // tarball a container runtime imports; X-Image-Name says its name.
-func (s *Server) handleWorkerImage(w http.ResponseWriter, r *http.Request) {
-	path, err := s.workerImageFile()
+func (d *downloadRoutes) handleWorkerImage(w http.ResponseWriter, r *http.Request) {
+	path, err := d.workerImageFile()
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("X-Image-Name", s.cfg.RayImageWorker)
-	s.serveChecked(w, r, path)
+	w.Header().Set("X-Image-Name", d.cfg.RayImageWorker)
+	d.serveChecked(w, r, path)
 }
 
-func (s *Server) handleWorkerImageSum(w http.ResponseWriter, r *http.Request) {
-	path, err := s.workerImageFile()
+func (d *downloadRoutes) handleWorkerImageSum(w http.ResponseWriter, r *http.Request) {
+	path, err := d.workerImageFile()
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveSum(w, r, path)
+	d.serveSum(w, r, path)
 }
 
 // serveChecked serves a file with its SHA-256 in X-Checksum-Sha256.
-func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request, path string) {
-	sum, err := s.sums.of(path)
+func (d *downloadRoutes) serveChecked(w http.ResponseWriter, r *http.Request, path string) {
+	sum, err := d.sums.of(path)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
 	defer f.Close()
@@ -107,20 +115,20 @@ func (s *Server) serveChecked(w http.ResponseWriter, r *http.Request, path strin
 	http.ServeContent(w, r, filepath.Base(path), fi.ModTime(), f)
 }
 
-func (s *Server) handleAgentSum(w http.ResponseWriter, r *http.Request) {
-	path, err := s.agentFile(r)
+func (d *downloadRoutes) handleAgentSum(w http.ResponseWriter, r *http.Request) {
+	path, err := d.agentFile(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveSum(w, r, path)
+	d.serveSum(w, r, path)
 }
 
 // serveSum answers a file's SHA-256 in hex.
-func (s *Server) serveSum(w http.ResponseWriter, r *http.Request, path string) {
-	sum, err := s.sums.of(path)
+func (d *downloadRoutes) serveSum(w http.ResponseWriter, r *http.Request, path string) {
+	sum, err := d.sums.of(path)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -175,65 +183,103 @@ func (c *fileSums) of(path string) (string, error) {
 // k3sFile returns the master's k3s binary for the request's {os}/{arch},
 // or the answer to give: only the master's own platform is served (it is
 // the k3s the master runs).
-func (s *Server) k3sFile(r *http.Request) (string, error) {
+func (d *downloadRoutes) k3sFile(r *http.Request) (string, error) {
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	if goos != runtime.GOOS || arch != runtime.GOARCH {
 		return "", &apiError{code: api.CodeNoK3s, message: "this master serves the k3s it runs, for " + runtime.GOOS + "/" + runtime.GOARCH + "; install k3s on a " + goos + "/" + arch + " machine yourself"}
 	}
-	if fi, err := os.Stat(s.cfg.K3sBinary); s.cfg.K3sBinary == "" || err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(d.cfg.K3sBinary); d.cfg.K3sBinary == "" || err != nil || !fi.Mode().IsRegular() {
 		return "", &apiError{code: api.CodeNoK3s, message: "this master serves no k3s binary (K3S_BINARY names none); install k3s on the machine yourself"}
 	}
-	return s.cfg.K3sBinary, nil
+	return d.cfg.K3sBinary, nil
 }
 
 // handleK3s serves the k3s binary a machine without k3s installs.
-func (s *Server) handleK3s(w http.ResponseWriter, r *http.Request) {
-	path, err := s.k3sFile(r)
+func (d *downloadRoutes) handleK3s(w http.ResponseWriter, r *http.Request) {
+	path, err := d.k3sFile(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveChecked(w, r, path)
+	d.serveChecked(w, r, path)
 }
 
-func (s *Server) handleK3sSum(w http.ResponseWriter, r *http.Request) {
-	path, err := s.k3sFile(r)
+func (d *downloadRoutes) handleK3sSum(w http.ResponseWriter, r *http.Request) {
+	path, err := d.k3sFile(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveSum(w, r, path)
+	d.serveSum(w, r, path)
 }
 
 // kubeletFile returns the kubelet the master serves machines of the
 // kubelet join mode, for the request's {os}/{arch}, or the answer to give.
-func (s *Server) kubeletFile(r *http.Request) (string, error) {
+func (d *downloadRoutes) kubeletFile(r *http.Request) (string, error) {
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	if goos != runtime.GOOS || arch != runtime.GOARCH {
 		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves a kubelet for " + runtime.GOOS + "/" + runtime.GOARCH + "; put the control plane's kubelet on a " + goos + "/" + arch + " machine yourself"}
 	}
-	if fi, err := os.Stat(s.cfg.KubeletBinary); s.cfg.KubeletBinary == "" || err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(d.cfg.KubeletBinary); d.cfg.KubeletBinary == "" || err != nil || !fi.Mode().IsRegular() {
 		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves no kubelet (KUBELET_BINARY names none); set KUBELET_BINARY to the control plane's kubelet"}
 	}
-	return s.cfg.KubeletBinary, nil
+	return d.cfg.KubeletBinary, nil
 }
 
 // handleKubelet serves the kubelet a machine of the kubelet join mode
 // runs (the control plane's version).
-func (s *Server) handleKubelet(w http.ResponseWriter, r *http.Request) {
-	path, err := s.kubeletFile(r)
+func (d *downloadRoutes) handleKubelet(w http.ResponseWriter, r *http.Request) {
+	path, err := d.kubeletFile(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveChecked(w, r, path)
+	d.serveChecked(w, r, path)
 }
 
-func (s *Server) handleKubeletSum(w http.ResponseWriter, r *http.Request) {
-	path, err := s.kubeletFile(r)
+func (d *downloadRoutes) handleKubeletSum(w http.ResponseWriter, r *http.Request) {
+	path, err := d.kubeletFile(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		d.writeError(w, r, err)
 		return
 	}
-	s.serveSum(w, r, path)
+	d.serveSum(w, r, path)
+}
+
+// routes are the downloadRoutes routes.
+func (d *downloadRoutes) routes() []route {
+	return []route{
+		{pattern: "GET /join-node.sh", auth: authNone, on: onPublic, handler: d.handleJoinScript,
+			doc: operation{id: "joinScript", tag: "nodes", summary: "The script the join command runs on a node",
+				description: "Downloads the join agent for the node's OS and architecture, checks its SHA-256 against /v1/nodes/agent/{os}/{arch}/sha256, and runs it with the join key.",
+				status:      200, responseType: "text/x-shellscript", response: ""}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}", auth: authNone, on: onPublic, handler: d.handleAgent,
+			doc: operation{id: "joinAgent", tag: "nodes", summary: "The join agent binary for an OS and architecture",
+				description: "From AGENT_DIR (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/sha256", auth: authNone, on: onPublic, handler: d.handleAgentSum,
+			doc: operation{id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "GET /v1/nodes/worker-image", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleWorkerImage,
+			doc: operation{id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
+				description: "WORKER_IMAGE_TAR, the image RAY_IMAGE_WORKER names (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/worker-image/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleWorkerImageSum,
+			doc: operation{id: "workerImageSum", tag: "nodes", summary: "The SHA-256 of the worker image tarball, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleK3s,
+			doc: operation{id: "k3sBinary", tag: "nodes", summary: "The k3s binary the master runs, for a machine without k3s",
+				description: "K3S_BINARY, for the master's own OS and architecture only (404 `no_k3s` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleK3sSum,
+			doc: operation{id: "k3sBinarySum", tag: "nodes", summary: "The SHA-256 of the k3s binary, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleKubelet,
+			doc: operation{id: "kubeletBinary", tag: "nodes", summary: "The kubelet a machine of the kubelet join mode runs",
+				description: "KUBELET_BINARY (the control plane's kubelet), for the master's own OS and architecture only (404 `no_kubelet` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256. Served through the tunnels once the master has a VPN listener.",
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleKubeletSum,
+			doc: operation{id: "kubeletBinarySum", tag: "nodes", summary: "The SHA-256 of the kubelet, in hex",
+				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+	}
 }

@@ -246,8 +246,12 @@ func invalidField(err error) string {
 	return ""
 }
 
+// responder answers errors in the contract's shape and logs them: the
+// server and each group of routes answer through one.
+type responder struct{ log *slog.Logger }
+
 // writeError answers with e's status and body, logging 5xx with the cause.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+func (s responder) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toAPIError(err)
 	if e.status() >= 500 {
 		s.logFor(r).ErrorContext(r.Context(), "request failed", "status", e.status(), "err", err)
@@ -265,7 +269,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // logFor is the service's logger for lines about r: with r's request id,
 // unless the logger's handler (LogHandler) adds it from the context.
-func (s *Server) logFor(r *http.Request) *slog.Logger {
+func (s responder) logFor(r *http.Request) *slog.Logger {
 	if _, adds := s.log.Handler().(requestIDHandler); adds {
 		return s.log
 	}

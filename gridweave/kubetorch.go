@@ -12,8 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/client-go/dynamic"
+
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/kubetorch"
+	"gridweave.dev/rayctl"
 )
 
 // KubeTorch (/v1/kubetorch): sync a code bundle, train on a cluster's GPU
@@ -22,19 +25,34 @@ import (
 
 const kubetorchSyncPath = "/v1/kubetorch/sync"
 
-func (s *Server) bundles() *kubetorch.Store {
-	return &kubetorch.Store{Dir: s.cfg.KubeTorchDir, Limits: kubetorch.Limits{MaxUpload: s.cfg.KubeTorchMaxBundle,
-		MaxExpanded: s.cfg.KubeTorchMaxExpanded, MaxEntries: s.cfg.KubeTorchMaxEntries, MaxRatio: int64(s.cfg.KubeTorchMaxRatio)}}
+// kubetorchRoutes serve KubeTorch: its bundle store and trainer, made once
+// from the configuration.
+type kubetorchRoutes struct {
+	responder
+	cfg     *Config
+	bundles *kubetorch.Store
+	trainer *kubetorch.Trainer
+}
+
+func newKubetorchRoutes(a responder, cfg *Config, ray *rayctl.Client, dyn dynamic.Interface) *kubetorchRoutes {
+	bundles := &kubetorch.Store{Dir: cfg.KubeTorchDir, Limits: kubetorch.Limits{MaxUpload: cfg.KubeTorchMaxBundle,
+		MaxExpanded: cfg.KubeTorchMaxExpanded, MaxEntries: cfg.KubeTorchMaxEntries, MaxRatio: int64(cfg.KubeTorchMaxRatio)}}
+	t := &kubetorch.Trainer{Bundles: bundles, Ray: ray, Namespace: cfg.Namespace, DashboardURL: cfg.RayDashboardURL,
+		Timeout: rayTimeout(cfg), Logger: a.log}
+	if dyn != nil {
+		t.Jobs = kubetorch.NewJobs(dyn, cfg.Namespace)
+	}
+	return &kubetorchRoutes{responder: a, cfg: cfg, bundles: bundles, trainer: t}
 }
 
 // bundleURL is where Ray workers fetch bundle id.
-func (s *Server) bundleURL(id string) string {
-	base := s.cfg.KubeTorchBaseURL
+func (k *kubetorchRoutes) bundleURL(id string) string {
+	base := k.cfg.KubeTorchBaseURL
 	if base == "" {
-		base = s.cfg.VPNURL
+		base = k.cfg.VPNURL
 	}
 	if base == "" {
-		base = "http://" + net.JoinHostPort(s.cfg.MasterVPNIP.String(), strconv.Itoa(s.cfg.VPNHTTPPort))
+		base = "http://" + net.JoinHostPort(k.cfg.MasterVPNIP.String(), strconv.Itoa(k.cfg.VPNHTTPPort))
 	}
 	return base + "/v1/kubetorch/bundles/" + id + ".zip"
 }
@@ -52,19 +70,19 @@ func uploadFormat(contentType, filename string) string {
 	return ""
 }
 
-func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
+func (k *kubetorchRoutes) handleSync(w http.ResponseWriter, r *http.Request) {
 	body, format := io.Reader(r.Body), ""
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt == "multipart/form-data" {
 		mr, err := r.MultipartReader()
 		if err != nil {
-			s.writeError(w, r, badField("bundle", "a multipart body that cannot be read: %v", err))
+			k.writeError(w, r, badField("bundle", "a multipart body that cannot be read: %v", err))
 			return
 		}
 		for {
 			part, err := mr.NextPart()
 			if err != nil {
-				s.writeError(w, r, badField("bundle", "the multipart body has no field \"bundle\""))
+				k.writeError(w, r, badField("bundle", "the multipart body has no field \"bundle\""))
 				return
 			}
 			if part.FormName() == "bundle" {
@@ -87,28 +105,28 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if format == "" {
-		s.writeError(w, r, &apiError{code: api.CodeUnsupportedMediaType,
+		k.writeError(w, r, &apiError{code: api.CodeUnsupportedMediaType,
 			message: "send the bundle as application/gzip (a tar.gz), application/zip, or the multipart field \"bundle\""})
 		return
 	}
-	b, err := s.bundles().Put(body, format)
+	b, err := k.bundles.Put(body, format)
 	var ee *kubetorch.EntryError
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		s.writeError(w, r, &apiError{code: api.CodeInvalidBundle, field: "bundle", message: err.Error()})
+		k.writeError(w, r, &apiError{code: api.CodeInvalidBundle, field: "bundle", message: err.Error()})
 		return
 	case errors.Is(err, kubetorch.ErrTooLarge), errors.As(err, &tooBig):
-		s.writeError(w, r, &apiError{code: api.CodeBodyTooLarge, message: fmt.Sprintf("the bundle is larger than KUBETORCH_MAX_BUNDLE_BYTES (%d)", s.cfg.KubeTorchMaxBundle)})
+		k.writeError(w, r, &apiError{code: api.CodeBodyTooLarge, message: fmt.Sprintf("the bundle is larger than KUBETORCH_MAX_BUNDLE_BYTES (%d)", k.cfg.KubeTorchMaxBundle)})
 		return
 	default:
-		s.writeError(w, r, err)
+		k.writeError(w, r, err)
 		return
 	}
 	// The id is the bundle's address: the log keeps a prefix to match.
-	s.log.InfoContext(r.Context(), "bundle synced", "id_prefix", b.ID[:12], "size", b.Size, "files", b.Files)
-	writeJSON(w, http.StatusCreated, api.BundleSynced{ID: b.ID, URL: s.bundleURL(b.ID), Size: b.Size, Files: b.Files})
+	k.log.InfoContext(r.Context(), "bundle synced", "id_prefix", b.ID[:12], "size", b.Size, "files", b.Files)
+	writeJSON(w, http.StatusCreated, api.BundleSynced{ID: b.ID, URL: k.bundleURL(b.ID), Size: b.Size, Files: b.Files})
 }
 
 // peek returns the first n bytes of r and a reader of all of r.
@@ -120,11 +138,11 @@ func peek(r io.Reader, n int) (io.Reader, []byte) {
 }
 
 // handleBundle serves a bundle's zip at its unguessable URL.
-func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
+func (k *kubetorchRoutes) handleBundle(w http.ResponseWriter, r *http.Request) {
 	id, ok := strings.CutSuffix(r.PathValue("file"), ".zip")
-	f, err := s.bundles().Open(id)
+	f, err := k.bundles.Open(id)
 	if !ok || err != nil {
-		s.writeError(w, r, &apiError{code: api.CodeNotFound, message: "no such bundle"})
+		k.writeError(w, r, &apiError{code: api.CodeNotFound, message: "no such bundle"})
 		return
 	}
 	defer f.Close()
@@ -134,66 +152,62 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, id+".zip", fi.ModTime(), f)
 }
 
-// kubetorch is the KubeTorch trainer over the server's backends.
-func (s *Server) kubetorch() *kubetorch.Trainer {
-	t := &kubetorch.Trainer{Bundles: s.bundles(), Ray: s.ray, Namespace: s.cfg.Namespace, DashboardURL: s.cfg.RayDashboardURL,
-		Timeout: s.rayTimeout(), Logger: s.log}
-	if s.dynamic != nil {
-		t.Jobs = kubetorch.NewJobs(s.dynamic, s.cfg.Namespace)
-	}
-	return t
-}
-
 // FollowKubeTorchJobs brings every unfinished KubeTorch GridweaveJob's
 // status in step with its Ray job (Run calls it every
 // KubeTorchSyncInterval); it returns how many it read.
 func (s *Server) FollowKubeTorchJobs(ctx context.Context) (int, error) {
-	return s.kubetorch().FollowJobs(ctx)
+	return s.kubetorch.trainer.FollowJobs(ctx)
 }
 
-func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
-	var req api.TrainRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (k *kubetorchRoutes) train(r *http.Request, req api.TrainRequest) (api.TrainResponse, error) {
 	if req.Owner == "" {
 		p, _ := PrincipalFrom(r.Context())
 		req.Owner = p.Subject
 	}
-	resp, err := s.kubetorch().Train(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, resp)
+	return k.trainer.Train(r.Context(), req)
 }
 
-// handleKubeTorchHealth: the dashboard reachable, the GPU workers of a
-// cluster ready, per group.
-func (s *Server) handleKubeTorchHealth(w http.ResponseWriter, r *http.Request) {
+// health: the dashboard reachable, the GPU workers of a cluster ready, per
+// group.
+func (k *kubetorchRoutes) health(r *http.Request, _ noBody) (api.KubeTorchHealth, error) {
 	cluster := r.URL.Query().Get("cluster")
 	if cluster == "" {
-		s.writeError(w, r, badField("cluster", "cluster is required: ?cluster=<RayCluster>"))
-		return
+		return api.KubeTorchHealth{}, badField("cluster", "cluster is required: ?cluster=<RayCluster>")
 	}
-	health, err := s.kubetorch().Health(r.Context(), cluster)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, health)
+	return k.trainer.Health(r.Context(), cluster)
 }
 
-// handleKubeTorchJob answers a job's status and last log lines; a user
-// sees only their own jobs (others are 404). The GridweaveJob's status
-// follows the Ray job's.
-func (s *Server) handleKubeTorchJob(w http.ResponseWriter, r *http.Request) {
+// job answers a job's status and last log lines; a user sees only their
+// own jobs (others are 404). The GridweaveJob's status follows the Ray
+// job's.
+func (k *kubetorchRoutes) job(r *http.Request, _ noBody) (api.KubeTorchJob, error) {
 	p, _ := PrincipalFrom(r.Context())
-	job, err := s.kubetorch().Job(r.Context(), r.PathValue("id"), func(owner string) bool { return p.Role == RoleAdmin || p.Subject == owner })
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	return k.trainer.Job(r.Context(), r.PathValue("id"), func(owner string) bool { return p.Role == RoleAdmin || p.Subject == owner })
+}
+
+// routes are the kubetorchRoutes routes.
+func (k *kubetorchRoutes) routes() []route {
+	return []route{
+		{pattern: "POST /v1/kubetorch/sync", auth: authAdmin, on: onPublic, handler: k.handleSync,
+			doc: operation{id: "syncBundle", tag: "kubetorch", summary: "Upload a code bundle (tar.gz or zip)",
+				description: "The body is the archive (`Content-Type: application/gzip` for a tar.gz, `application/zip`), or the multipart field `bundle`. " +
+					"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
+					"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
+					"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, on the VPN listener, as the zip Ray's working_dir takes.",
+				status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}}},
+		{pattern: "GET /v1/kubetorch/bundles/{file}", auth: authNone, on: onVPN | onInternal, handler: k.handleBundle,
+			doc: operation{id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
+				description: "Served on the VPN listener (MASTER_VPN_IP:VPN_HTTP_PORT, through the tunnels) and the internal listener; the public listener answers 404.",
+				status:      200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}}},
+		jsonRoute(k.responder, route{pattern: "POST /v1/kubetorch/train", auth: authAdmin, on: onPublic,
+			doc: operation{id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
+				description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
+				errors:      []int{404, 409, 502, 503, 504}}}, http.StatusCreated, k.train),
+		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/health", auth: authAdmin, on: onPublic,
+			doc: operation{id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
+				query: []param{{"cluster", "The RayCluster.", stringParam}}, errors: []int{404}}}, http.StatusOK, k.health),
+		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/jobs/{id}", auth: authUser, on: onPublic,
+			doc: operation{id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
+				errors: []int{404, 502, 503, 504}}}, http.StatusOK, k.job),
 	}
-	writeJSON(w, http.StatusOK, job)
 }

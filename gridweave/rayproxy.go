@@ -14,37 +14,57 @@ import (
 // Ray head. Every call is bounded (RAY_DASHBOARD_TIMEOUT): an unreachable
 // dashboard is a 502, a slow one a 504, never a hang.
 
-func (s *Server) rayTimeout() time.Duration {
-	if s.cfg.RayDashboardTimeout > 0 {
-		return s.cfg.RayDashboardTimeout
+// serveRoutes serve Ray Serve through the dashboard: its client, made
+// once; nil when RAY_DASHBOARD_URL is not set.
+type serveRoutes struct {
+	responder
+	dashboard *dashboard.Client
+	timeout   time.Duration
+}
+
+func newServeRoutes(a responder, cfg *Config) (*serveRoutes, error) {
+	d := &serveRoutes{responder: a, timeout: rayTimeout(cfg)}
+	if cfg.RayDashboardURL == "" {
+		return d, nil
+	}
+	var err error
+	d.dashboard, err = dashboard.New(cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: d.timeout}})
+	if err != nil {
+		return nil, &ConfigError{"RAY_DASHBOARD_URL", err.Error()}
+	}
+	return d, nil
+}
+
+// rayTimeout bounds each call to the dashboard.
+func rayTimeout(cfg *Config) time.Duration {
+	if cfg.RayDashboardTimeout > 0 {
+		return cfg.RayDashboardTimeout
 	}
 	return 15 * time.Second
 }
 
-func (s *Server) dashboardClient() (*dashboard.Client, error) {
-	if s.cfg.RayDashboardURL == "" {
-		return nil, &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
+// call runs f with the dashboard's client, bounded by the timeout; its
+// failures map onto the contract.
+func (d *serveRoutes) call(ctx context.Context, f func(context.Context, *dashboard.Client) error) error {
+	if d.dashboard == nil {
+		return &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
 	}
-	return dashboard.New(s.cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: s.rayTimeout()}})
-}
-
-// dashboardError maps the dashboard's failures onto the contract.
-func (s *Server) dashboardError(err error) error {
-	return &dashboardFailure{err: err, timeout: s.rayTimeout()}
-}
-
-func (s *Server) handleServeStatuses(w http.ResponseWriter, r *http.Request) {
-	d, err := s.dashboardClient()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	details, err := d.ServeApplications(ctx)
+	if err := f(ctx, d.dashboard); err != nil {
+		return &dashboardFailure{err: err, timeout: d.timeout}
+	}
+	return nil
+}
+
+func (d *serveRoutes) statuses(r *http.Request, _ noBody) (api.ServeStatuses, error) {
+	var details *dashboard.ServeDetails
+	err := d.call(r.Context(), func(ctx context.Context, c *dashboard.Client) (err error) {
+		details, err = c.ServeApplications(ctx)
+		return err
+	})
 	if err != nil {
-		s.writeError(w, r, s.dashboardError(err))
-		return
+		return api.ServeStatuses{}, err
 	}
 	apps := []api.ServeApplication{}
 	for name, a := range details.Applications {
@@ -54,20 +74,24 @@ func (s *Server) handleServeStatuses(w http.ResponseWriter, r *http.Request) {
 		}
 		apps = append(apps, st)
 	}
-	writeJSON(w, http.StatusOK, api.ServeStatuses{Applications: apps})
+	return api.ServeStatuses{Applications: apps}, nil
 }
 
-func (s *Server) handleDeleteServeApplication(w http.ResponseWriter, r *http.Request) {
-	d, err := s.dashboardClient()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+func (d *serveRoutes) deleteApplication(r *http.Request, _ noBody) (api.Deleted, error) {
+	app := r.PathValue("app")
+	err := d.call(r.Context(), func(ctx context.Context, c *dashboard.Client) error { return c.DeleteApplication(ctx, app) })
+	return api.Deleted{Deleted: app}, err
+}
+
+// routes are the serveRoutes routes.
+func (d *serveRoutes) routes() []route {
+	return []route{
+		jsonRoute(d.responder, route{pattern: "GET /v1/ray/serve/statuses", auth: authInternal, on: onPublic | onInternal,
+			doc: operation{id: "serveStatuses", tag: "ray", summary: "Ray Serve applications and their deployments' statuses",
+				errors: []int{502, 503, 504}}}, http.StatusOK, d.statuses),
+		jsonRoute(d.responder, route{pattern: "DELETE /v1/ray/serve/applications/{app}", auth: authInternal, on: onPublic | onInternal,
+			doc: operation{id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
+				description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
+				errors:      []int{404, 409, 502, 503, 504}}}, http.StatusOK, d.deleteApplication),
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.rayTimeout())
-	defer cancel()
-	if err := d.DeleteApplication(ctx, r.PathValue("app")); err != nil {
-		s.writeError(w, r, s.dashboardError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, api.Deleted{Deleted: r.PathValue("app")})
 }

@@ -10,13 +10,8 @@ import (
 	"strings"
 	"time"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	"github.com/swaggest/jsonschema-go"
-
 	"gridweave.dev/gridweave/api"
-	"gridweave.dev/gridweave/api/clusterapi"
 	"gridweave.dev/gridweave/fleet"
-	"gridweave.dev/rayctl"
 )
 
 // route is one entry of the API, declared once: method and path pattern,
@@ -30,6 +25,41 @@ type route struct {
 	on      listeners
 	handler http.HandlerFunc
 	doc     operation
+}
+
+// noBody is the body of a typed route that reads none.
+type noBody struct{}
+
+// jsonRoute gives rt a typed handler: f gets the request (its context,
+// path and query) and its JSON body decoded strictly into Req (none is
+// read when Req is noBody), and f's answer goes out as JSON with status,
+// its error in the contract's shape. The doc's body and answer types and
+// its status come from f, unless rt's doc names others.
+func jsonRoute[Req, Resp any](a responder, rt route, status int, f func(r *http.Request, body Req) (Resp, error)) route {
+	_, none := any(*new(Req)).(noBody)
+	if !none && rt.doc.request == nil {
+		rt.doc.request = *new(Req)
+	}
+	if rt.doc.response == nil {
+		rt.doc.response = *new(Resp)
+	}
+	rt.doc.status = status
+	rt.handler = func(w http.ResponseWriter, r *http.Request) {
+		var body Req
+		if !none {
+			if err := decodeJSON(r, &body); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+		}
+		resp, err := f(r, body)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, status, resp)
+	}
+	return rt
 }
 
 // listeners are the listeners that serve a route.
@@ -71,7 +101,11 @@ const (
 )
 
 func (s *Server) routeTable() []route {
-	rayCluster := rayv1.RayCluster{}
+	return slices.Concat(s.serviceRoutes(), s.downloads.routes(), s.clusters.routes(), s.kubetorch.routes(), s.serve.routes())
+}
+
+// serviceRoutes are the routes of the server itself.
+func (s *Server) serviceRoutes() []route {
 	gridweaveObject := gridweaveObjectDoc{}
 	deleted := api.Deleted{}
 	anyObject := anyObjectDoc{}
@@ -99,38 +133,6 @@ func (s *Server) routeTable() []route {
 				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 
 		// The node side's downloads.
-		{pattern: "GET /join-node.sh", auth: authNone, on: onPublic, handler: s.handleJoinScript,
-			doc: operation{id: "joinScript", tag: "nodes", summary: "The script the join command runs on a node",
-				description: "Downloads the join agent for the node's OS and architecture, checks its SHA-256 against /v1/nodes/agent/{os}/{arch}/sha256, and runs it with the join key.",
-				status:      200, responseType: "text/x-shellscript", response: ""}},
-		{pattern: "GET /v1/nodes/agent/{os}/{arch}", auth: authNone, on: onPublic, handler: s.handleAgent,
-			doc: operation{id: "joinAgent", tag: "nodes", summary: "The join agent binary for an OS and architecture",
-				description: "From AGENT_DIR (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/agent/{os}/{arch}/sha256", auth: authNone, on: onPublic, handler: s.handleAgentSum,
-			doc: operation{id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
-		{pattern: "GET /v1/nodes/worker-image", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleWorkerImage,
-			doc: operation{id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
-				description: "WORKER_IMAGE_TAR, the image RAY_IMAGE_WORKER names (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/worker-image/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleWorkerImageSum,
-			doc: operation{id: "workerImageSum", tag: "nodes", summary: "The SHA-256 of the worker image tarball, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
-		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleK3s,
-			doc: operation{id: "k3sBinary", tag: "nodes", summary: "The k3s binary the master runs, for a machine without k3s",
-				description: "K3S_BINARY, for the master's own OS and architecture only (404 `no_k3s` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleK3sSum,
-			doc: operation{id: "k3sBinarySum", tag: "nodes", summary: "The SHA-256 of the k3s binary, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
-		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleKubelet,
-			doc: operation{id: "kubeletBinary", tag: "nodes", summary: "The kubelet a machine of the kubelet join mode runs",
-				description: "KUBELET_BINARY (the control plane's kubelet), for the master's own OS and architecture only (404 `no_kubelet` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256. Served through the tunnels once the master has a VPN listener.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: s.handleKubeletSum,
-			doc: operation{id: "kubeletBinarySum", tag: "nodes", summary: "The SHA-256 of the kubelet, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 
 		// The join flow (docs/api.md).
 		{pattern: "POST /v1/nodes/join-keys", auth: authAdmin, on: onPublic, handler: s.handleMintKey,
@@ -213,62 +215,6 @@ func (s *Server) routeTable() []route {
 			doc: operation{id: "consoleAsset", tag: "docs", summary: "A file of the web console (script, stylesheet, licence)",
 				status: 200, responseType: "text/plain", response: "", errors: []int{403, 404}}},
 
-		// RayClusters.
-		{pattern: "POST /v1/kuberay/clusters", auth: authAdmin, on: onPublic, handler: s.handleCreateCluster,
-			doc: operation{id: "createCluster", tag: "clusters", summary: "Create a RayCluster",
-				description: "The body is either a typed spec (`name`, `head`, `worker_groups`, …) or a whole `ray.io/v1` RayCluster object (it has `kind`). " +
-					"The cluster goes into the service's namespace.",
-				request: jsonschema.OneOf(rayctl.ClusterSpec{}, rayCluster), status: 201, response: rayCluster, errors: []int{409, 422}}},
-		{pattern: "GET /v1/kuberay/clusters", auth: authAdmin, on: onPublic, handler: s.handleListClusters,
-			doc: operation{id: "listClusters", tag: "clusters", summary: "List RayClusters",
-				query:  []param{{"label_selector", "A Kubernetes label selector, e.g. `team=ml`.", stringParam}},
-				status: 200, response: api.ClusterList{}}},
-		{pattern: "GET /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic, handler: s.handleGetCluster,
-			doc: operation{id: "getCluster", tag: "clusters", summary: "Get a RayCluster",
-				status: 200, response: rayCluster, errors: []int{404}}},
-		{pattern: "DELETE /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic, handler: s.handleDeleteCluster,
-			doc: operation{id: "deleteCluster", tag: "clusters", summary: "Delete a RayCluster",
-				status: 200, response: api.ClusterDeleted{}, errors: []int{404}}},
-		{pattern: "PATCH /v1/kuberay/clusters/{name}/scale", auth: authAdmin, on: onPublic, handler: s.handleScale,
-			doc: operation{id: "scaleWorkerGroup", tag: "clusters", summary: "Scale a worker group (replicas, min, max in one update)",
-				request: clusterapi.ScaleRequest{}, status: 200, response: rayCluster, errors: []int{404, 409, 422}}},
-		{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic, handler: s.handleAddWorkerGroup,
-			doc: operation{id: "addWorkerGroup", tag: "clusters", summary: "Add a worker group (typed)",
-				request: rayctl.WorkerGroup{}, status: 201, response: rayCluster, errors: []int{404, 409, 422}}},
-		{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups-raw", auth: authAdmin, on: onPublic, handler: s.handleAddWorkerGroupRaw,
-			doc: operation{id: "addWorkerGroupRaw", tag: "clusters", summary: "Add a worker group (a KubeRay WorkerGroupSpec as it is)",
-				request: rayv1.WorkerGroupSpec{}, status: 201, response: rayCluster, errors: []int{404, 409, 422}}},
-		{pattern: "GET /v1/kuberay/clusters/{name}/workers", auth: authAdmin, on: onPublic, handler: s.handleListWorkers,
-			doc: operation{id: "listWorkers", tag: "clusters", summary: "List worker pods",
-				query:  []param{{"group", "Only this worker group's pods.", stringParam}},
-				status: 200, response: clusterapi.WorkerList{}, errors: []int{404}}},
-		{pattern: "GET /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic, handler: s.handleListWorkerGroups,
-			doc: operation{id: "listWorkerGroups", tag: "clusters", summary: "List worker groups with their pod counts",
-				status: 200, response: clusterapi.GroupList{}, errors: []int{404}}},
-		{pattern: "GET /v1/kuberay/clusters/{name}/worker-groups/{group}/logs", auth: authAdmin, on: onPublic, handler: s.handleGroupLogs,
-			doc: operation{id: "workerGroupLogs", tag: "clusters", summary: "Stream a worker group's logs",
-				description: "Plain text, each line prefixed with its pod.",
-				query: []param{
-					{"tail", "Only the last N lines of each pod.", intParam},
-					{"since", "Only lines newer than this Go duration, e.g. `10m`.", stringParam},
-					{"follow", "Keep streaming.", boolParam},
-				},
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
-		{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}", auth: authAdmin, on: onPublic, handler: s.handleRemoveWorkerGroup,
-			doc: operation{id: "removeWorkerGroup", tag: "clusters", summary: "Remove a worker group (drains first)",
-				description: "Scales the group to 0, waits for its pods to go, then removes it; with `immediate=true` removes it and deletes its pods at once.",
-				query:       []param{{"immediate", "Do not drain first.", boolParam}},
-				status:      200, response: rayCluster, errors: []int{404, 409, 504}}},
-		{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", auth: authAdmin, on: onPublic, handler: s.handleDeleteGroupPods,
-			doc: operation{id: "deleteWorkerGroupPods", tag: "clusters", summary: "Delete a worker group's pods (KubeRay recreates them)",
-				status: 200, response: api.PodsDeleted{}, errors: []int{404}}},
-		{pattern: "POST /v1/kuberay/clusters/{name}/swap-worker-groups", auth: authAdmin, on: onPublic, handler: s.handleSwapWorkerGroups,
-			doc: operation{id: "swapWorkerGroup", tag: "clusters", summary: "Replace one worker group by another in one update",
-				request: clusterapi.SwapRequest{}, status: 200, response: rayCluster, errors: []int{404, 409, 422}}},
-		{pattern: "POST /v1/kuberay/clusters/{name}/replace-worker-groups", auth: authAdmin, on: onPublic, handler: s.handleReplaceWorkerGroups,
-			doc: operation{id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
-				request: clusterapi.ReplaceRequest{}, status: 200, response: rayCluster, errors: []int{404, 409, 422}}},
-
 		// The gateway's hands (internal: INTERNAL_TOKEN on this listener,
 		// none on INTERNAL_ADDR's).
 		{pattern: "POST /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: s.crdCreate(jobKind),
@@ -315,38 +261,10 @@ func (s *Server) routeTable() []route {
 		{pattern: "DELETE /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdDelete(endpointKind),
 			doc: operation{id: "deleteEndpoint", tag: "crd", summary: "Delete a GridweaveEndpoint",
 				status: 200, response: deleted, errors: []int{404, 503}}},
-		{pattern: "GET /v1/ray/serve/statuses", auth: authInternal, on: onPublic | onInternal, handler: s.handleServeStatuses,
-			doc: operation{id: "serveStatuses", tag: "ray", summary: "Ray Serve applications and their deployments' statuses",
-				status: 200, response: api.ServeStatuses{}, errors: []int{502, 503, 504}}},
-		{pattern: "POST /v1/kubetorch/sync", auth: authAdmin, on: onPublic, handler: s.handleSync,
-			doc: operation{id: "syncBundle", tag: "kubetorch", summary: "Upload a code bundle (tar.gz or zip)",
-				description: "The body is the archive (`Content-Type: application/gzip` for a tar.gz, `application/zip`), or the multipart field `bundle`. " +
-					"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
-					"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
-					"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, on the VPN listener, as the zip Ray's working_dir takes.",
-				status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}}},
-		{pattern: "GET /v1/kubetorch/bundles/{file}", auth: authNone, on: onVPN | onInternal, handler: s.handleBundle,
-			doc: operation{id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
-				description: "Served on the VPN listener (MASTER_VPN_IP:VPN_HTTP_PORT, through the tunnels) and the internal listener; the public listener answers 404.",
-				status:      200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}}},
-		{pattern: "POST /v1/kubetorch/train", auth: authAdmin, on: onPublic, handler: s.handleTrain,
-			doc: operation{id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
-				description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
-				request:     api.TrainRequest{}, status: 201, response: api.TrainResponse{}, errors: []int{404, 409, 502, 503, 504}}},
-		{pattern: "GET /v1/kubetorch/health", auth: authAdmin, on: onPublic, handler: s.handleKubeTorchHealth,
-			doc: operation{id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
-				query: []param{{"cluster", "The RayCluster.", stringParam}}, status: 200, response: api.KubeTorchHealth{}, errors: []int{404}}},
 		{pattern: "GET /v1/kubetorch/jobs", auth: authUser, on: onPublic, handler: s.handleKubeTorchJobs,
 			doc: operation{id: "kubetorchJobs", tag: "kubetorch", summary: "The caller's KubeTorch jobs, newest first (an admin sees every job)",
 				description: "What the server last followed of each job; GET /v1/kubetorch/jobs/{id} asks Ray now and adds the logs.",
 				status:      200, response: api.KubeTorchJobList{}, errors: []int{503}}},
-		{pattern: "GET /v1/kubetorch/jobs/{id}", auth: authUser, on: onPublic, handler: s.handleKubeTorchJob,
-			doc: operation{id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
-				status: 200, response: api.KubeTorchJob{}, errors: []int{404, 502, 503, 504}}},
-		{pattern: "DELETE /v1/ray/serve/applications/{app}", auth: authInternal, on: onPublic | onInternal, handler: s.handleDeleteServeApplication,
-			doc: operation{id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
-				description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
-				status:      200, response: deleted, errors: []int{404, 409, 502, 503, 504}}},
 	}
 }
 

@@ -74,7 +74,6 @@ type Server struct {
 	metrics   *metrics
 	masterKey wgkey.Key
 	k3sToken  string
-	sums      fileSums
 	// kubeletTokens and approver are the kubelet join mode's; nil in the
 	// k3s mode.
 	kubeletTokens *kubeletjoin.Tokens
@@ -94,7 +93,14 @@ type Server struct {
 	// history is the fleet's recent samples, for the console.
 	history fleetHistory
 
+	// The groups of routes that need none of the above.
+	kubetorch *kubetorchRoutes
+	downloads *downloadRoutes
+	clusters  *clusterRoutes
+	serve     *serveRoutes
+
 	openapiCache
+	responder
 }
 
 // New checks cfg (Config.Check: unsafe secrets are refused outside dev
@@ -131,6 +137,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.responder = responder{log: s.log}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -183,6 +190,12 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	}
 	if s.fleet, err = fleet.New(fleet.Config{ServerVersion: cfg.ServerVersion, ValidatedTTL: cfg.ValidatedTTL, ReapInterval: cfg.ReapInterval,
 		MasterPrefixes: masterPrefixes, ClusterCIDR: cfg.ClusterCIDR, NodeCIDRMaskBits: cfg.NodeCIDRMaskBits, Marks: marks}, fb); err != nil {
+		return nil, err
+	}
+	s.downloads = &downloadRoutes{responder: s.responder, cfg: &s.cfg}
+	s.clusters = &clusterRoutes{responder: s.responder, cfg: &s.cfg, ray: b.Ray}
+	s.kubetorch = newKubetorchRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)
+	if s.serve, err = newServeRoutes(s.responder, &s.cfg); err != nil {
 		return nil, err
 	}
 	s.public, s.internal, s.vpn = s.routes()
