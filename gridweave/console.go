@@ -2,11 +2,8 @@ package gridweave
 
 import (
 	"context"
-	"embed"
 	"net/http"
-	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave/api"
-	"gridweave.dev/gridweave/kubetorch"
 	"gridweave.dev/joinkeys"
 )
 
@@ -24,36 +20,6 @@ import (
 // here are the reads the console needs beyond the rest of the API: a
 // node's audit trail and Kubernetes Node, the KubeTorch jobs, and the
 // fleet's recent history.
-
-// consoleFS holds the console (see console/README.md).
-//
-//go:embed console/index.html console/console.js console/console.css
-var consoleFS embed.FS
-
-// consolePolicy keeps the console to this origin, with no inline script
-// or style at all.
-const consolePolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-
-// handleConsole answers the console's page (GET /ui/) and its files; to
-// loopback callers only when the listener's certificate is one no browser
-// can verify (Config.ConsoleLoopbackOnly).
-func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.ConsoleLoopbackOnly() {
-		if ip, err := netip.ParseAddr(clientIP(r)); err != nil || !ip.Unmap().IsLoopback() {
-			s.writeError(w, r, &apiError{code: api.CodeConsoleLoopbackOnly,
-				message: "this server's certificate is its own, which no browser can verify: the console is served on loopback only. " +
-					"Forward a port (ssh -L 8800:127.0.0.1:" + strconv.Itoa(s.cfg.Port) + " <master>) and open https://127.0.0.1:8800/ui/, " +
-					"or give the server a certificate browsers trust (TLS_CERT_FILE, TLS_KEY_FILE), or set CONSOLE_PUBLIC=on"})
-			return
-		}
-	}
-	name := r.PathValue("file")
-	if r.URL.Path == "/ui/" {
-		name = "index.html"
-	}
-	s.serveEmbedded(w, r, consoleFS, "console", name, consolePolicy)
-}
 
 // handleNodeAudit answers a node's audit trail, oldest first.
 func (s *Server) handleNodeAudit(w http.ResponseWriter, r *http.Request) {
@@ -95,32 +61,6 @@ func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
 				Message: c.Message, LastTransitionTime: c.LastTransitionTime.Time.UTC()})
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// handleKubeTorchJobs lists the caller's KubeTorch jobs (an admin's:
-// all), newest first.
-func (s *Server) handleKubeTorchJobs(w http.ResponseWriter, r *http.Request) {
-	jobs := s.kubetorch.trainer.Jobs
-	if jobs == nil {
-		s.writeError(w, r, toAPIError(kubetorch.ErrNoJobRecord))
-		return
-	}
-	list, err := jobs.List(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	p, _ := PrincipalFrom(r.Context())
-	out := api.KubeTorchJobList{Jobs: []api.KubeTorchJobSummary{}}
-	for _, job := range list {
-		if p.Role != RoleAdmin && p.Subject != job.Spec.Owner {
-			continue
-		}
-		out.Jobs = append(out.Jobs, api.KubeTorchJobSummary{ID: job.Name, Owner: job.Spec.Owner, Cluster: job.Spec.Cluster,
-			Phase: job.Status.Phase, Message: job.Status.Message, CreatedAt: job.CreationTimestamp.Time.UTC()})
-	}
-	slices.SortFunc(out.Jobs, func(a, b api.KubeTorchJobSummary) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	writeJSON(w, http.StatusOK, out)
 }
 

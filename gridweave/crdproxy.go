@@ -1,8 +1,12 @@
 package gridweave
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+
+	"gridweave.dev/gridweave/endpoints"
+	"gridweave.dev/rayctl"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,15 +35,47 @@ var (
 	endpointKind = crdKind{"GridweaveEndpoint", v1alpha1.GroupVersion.WithResource(v1alpha1.EndpointResource)}
 )
 
-func (s *Server) crdClient(k crdKind) (dynamic.ResourceInterface, error) {
-	if s.dynamic == nil {
+// crdRoutes serve the CRD proxy: GridweaveJobs and GridweaveEndpoints in
+// Config.Namespace; dynamic is nil without a Kubernetes API server.
+type crdRoutes struct {
+	responder
+	dynamic   dynamic.Interface
+	namespace string
+	mover     *endpoints.Mover
+}
+
+func newCRDRoutes(a responder, cfg *Config, ray *rayctl.Client, dyn dynamic.Interface) *crdRoutes {
+	p := &crdRoutes{responder: a, dynamic: dyn, namespace: cfg.Namespace}
+	if dyn != nil {
+		p.mover = &endpoints.Mover{Ray: ray, Namespace: cfg.Namespace, Endpoints: endpoints.NewEndpoints(dyn, cfg.Namespace), Logger: a.log}
+	}
+	return p
+}
+
+func (p *crdRoutes) crdClient(k crdKind) (dynamic.ResourceInterface, error) {
+	if p.dynamic == nil {
 		return nil, &apiError{code: api.CodeNoKubernetes, message: "the CRD proxy needs a Kubernetes API server (this server runs without one)"}
 	}
-	return s.dynamic.Resource(k.gvr).Namespace(s.cfg.Namespace), nil
+	return p.dynamic.Resource(k.gvr).Namespace(p.namespace), nil
+}
+
+// moveEndpoint follows a patch of an endpoint's spec.hardware (package
+// endpoints): the endpoint as stored after the move, or as patched when
+// it was on that hardware already.
+func (p *crdRoutes) moveEndpoint(ctx context.Context, patched *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ep, err := endpoints.FromUnstructured(patched)
+	if err != nil {
+		return nil, err
+	}
+	stored, moved, err := p.mover.Move(ctx, ep)
+	if err != nil || !moved {
+		return patched, err
+	}
+	return stored, nil
 }
 
 // readObject decodes the request's JSON object, at most MaxBodyBytes.
-func (s *Server) readObject(r *http.Request) (map[string]any, error) {
+func (p *crdRoutes) readObject(r *http.Request) (map[string]any, error) {
 	raw, err := readBody(r)
 	if err != nil {
 		return nil, err
@@ -51,12 +87,12 @@ func (s *Server) readObject(r *http.Request) (map[string]any, error) {
 	return obj, nil
 }
 
-func (s *Server) crdCreate(k crdKind) http.HandlerFunc {
+func (p *crdRoutes) crdCreate(k crdKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ri, err := s.crdClient(k)
+		ri, err := p.crdClient(k)
 		if err == nil {
 			var obj map[string]any
-			if obj, err = s.readObject(r); err == nil {
+			if obj, err = p.readObject(r); err == nil {
 				u := &unstructured.Unstructured{Object: obj}
 				if u.GetAPIVersion() == "" {
 					u.SetAPIVersion(v1alpha1.GroupVersion.String())
@@ -67,10 +103,10 @@ func (s *Server) crdCreate(k crdKind) http.HandlerFunc {
 				switch {
 				case u.GetKind() != k.kind || u.GetAPIVersion() != v1alpha1.GroupVersion.String():
 					err = badField("kind", "this route takes %s %s, got %s %s", v1alpha1.GroupVersion, k.kind, u.GetAPIVersion(), u.GetKind())
-				case u.GetNamespace() != "" && u.GetNamespace() != s.cfg.Namespace:
-					err = badField("metadata.namespace", "objects live in %s, got %q", s.cfg.Namespace, u.GetNamespace())
+				case u.GetNamespace() != "" && u.GetNamespace() != p.namespace:
+					err = badField("metadata.namespace", "objects live in %s, got %q", p.namespace, u.GetNamespace())
 				default:
-					u.SetNamespace(s.cfg.Namespace)
+					u.SetNamespace(p.namespace)
 					var created *unstructured.Unstructured
 					if created, err = ri.Create(r.Context(), u, metav1.CreateOptions{FieldManager: "gridweave", FieldValidation: "Strict"}); err == nil {
 						writeJSON(w, http.StatusCreated, created.Object)
@@ -79,20 +115,20 @@ func (s *Server) crdCreate(k crdKind) http.HandlerFunc {
 				}
 			}
 		}
-		s.writeError(w, r, err)
+		p.writeError(w, r, err)
 	}
 }
 
-func (s *Server) crdList(k crdKind) http.HandlerFunc {
+func (p *crdRoutes) crdList(k crdKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ri, err := s.crdClient(k)
+		ri, err := p.crdClient(k)
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		list, err := ri.List(r.Context(), metav1.ListOptions{LabelSelector: r.URL.Query().Get("label_selector")})
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		owner := r.URL.Query().Get("owner")
@@ -106,16 +142,16 @@ func (s *Server) crdList(k crdKind) http.HandlerFunc {
 	}
 }
 
-func (s *Server) crdGet(k crdKind) http.HandlerFunc {
+func (p *crdRoutes) crdGet(k crdKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ri, err := s.crdClient(k)
+		ri, err := p.crdClient(k)
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		obj, err := ri.Get(r.Context(), r.PathValue("name"), metav1.GetOptions{})
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, obj.Object)
@@ -125,16 +161,16 @@ func (s *Server) crdGet(k crdKind) http.HandlerFunc {
 // crdPatch applies a JSON merge patch to the object or, with status, to
 // its status subresource. A metadata.resourceVersion in the patch makes
 // it conditional (409 when stale).
-func (s *Server) crdPatch(k crdKind, status bool) http.HandlerFunc {
+func (p *crdRoutes) crdPatch(k crdKind, status bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ri, err := s.crdClient(k)
+		ri, err := p.crdClient(k)
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
-		obj, err := s.readObject(r)
+		obj, err := p.readObject(r)
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		raw, _ := json.Marshal(obj)
@@ -144,15 +180,15 @@ func (s *Server) crdPatch(k crdKind, status bool) http.HandlerFunc {
 		}
 		patched, err := ri.Patch(r.Context(), r.PathValue("name"), types.MergePatchType, raw, metav1.PatchOptions{FieldManager: "gridweave", FieldValidation: "Strict"}, sub...)
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		spec, _ := obj["spec"].(map[string]any)
 		if _, touched := spec["hardware"]; k == endpointKind && !status && touched {
 			// A patch of the hardware moves the endpoint before the
 			// answer, which then holds its new status.
-			if patched, err = s.moveEndpoint(r.Context(), patched); err != nil {
-				s.writeError(w, r, err)
+			if patched, err = p.moveEndpoint(r.Context(), patched); err != nil {
+				p.writeError(w, r, err)
 				return
 			}
 		}
@@ -160,15 +196,15 @@ func (s *Server) crdPatch(k crdKind, status bool) http.HandlerFunc {
 	}
 }
 
-func (s *Server) crdDelete(k crdKind) http.HandlerFunc {
+func (p *crdRoutes) crdDelete(k crdKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ri, err := s.crdClient(k)
+		ri, err := p.crdClient(k)
 		if err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		if err := ri.Delete(r.Context(), r.PathValue("name"), metav1.DeleteOptions{}); err != nil {
-			s.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"deleted": r.PathValue("name")})
@@ -176,15 +212,15 @@ func (s *Server) crdDelete(k crdKind) http.HandlerFunc {
 }
 
 // handleEndpointByName finds the endpoint whose spec.name is {name}.
-func (s *Server) handleEndpointByName(w http.ResponseWriter, r *http.Request) {
-	ri, err := s.crdClient(endpointKind)
+func (p *crdRoutes) handleEndpointByName(w http.ResponseWriter, r *http.Request) {
+	ri, err := p.crdClient(endpointKind)
 	if err != nil {
-		s.writeError(w, r, err)
+		p.writeError(w, r, err)
 		return
 	}
 	list, err := ri.List(r.Context(), metav1.ListOptions{})
 	if err != nil {
-		s.writeError(w, r, err)
+		p.writeError(w, r, err)
 		return
 	}
 	for _, it := range list.Items {
@@ -193,5 +229,58 @@ func (s *Server) handleEndpointByName(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeError(w, r, &apiError{code: api.CodeNotFound, message: "no GridweaveEndpoint named " + r.PathValue("name")})
+	p.writeError(w, r, &apiError{code: api.CodeNotFound, message: "no GridweaveEndpoint named " + r.PathValue("name")})
+}
+
+// routes are the crdRoutes routes.
+func (p *crdRoutes) routes() []route {
+	gridweaveObject := gridweaveObjectDoc{}
+	deleted := api.Deleted{}
+	anyObject := anyObjectDoc{}
+	return []route{
+		{pattern: "POST /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: p.crdCreate(jobKind),
+			doc: operation{id: "createJob", tag: "crd", summary: "Create a GridweaveJob",
+				description: "A GridweaveJob object (apiVersion and kind may be left out); the API server validates it against the CRD.",
+				request:     gridweaveObject, status: 201, response: gridweaveObject, errors: []int{409, 422, 503}}},
+		{pattern: "GET /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: p.crdList(jobKind),
+			doc: operation{id: "listJobs", tag: "crd", summary: "List GridweaveJobs",
+				query:  []param{{"label_selector", "A Kubernetes label selector.", stringParam}, {"owner", "Only the jobs of this owner (spec.owner).", stringParam}},
+				status: 200, response: gridweaveList{}, errors: []int{503}}},
+		{pattern: "GET /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.crdGet(jobKind),
+			doc: operation{id: "getJob", tag: "crd", summary: "Read a GridweaveJob",
+				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
+		{pattern: "PATCH /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.crdPatch(jobKind, false),
+			doc: operation{id: "patchJob", tag: "crd", summary: "Merge-patch a GridweaveJob",
+				description: "A JSON merge patch. With metadata.resourceVersion in it the write is conditional: 409 when the object changed since.",
+				request:     anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
+		{pattern: "PATCH /v1/crd/jobs/{name}/status", auth: authInternal, on: onPublic | onInternal, handler: p.crdPatch(jobKind, true),
+			doc: operation{id: "patchJobStatus", tag: "crd", summary: "Merge-patch a GridweaveJob's status",
+				request: anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
+		{pattern: "DELETE /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.crdDelete(jobKind),
+			doc: operation{id: "deleteJob", tag: "crd", summary: "Delete a GridweaveJob",
+				status: 200, response: deleted, errors: []int{404, 503}}},
+		{pattern: "POST /v1/crd/endpoints", auth: authInternal, on: onPublic | onInternal, handler: p.crdCreate(endpointKind),
+			doc: operation{id: "createEndpoint", tag: "crd", summary: "Create a GridweaveEndpoint",
+				request: gridweaveObject, status: 201, response: gridweaveObject, errors: []int{409, 422, 503}}},
+		{pattern: "GET /v1/crd/endpoints", auth: authInternal, on: onPublic | onInternal, handler: p.crdList(endpointKind),
+			doc: operation{id: "listEndpoints", tag: "crd", summary: "List GridweaveEndpoints",
+				query:  []param{{"label_selector", "A Kubernetes label selector.", stringParam}, {"owner", "Only the endpoints of this owner (spec.owner).", stringParam}},
+				status: 200, response: gridweaveList{}, errors: []int{503}}},
+		{pattern: "GET /v1/crd/endpoints/by-name/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.handleEndpointByName,
+			doc: operation{id: "getEndpointByName", tag: "crd", summary: "Read the GridweaveEndpoint whose spec.name is {name}",
+				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
+		{pattern: "GET /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.crdGet(endpointKind),
+			doc: operation{id: "getEndpoint", tag: "crd", summary: "Read a GridweaveEndpoint",
+				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
+		{pattern: "PATCH /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.crdPatch(endpointKind, false),
+			doc: operation{id: "patchEndpoint", tag: "crd", summary: "Merge-patch a GridweaveEndpoint (a new spec.hardware moves its workers)",
+				description: "A JSON merge patch. A change of spec.hardware swaps the endpoint's worker group on its RayCluster for one on the new hardware in one update (head and other groups untouched) before answering, and records the new group in the status.",
+				request:     anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 502, 503}}},
+		{pattern: "PATCH /v1/crd/endpoints/{name}/status", auth: authInternal, on: onPublic | onInternal, handler: p.crdPatch(endpointKind, true),
+			doc: operation{id: "patchEndpointStatus", tag: "crd", summary: "Merge-patch a GridweaveEndpoint's status",
+				request: anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
+		{pattern: "DELETE /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: p.crdDelete(endpointKind),
+			doc: operation{id: "deleteEndpoint", tag: "crd", summary: "Delete a GridweaveEndpoint",
+				status: 200, response: deleted, errors: []int{404, 503}}},
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -185,6 +186,30 @@ func (k *kubetorchRoutes) job(r *http.Request, _ noBody) (api.KubeTorchJob, erro
 	return k.trainer.Job(r.Context(), r.PathValue("id"), func(owner string) bool { return p.Role == RoleAdmin || p.Subject == owner })
 }
 
+// jobs lists the caller's KubeTorch jobs (an admin's:
+// all), newest first.
+func (k *kubetorchRoutes) jobs(r *http.Request, _ noBody) (api.KubeTorchJobList, error) {
+	jobs := k.trainer.Jobs
+	if jobs == nil {
+		return api.KubeTorchJobList{}, kubetorch.ErrNoJobRecord
+	}
+	list, err := jobs.List(r.Context())
+	if err != nil {
+		return api.KubeTorchJobList{}, err
+	}
+	p, _ := PrincipalFrom(r.Context())
+	out := api.KubeTorchJobList{Jobs: []api.KubeTorchJobSummary{}}
+	for _, job := range list {
+		if p.Role != RoleAdmin && p.Subject != job.Spec.Owner {
+			continue
+		}
+		out.Jobs = append(out.Jobs, api.KubeTorchJobSummary{ID: job.Name, Owner: job.Spec.Owner, Cluster: job.Spec.Cluster,
+			Phase: job.Status.Phase, Message: job.Status.Message, CreatedAt: job.CreationTimestamp.Time.UTC()})
+	}
+	slices.SortFunc(out.Jobs, func(a, b api.KubeTorchJobSummary) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
 // routes are the kubetorchRoutes routes.
 func (k *kubetorchRoutes) routes() []route {
 	return []route{
@@ -206,6 +231,10 @@ func (k *kubetorchRoutes) routes() []route {
 		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/health", auth: authAdmin, on: onPublic,
 			doc: operation{id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
 				query: []param{{"cluster", "The RayCluster.", stringParam}}, errors: []int{404}}}, http.StatusOK, k.health),
+		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/jobs", auth: authUser, on: onPublic,
+			doc: operation{id: "kubetorchJobs", tag: "kubetorch", summary: "The caller's KubeTorch jobs, newest first (an admin sees every job)",
+				description: "What the server last followed of each job; GET /v1/kubetorch/jobs/{id} asks Ray now and adds the logs.",
+				errors:      []int{503}}}, http.StatusOK, k.jobs),
 		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/jobs/{id}", auth: authUser, on: onPublic,
 			doc: operation{id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
 				errors: []int{404, 502, 503, 504}}}, http.StatusOK, k.job),

@@ -28,22 +28,10 @@ import (
 // table both ways, and validate every answer the HTTP tests receive
 // against it.
 
-// handleOpenAPI answers the OpenAPI document.
-func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
-	doc, err := s.OpenAPI()
-	if err != nil {
-		s.writeError(w, r, fmt.Errorf("build the OpenAPI document: %w", err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(doc)
-}
-
 // OpenAPI returns the service's OpenAPI 3.1 document, as JSON. It is
 // built once.
 func (s *Server) OpenAPI() ([]byte, error) {
-	s.openapiOnce.Do(func() { s.openapiDoc, s.openapiErr = s.buildOpenAPI(s.routeTable()) })
+	s.openapiOnce.Do(func() { s.openapiDoc, s.openapiErr = buildOpenAPI(s.routeTable(), s.cfg.ServerVersion) })
 	return s.openapiDoc, s.openapiErr
 }
 
@@ -54,11 +42,11 @@ type openapiCache struct {
 	openapiErr  error
 }
 
-func (s *Server) buildOpenAPI(table []route) ([]byte, error) {
+func buildOpenAPI(table []route, version string) ([]byte, error) {
 	r := openapi31.NewReflector()
 	r.Spec.Info.
 		WithTitle("Gridweave control plane").
-		WithVersion(s.cfg.ServerVersion).
+		WithVersion(version).
 		WithDescription("Onboards machines into the GPU cluster (the join flow) and manages its RayClusters.\n\n" +
 			"Credentials are bearer tokens (`Authorization: Bearer …`): press **Authorize** and fill in the one a route names. " +
 			"`validate` and `register` take the join key or node token in the body instead. " +
@@ -127,7 +115,7 @@ func (s *Server) buildOpenAPI(table []route) ([]byte, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
-	s.completeOpenAPI(doc, table)
+	completeOpenAPI(doc, table)
 	return json.MarshalIndent(doc, "", "  ")
 }
 
@@ -204,7 +192,7 @@ func parameters(path string, query []param) any {
 
 // completeOpenAPI adds to the reflected document who may call each
 // route, the error answers, the request id header and servers.
-func (s *Server) completeOpenAPI(doc map[string]any, table []route) {
+func completeOpenAPI(doc map[string]any, table []route) {
 	doc["servers"] = []any{map[string]any{"url": "/", "description": "This server (the public listener)."}}
 	doc["tags"] = []any{
 		map[string]any{"name": "nodes", "description": "The join flow and the node ledger."},

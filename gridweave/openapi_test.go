@@ -152,7 +152,7 @@ func TestOpenAPIBuildCatchesDrift(t *testing.T) {
 		"no status":  {id: "rebootNode", summary: "Reboot a node", response: api.Health{}},
 	} {
 		table := append(s.routeTable(), route{pattern: "POST /v1/nodes/reboot", auth: authAdmin, on: onPublic, doc: doc})
-		_, err := s.buildOpenAPI(table)
+		_, err := buildOpenAPI(table, "1.0.0")
 		if err == nil || !strings.Contains(err.Error(), `route "POST /v1/nodes/reboot" is not documented`) {
 			t.Errorf("%s: a route without documentation: %v", name, err)
 		}

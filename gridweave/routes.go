@@ -101,14 +101,11 @@ const (
 )
 
 func (s *Server) routeTable() []route {
-	return slices.Concat(s.serviceRoutes(), s.downloads.routes(), s.clusters.routes(), s.kubetorch.routes(), s.serve.routes())
+	return slices.Concat(s.serviceRoutes(), s.pages.routes(), s.downloads.routes(), s.clusters.routes(), s.crd.routes(), s.kubetorch.routes(), s.serve.routes())
 }
 
 // serviceRoutes are the routes of the server itself.
 func (s *Server) serviceRoutes() []route {
-	gridweaveObject := gridweaveObjectDoc{}
-	deleted := api.Deleted{}
-	anyObject := anyObjectDoc{}
 	return []route{
 		{pattern: "GET /healthz", auth: authNone, on: onPublic | onVPN | onInternal, handler: s.handleHealthz,
 			doc: operation{id: "healthz", tag: "service", summary: "Liveness",
@@ -122,15 +119,6 @@ func (s *Server) serviceRoutes() []route {
 			doc: operation{id: "metrics", tag: "service", summary: "Prometheus metrics",
 				description: "The Prometheus text exposition. Needs the admin credential on the public listener; open on the internal one.",
 				status:      200, responseType: "text/plain", response: ""}},
-		{pattern: "GET /openapi.json", auth: authNone, on: onPublic, handler: s.handleOpenAPI,
-			doc: operation{id: "openapi", tag: "docs", summary: "This OpenAPI 3.1 document",
-				status: 200, response: anyObject}},
-		{pattern: "GET /docs", auth: authNone, on: onPublic, handler: s.handleDocs,
-			doc: operation{id: "docs", tag: "docs", summary: "The interactive API page (Swagger UI)",
-				status: 200, responseType: "text/html", response: ""}},
-		{pattern: "GET /docs/{file}", auth: authNone, on: onPublic, handler: s.handleDocsAsset,
-			doc: operation{id: "docsAsset", tag: "docs", summary: "A file of the API page (renderer, stylesheet, licence)",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 
 		// The node side's downloads.
 
@@ -207,64 +195,9 @@ func (s *Server) serviceRoutes() []route {
 				status: 200, response: api.FleetHistory{}}},
 
 		// The web console's page and files (its data comes from the API).
-		{pattern: "GET /ui/", auth: authNone, on: onPublic, handler: s.handleConsole,
-			doc: operation{id: "console", tag: "docs", summary: "The web console: nodes, keys, clusters and jobs (sign in with the admin token, an admin JWT or a user JWT)",
-				description: "With the certificate the server made itself (HTTPS without `TLS_CERT_FILE`), served to loopback callers only (403 `console_loopback_only`) unless `CONSOLE_PUBLIC=on`.",
-				status:      200, responseType: "text/html", response: "", errors: []int{403}}},
-		{pattern: "GET /ui/{file}", auth: authNone, on: onPublic, handler: s.handleConsole,
-			doc: operation{id: "consoleAsset", tag: "docs", summary: "A file of the web console (script, stylesheet, licence)",
-				status: 200, responseType: "text/plain", response: "", errors: []int{403, 404}}},
 
 		// The gateway's hands (internal: INTERNAL_TOKEN on this listener,
 		// none on INTERNAL_ADDR's).
-		{pattern: "POST /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: s.crdCreate(jobKind),
-			doc: operation{id: "createJob", tag: "crd", summary: "Create a GridweaveJob",
-				description: "A GridweaveJob object (apiVersion and kind may be left out); the API server validates it against the CRD.",
-				request:     gridweaveObject, status: 201, response: gridweaveObject, errors: []int{409, 422, 503}}},
-		{pattern: "GET /v1/crd/jobs", auth: authInternal, on: onPublic | onInternal, handler: s.crdList(jobKind),
-			doc: operation{id: "listJobs", tag: "crd", summary: "List GridweaveJobs",
-				query:  []param{{"label_selector", "A Kubernetes label selector.", stringParam}, {"owner", "Only the jobs of this owner (spec.owner).", stringParam}},
-				status: 200, response: gridweaveList{}, errors: []int{503}}},
-		{pattern: "GET /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdGet(jobKind),
-			doc: operation{id: "getJob", tag: "crd", summary: "Read a GridweaveJob",
-				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
-		{pattern: "PATCH /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(jobKind, false),
-			doc: operation{id: "patchJob", tag: "crd", summary: "Merge-patch a GridweaveJob",
-				description: "A JSON merge patch. With metadata.resourceVersion in it the write is conditional: 409 when the object changed since.",
-				request:     anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
-		{pattern: "PATCH /v1/crd/jobs/{name}/status", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(jobKind, true),
-			doc: operation{id: "patchJobStatus", tag: "crd", summary: "Merge-patch a GridweaveJob's status",
-				request: anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
-		{pattern: "DELETE /v1/crd/jobs/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdDelete(jobKind),
-			doc: operation{id: "deleteJob", tag: "crd", summary: "Delete a GridweaveJob",
-				status: 200, response: deleted, errors: []int{404, 503}}},
-		{pattern: "POST /v1/crd/endpoints", auth: authInternal, on: onPublic | onInternal, handler: s.crdCreate(endpointKind),
-			doc: operation{id: "createEndpoint", tag: "crd", summary: "Create a GridweaveEndpoint",
-				request: gridweaveObject, status: 201, response: gridweaveObject, errors: []int{409, 422, 503}}},
-		{pattern: "GET /v1/crd/endpoints", auth: authInternal, on: onPublic | onInternal, handler: s.crdList(endpointKind),
-			doc: operation{id: "listEndpoints", tag: "crd", summary: "List GridweaveEndpoints",
-				query:  []param{{"label_selector", "A Kubernetes label selector.", stringParam}, {"owner", "Only the endpoints of this owner (spec.owner).", stringParam}},
-				status: 200, response: gridweaveList{}, errors: []int{503}}},
-		{pattern: "GET /v1/crd/endpoints/by-name/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.handleEndpointByName,
-			doc: operation{id: "getEndpointByName", tag: "crd", summary: "Read the GridweaveEndpoint whose spec.name is {name}",
-				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
-		{pattern: "GET /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdGet(endpointKind),
-			doc: operation{id: "getEndpoint", tag: "crd", summary: "Read a GridweaveEndpoint",
-				status: 200, response: gridweaveObject, errors: []int{404, 503}}},
-		{pattern: "PATCH /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(endpointKind, false),
-			doc: operation{id: "patchEndpoint", tag: "crd", summary: "Merge-patch a GridweaveEndpoint (a new spec.hardware moves its workers)",
-				description: "A JSON merge patch. A change of spec.hardware swaps the endpoint's worker group on its RayCluster for one on the new hardware in one update (head and other groups untouched) before answering, and records the new group in the status.",
-				request:     anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 502, 503}}},
-		{pattern: "PATCH /v1/crd/endpoints/{name}/status", auth: authInternal, on: onPublic | onInternal, handler: s.crdPatch(endpointKind, true),
-			doc: operation{id: "patchEndpointStatus", tag: "crd", summary: "Merge-patch a GridweaveEndpoint's status",
-				request: anyObject, status: 200, response: gridweaveObject, errors: []int{404, 409, 422, 503}}},
-		{pattern: "DELETE /v1/crd/endpoints/{name}", auth: authInternal, on: onPublic | onInternal, handler: s.crdDelete(endpointKind),
-			doc: operation{id: "deleteEndpoint", tag: "crd", summary: "Delete a GridweaveEndpoint",
-				status: 200, response: deleted, errors: []int{404, 503}}},
-		{pattern: "GET /v1/kubetorch/jobs", auth: authUser, on: onPublic, handler: s.handleKubeTorchJobs,
-			doc: operation{id: "kubetorchJobs", tag: "kubetorch", summary: "The caller's KubeTorch jobs, newest first (an admin sees every job)",
-				description: "What the server last followed of each job; GET /v1/kubetorch/jobs/{id} asks Ray now and adds the logs.",
-				status:      200, response: api.KubeTorchJobList{}, errors: []int{503}}},
 	}
 }
 

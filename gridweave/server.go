@@ -97,6 +97,8 @@ type Server struct {
 	kubetorch *kubetorchRoutes
 	downloads *downloadRoutes
 	clusters  *clusterRoutes
+	crd       *crdRoutes
+	pages     *pageRoutes
 	serve     *serveRoutes
 
 	openapiCache
@@ -193,6 +195,8 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		return nil, err
 	}
 	s.downloads = &downloadRoutes{responder: s.responder, cfg: &s.cfg}
+	s.pages = &pageRoutes{responder: s.responder, cfg: &s.cfg, openapi: s.OpenAPI}
+	s.crd = newCRDRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)
 	s.clusters = &clusterRoutes{responder: s.responder, cfg: &s.cfg, ray: b.Ray}
 	s.kubetorch = newKubetorchRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)
 	if s.serve, err = newServeRoutes(s.responder, &s.cfg); err != nil {
