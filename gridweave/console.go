@@ -21,39 +21,36 @@ import (
 // node's audit trail and Kubernetes Node, the KubeTorch jobs, and the
 // fleet's recent history.
 
-// handleNodeAudit answers a node's audit trail, oldest first.
-func (s *Server) handleNodeAudit(w http.ResponseWriter, r *http.Request) {
+// nodeAudit answers a node's audit trail, oldest first.
+func (nr *nodeRoutes) nodeAudit(r *http.Request, _ noBody) (api.AuditList, error) {
 	h := r.PathValue("hostname")
 	if err := joinkeys.ValidateHostname(h); err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.AuditList{}, err
 	}
-	events, err := s.keyring.Audit(r.Context(), joinkeys.AuditQuery{Hostname: h, Limit: 500})
+	events, err := nr.keyring.Audit(r.Context(), joinkeys.AuditQuery{Hostname: h, Limit: 500})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.AuditList{}, err
 	}
 	out := api.AuditList{Events: make([]api.AuditEvent, len(events))}
 	for i, e := range events {
 		out.Events[i] = api.AuditEvent{ID: e.ID, At: e.At, Type: string(e.Type), KeyID: e.KeyID, Actor: e.Actor, Reason: e.Reason}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-// handleNodeKubernetes answers the node's Kubernetes Node: whether it
+// nodeKubernetes answers the node's Kubernetes Node: whether it
 // exists and its conditions.
-func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.pathNode(w, r)
-	if !ok {
-		return
+func (nr *nodeRoutes) nodeKubernetes(r *http.Request, _ noBody) (api.KubernetesNode, error) {
+	h, err := nr.pathNode(r)
+	if err != nil {
+		return api.KubernetesNode{}, err
 	}
 	out := api.KubernetesNode{Hostname: h, Conditions: []api.NodeCondition{}}
-	node, err := s.kube.CoreV1().Nodes().Get(r.Context(), h, metav1.GetOptions{})
+	node, err := nr.kube.CoreV1().Nodes().Get(r.Context(), h, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		s.writeError(w, r, err)
-		return
+		return api.KubernetesNode{}, err
 	default:
 		out.Exists, out.Unschedulable, out.PodCIDR = true, node.Spec.Unschedulable, node.Spec.PodCIDR
 		for _, c := range node.Status.Conditions {
@@ -61,7 +58,7 @@ func (s *Server) handleNodeKubernetes(w http.ResponseWriter, r *http.Request) {
 				Message: c.Message, LastTransitionTime: c.LastTransitionTime.Time.UTC()})
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // fleetHistory keeps a sample of the fleet a minute for six hours.
@@ -78,22 +75,22 @@ const (
 
 // sampleFleet records the fleet now, unless the last sample is younger
 // than historyEvery.
-func (s *Server) sampleFleet(ctx context.Context) error {
-	s.history.sampling.Lock()
-	defer s.history.sampling.Unlock()
-	now := s.now().UTC()
-	s.history.mu.Lock()
-	if n := len(s.history.samples); n > 0 && now.Sub(s.history.samples[n-1].At) < historyEvery {
-		s.history.mu.Unlock()
+func (nr *nodeRoutes) sampleFleet(ctx context.Context) error {
+	nr.history.sampling.Lock()
+	defer nr.history.sampling.Unlock()
+	now := nr.now().UTC()
+	nr.history.mu.Lock()
+	if n := len(nr.history.samples); n > 0 && now.Sub(nr.history.samples[n-1].At) < historyEvery {
+		nr.history.mu.Unlock()
 		return nil
 	}
-	s.history.mu.Unlock()
-	nodes, err := s.keyring.Nodes(ctx)
+	nr.history.mu.Unlock()
+	nodes, err := nr.keyring.Nodes(ctx)
 	if err != nil {
 		return err
 	}
 	sample := api.FleetSample{At: now, GPUs: map[string]int{}}
-	for _, v := range s.viewNodes(ctx, nodes...) {
+	for _, v := range nr.viewNodes(ctx, nodes...) {
 		if v.Status != string(joinkeys.StatusRegistered) {
 			continue
 		}
@@ -106,24 +103,22 @@ func (s *Server) sampleFleet(ctx context.Context) error {
 			sample.GPUs[*v.WorkerGroup] += len(v.GPUs)
 		}
 	}
-	s.history.mu.Lock()
-	defer s.history.mu.Unlock()
-	s.history.samples = append(s.history.samples, sample)
-	if extra := len(s.history.samples) - historyKeep; extra > 0 {
-		s.history.samples = slices.Delete(s.history.samples, 0, extra)
+	nr.history.mu.Lock()
+	defer nr.history.mu.Unlock()
+	nr.history.samples = append(nr.history.samples, sample)
+	if extra := len(nr.history.samples) - historyKeep; extra > 0 {
+		nr.history.samples = slices.Delete(nr.history.samples, 0, extra)
 	}
 	return nil
 }
 
-// handleFleetHistory answers the samples, with one of now when the last
-// is older than a minute.
-func (s *Server) handleFleetHistory(w http.ResponseWriter, r *http.Request) {
-	if err := s.sampleFleet(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+// fleetHistory answers the samples, with one of now when the last is
+// older than a minute.
+func (nr *nodeRoutes) fleetHistory(r *http.Request, _ noBody) (api.FleetHistory, error) {
+	if err := nr.sampleFleet(r.Context()); err != nil {
+		return api.FleetHistory{}, err
 	}
-	s.history.mu.Lock()
-	out := api.FleetHistory{Samples: slices.Clone(s.history.samples)}
-	s.history.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	nr.history.mu.Lock()
+	defer nr.history.mu.Unlock()
+	return api.FleetHistory{Samples: slices.Clone(nr.history.samples)}, nil
 }

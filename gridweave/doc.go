@@ -12,18 +12,29 @@
 // a rayctl.Client and a Kubernetes clientset. Handler serves the public
 // listener, InternalHandler the internal one.
 //
-// Where things are: routes.go is the whole API surface on one screen
-// (method, path, auth rule, handler); errors.go the one place errors
-// become statuses and the contract's error shape; decode.go strict JSON;
-// middleware.go request ids, the access log, CORS, the rate limit and the
-// body limit; logging.go request ids on every log line; auth.go bearer
-// credentials; nodes.go the join flow's routes, each a call into the
-// fleet; reconcile.go the background work (Run: the fleet's reconcilers
-// and the KubeTorch follower); downloads.go join-node.sh and the agent binaries; clusters.go the
-// clusters API; crdproxy.go GridweaveJobs and GridweaveEndpoints for the
-// gateway, endpoints.go an endpoint's hardware swap (package endpoints); rayproxy.go Ray Serve
-// through the dashboard; kubetorch.go the KubeTorch routes, each a call
-// into package kubetorch; openapi.go the API description.
+// Where things are: each group of routes is a type that holds only what it
+// needs and declares its routes beside its handlers, once each (pattern,
+// credential, listeners, OpenAPI words, handler): nodes.go (nodeRoutes: the
+// join flow, each step a call into the fleet, the join keys and the
+// admin's reads of the nodes), links.go (the peer directory and the link
+// reports), console.go (a node's audit and Kubernetes Node, the fleet's
+// history), downloads.go (join-node.sh, the agent, k3s, the kubelet, the
+// worker image), clusters.go (the clusters API over rayctl), crdproxy.go
+// (GridweaveJobs and GridweaveEndpoints for the gateway; an endpoint's
+// hardware swap through package endpoints), rayproxy.go (Ray Serve through
+// the dashboard), kubetorch.go (calls into package kubetorch), docs.go
+// (the OpenAPI document, the API page and the console page). A JSON route
+// is typed (jsonRoute): its handler takes the decoded body and returns the
+// answer or an error, and the document takes both types from it.
+//
+// routes.go derives from the table each listener's mux (public, VPN,
+// internal) and its answers for what matches nothing (404, 405 with
+// Allow); openapi.go the API description; errors.go is the one place
+// errors become statuses and the contract's error shape; decode.go strict
+// JSON; middleware.go request ids, the access log, CORS, the rate limit
+// and the body limit; logging.go request ids on every log line; auth.go
+// bearer credentials; reconcile.go the background work (Run: the fleet's
+// reconcilers and the KubeTorch follower).
 //
 // Subpackages with a vocabulary of their own, which do not import the
 // server: fleet (the node lifecycle as a library: what the join routes

@@ -174,15 +174,15 @@ func countLinks(links []api.Link, at time.Time) api.LinkCounts {
 // directory returns the peer directory as the nodes of org see it,
 // computed again when it is older than directoryMaxAge, and the channel
 // closed at its next change (of any org's view: a waiter looks again).
-func (s *Server) directory(ctx context.Context, org string) (view *directoryView, changed <-chan struct{}, err error) {
-	d := &s.peers
+func (nr *nodeRoutes) directory(ctx context.Context, org string) (view *directoryView, changed <-chan struct{}, err error) {
+	d := &nr.peers
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.changed == nil {
 		d.changed = make(chan struct{})
 	}
 	if !((d.peers != nil || d.err != nil) && time.Since(d.at) < directoryMaxAge) {
-		peers, endpoint, err := s.computeDirectory(ctx)
+		peers, endpoint, err := nr.computeDirectory(ctx)
 		if err != nil {
 			// Kept as long as a directory would be: waiters retry at that
 			// pace, not each on its own.
@@ -212,7 +212,7 @@ func (s *Server) directory(ctx context.Context, org string) (view *directoryView
 	if v, ok := d.views[org]; ok {
 		return v, d.changed, nil
 	}
-	v, err := s.viewFor(org, d.peers, d.masterEndpoint)
+	v, err := nr.viewFor(org, d.peers, d.masterEndpoint)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,18 +222,18 @@ func (s *Server) directory(ctx context.Context, org string) (view *directoryView
 
 // mayLink reports whether the nodes of orgs a and b see each other in the
 // directory: one org, or either of them shared (Config.SharedOrgs).
-func (s *Server) mayLink(a, b string) bool {
-	return a == b || slices.Contains(s.cfg.SharedOrgs, a) || slices.Contains(s.cfg.SharedOrgs, b)
+func (nr *nodeRoutes) mayLink(a, b string) bool {
+	return a == b || slices.Contains(nr.cfg.SharedOrgs, a) || slices.Contains(nr.cfg.SharedOrgs, b)
 }
 
 // viewFor is the directory the nodes of org see: the nodes they may link
 // to (mayLink), and nothing of any other org's fleet.
-func (s *Server) viewFor(org string, peers []orgPeer, endpoint string) (*directoryView, error) {
-	podRange := s.fleet.PodRange()
+func (nr *nodeRoutes) viewFor(org string, peers []orgPeer, endpoint string) (*directoryView, error) {
+	podRange := nr.fleet.PodRange()
 	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}, MasterEndpoint: endpoint, ClusterCIDR: podRange.Cluster.String(), NodeCIDRMask: podRange.NodeBits}
 	keys := map[string]string{}
 	for _, p := range peers {
-		if s.mayLink(org, p.org) {
+		if nr.mayLink(org, p.org) {
 			dir.Peers = append(dir.Peers, p.DirectoryPeer)
 			keys[p.Hostname] = p.PublicKey
 		}
@@ -256,13 +256,13 @@ func (s *Server) viewFor(org string, peers []orgPeer, endpoint string) (*directo
 // registered), each with the endpoints to try: where the master's device
 // sees its packets come from, then what its agent reported; and where the
 // master's device is reached now.
-func (s *Server) computeDirectory(ctx context.Context) ([]orgPeer, string, error) {
-	nodes, err := s.keyring.Nodes(ctx)
+func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, error) {
+	nodes, err := nr.keyring.Nodes(ctx)
 	if err != nil {
 		return nil, "", err
 	}
 	observed := map[wgkey.Key]netip.AddrPort{}
-	if o, ok := s.mesh.(mesh.Observer); ok {
+	if o, ok := nr.mesh.(mesh.Observer); ok {
 		statuses, err := o.PeerStatuses(ctx)
 		if err != nil {
 			return nil, "", err
@@ -271,7 +271,7 @@ func (s *Server) computeDirectory(ctx context.Context) ([]orgPeer, string, error
 			observed[st.PublicKey] = st.Endpoint
 		}
 	}
-	reports := s.links.all()
+	reports := nr.links.all()
 	present := make(map[string]bool, len(nodes))
 	peers := []orgPeer{}
 	for _, n := range nodes {
@@ -280,7 +280,7 @@ func (s *Server) computeDirectory(ctx context.Context) ([]orgPeer, string, error
 			continue
 		}
 		p := api.DirectoryPeer{Hostname: n.Hostname, PublicKey: n.PublicKey.String(), VPNIP: n.VPNIP.String(), Endpoints: []string{}}
-		if n.PodCIDR.IsValid() && s.fleet.CheckPodCIDR(n.PodCIDR) == nil {
+		if n.PodCIDR.IsValid() && nr.fleet.CheckPodCIDR(n.PodCIDR) == nil {
 			p.PodCIDR = n.PodCIDR.String()
 		}
 		var eps []netip.AddrPort
@@ -302,50 +302,50 @@ func (s *Server) computeDirectory(ctx context.Context) ([]orgPeer, string, error
 		}
 		peers = append(peers, orgPeer{org: n.Org, DirectoryPeer: p})
 	}
-	s.links.keep(present)
+	nr.links.keep(present)
 	slices.SortFunc(peers, func(a, b orgPeer) int { return strings.Compare(a.Hostname, b.Hostname) })
-	return peers, s.masterEndpoint(), nil
+	return peers, nr.masterEndpoint(), nil
 }
 
 // handlePeers answers the peer directory to a node: at once, or, with
 // ?since= the revision the node holds and ?wait= seconds, when the
 // directory differs from it or the wait is over (then the same revision
 // again).
-func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
+func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	hostname := q.Get("hostname")
-	node, err := s.keyring.AuthenticateNode(r.Context(), hostname, bearer(r))
+	node, err := nr.keyring.AuthenticateNode(r.Context(), hostname, bearer(r))
 	if err != nil {
-		s.writeError(w, r, s.nodeCredentialError(r, err))
+		nr.writeError(w, r, nr.nodeCredentialError(r, err))
 		return
 	}
 	wait := time.Duration(0)
 	if v := q.Get("wait"); v != "" {
 		secs, err := strconv.Atoi(v)
 		if err != nil || secs < 0 || time.Duration(secs)*time.Second > MaxPeersWait {
-			s.writeError(w, r, badField("wait", "wait must be whole seconds from 0 to %d, got %q", int(MaxPeersWait.Seconds()), v))
+			nr.writeError(w, r, badField("wait", "wait must be whole seconds from 0 to %d, got %q", int(MaxPeersWait.Seconds()), v))
 			return
 		}
 		wait = time.Duration(secs) * time.Second
 	}
 	since := q.Get("since")
 	if wait > 0 {
-		if !s.polls.take(hostname) {
+		if !nr.polls.take(hostname) {
 			w.Header().Set("Retry-After", "5")
-			s.writeError(w, r, &apiError{code: api.CodeTooManyPolls,
+			nr.writeError(w, r, &apiError{code: api.CodeTooManyPolls,
 				message: fmt.Sprintf("node %s already holds %d long polls of the directory open; close one first", hostname, MaxPollsPerNode)})
 			return
 		}
-		defer s.polls.give(hostname)
+		defer nr.polls.give(hostname)
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(directoryMaxAge)
 	defer tick.Stop()
 	for {
-		view, changed, err := s.directory(r.Context(), node.Org)
+		view, changed, err := nr.directory(r.Context(), node.Org)
 		if err != nil {
-			s.writeError(w, r, err)
+			nr.writeError(w, r, err)
 			return
 		}
 		if view.revision != since || wait == 0 {
@@ -365,35 +365,27 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleReportLinks keeps a node's report of its links.
-func (s *Server) handleReportLinks(w http.ResponseWriter, r *http.Request) {
-	var req api.LinksReport
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	node, err := s.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r))
+// reportLinks keeps a node's report of its links.
+func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.LinksAccepted, error) {
+	node, err := nr.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r))
 	if err != nil {
-		s.writeError(w, r, s.nodeCredentialError(r, err))
-		return
+		return api.LinksAccepted{}, nr.nodeCredentialError(r, err)
 	}
-	report, err := checkLinksReport(req, s.cfg.VPNCIDR, s.cfg.FleetLAN)
+	report, err := checkLinksReport(req, nr.cfg.VPNCIDR, nr.cfg.FleetLAN)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.LinksAccepted{}, err
 	}
 	// Only links to nodes of the node's directory, by their keys, count.
-	view, _, err := s.directory(r.Context(), node.Org)
+	view, _, err := nr.directory(r.Context(), node.Org)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return api.LinksAccepted{}, err
 	}
 	keys := view.keys
 	report.links = slices.DeleteFunc(report.links, func(l api.Link) bool { return l.Hostname == req.Hostname || keys[l.Hostname] != l.PublicKey })
-	report.at = s.now().UTC()
+	report.at = nr.now().UTC()
 	report.counts = countLinks(report.links, report.at)
-	s.links.put(req.Hostname, report)
-	writeJSON(w, http.StatusOK, api.LinksAccepted{Hostname: req.Hostname, Counts: report.counts})
+	nr.links.put(req.Hostname, report)
+	return api.LinksAccepted{Hostname: req.Hostname, Counts: report.counts}, nil
 }
 
 // checkLinksReport checks every field of a report, naming the one that
@@ -460,24 +452,24 @@ var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 // one network: private (RFC 1918, IPv6 ULA) or shared (CGNAT).
 func localOnly(a netip.Addr) bool { return a.IsPrivate() || sharedAddressSpace.Contains(a) }
 
-// handleNodeLinks answers a node's last link report (admin).
-func (s *Server) handleNodeLinks(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.pathNode(w, r)
-	if !ok {
-		return
+// nodeLinks answers a node's last link report (admin).
+func (nr *nodeRoutes) nodeLinks(r *http.Request, _ noBody) (api.NodeLinks, error) {
+	h, err := nr.pathNode(r)
+	if err != nil {
+		return api.NodeLinks{}, err
 	}
 	out := api.NodeLinks{Hostname: h, Links: []api.Link{}}
-	if rep, ok := s.links.get(h); ok {
+	if rep, ok := nr.links.get(h); ok {
 		at := rep.at
 		out.ReportedAt, out.Counts, out.Links = &at, rep.counts, rep.links
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // linkCounts is the node's summary for GET /v1/nodes, nil when its agent
 // never reported.
-func (s *Server) linkCounts(hostname string) *api.LinkCounts {
-	rep, ok := s.links.get(hostname)
+func (nr *nodeRoutes) linkCounts(hostname string) *api.LinkCounts {
+	rep, ok := nr.links.get(hostname)
 	if !ok {
 		return nil
 	}
@@ -488,11 +480,11 @@ func (s *Server) linkCounts(hostname string) *api.LinkCounts {
 // linkPairs counts the links between pairs of nodes by state, for the
 // metrics: a pair is direct when both ends that reported say direct,
 // relayed when one says relayed, connecting otherwise.
-func (s *Server) linkPairs() map[api.LinkState]int {
+func (nr *nodeRoutes) linkPairs() map[api.LinkState]int {
 	type pair struct{ a, b string }
 	rank := map[api.LinkState]int{api.LinkDirect: 0, api.LinkConnecting: 1, api.LinkRelayed: 2}
 	worst := map[pair]api.LinkState{}
-	for host, rep := range s.links.all() {
+	for host, rep := range nr.links.all() {
 		for _, l := range rep.links {
 			p := pair{host, l.Hostname}
 			if p.b < p.a {

@@ -20,13 +20,13 @@ func (s *Server) Run(ctx context.Context) error {
 	defer follow.Stop()
 	sample := time.NewTicker(historyEvery)
 	defer sample.Stop()
-	_ = s.sampleFleet(ctx)
+	_ = s.nodes.sampleFleet(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return <-fleetDone
 		case <-sample.C:
-			if err := s.sampleFleet(ctx); err != nil {
+			if err := s.nodes.sampleFleet(ctx); err != nil {
 				s.log.WarnContext(ctx, "sampling the fleet for the console", "err", err)
 			}
 		case <-follow.C:

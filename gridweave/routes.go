@@ -6,12 +6,10 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"gridweave.dev/gridweave/api"
-	"gridweave.dev/gridweave/fleet"
 )
 
 // route is one entry of the API, declared once: method and path pattern,
@@ -101,7 +99,7 @@ const (
 )
 
 func (s *Server) routeTable() []route {
-	return slices.Concat(s.serviceRoutes(), s.pages.routes(), s.downloads.routes(), s.clusters.routes(), s.crd.routes(), s.kubetorch.routes(), s.serve.routes())
+	return slices.Concat(s.serviceRoutes(), s.nodes.routes(), s.pages.routes(), s.downloads.routes(), s.clusters.routes(), s.crd.routes(), s.kubetorch.routes(), s.serve.routes())
 }
 
 // serviceRoutes are the routes of the server itself.
@@ -123,76 +121,6 @@ func (s *Server) serviceRoutes() []route {
 		// The node side's downloads.
 
 		// The join flow (docs/api.md).
-		{pattern: "POST /v1/nodes/join-keys", auth: authAdmin, on: onPublic, handler: s.handleMintKey,
-			doc: operation{id: "mintJoinKey", tag: "nodes", summary: "Mint a join key",
-				description: "Returns the key once (it is stored hashed) with the command a person pastes on the node. A provider key is a JWT that also authenticates the provider (verify-provider).",
-				request:     api.MintKeyRequest{}, status: 201, response: api.MintKeyResponse{}}},
-		{pattern: "GET /v1/nodes/join-keys", auth: authAdmin, on: onPublic, handler: s.handleListKeys,
-			doc: operation{id: "listJoinKeys", tag: "nodes", summary: "List join keys (never their secrets), a page at a time, oldest first",
-				query: pageParams, status: 200, response: api.KeyList{}}},
-		{pattern: "DELETE /v1/nodes/join-keys/{id}", auth: authAdmin, on: onPublic, handler: s.handleRevokeKey,
-			doc: operation{id: "revokeJoinKey", tag: "nodes", summary: "Revoke a join key",
-				description: "Nodes that joined with it stay; it admits no new node.",
-				status:      200, response: api.Key{}, errors: []int{404}}},
-		{pattern: "POST /v1/nodes/validate", auth: authBodyCredential, on: onPublic, handler: s.handleValidate,
-			doc: operation{id: "validateNode", tag: "nodes", summary: "Join step 1: check the key, reserve the VPN address, add the WireGuard peer",
-				description: "The first join presents `key`; a re-join of the same public key presents `node_token` (the key alone is then 409 `node_token_required`). " +
-					"A hostname held by another public key is 409 `hostname_taken`; a first join under the name of a Kubernetes Node no Gridweave join made is 409 `hostname_in_cluster`. A different major version is 426 `version_mismatch` (run the join command again on the node).",
-				request: api.ValidateRequest{}, status: 200, response: api.ValidateResponse{}, errors: []int{409, 426}}},
-		{pattern: "POST /v1/nodes/register", auth: authBodyCredential, on: onPublic | onVPN, handler: s.handleRegister,
-			doc: operation{id: "registerNode", tag: "nodes", summary: "Join step 2: finalise the peer; a GPU node joins its worker group",
-				description: "`key` completes a reservation made by validate (same public key); every later register presents `node_token`. " +
-					"The pod CIDR comes from Kubernetes, never from the node. `worker_group` is null for a CPU-only node.",
-				request: api.RegisterRequest{}, status: 200, response: api.RegisterResponse{}, errors: []int{409, 422, 426}}},
-		{pattern: "POST /v1/nodes/disconnect", auth: authAdmin, on: onPublic, handler: s.handleDisconnect,
-			doc: operation{id: "disconnectNode", tag: "nodes", summary: "Remove a node: peer, routes, scrape target, worker, Kubernetes Node, ledger",
-				description: "Idempotent: `released` is false when there was nothing left to remove. In the kubelet join mode the Node is drained first (cordoned, its pods evicted, waited for up to KUBELET_DRAIN_TIMEOUT).",
-				request:     api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}}},
-		{pattern: "POST /v1/nodes/leave", auth: authNodeToken, on: onPublic | onVPN, handler: s.handleLeave,
-			doc: operation{id: "leaveNode", tag: "nodes", summary: "A node leaves by itself (its node token as bearer)",
-				request: api.HostnameRequest{}, status: 200, response: api.DisconnectResponse{}, errors: []int{409}}},
-		{pattern: "POST /v1/nodes/verify-provider", auth: authProvider, on: onPublic, handler: s.handleVerifyProvider,
-			doc: operation{id: "verifyProvider", tag: "nodes", summary: "Check a provider key (the key as bearer)",
-				description: "The body is `{}` or nothing.",
-				status:      200, response: api.VerifyProviderResponse{}, errors: []int{400}}},
-		{pattern: "POST /v1/nodes/report-version", auth: authNodeToken, on: onPublic | onVPN, handler: s.handleReportVersion,
-			doc: operation{id: "reportVersion", tag: "nodes", summary: "A node reports its worker version (its node token as bearer)",
-				description: "Recorded in the ledger and as the annotation `" + fleet.VersionAnnotation + "` on the Kubernetes Node.",
-				request:     api.ReportVersionRequest{}, status: 200, response: api.NodeEnvelope{}, errors: []int{404, 409}}},
-		{pattern: "GET /v1/nodes/peers", auth: authNodeToken, on: onPublic | onVPN, handler: s.handlePeers,
-			doc: operation{id: "nodePeers", tag: "nodes", summary: "A node waits for the other nodes it links to directly (its node token as bearer)",
-				description: "Every node with a tunnel that the caller may link to (its own org's, and those of `SHARED_ORGS`): public key, VPN address, pod CIDR and the endpoints to try (where the master's WireGuard device sees its packets come from, then the ones its agent reported; those in private ranges only with `FLEET_LAN=on`). " +
-					"A node holds at most " + strconv.Itoa(MaxPollsPerNode) + " long polls open at once (429 `too_many_polls`). " +
-					"With `since` (the `revision` of the last answer) and `wait`, the answer comes when the directory differs from that revision, or after `wait` seconds with the same one (a long poll: call again). " +
-					"A node missing from an answer has left: its peer goes. Served on the VPN listener as on the public one.",
-				query: []param{
-					{"hostname", "The calling node (required).", stringParam},
-					{"since", "The revision the node holds; the answer waits while the directory is at it.", stringParam},
-					{"wait", "How long to wait for a change, in seconds (0 to 60; default 0, answer at once).", intParam},
-				},
-				status: 200, response: api.PeerDirectory{}, errors: []int{404}}},
-		{pattern: "POST /v1/nodes/links", auth: authNodeToken, on: onPublic | onVPN, handler: s.handleReportLinks,
-			doc: operation{id: "reportLinks", tag: "nodes", summary: "A node reports the state of its links to the other nodes (its node token as bearer)",
-				description: "Per other node: direct, relayed (through the master) or connecting, the endpoint, the last handshake and bytes. Kept in memory; an agent reports every few seconds.",
-				request:     api.LinksReport{}, status: 200, response: api.LinksAccepted{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes", auth: authAdmin, on: onPublic, handler: s.handleListNodes,
-			doc: operation{id: "listNodes", tag: "nodes", summary: "List nodes, a page at a time, by hostname",
-				query: pageParams, status: 200, response: api.NodeList{}}},
-		{pattern: "GET /v1/nodes/{hostname}", auth: authAdmin, on: onPublic, handler: s.handleGetNode,
-			doc: operation{id: "getNode", tag: "nodes", summary: "Get a node",
-				status: 200, response: api.NodeEnvelope{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/{hostname}/links", auth: authAdmin, on: onPublic, handler: s.handleNodeLinks,
-			doc: operation{id: "getNodeLinks", tag: "nodes", summary: "A node's links to the other nodes, as its agent last reported them",
-				status: 200, response: api.NodeLinks{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/{hostname}/audit", auth: authAdmin, on: onPublic, handler: s.handleNodeAudit,
-			doc: operation{id: "getNodeAudit", tag: "nodes", summary: "A node's audit trail: joins (with which key, from which address), registers, refusals, disconnects and leaves",
-				status: 200, response: api.AuditList{}}},
-		{pattern: "GET /v1/nodes/{hostname}/kubernetes", auth: authAdmin, on: onPublic, handler: s.handleNodeKubernetes,
-			doc: operation{id: "getNodeKubernetes", tag: "nodes", summary: "A node's Kubernetes Node: whether it exists, its conditions",
-				status: 200, response: api.KubernetesNode{}, errors: []int{404}}},
-		{pattern: "GET /v1/nodes/history", auth: authAdmin, on: onPublic, handler: s.handleFleetHistory,
-			doc: operation{id: "fleetHistory", tag: "nodes", summary: "The fleet over the last six hours: registered and online nodes and online GPUs by pool, a sample a minute",
-				status: 200, response: api.FleetHistory{}}},
 
 		// The web console's page and files (its data comes from the API).
 

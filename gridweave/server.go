@@ -22,7 +22,6 @@ import (
 	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
-	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/rayctl"
 )
 
@@ -69,15 +68,11 @@ type Server struct {
 	now     func() time.Time
 	hub     func() string
 
-	auth      *authenticator
-	limiter   *rateLimiter
-	metrics   *metrics
-	masterKey wgkey.Key
-	k3sToken  string
-	// kubeletTokens and approver are the kubelet join mode's; nil in the
-	// k3s mode.
-	kubeletTokens *kubeletjoin.Tokens
-	approver      *kubeletjoin.Approver
+	auth    *authenticator
+	limiter *rateLimiter
+	metrics *metrics
+	// approver is the kubelet join mode's; nil in the k3s mode.
+	approver *kubeletjoin.Approver
 	// fleet is the node lifecycle the join routes call.
 	fleet *fleet.Service
 
@@ -85,15 +80,9 @@ type Server struct {
 	internal http.Handler
 	vpn      http.Handler
 
-	// peers is the peer directory the agents wait on; links their
-	// reports of their links.
-	peers peerDirectory
-	links linkBook
-	polls pollCount
-	// history is the fleet's recent samples, for the console.
-	history fleetHistory
+	nodes *nodeRoutes
 
-	// The groups of routes that need none of the above.
+	// The other groups of routes.
 	kubetorch *kubetorchRoutes
 	downloads *downloadRoutes
 	clusters  *clusterRoutes
@@ -147,13 +136,13 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gridweave: the mesh's public key: %w", err)
 	}
-	s.masterKey = key
+	s.nodes = &nodeRoutes{responder: s.responder, cfg: &s.cfg, keyring: b.Keyring, mesh: b.Mesh, kube: b.Kube, now: s.now, hub: b.Hub, masterKey: key}
 	if cfg.K3sAgentTokenFile != "" {
 		raw, err := os.ReadFile(cfg.K3sAgentTokenFile)
 		if err != nil {
 			return nil, &ConfigError{"K3S_AGENT_TOKEN_FILE", err.Error()}
 		}
-		s.k3sToken = strings.TrimSpace(string(raw))
+		s.nodes.k3sToken = strings.TrimSpace(string(raw))
 	}
 	if cfg.KubeJoinMode == JoinModeKubelet {
 		if err := s.kubeletMode(); err != nil {
@@ -163,6 +152,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.auth = newAuthenticator(cfg, b.Keyring, s.now)
 	s.limiter = newRateLimiter(cfg.RateLimitPerMinute, s.now)
 	s.metrics = newMetrics(s)
+	s.nodes.auth, s.nodes.metrics = s.auth, s.metrics
 	marks, err := NodeMarker(cfg.JWTSecret)
 	if err != nil {
 		return nil, err
@@ -194,6 +184,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		MasterPrefixes: masterPrefixes, ClusterCIDR: cfg.ClusterCIDR, NodeCIDRMaskBits: cfg.NodeCIDRMaskBits, Marks: marks}, fb); err != nil {
 		return nil, err
 	}
+	s.nodes.fleet = s.fleet
 	s.downloads = &downloadRoutes{responder: s.responder, cfg: &s.cfg}
 	s.pages = &pageRoutes{responder: s.responder, cfg: &s.cfg, openapi: s.OpenAPI}
 	s.crd = newCRDRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)
@@ -220,7 +211,7 @@ func (s *Server) kubeletMode() error {
 	if block, _ := pem.Decode(s.cfg.KubeletCAPEM); block == nil || block.Type != "CERTIFICATE" {
 		return &ConfigError{"KUBELET_CA_FILE", "the kubelet join mode hands machines the cluster CA, and none was found: set KUBELET_CA_FILE to the CA's PEM certificate"}
 	}
-	s.kubeletTokens = &kubeletjoin.Tokens{Client: s.kube, TTL: s.cfg.KubeletTokenTTL, Now: s.now}
+	s.nodes.kubeletTokens = &kubeletjoin.Tokens{Client: s.kube, TTL: s.cfg.KubeletTokenTTL, Now: s.now}
 	s.approver = &kubeletjoin.Approver{Client: s.kube, Logger: s.log, Machine: func(ctx context.Context, hostname string) (kubeletjoin.Machine, bool, error) {
 		n, err := s.keyring.Node(ctx, hostname)
 		if errors.Is(err, joinkeys.ErrNodeNotFound) {
