@@ -25,7 +25,9 @@ import (
 // keys, endpoints, VPN addresses and pod CIDRs, links to each of them
 // directly, and reports how each link went (POST /v1/nodes/links); the
 // master keeps the reports in memory (an agent reports again within
-// seconds of a restart) and shows them to the admin.
+// seconds of a restart) and shows them to the admin. An agent that holds
+// a revision of the directory is answered what changed since (a delta):
+// each org's directory keeps its last changes for that.
 
 // Bounds of the link routes.
 const (
@@ -74,19 +76,21 @@ func (c *pollCount) give(hostname string) {
 
 // peerDirectory is the last computed directory, shared by every waiting
 // agent: at most one computation per directoryMaxAge, whatever the fleet
-// size. Each org sees its own view of it (directoryView), made once per
-// computation.
+// size. Each org sees its own view of it (orgDirectory), made again after
+// the directory changed, the first time a node of the org asks.
 type peerDirectory struct {
 	mu             sync.Mutex
 	peers          []orgPeer // every node with a tunnel, by hostname
 	masterEndpoint string
-	views          map[string]*directoryView // by org, made on demand
-	err            error                     // of the last computation, kept as long as a directory
-	at             time.Time                 // by the wall clock: the cache's age
+	orgs           map[string]*orgDirectory
+	err            error     // of the last computation, kept as long as a directory
+	at             time.Time // by the wall clock: the cache's age
 	// changed is closed (and replaced) when the directory changes.
 	changed chan struct{}
-	// sum identifies the whole directory, to tell a change.
-	sum string
+	// sum identifies the whole directory, to tell a change; generation
+	// counts the changes.
+	sum        string
+	generation uint64
 }
 
 // orgPeer is a directory entry with the org its node joined for.
@@ -95,12 +99,49 @@ type orgPeer struct {
 	api.DirectoryPeer
 }
 
+// orgDirectory is what the nodes of one org see, and how it came to be:
+// the changes between its last views, from which a node that holds one of
+// them is answered what changed since (a delta) rather than every node.
+type orgDirectory struct {
+	view       *directoryView
+	generation uint64                  // of the directory view was made from
+	entries    map[string]directoryEntry // view's peers by hostname
+	// changes are the last maxViewChanges changes of the view, oldest
+	// first; deltas caches the delta bodies answered since the last one,
+	// by the revision they start from.
+	changes []viewChange
+	deltas  map[string][]byte
+}
+
+// directoryEntry is a peer of a view and its JSON, to tell a change.
+type directoryEntry struct {
+	peer api.DirectoryPeer
+	raw  string
+}
+
+// viewChange is one change of an org's view: the hostnames added, those
+// changed, and those gone.
+type viewChange struct {
+	from, to string // revisions
+	added    []string
+	changed  []string
+	removed  []string
+}
+
+// maxViewChanges bounds the changes an org's directory keeps: a node
+// that holds an older view (it was away through that many changes, or
+// asks another replica) is answered the whole directory.
+const maxViewChanges = 64
+
 // directoryView is what the nodes of one org see: the body, its revision
 // and the hostname → public key of every peer in it.
 type directoryView struct {
 	body     []byte
 	revision string
 	keys     map[string]string
+	// The parts of the body a delta repeats.
+	masterEndpoint string
+	podRange       joinkeys.PodRange
 }
 
 // linkBook keeps each node's last link report.
@@ -171,10 +212,11 @@ func countLinks(links []api.Link, at time.Time) api.LinkCounts {
 	return c
 }
 
-// directory returns the peer directory as the nodes of org see it,
+// directory returns the peer directory as the nodes of org see it (and
+// the org's directory, whose deltas are read with the lock held: answer),
 // computed again when it is older than directoryMaxAge, and the channel
 // closed at its next change (of any org's view: a waiter looks again).
-func (nr *nodeRoutes) directory(ctx context.Context, org string) (view *directoryView, changed <-chan struct{}, err error) {
+func (nr *nodeRoutes) directory(ctx context.Context, org string) (view *directoryView, od *orgDirectory, changed <-chan struct{}, err error) {
 	d := &nr.peers
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -187,7 +229,7 @@ func (nr *nodeRoutes) directory(ctx context.Context, org string) (view *director
 			// Kept as long as a directory would be: waiters retry at that
 			// pace, not each on its own.
 			d.peers, d.err, d.at = nil, err, time.Now()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		h := sha256.New()
 		for _, p := range peers {
@@ -202,22 +244,125 @@ func (nr *nodeRoutes) directory(ctx context.Context, org string) (view *director
 			d.changed = make(chan struct{})
 		}
 		if sum != d.sum {
-			d.views = map[string]*directoryView{}
+			d.generation++
 		}
 		d.peers, d.masterEndpoint, d.sum, d.err, d.at = peers, endpoint, sum, nil, time.Now()
 	}
 	if d.err != nil {
-		return nil, nil, d.err
+		return nil, nil, nil, d.err
 	}
-	if v, ok := d.views[org]; ok {
-		return v, d.changed, nil
+	if d.orgs == nil {
+		d.orgs = map[string]*orgDirectory{}
 	}
-	v, err := nr.viewFor(org, d.peers, d.masterEndpoint)
+	od = d.orgs[org]
+	if od == nil {
+		od = &orgDirectory{}
+		d.orgs[org] = od
+	}
+	if od.view == nil || od.generation != d.generation {
+		if err := nr.updateView(od, org, d.peers, d.masterEndpoint); err != nil {
+			return nil, nil, nil, err
+		}
+		od.generation = d.generation
+	}
+	return od.view, od, d.changed, nil
+}
+
+// updateView makes od's view of peers again, and records what changed
+// since its last one.
+func (nr *nodeRoutes) updateView(od *orgDirectory, org string, peers []orgPeer, endpoint string) error {
+	view, err := nr.viewFor(org, peers, endpoint)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	d.views[org] = v
-	return v, d.changed, nil
+	entries := make(map[string]directoryEntry, len(view.keys))
+	for _, p := range peers {
+		if nr.mayLink(org, p.org) {
+			raw, _ := json.Marshal(p.DirectoryPeer)
+			entries[p.Hostname] = directoryEntry{peer: p.DirectoryPeer, raw: string(raw)}
+		}
+	}
+	if od.view != nil && od.view.revision != view.revision {
+		change := viewChange{from: od.view.revision, to: view.revision}
+		for h, e := range entries {
+			if old, ok := od.entries[h]; !ok {
+				change.added = append(change.added, h)
+			} else if old.raw != e.raw {
+				change.changed = append(change.changed, h)
+			}
+		}
+		for h := range od.entries {
+			if _, ok := entries[h]; !ok {
+				change.removed = append(change.removed, h)
+			}
+		}
+		od.changes = append(od.changes, change)
+		if extra := len(od.changes) - maxViewChanges; extra > 0 {
+			od.changes = slices.Delete(od.changes, 0, extra)
+		}
+	}
+	if od.view == nil || od.view.revision != view.revision {
+		od.deltas = map[string][]byte{}
+	}
+	od.view, od.entries = view, entries
+	return nil
+}
+
+// delta is the body answering a node that holds the view at revision
+// since: the peers added or changed since, and the hostnames gone; false
+// when od does not know that revision (too old, or another replica's),
+// and the node is answered the whole view. Called with the directory's
+// lock held.
+func (od *orgDirectory) delta(since string) ([]byte, bool) {
+	if body, ok := od.deltas[since]; ok {
+		return body, true
+	}
+	start := -1
+	if since == od.view.revision {
+		start = len(od.changes)
+	} else {
+		for i, c := range od.changes {
+			if c.from == since {
+				start = i
+			}
+		}
+	}
+	if start < 0 {
+		return nil, false
+	}
+	// A hostname touched since is in the answer if it is in the view now,
+	// and among the removed if it is not but was in the view at since
+	// (its first change then was not its addition).
+	touched := map[string]bool{} // hostname → in the view at since
+	for _, c := range od.changes[start:] {
+		for _, h := range c.added {
+			if _, seen := touched[h]; !seen {
+				touched[h] = false
+			}
+		}
+		for _, h := range slices.Concat(c.changed, c.removed) {
+			if _, seen := touched[h]; !seen {
+				touched[h] = true
+			}
+		}
+	}
+	dir := api.PeerDirectory{Revision: od.view.revision, Delta: true, Peers: []api.DirectoryPeer{}, MasterEndpoint: od.view.masterEndpoint,
+		ClusterCIDR: od.view.podRange.Cluster.String(), NodeCIDRMask: od.view.podRange.NodeBits}
+	for h, before := range touched {
+		if e, present := od.entries[h]; present {
+			dir.Peers = append(dir.Peers, e.peer)
+		} else if before {
+			dir.Removed = append(dir.Removed, h)
+		}
+	}
+	slices.SortFunc(dir.Peers, func(a, b api.DirectoryPeer) int { return strings.Compare(a.Hostname, b.Hostname) })
+	slices.Sort(dir.Removed)
+	body, err := json.Marshal(dir)
+	if err != nil {
+		return nil, false
+	}
+	od.deltas[since] = body
+	return body, true
 }
 
 // mayLink reports whether the nodes of orgs a and b see each other in the
@@ -249,7 +394,7 @@ func (nr *nodeRoutes) viewFor(org string, peers []orgPeer, endpoint string) (*di
 	if err != nil {
 		return nil, err
 	}
-	return &directoryView{body: body, revision: dir.Revision, keys: keys}, nil
+	return &directoryView{body: body, revision: dir.Revision, keys: keys, masterEndpoint: endpoint, podRange: podRange}, nil
 }
 
 // computeDirectory lists the nodes that have a tunnel (validated or
@@ -329,6 +474,13 @@ func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 		wait = time.Duration(secs) * time.Second
 	}
 	since := q.Get("since")
+	delta := false
+	if v := q.Get("delta"); v != "" {
+		if delta, err = strconv.ParseBool(v); err != nil {
+			nr.writeError(w, r, badField("delta", "delta must be true or false, got %q", v))
+			return
+		}
+	}
 	if wait > 0 {
 		if !nr.polls.take(hostname) {
 			w.Header().Set("Retry-After", "5")
@@ -343,15 +495,15 @@ func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(directoryMaxAge)
 	defer tick.Stop()
 	for {
-		view, changed, err := nr.directory(r.Context(), node.Org)
+		body, changed, err := nr.answerPeers(r.Context(), node.Org, since, delta, wait == 0)
 		if err != nil {
 			nr.writeError(w, r, err)
 			return
 		}
-		if view.revision != since || wait == 0 {
+		if body != nil {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
-			_, _ = w.Write(view.body)
+			_, _ = w.Write(body)
 			return
 		}
 		select {
@@ -365,6 +517,29 @@ func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// answerPeers is the body answering a node of org that holds the view at
+// revision since: nil (and the channel closed at the next change) while
+// that view is the current one, unless now; with delta, the changes since
+// that view when the server knows it, else the whole view.
+func (nr *nodeRoutes) answerPeers(ctx context.Context, org, since string, delta, now bool) ([]byte, <-chan struct{}, error) {
+	view, od, changed, err := nr.directory(ctx, org)
+	if err != nil {
+		return nil, nil, err
+	}
+	if view.revision == since && !now {
+		return nil, changed, nil
+	}
+	if delta && since != "" {
+		nr.peers.mu.Lock()
+		body, ok := od.delta(since)
+		nr.peers.mu.Unlock()
+		if ok {
+			return body, nil, nil
+		}
+	}
+	return view.body, nil, nil
+}
+
 // reportLinks keeps a node's report of its links.
 func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.LinksAccepted, error) {
 	node, err := nr.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r))
@@ -376,7 +551,7 @@ func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.Lin
 		return api.LinksAccepted{}, err
 	}
 	// Only links to nodes of the node's directory, by their keys, count.
-	view, _, err := nr.directory(r.Context(), node.Org)
+	view, _, _, err := nr.directory(r.Context(), node.Org)
 	if err != nil {
 		return api.LinksAccepted{}, err
 	}

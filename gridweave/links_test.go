@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -344,4 +345,119 @@ func TestLongPollsPerNodeAreCapped(t *testing.T) {
 		h.want(<-done, 200, "a capped poll")
 	}
 	h.want(h.do("GET", "/v1/nodes/peers?hostname=poller&wait=1&since="+first.Revision, a.token, nil), 200, "a poll once the others ended")
+}
+
+// waitForRevision polls hostname's directory (whole) until its revision
+// differs from since, and returns it.
+func waitForRevision(t *testing.T, h *harness, n *node, since string) api.PeerDirectory {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname="+n.hostname, n.token, nil), 200, "peers"))
+		if d.Revision != since {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the directory stayed at %s", since)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPeerDirectoryDeltas: with delta=true, a node holding a revision is
+// answered what changed since (the peers added or changed, the hostnames
+// removed), over several changes too, whatever the fleet's size; a
+// revision the server does not know gets the whole directory; a node
+// polls the changes as they come.
+func TestPeerDirectoryDeltas(t *testing.T) {
+	h := newHarness(t, nil)
+	_, key := h.mint("org")
+	watcher := newNode(t, "watcher")
+	h.want(h.validate(watcher, key), 200, "validate watcher")
+	h.want(h.register(watcher, h100s(1)), 200, "register watcher")
+	delta := func(since string) (api.PeerDirectory, int) {
+		t.Helper()
+		r := h.want(h.do("GET", "/v1/nodes/peers?hostname=watcher&delta=true&since="+since, watcher.token, nil), 200, "a delta")
+		return directoryOf(t, r), len(r.raw)
+	}
+	hostnames := func(peers []api.DirectoryPeer) []string {
+		var out []string
+		for _, p := range peers {
+			out = append(out, p.Hostname)
+		}
+		return out
+	}
+
+	// One join's delta names that node alone, at 5 nodes and at 200.
+	var sizes []int
+	joined := 1
+	for _, fleet := range []int{5, 200} {
+		for ; joined < fleet; joined++ {
+			n := newNode(t, "gpu-"+strconv.Itoa(joined))
+			h.want(h.validate(n, key), 200, "validate "+n.hostname)
+		}
+		before := waitForRevision(t, h, watcher, "")
+		for len(before.Peers) != fleet {
+			before = waitForRevision(t, h, watcher, before.Revision)
+		}
+		n := newNode(t, "new-"+strconv.Itoa(fleet))
+		h.want(h.validate(n, key), 200, "validate "+n.hostname)
+		after := waitForRevision(t, h, watcher, before.Revision)
+		d, size := delta(before.Revision)
+		if !d.Delta || d.Revision != after.Revision || !slices.Equal(hostnames(d.Peers), []string{n.hostname}) || len(d.Removed) != 0 {
+			t.Fatalf("at %d nodes, a join's delta is %+v (want delta true, revision %s, peers [%s])", fleet, d, after.Revision, n.hostname)
+		}
+		if d.MasterEndpoint != after.MasterEndpoint || d.ClusterCIDR != after.ClusterCIDR || d.NodeCIDRMask != after.NodeCIDRMask {
+			t.Errorf("the delta's master endpoint and pod range differ from the directory's: %+v, %+v", d, after)
+		}
+		sizes = append(sizes, size)
+		joined++
+	}
+	if sizes[1] > sizes[0]+64 {
+		t.Errorf("a join's delta grew with the fleet: %d bytes at 5 nodes, %d at 200", sizes[0], sizes[1])
+	}
+
+	// Several changes: a leave and a join since the revision held.
+	held := waitForRevision(t, h, watcher, "")
+	gone := newNode(t, "gone")
+	h.want(h.validate(gone, key), 200, "validate gone")
+	h.want(h.register(gone, h100s(1)), 200, "register gone")
+	mid := waitForRevision(t, h, watcher, held.Revision)
+	h.want(h.do("POST", "/v1/nodes/leave", gone.token, map[string]any{"hostname": "gone"}), 200, "leave")
+	late := newNode(t, "late")
+	h.want(h.validate(late, key), 200, "validate late")
+	last := waitForRevision(t, h, watcher, mid.Revision)
+	for _, ok := peerNamed(last, "late"); !ok; _, ok = peerNamed(last, "late") {
+		last = waitForRevision(t, h, watcher, last.Revision)
+	}
+	if d, _ := delta(held.Revision); !d.Delta || !slices.Equal(hostnames(d.Peers), []string{"late"}) || len(d.Removed) != 0 {
+		t.Errorf("the delta over a join, a leave and a join is %+v: want late added, gone neither added nor removed", d)
+	}
+	if d, _ := delta(mid.Revision); !d.Delta || !slices.Equal(hostnames(d.Peers), []string{"late"}) || !slices.Equal(d.Removed, []string{"gone"}) {
+		t.Errorf("the delta since gone joined is %+v: want late added and gone removed", d)
+	}
+	if d, _ := delta(last.Revision); !d.Delta || len(d.Peers) != 0 || len(d.Removed) != 0 || d.Revision != last.Revision {
+		t.Errorf("the delta since the current revision is %+v: want no change", d)
+	}
+	if d, _ := delta("not-a-revision"); d.Delta || len(d.Peers) != len(last.Peers) || d.Revision != last.Revision {
+		t.Errorf("an unknown revision is answered %+v: want the whole directory", d)
+	}
+	if r := h.want(h.do("GET", "/v1/nodes/peers?hostname=watcher&delta=maybe&since="+last.Revision, watcher.token, nil), 400, "delta=maybe"); r.errorField("field") != "delta" {
+		t.Errorf("the error names %q, not delta: %s", r.errorField("field"), r.raw)
+	}
+
+	// A long poll with delta answers the next change as a delta.
+	answered := make(chan reply, 1)
+	go func() {
+		answered <- h.do("GET", "/v1/nodes/peers?hostname=watcher&delta=true&wait=60&since="+last.Revision, watcher.token, nil)
+	}()
+	h.want(h.do("POST", "/v1/nodes/leave", late.token, map[string]any{"hostname": "late"}), 200, "leave")
+	select {
+	case r := <-answered:
+		if d := directoryOf(t, h.want(r, 200, "the long poll")); !d.Delta || len(d.Peers) != 0 || !slices.Equal(d.Removed, []string{"late"}) {
+			t.Errorf("the long poll answered %+v: want late removed", d)
+		}
+	case <-time.After(50 * time.Second):
+		t.Fatal("the long poll did not answer the leave")
+	}
 }

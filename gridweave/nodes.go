@@ -548,6 +548,7 @@ func (nr *nodeRoutes) routes() []route {
 					{"hostname", "The calling node (required).", stringParam},
 					{"since", "The revision the node holds; the answer waits while the directory is at it.", stringParam},
 					{"wait", "How long to wait for a change, in seconds (0 to 60; default 0, answer at once).", intParam},
+					{"delta", "With `since`: answer the changes since that revision (`delta` true, the peers added or changed, the hostnames `removed`) when the server still knows it, else the whole directory. A join then costs each waiting node a few hundred bytes, not the whole fleet.", boolParam},
 				},
 				status: 200, response: api.PeerDirectory{}, errors: []int{404}}},
 		jsonRoute(nr.responder, route{pattern: "POST /v1/nodes/links", auth: authNodeToken, on: onPublic | onVPN,

@@ -237,7 +237,10 @@ type NodeLinks struct {
 // to, and the revision to wait on for the next change.
 type PeerDirectory struct {
 	Revision string          `json:"revision" description:"Opaque; pass it as ?since= to wait until the directory differs from this one."`
-	Peers    []DirectoryPeer `json:"peers" description:"Every node with a tunnel, the caller included, by hostname. A node missing from one answer to the next has gone: remove its peer."`
+	Peers    []DirectoryPeer `json:"peers" description:"Every node with a tunnel, the caller included, by hostname. A node missing from one answer to the next has gone: remove its peer. In a delta, only the nodes added or changed since the revision asked about."`
+	// Delta and Removed answer ?delta=true: the changes since ?since=.
+	Delta   bool     `json:"delta,omitempty" description:"True: this answer holds the changes since the revision ?since= named (peers added or changed, removed gone), not the whole directory. Only with ?delta=true, and only when the server still knows that revision; otherwise the whole directory."`
+	Removed []string `json:"removed,omitempty" description:"In a delta, the hostnames of the nodes gone since the revision ?since= named: remove their peers."`
 	// MasterEndpoint moves when another server replica takes the
 	// WireGuard device over.
 	ClusterCIDR    string `json:"cluster_cidr" description:"The cluster's pod range, as validate says it: only pod CIDRs inside it are routed."`

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gridweave.dev/gridweave/api"
@@ -232,6 +233,7 @@ func sameStates(a, b []api.Link) bool {
 // old leader's host until the directory's master_endpoint moves it.
 func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, public *Options, changed chan<- struct{}, refused chan<- error, back chan<- struct{}) {
 	since, backoff, failing := "", time.Second, false
+	var held heldDirectory
 	for ctx.Err() == nil {
 		asked := time.Now()
 		dir, err := o.peers(ctx, st, since)
@@ -299,7 +301,7 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 				}
 			}
 		}
-		if err := links.SetPeers(dir.Peers); err != nil {
+		if err := links.SetPeers(held.apply(dir)); err != nil {
 			o.Logger.WarnContext(ctx, "some nodes of the directory cannot be linked", "error", err)
 		}
 		since = dir.Revision
@@ -310,11 +312,40 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 	}
 }
 
-// peers is one long poll of GET /v1/nodes/peers.
+// heldDirectory is the peer directory as the agent holds it, brought up
+// to date by each answer: a whole directory replaces it, a delta changes
+// the peers it names.
+type heldDirectory struct {
+	peers map[string]api.DirectoryPeer
+}
+
+// apply brings the directory up to date with dir and returns its peers,
+// by hostname.
+func (h *heldDirectory) apply(dir api.PeerDirectory) []api.DirectoryPeer {
+	if !dir.Delta || h.peers == nil {
+		h.peers = make(map[string]api.DirectoryPeer, len(dir.Peers))
+	}
+	for _, gone := range dir.Removed {
+		delete(h.peers, gone)
+	}
+	for _, p := range dir.Peers {
+		h.peers[p.Hostname] = p
+	}
+	out := make([]api.DirectoryPeer, 0, len(h.peers))
+	for _, p := range h.peers {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b api.DirectoryPeer) int { return strings.Compare(a.Hostname, b.Hostname) })
+	return out
+}
+
+// peers is one long poll of GET /v1/nodes/peers: with since, the changes
+// since that revision (a delta, when the master still knows it).
 func (o *Options) peers(ctx context.Context, st State, since string) (api.PeerDirectory, error) {
-	q := url.Values{"hostname": {o.Hostname}, "since": {since}, "wait": {strconv.Itoa(int(peersWait.Seconds()))}}
+	q := url.Values{"hostname": {o.Hostname}, "since": {since}, "wait": {strconv.Itoa(int(peersWait.Seconds()))}, "delta": {"true"}}
 	if since == "" {
 		q.Set("wait", "0")
+		q.Del("delta")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.Master+"/v1/nodes/peers?"+q.Encode(), nil)
 	if err != nil {
