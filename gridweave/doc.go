@@ -16,8 +16,9 @@
 // needs and declares its routes beside its handlers, once each (pattern,
 // credential, listeners, OpenAPI words, handler): nodes.go (nodeRoutes: the
 // join flow, each step a call into the fleet, the join keys and the
-// admin's reads of the nodes), links.go (the peer directory and the link
-// reports), console.go (a node's audit and Kubernetes Node, the fleet's
+// admin's reads of the nodes), links.go (the peer directory, its deltas,
+// and the link reports), pollpark.go (the directory's long polls that
+// wait, held without a handler each), console.go (a node's audit and Kubernetes Node, the fleet's
 // history), downloads.go (join-node.sh, the agent, k3s, the kubelet, the
 // worker image), clusters.go (the clusters API over rayctl), crdproxy.go
 // (GridweaveJobs and GridweaveEndpoints for the gateway; an endpoint's

@@ -2,6 +2,7 @@ package gridweave
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -244,6 +245,12 @@ func invalidField(err error) string {
 		return ise.Field
 	}
 	return ""
+}
+
+// encoded is e's body in the contract's shape.
+func (e *apiError) encoded() []byte {
+	raw, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: e.code, Message: e.message, Field: e.field, Details: e.details}})
+	return raw
 }
 
 // responder answers errors in the contract's shape and logs them: the

@@ -1,6 +1,7 @@
 package gridweave
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -93,10 +94,19 @@ type peerDirectory struct {
 	generation uint64
 }
 
-// orgPeer is a directory entry with the org its node joined for.
+// expire makes the next reader compute the directory again.
+func (d *peerDirectory) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = time.Time{}
+}
+
+// orgPeer is a directory entry with the org its node joined for, and its
+// JSON (made once per computation, for every view and digest).
 type orgPeer struct {
 	org string
 	api.DirectoryPeer
+	raw []byte
 }
 
 // orgDirectory is what the nodes of one org see, and how it came to be:
@@ -104,7 +114,7 @@ type orgPeer struct {
 // them is answered what changed since (a delta) rather than every node.
 type orgDirectory struct {
 	view       *directoryView
-	generation uint64                  // of the directory view was made from
+	generation uint64                    // of the directory view was made from
 	entries    map[string]directoryEntry // view's peers by hostname
 	// changes are the last maxViewChanges changes of the view, oldest
 	// first; deltas caches the delta bodies answered since the last one,
@@ -233,9 +243,8 @@ func (nr *nodeRoutes) directory(ctx context.Context, org string) (view *director
 		}
 		h := sha256.New()
 		for _, p := range peers {
-			raw, _ := json.Marshal(p.DirectoryPeer)
 			h.Write([]byte(p.org))
-			h.Write(raw)
+			h.Write(p.raw)
 		}
 		h.Write([]byte(endpoint))
 		sum := hex.EncodeToString(h.Sum(nil))
@@ -278,8 +287,7 @@ func (nr *nodeRoutes) updateView(od *orgDirectory, org string, peers []orgPeer, 
 	entries := make(map[string]directoryEntry, len(view.keys))
 	for _, p := range peers {
 		if nr.mayLink(org, p.org) {
-			raw, _ := json.Marshal(p.DirectoryPeer)
-			entries[p.Hostname] = directoryEntry{peer: p.DirectoryPeer, raw: string(raw)}
+			entries[p.Hostname] = directoryEntry{peer: p.DirectoryPeer, raw: string(p.raw)}
 		}
 	}
 	if od.view != nil && od.view.revision != view.revision {
@@ -375,26 +383,33 @@ func (nr *nodeRoutes) mayLink(a, b string) bool {
 // to (mayLink), and nothing of any other org's fleet.
 func (nr *nodeRoutes) viewFor(org string, peers []orgPeer, endpoint string) (*directoryView, error) {
 	podRange := nr.fleet.PodRange()
-	dir := api.PeerDirectory{Peers: []api.DirectoryPeer{}, MasterEndpoint: endpoint, ClusterCIDR: podRange.Cluster.String(), NodeCIDRMask: podRange.NodeBits}
 	keys := map[string]string{}
+	// The peers' JSON array, as json.Marshal writes it, from each peer's.
+	list := bytes.NewBufferString("[")
 	for _, p := range peers {
 		if nr.mayLink(org, p.org) {
-			dir.Peers = append(dir.Peers, p.DirectoryPeer)
+			if len(keys) > 0 {
+				list.WriteByte(',')
+			}
+			list.Write(p.raw)
 			keys[p.Hostname] = p.PublicKey
 		}
 	}
-	raw, err := json.Marshal(dir.Peers)
+	list.WriteByte(']')
+	sum := sha256.Sum256(append(slices.Clip(list.Bytes()), endpoint...))
+	revision := hex.EncodeToString(sum[:12])
+	// api.PeerDirectory's fields, in its order, the peers as they are.
+	body, err := json.Marshal(struct {
+		Revision       string          `json:"revision"`
+		Peers          json.RawMessage `json:"peers"`
+		ClusterCIDR    string          `json:"cluster_cidr"`
+		NodeCIDRMask   int             `json:"node_cidr_mask"`
+		MasterEndpoint string          `json:"master_endpoint,omitempty"`
+	}{revision, list.Bytes(), podRange.Cluster.String(), podRange.NodeBits, endpoint})
 	if err != nil {
 		return nil, err
 	}
-	raw = append(raw, endpoint...)
-	sum := sha256.Sum256(raw)
-	dir.Revision = hex.EncodeToString(sum[:12])
-	body, err := json.Marshal(dir)
-	if err != nil {
-		return nil, err
-	}
-	return &directoryView{body: body, revision: dir.Revision, keys: keys, masterEndpoint: endpoint, podRange: podRange}, nil
+	return &directoryView{body: body, revision: revision, keys: keys, masterEndpoint: endpoint, podRange: podRange}, nil
 }
 
 // computeDirectory lists the nodes that have a tunnel (validated or
@@ -445,7 +460,11 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 				p.Endpoints = append(p.Endpoints, ep.String())
 			}
 		}
-		peers = append(peers, orgPeer{org: n.Org, DirectoryPeer: p})
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return nil, "", err
+		}
+		peers = append(peers, orgPeer{org: n.Org, DirectoryPeer: p, raw: raw})
 	}
 	nr.links.keep(present)
 	slices.SortFunc(peers, func(a, b orgPeer) int { return strings.Compare(a.Hostname, b.Hostname) })
@@ -481,15 +500,24 @@ func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	release := func() {}
 	if wait > 0 {
-		if !nr.polls.take(hostname) {
+		// A restarted agent's old poll, parked, holds its place until
+		// its client is found gone.
+		if !nr.polls.take(hostname) && (nr.park.dropDead(hostname) == 0 || !nr.polls.take(hostname)) {
 			w.Header().Set("Retry-After", "5")
 			nr.writeError(w, r, &apiError{code: api.CodeTooManyPolls,
 				message: fmt.Sprintf("node %s already holds %d long polls of the directory open; close one first", hostname, MaxPollsPerNode)})
 			return
 		}
-		defer nr.polls.give(hostname)
+		release = sync.OnceFunc(func() { nr.polls.give(hostname) })
 	}
+	parked, triedPark := false, false
+	defer func() {
+		if !parked {
+			release()
+		}
+	}()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(directoryMaxAge)
@@ -505,6 +533,13 @@ func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", "no-store")
 			_, _ = w.Write(body)
 			return
+		}
+		if !triedPark {
+			triedPark = true
+			poll := &parkedPoll{hostname: hostname, org: node.Org, since: since, delta: delta, deadline: time.Now().Add(wait), done: release}
+			if parked = nr.park.park(w, poll); parked {
+				return
+			}
 		}
 		select {
 		case <-r.Context().Done():

@@ -1,7 +1,12 @@
 package gridweave_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -12,6 +17,7 @@ import (
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/mesh/wgkey"
@@ -459,5 +465,141 @@ func TestPeerDirectoryDeltas(t *testing.T) {
 		}
 	case <-time.After(50 * time.Second):
 		t.Fatal("the long poll did not answer the leave")
+	}
+}
+
+// TestParkedPolls: served without a wrapper that hides the connection, a
+// waiting long poll leaves its handler (the connection is taken over) and
+// is answered by the park: at the next change (a delta), or with the same
+// revision when its wait is over, Connection: close either way; a node
+// still holds at most two, and a poll whose client went away gives its
+// place back.
+func TestParkedPolls(t *testing.T) {
+	s, kr := quietServer(t)
+	ctx := context.Background()
+	m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "org", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(hostname string) string {
+		j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: hostname, PublicKey: newNode(t, "x").public})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.NodeToken
+	}
+	token := join("waiter")
+	join("other")
+	var hijacked atomic.Int32
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateHijacked {
+			hijacked.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	type answer struct {
+		status int
+		dir    api.PeerDirectory
+		close  bool
+		err    error
+	}
+	poll := func(ctx context.Context, since string, wait int) <-chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/nodes/peers?hostname=waiter&delta=true&since=%s&wait=%d", srv.URL, since, wait), nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				out <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			a := answer{status: resp.StatusCode, close: resp.Close}
+			a.err = json.NewDecoder(resp.Body).Decode(&a.dir)
+			out <- a
+		}()
+		return out
+	}
+	parkedBy := func(n int32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for hijacked.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d polls parked, want %d", hijacked.Load(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	first := <-poll(ctx, "", 0)
+	if first.err != nil || first.status != 200 || first.dir.Delta || len(first.dir.Peers) != 2 {
+		t.Fatalf("the first answer: %+v", first)
+	}
+
+	// A change answers a parked poll with a delta.
+	changed := poll(ctx, first.dir.Revision, 30)
+	parkedBy(1)
+	join("newcomer")
+	select {
+	case a := <-changed:
+		if a.err != nil || a.status != 200 || !a.dir.Delta || len(a.dir.Peers) != 1 || a.dir.Peers[0].Hostname != "newcomer" || !a.close {
+			t.Errorf("the parked poll answered %+v: want a delta with newcomer, Connection: close", a)
+		}
+		first.dir.Revision = a.dir.Revision
+	case <-time.After(20 * time.Second):
+		t.Fatal("the parked poll did not answer the join")
+	}
+
+	// No change: the same revision when the wait is over.
+	select {
+	case a := <-poll(ctx, first.dir.Revision, 1):
+		if a.err != nil || a.status != 200 || a.dir.Revision != first.dir.Revision || len(a.dir.Peers) != 0 {
+			t.Errorf("a parked poll whose wait ended answered %+v: want revision %s, no change", a, first.dir.Revision)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a parked poll outlived its wait")
+	}
+
+	// Two parked polls hold the node's places; a third is refused until
+	// one's client goes away.
+	before := hijacked.Load()
+	gone, leave := context.WithCancel(ctx)
+	poll(gone, first.dir.Revision, 30)
+	kept := poll(ctx, first.dir.Revision, 30)
+	parkedBy(before + 2)
+	if a := <-poll(ctx, first.dir.Revision, 30); a.status != http.StatusTooManyRequests {
+		t.Errorf("a third poll: %+v, want 429", a)
+	}
+	leave()
+	var third <-chan answer
+	for deadline := time.Now().Add(10 * time.Second); third == nil; {
+		// Until the client's close reaches the server, a third is refused.
+		c := poll(ctx, first.dir.Revision, 30)
+		for third == nil && hijacked.Load() < before+3 {
+			select {
+			case a := <-c:
+				if a.status != http.StatusTooManyRequests || time.Now().After(deadline) {
+					t.Fatalf("a poll beside one whose client left: %+v", a)
+				}
+				c = poll(ctx, first.dir.Revision, 30)
+			case <-time.After(10 * time.Millisecond):
+				if time.Now().After(deadline) {
+					t.Fatal("a third poll neither parked nor was refused")
+				}
+			}
+		}
+		third = c
+	}
+	join("last")
+	for _, c := range []<-chan answer{kept, third} {
+		select {
+		case a := <-c:
+			if a.err != nil || a.status != 200 || !a.dir.Delta || len(a.dir.Peers) != 1 {
+				t.Errorf("a parked poll answered %+v: want a delta with last", a)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a parked poll did not answer the join")
+		}
 	}
 }

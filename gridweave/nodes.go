@@ -53,6 +53,7 @@ type nodeRoutes struct {
 	peers peerDirectory
 	links linkBook
 	polls pollCount
+	park  *pollPark
 	// history is the fleet's recent samples, for the console.
 	history fleetHistory
 }

@@ -9,7 +9,9 @@ import (
 // (the mesh restored from the ledger, pod CIDRs and pool labels kept in
 // step with the Kubernetes Nodes, half-finished joins released; see
 // fleet.Service.Run), following the KubeTorch jobs' Ray jobs, and a sample
-// of the fleet a minute for the console's history.
+// of the fleet a minute for the console's history. When ctx ends, the
+// long polls of the directory that wait are answered at once (they were
+// taken from the HTTP server, whose shutdown does not see them).
 func (s *Server) Run(ctx context.Context) error {
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- s.fleet.Run(ctx) }()
@@ -24,6 +26,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			s.nodes.park.answerAll()
 			return <-fleetDone
 		case <-sample.C:
 			if err := s.nodes.sampleFleet(ctx); err != nil {

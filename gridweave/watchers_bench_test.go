@@ -34,7 +34,8 @@ import (
 // is the time from the join until the last watcher has its answer,
 // egress-MB/join what the server wrote to all of them for it (bodies and
 // headers), server-KB/watcher what the server process holds per waiting
-// watcher (heap and stacks, after a collection).
+// watcher (heap and stacks, after a collection). Each join comes once
+// every watcher waits again.
 //
 //	go test -run '^$' -bench BenchmarkDirectoryWatchers -benchtime 3x ./gridweave/
 func BenchmarkDirectoryWatchers(b *testing.B) {
@@ -62,8 +63,14 @@ func BenchmarkDirectoryWatchers(b *testing.B) {
 	}
 
 	var written atomic.Int64
+	var parked atomic.Int64 // connections the server took over: polls that wait
 	srv := httptest.NewUnstartedServer(server.Handler())
 	srv.Listener = countingListener{Listener: srv.Listener, written: &written}
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateHijacked {
+			parked.Add(1)
+		}
+	}
 	srv.Start()
 	defer srv.Close()
 
@@ -110,6 +117,11 @@ func BenchmarkDirectoryWatchers(b *testing.B) {
 	var egress int64
 	b.ResetTimer()
 	for i := range b.N {
+		// Every watcher waits again (its last answer closed its
+		// connection, and it asked again on a new one) before the join.
+		for want := int64(watchers) * int64(i+1); parked.Load() < want; {
+			time.Sleep(10 * time.Millisecond)
+		}
 		start, w0 := time.Now(), written.Load()
 		if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("joiner-%05d", i), PublicKey: newNode(b, "x").public}); err != nil {
 			b.Fatal(err)
@@ -133,7 +145,7 @@ func BenchmarkDirectoryWatchers(b *testing.B) {
 // quietServer is the service over the in-memory ledger and mesh with
 // nothing logged and no rate limit: what a benchmark of the server's own
 // work measures (the harness validates every answer and keeps its log).
-func quietServer(b *testing.B) (*gridweave.Server, *joinkeys.Keyring) {
+func quietServer(b testing.TB) (*gridweave.Server, *joinkeys.Keyring) {
 	cfg := testConfig()
 	cfg.RateLimitPerMinute = 1 << 30
 	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
@@ -181,7 +193,8 @@ func (c countingConn) Write(p []byte) (int, error) {
 // TestDirectoryWatchersProcess is BenchmarkDirectoryWatchers's other
 // process (it runs only when that benchmark starts it): one watcher per
 // line of the tokens file, each asking the whole directory once, then
-// waiting on it with delta=true again and again. It says "watchers:
+// waiting on it with delta=true again and again, a round at a time. It
+// says "watchers:
 // waiting" once every watcher waits, and "watchers: answered <unix ns>"
 // each time every watcher has had an answer, with the time of the last.
 func TestDirectoryWatchersProcess(t *testing.T) {
@@ -223,9 +236,14 @@ func TestDirectoryWatchersProcess(t *testing.T) {
 	}
 	// First contact is the whole directory: a few at a time.
 	firstContact := make(chan struct{}, 4)
+	// Each watcher stands for a machine of its own: it asks again once
+	// every watcher has its answer (the round is over), so that what one
+	// watcher does with its answer does not delay another's, as it would
+	// not across machines.
 	var mu sync.Mutex
 	var answered int
 	var last int64
+	round := make(chan struct{})
 	var ready sync.WaitGroup
 	ready.Add(len(lines))
 	for _, line := range lines {
@@ -241,15 +259,20 @@ func TestDirectoryWatchersProcess(t *testing.T) {
 				if err != nil || rev == since {
 					continue
 				}
+				at := time.Now().UnixNano()
 				since = rev
 				mu.Lock()
 				answered++
-				last = max(last, time.Now().UnixNano())
+				last = max(last, at)
+				over := round
 				if answered == len(lines) {
 					fmt.Printf("watchers: answered %d\n", last)
 					answered, last = 0, 0
+					close(round)
+					round = make(chan struct{})
 				}
 				mu.Unlock()
+				<-over
 			}
 			fmt.Fprintln(os.Stderr, "watcher", hostname, err)
 		}()

@@ -147,6 +147,27 @@ func Goals() []Goal {
 			},
 		},
 		{
+			Name:    "10,000 machines waiting on the peer directory (another process, HTTP): one join",
+			Command: "go test -run '^$' -bench BenchmarkDirectoryWatchers -benchtime 5x ./gridweave/",
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./gridweave/", "BenchmarkDirectoryWatchers", "5x")
+				if err != nil {
+					return nil, err
+				}
+				var missing error
+				get := func(unit string) float64 {
+					v, err := metric(res, "BenchmarkDirectoryWatchers", unit)
+					missing = errors.Join(missing, err)
+					return v
+				}
+				return []Figure{
+					AtMost("the join reaches every watcher (the slowest of 5)", get("join-to-all-s"), "s", 2),
+					AtMost("the server's egress for one join", get("egress-MB/join"), "MB", 20),
+					AtMost("the server's memory per waiting watcher", get("server-KB/watcher"), "KB", 16),
+				}, missing
+			},
+		},
+		{
 			Name:    "a real node of the kubelet join mode: join to Ready, a pod to Running, pod-to-pod throughput",
 			Command: "sudo go test -run '^$' -bench PodToPod -benchtime 20x ./examples/join-node/",
 			Root:    true,
