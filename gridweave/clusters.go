@@ -32,6 +32,12 @@ func clusterName(r *http.Request, param string) (string, error) {
 	return name, nil
 }
 
+// clusterPath checks the route's {name}, before its body.
+func clusterPath(r *http.Request) error {
+	_, err := clusterName(r, "name")
+	return err
+}
+
 func summarize(rc *rayv1.RayCluster) api.ClusterSummary {
 	//lint:ignore SA1019 KubeRay v1.6.0 still reports State beside its Conditions, and it is the one-word summary a list wants.
 	state := string(rc.Status.State)
@@ -372,13 +378,13 @@ func (c *clusterRoutes) routes() []route {
 		jsonRoute(c.responder, route{pattern: "DELETE /v1/kuberay/clusters/{name}", auth: authAdmin, on: onPublic,
 			doc: operation{id: "deleteCluster", tag: "clusters", summary: "Delete a RayCluster",
 				errors: []int{404}}}, http.StatusOK, c.delete),
-		jsonRoute(c.responder, route{pattern: "PATCH /v1/kuberay/clusters/{name}/scale", auth: authAdmin, on: onPublic,
+		jsonRoute(c.responder, route{pattern: "PATCH /v1/kuberay/clusters/{name}/scale", auth: authAdmin, on: onPublic, pathFirst: clusterPath,
 			doc: operation{id: "scaleWorkerGroup", tag: "clusters", summary: "Scale a worker group (replicas, min, max in one update)",
 				errors: []int{404, 409, 422}}}, http.StatusOK, c.scale),
-		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic,
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups", auth: authAdmin, on: onPublic, pathFirst: clusterPath,
 			doc: operation{id: "addWorkerGroup", tag: "clusters", summary: "Add a worker group (typed)",
 				errors: []int{404, 409, 422}}}, http.StatusCreated, c.addWorkerGroup),
-		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups-raw", auth: authAdmin, on: onPublic,
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/worker-groups-raw", auth: authAdmin, on: onPublic, pathFirst: clusterPath,
 			doc: operation{id: "addWorkerGroupRaw", tag: "clusters", summary: "Add a worker group (a KubeRay WorkerGroupSpec as it is)",
 				errors: []int{404, 409, 422}}}, http.StatusCreated, c.addWorkerGroupRaw),
 		jsonRoute(c.responder, route{pattern: "GET /v1/kuberay/clusters/{name}/workers", auth: authAdmin, on: onPublic,
@@ -405,10 +411,10 @@ func (c *clusterRoutes) routes() []route {
 		jsonRoute(c.responder, route{pattern: "DELETE /v1/kuberay/clusters/{name}/worker-groups/{group}/pods", auth: authAdmin, on: onPublic,
 			doc: operation{id: "deleteWorkerGroupPods", tag: "clusters", summary: "Delete a worker group's pods (KubeRay recreates them)",
 				errors: []int{404}}}, http.StatusOK, c.deleteGroupPods),
-		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/swap-worker-groups", auth: authAdmin, on: onPublic,
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/swap-worker-groups", auth: authAdmin, on: onPublic, pathFirst: clusterPath,
 			doc: operation{id: "swapWorkerGroup", tag: "clusters", summary: "Replace one worker group by another in one update",
 				errors: []int{404, 409, 422}}}, http.StatusOK, c.swapWorkerGroups),
-		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/replace-worker-groups", auth: authAdmin, on: onPublic,
+		jsonRoute(c.responder, route{pattern: "POST /v1/kuberay/clusters/{name}/replace-worker-groups", auth: authAdmin, on: onPublic, pathFirst: clusterPath,
 			doc: operation{id: "replaceWorkerGroups", tag: "clusters", summary: "Replace all worker groups in one update",
 				errors: []int{404, 409, 422}}}, http.StatusOK, c.replaceWorkerGroups),
 	}

@@ -51,6 +51,16 @@ func TestClustersAPI(t *testing.T) {
 		if r := h.do("GET", base+"/Not_A_Name", admin, nil); r.status != 400 || r.errorField("field") != "name" {
 			t.Errorf("bad name: %d %s", r.status, r.raw)
 		}
+		// A bad name is the answer whatever the body: it is checked first.
+		for _, path := range []string{"/Not_A_Name/scale", "/Not_A_Name/worker-groups", "/Not_A_Name/worker-groups-raw", "/Not_A_Name/swap-worker-groups", "/Not_A_Name/replace-worker-groups"} {
+			method := "POST"
+			if strings.HasSuffix(path, "/scale") {
+				method = "PATCH"
+			}
+			if r := h.do(method, base+path, admin, "not json"); r.status != 400 || r.errorField("field") != "name" {
+				t.Errorf("%s %s with a bad name and body: %d %s", method, path, r.status, r.raw)
+			}
+		}
 
 		// Scale: KubeRay's rules are 422, naming the field.
 		h.want(h.do("PATCH", base+"/train/scale", admin, map[string]any{"group": "gpu", "replicas": 2}), 200, "scale")

@@ -534,7 +534,7 @@ func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(body)
 			return
 		}
-		if !triedPark {
+		if !triedPark && r.Method == http.MethodGet { // a HEAD's answer has no body
 			triedPark = true
 			poll := &parkedPoll{hostname: hostname, org: node.Org, since: since, delta: delta, deadline: time.Now().Add(wait), done: release}
 			if parked = nr.park.park(w, poll); parked {

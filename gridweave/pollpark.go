@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +30,8 @@ type pollPark struct {
 	mu      sync.Mutex
 	waiting map[*parkedPoll]struct{}
 	running bool
+	// probing lets one caller at a time look for polls whose client left.
+	probing sync.Mutex
 }
 
 // parkedPoll is one waiting long poll.
@@ -44,8 +47,13 @@ type parkedPoll struct {
 	done func()
 }
 
-// parkWriteTimeout bounds writing one answer to a parked connection.
-const parkWriteTimeout = 10 * time.Second
+// parkWriteTimeout bounds writing one answer to a parked connection, and
+// parkAnswerTimeout making the answers of one look (the ledger's and the
+// WireGuard device's reads).
+const (
+	parkWriteTimeout  = 5 * time.Second
+	parkAnswerTimeout = 10 * time.Second
+)
 
 // park takes w's connection for poll and answers it later; false when the
 // connection cannot be taken, and the caller waits in its handler.
@@ -79,12 +87,12 @@ func (p *pollPark) park(w http.ResponseWriter, poll *parkedPoll) bool {
 
 // run answers the parked polls whose directory moved or whose wait is
 // over, looking every directoryMaxAge with the directory computed again
-// (refresh), until none waits.
+// (refresh), until none waits. The answers of a look are written in the
+// background: a slow client holds up no other poll, nor the next look.
 func (p *pollPark) run() {
 	tick := time.NewTicker(directoryMaxAge)
 	defer tick.Stop()
 	for range tick.C {
-		now := time.Now()
 		p.mu.Lock()
 		if len(p.waiting) == 0 {
 			p.running = false
@@ -96,15 +104,35 @@ func (p *pollPark) run() {
 			polls = append(polls, poll)
 		}
 		p.mu.Unlock()
-		p.refresh()
-		due := p.due(polls, now)
-		p.mu.Lock()
-		for _, a := range due {
-			delete(p.waiting, a.poll)
+		if due := p.look(polls); len(due) > 0 {
+			go p.sendAll(due)
 		}
-		p.mu.Unlock()
-		p.sendAll(due)
 	}
+}
+
+// look is one look at polls: the answers of those due, each taken out of
+// the park (one a poll answered meanwhile, by answerAll or dropDead, is
+// not). A failure is logged and answers no poll.
+func (p *pollPark) look(polls []*parkedPoll) (due []dueAnswer) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.log.Error("a look at the parked polls of the peer directory failed", "panic", fmt.Sprint(v))
+			due = nil
+		}
+	}()
+	p.refresh()
+	ctx, cancel := context.WithTimeout(context.Background(), parkAnswerTimeout)
+	defer cancel()
+	answers := p.due(ctx, polls, time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range answers {
+		if _, still := p.waiting[a.poll]; still {
+			delete(p.waiting, a.poll)
+			due = append(due, a)
+		}
+	}
+	return due
 }
 
 // dueAnswer is a parked poll to answer, with its answer.
@@ -118,7 +146,7 @@ type dueAnswer struct {
 // (the same revision, when the directory has not moved), or their org's
 // directory is not at the revision they hold. Each distinct answer is
 // made once.
-func (p *pollPark) due(polls []*parkedPoll, now time.Time) []dueAnswer {
+func (p *pollPark) due(ctx context.Context, polls []*parkedPoll, now time.Time) []dueAnswer {
 	type question struct {
 		org, since   string
 		delta, ended bool
@@ -133,7 +161,7 @@ func (p *pollPark) due(polls []*parkedPoll, now time.Time) []dueAnswer {
 		q := question{poll.org, poll.since, poll.delta, !now.Before(poll.deadline)}
 		r, known := replies[q]
 		if !known {
-			r.body, _, r.err = p.answer(context.Background(), q.org, q.since, q.delta, q.ended)
+			r.body, _, r.err = p.answer(ctx, q.org, q.since, q.delta, q.ended)
 			replies[q] = r
 		}
 		if r.body != nil || r.err != nil {
@@ -164,14 +192,18 @@ func (p *pollPark) sendAll(answers []dueAnswer) {
 // answerNow is poll's answer now: the changes since its revision, or the
 // same revision.
 func (p *pollPark) answerNow(poll *parkedPoll) dueAnswer {
-	body, _, err := p.answer(context.Background(), poll.org, poll.since, poll.delta, true)
+	ctx, cancel := context.WithTimeout(context.Background(), parkAnswerTimeout)
+	defer cancel()
+	body, _, err := p.answer(ctx, poll.org, poll.since, poll.delta, true)
 	return dueAnswer{poll, body, err}
 }
 
 // send writes an answer (body, or err in the contract's shape) to conn
 // and closes it.
 func (p *pollPark) send(poll *parkedPoll, conn net.Conn, body []byte, err error) {
-	defer poll.done()
+	// The node's place is free once its answer is decided: it may ask
+	// again as soon as it reads it.
+	poll.done()
 	defer conn.Close()
 	status, contentType := http.StatusOK, "application/json"
 	if err != nil {
@@ -214,6 +246,8 @@ func (p *pollPark) answerAll() {
 // client has closed (a restarted agent's old poll), giving their polls
 // back; it says how many.
 func (p *pollPark) dropDead(hostname string) int {
+	p.probing.Lock()
+	defer p.probing.Unlock()
 	p.mu.Lock()
 	var mine []*parkedPoll
 	for poll := range p.waiting {
@@ -242,9 +276,9 @@ func (p *pollPark) dropDead(hostname string) int {
 
 // connAlive reports whether a parked connection's client is still there:
 // a read that would block (nothing sent, not closed). The deadline is a
-// moment ahead: one already past fails a read before it is tried.
+// little ahead: one already past fails a read before it is tried.
 func connAlive(c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	var one [1]byte
 	n, err := c.Read(one[:])
 	_ = c.SetReadDeadline(time.Time{})

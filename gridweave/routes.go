@@ -23,6 +23,9 @@ type route struct {
 	on      listeners
 	handler http.HandlerFunc
 	doc     operation
+	// pathFirst, on a typed route, checks the path's values before the
+	// body is read: a bad name is the answer, whatever the body.
+	pathFirst func(*http.Request) error
 }
 
 // noBody is the body of a typed route that reads none.
@@ -43,6 +46,12 @@ func jsonRoute[Req, Resp any](a responder, rt route, status int, f func(r *http.
 	}
 	rt.doc.status = status
 	rt.handler = func(w http.ResponseWriter, r *http.Request) {
+		if rt.pathFirst != nil {
+			if err := rt.pathFirst(r); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+		}
 		var body Req
 		if !none {
 			if err := decodeJSON(r, &body); err != nil {
