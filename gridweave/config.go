@@ -131,9 +131,12 @@ type Config struct {
 	// RateLimitPerMinute is the per-client-IP request budget
 	// (RATE_LIMIT_PER_MINUTE, 6000).
 	RateLimitPerMinute int
-	// K3sURL and K3sAgentTokenFile tell nodes how to join k3s (K3S_URL,
-	// K3S_AGENT_TOKEN_FILE); empty means the k3s step is off.
+	// K3sURL and K3sAgentToken tell nodes how to join k3s (K3S_URL, and
+	// the token in the file K3S_AGENT_TOKEN_FILE names, K3sAgentTokenFile,
+	// which the program reads into K3sAgentToken: master.Run does); empty
+	// means the k3s step is off.
 	K3sURL            string
+	K3sAgentToken     string
 	K3sAgentTokenFile string
 	// KubeJoinMode is how a machine's Node joins the cluster
 	// (KUBE_JOIN_MODE): "k3s" (the default; K3S_URL and the k3s agent) or
@@ -175,7 +178,8 @@ type Config struct {
 	InternalAddr  string
 	InternalToken string
 	// DCGMTargetsDir is where each GPU node's DCGM scrape target is kept as
-	// a Prometheus file_sd file (DCGM_TARGETS_DIR); empty means off.
+	// a Prometheus file_sd file (DCGM_TARGETS_DIR); empty means off. The
+	// program makes the directory's Backends.Targets (master.Run does).
 	DCGMTargetsDir string
 	// K3sBinary is the k3s the master runs (K3S_BINARY, default
 	// /usr/local/bin/k3s, where k3s installs itself), served to joining
@@ -254,6 +258,17 @@ const (
 	JoinModeK3s     = "k3s"
 	JoinModeKubelet = "kubelet"
 )
+
+// A SettingError is a configuration refused for the value of one of its
+// settings: Setting is the Config field's name (a program maps it to
+// where the value came from, an environment variable, say).
+type SettingError struct {
+	Setting string
+	Err     error
+}
+
+func (e *SettingError) Error() string { return "Config." + e.Setting + ": " + e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // ConfigError names the environment variable whose value is wrong.
 type ConfigError struct {

@@ -72,8 +72,9 @@ type harnessOptions struct {
 	store  joinkeys.Store
 	mesh   mesh.Mesh
 	config func(*gridweave.Config)
-	// hub is Backends.Hub.
-	hub func() string
+	// hub is Backends.Hub, targets Backends.Targets.
+	hub     func() string
+	targets fleet.Targets
 	// tls serves HTTPS with a key pair of the harness's own, as the
 	// server does outside dev mode; the join command then pins it.
 	tls bool
@@ -134,7 +135,7 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	}
 	fakes := rayctltest.New(t, cfg.Namespace)
 	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{
-		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Hub: o.hub, Logger: logger, Now: clock.Now,
+		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Hub: o.hub, Targets: o.targets, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

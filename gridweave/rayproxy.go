@@ -30,7 +30,7 @@ func newServeRoutes(a responder, cfg *Config) (*serveRoutes, error) {
 	var err error
 	d.dashboard, err = dashboard.New(cfg.RayDashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: d.timeout}})
 	if err != nil {
-		return nil, &ConfigError{"RAY_DASHBOARD_URL", err.Error()}
+		return nil, &SettingError{Setting: "RayDashboardURL", Err: err}
 	}
 	return d, nil
 }

@@ -10,14 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
-
-	"gridweave.dev/gridweave"
 )
 
 // TestDisconnectFinishesWhatAFailedOneLeft: the Kubernetes Node cannot be
@@ -98,7 +97,11 @@ func TestInternalListenerAndReadiness(t *testing.T) {
 
 func TestDCGMScrapeTargetsFollowGPUNodes(t *testing.T) {
 	dir := t.TempDir()
-	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.DCGMTargetsDir = dir }})
+	targets, err := scrapetargets.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, &harnessOptions{targets: targets})
 	_, key := h.mint("org")
 	gpu, cpu := newNode(t, "gpu-a"), newNode(t, "cpu-a")
 	h.want(h.validate(gpu, key), 200, "validate gpu")

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/kubeletjoin"
-	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
@@ -44,6 +42,10 @@ type Backends struct {
 	// Routes routes nodes' pod CIDRs into the WireGuard device; nil
 	// means none (an in-memory mesh).
 	Routes fleet.Routes
+	// Targets keeps each GPU node's DCGM scrape target (package
+	// scrapetargets writes them as Prometheus file_sd files); nil means
+	// none.
+	Targets fleet.Targets
 	// Hub, if set, says where nodes reach the master's WireGuard device
 	// now, as host:port: with several server replicas, the leader's. ""
 	// (or a nil Hub) means this server's MASTER_IP:WG_PORT. Validate and
@@ -107,7 +109,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		return nil, fmt.Errorf("gridweave: the Keyring's pool %s is not VPN_CIDR %s", b.Keyring.Pool().Prefix(), cfg.VPNCIDR)
 	}
 	if err := fleet.CheckVersion(cfg.ServerVersion); err != nil {
-		return nil, &ConfigError{"SERVER_VERSION", err.Error()}
+		return nil, &SettingError{Setting: "ServerVersion", Err: err}
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
@@ -137,13 +139,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		return nil, fmt.Errorf("gridweave: the mesh's public key: %w", err)
 	}
 	s.nodes = &nodeRoutes{responder: s.responder, cfg: &s.cfg, keyring: b.Keyring, mesh: b.Mesh, kube: b.Kube, now: s.now, hub: b.Hub, masterKey: key}
-	if cfg.K3sAgentTokenFile != "" {
-		raw, err := os.ReadFile(cfg.K3sAgentTokenFile)
-		if err != nil {
-			return nil, &ConfigError{"K3S_AGENT_TOKEN_FILE", err.Error()}
-		}
-		s.nodes.k3sToken = strings.TrimSpace(string(raw))
-	}
+	s.nodes.k3sToken = strings.TrimSpace(cfg.K3sAgentToken)
 	if cfg.KubeJoinMode == JoinModeKubelet {
 		if err := s.kubeletMode(); err != nil {
 			return nil, err
@@ -166,14 +162,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		ServiceRanges: fleet.KubeServiceCIDRs{Client: b.Kube},
 		Placement: &fleet.RayGroups{Ray: b.Ray, Kube: b.Kube, Ledger: b.Keyring, Nodes: nodes, Marks: marks, Namespace: cfg.Namespace, Cluster: cfg.ClusterName,
 			HeadImage: cfg.RayImage, WorkerImage: cfg.RayImageWorker},
-		Logger: s.log, Now: s.now}
-	if cfg.DCGMTargetsDir != "" {
-		dir, err := scrapetargets.New(cfg.DCGMTargetsDir)
-		if err != nil {
-			return nil, &ConfigError{"DCGM_TARGETS_DIR", err.Error()}
-		}
-		fb.Targets = dir
-	}
+		Targets: b.Targets, Logger: s.log, Now: s.now}
 	// The master's own prefixes; Run adds those of the cluster's Nodes
 	// that are not the fleet's.
 	masterPrefixes := []netip.Prefix{cfg.ServiceCIDR}
@@ -202,15 +191,8 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 // hands out, the bootstrap tokens it makes, the approver of the kubelets'
 // certificates.
 func (s *Server) kubeletMode() error {
-	if s.cfg.KubeletCAFile != "" {
-		raw, err := os.ReadFile(s.cfg.KubeletCAFile)
-		if err != nil {
-			return &ConfigError{"KUBELET_CA_FILE", err.Error()}
-		}
-		s.cfg.KubeletCAPEM = raw
-	}
 	if block, _ := pem.Decode(s.cfg.KubeletCAPEM); block == nil || block.Type != "CERTIFICATE" {
-		return &ConfigError{"KUBELET_CA_FILE", "the kubelet join mode hands machines the cluster CA, and none was found: set KUBELET_CA_FILE to the CA's PEM certificate"}
+		return &SettingError{Setting: "KubeletCAPEM", Err: errors.New("the kubelet join mode hands machines the cluster CA, and none was given: the CA's PEM certificate")}
 	}
 	s.nodes.kubeletTokens = &kubeletjoin.Tokens{Client: s.kube, TTL: s.cfg.KubeletTokenTTL, Now: s.now}
 	s.approver = &kubeletjoin.Approver{Client: s.kube, Logger: s.log, Machine: func(ctx context.Context, hostname string) (kubeletjoin.Machine, bool, error) {

@@ -84,7 +84,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // variables name where a configuration setting came from, for an error
 // that names the setting.
 var variables = map[string]string{"DBPath": "KUBERAY_DB", "VPNCIDR": "VPN_CIDR", "WireGuardInterface": "WG_INTERFACE",
-	"TLSCertFile": "TLS_CERT_FILE", "Namespace": "KUBERAY_NAMESPACE"}
+	"TLSCertFile": "TLS_CERT_FILE", "Namespace": "KUBERAY_NAMESPACE", "ServerVersion": "SERVER_VERSION",
+	"RayDashboardURL": "RAY_DASHBOARD_URL", "KubeletCAFile": "KUBELET_CA_FILE", "KubeletCAPEM": "KUBELET_CA_FILE",
+	"K3sAgentTokenFile": "K3S_AGENT_TOKEN_FILE", "DCGMTargetsDir": "DCGM_TARGETS_DIR"}
 
 // restConfig is KUBECONFIG's, else the in-cluster one, else nil.
 func restConfig(getenv func(string) string, log *slog.Logger) (*rest.Config, error) {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	rayclient "github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned"
@@ -26,6 +27,7 @@ import (
 	"gridweave.dev/gridweave/crd"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/identity"
+	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
@@ -66,14 +68,8 @@ type Options struct {
 // A SettingError is a start that failed on the value of one setting of
 // the configuration: Setting is the gridweave.Config field's name (a
 // program maps it to where the value came from, an environment
-// variable, say).
-type SettingError struct {
-	Setting string
-	Err     error
-}
-
-func (e *SettingError) Error() string { return "Config." + e.Setting + ": " + e.Err.Error() }
-func (e *SettingError) Unwrap() error { return e.Err }
+// variable, say). gridweave.New's refusals are of the same type.
+type SettingError = gridweave.SettingError
 
 func settingError(setting string, err error) error {
 	if err == nil {
@@ -169,17 +165,33 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	}
 	switch {
 	case cfg.KubeJoinMode == gridweave.JoinModeKubelet:
-		if cfg.KubeletCAFile == "" {
-			if cfg.KubeletCAPEM, err = clusterCA(opts.Kubernetes); err != nil {
-				return err
+		if cfg.KubeletCAFile != "" {
+			if cfg.KubeletCAPEM, err = os.ReadFile(cfg.KubeletCAFile); err != nil {
+				return settingError("KubeletCAFile", err)
 			}
+		} else if cfg.KubeletCAPEM, err = clusterCA(opts.Kubernetes); err != nil {
+			return err
 		}
 		log.Info("kubelet join mode: machines' kubelets join the API server through their tunnels", "api_server", cfg.KubeletAPIServer)
 	case cfg.K3sURL == "":
 		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
 	}
+	if cfg.K3sAgentTokenFile != "" {
+		raw, err := os.ReadFile(cfg.K3sAgentTokenFile)
+		if err != nil {
+			return settingError("K3sAgentTokenFile", err)
+		}
+		cfg.K3sAgentToken = strings.TrimSpace(string(raw))
+	}
+	var targets fleet.Targets
 	if cfg.DCGMTargetsDir == "" {
 		log.Warn("DCGM targets off: DCGM_TARGETS_DIR is not set, so no Prometheus scrape targets are written for GPU nodes")
+	} else {
+		dir, err := scrapetargets.New(cfg.DCGMTargetsDir)
+		if err != nil {
+			return settingError("DCGMTargetsDir", err)
+		}
+		targets = dir
 	}
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
 		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
@@ -213,7 +225,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	if ha != nil {
 		hub = ha.Hub
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Hub: hub, Logger: log})
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Targets: targets, Hub: hub, Logger: log})
 	if err != nil {
 		return err
 	}

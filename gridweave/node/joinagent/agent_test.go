@@ -70,6 +70,11 @@ func serveMaster(t *testing.T, extra map[string]string, kp *tlspin.KeyPair) (url
 	if kp != nil {
 		cfg.PublicPin = kp.Pin.String()
 	}
+	if cfg.KubeletCAFile != "" { // as the server program reads it
+		if cfg.KubeletCAPEM, err = os.ReadFile(cfg.KubeletCAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	kr, _ = joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
 	_, pub, _ := wgkey.GeneratePair()
