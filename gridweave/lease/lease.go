@@ -28,8 +28,10 @@ type Options struct {
 	// (a pod's name).
 	Identity string
 	// Duration is how long the Lease lasts without a renewal: how long
-	// a stopped leader delays its successor. It renews every two thirds
-	// of it at the latest and retries every seventh. Default 15 s.
+	// a stopped leader delays its successor, in whole seconds (a
+	// fraction is dropped: the Lease records seconds). It renews every
+	// two thirds of it at the latest and retries every seventh. Default
+	// 15 s.
 	Duration time.Duration
 	// Logger says when this candidate starts and stops leading, and who
 	// leads otherwise. Default discards.
@@ -46,6 +48,10 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 	if duration == 0 {
 		duration = 15 * time.Second
 	}
+	// The Lease records whole seconds, and the other candidates judge it
+	// by them: a holder reckoning with more (1.5 s recorded as 1) would
+	// renew too late to stop before a successor starts.
+	duration = max(duration.Truncate(time.Second), time.Second)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

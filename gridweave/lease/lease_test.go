@@ -16,7 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-const testDuration = 1500 * time.Millisecond
+const testDuration = 2 * time.Second
 
 func options(kube *fake.Clientset, identity string) Options {
 	return Options{Client: kube.CoordinationV1(), Namespace: "system", Name: "leader", Identity: identity, Duration: testDuration, Logger: slog.New(slog.DiscardHandler)}
