@@ -145,6 +145,29 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	return h
 }
 
+// quietServer is the service over the in-memory ledger and mesh with
+// nothing logged and no rate limit: what a benchmark of the server's own
+// work measures (the harness validates every answer and keeps its log).
+func quietServer(b testing.TB) (*gridweave.Server, *joinkeys.Keyring) {
+	cfg := testConfig()
+	cfg.RateLimitPerMinute = 1 << 30
+	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, pub, _ := wgkey.GeneratePair()
+	fakes := rayctltest.New(b, cfg.Namespace)
+	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{Keyring: kr, Mesh: memmesh.New(pub), Ray: fakes.Client, Kube: fakes.Kube})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, kr
+}
+
 // newHarnessFor serves s over httptest. Every answer is checked against
 // the service's OpenAPI document: one it does not describe (a status, a
 // field, an error code) fails the test.

@@ -448,6 +448,12 @@ func TestPeerDirectoryDeltas(t *testing.T) {
 	if d, _ := delta("not-a-revision"); d.Delta || len(d.Peers) != len(last.Peers) || d.Revision != last.Revision {
 		t.Errorf("an unknown revision is answered %+v: want the whole directory", d)
 	}
+	// The whole directory, built from each peer's JSON, is what encoding
+	// an api.PeerDirectory gives, byte for byte.
+	whole := h.want(h.do("GET", "/v1/nodes/peers?hostname=watcher", watcher.token, nil), 200, "the whole directory")
+	if again, _ := json.Marshal(directoryOf(t, whole)); strings.TrimSpace(string(whole.raw)) != string(again) {
+		t.Errorf("the directory's body differs from api.PeerDirectory's encoding:\n%s\n%s", whole.raw, again)
+	}
 	if r := h.want(h.do("GET", "/v1/nodes/peers?hostname=watcher&delta=maybe&since="+last.Revision, watcher.token, nil), 400, "delta=maybe"); r.errorField("field") != "delta" {
 		t.Errorf("the error names %q, not delta: %s", r.errorField("field"), r.raw)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -25,7 +26,7 @@ type pollPark struct {
 	answer func(ctx context.Context, org, since string, delta, now bool) ([]byte, <-chan struct{}, error)
 	// refresh makes the next answer compute the directory again.
 	refresh func()
-	log     responder
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	waiting map[*parkedPoll]struct{}
@@ -116,7 +117,7 @@ func (p *pollPark) run() {
 func (p *pollPark) look(polls []*parkedPoll) (due []dueAnswer) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.log.log.Error("a look at the parked polls of the peer directory failed", "panic", fmt.Sprint(v))
+			p.log.Error("a look at the parked polls of the peer directory failed", "panic", fmt.Sprint(v))
 			due = nil
 		}
 	}()
@@ -208,7 +209,7 @@ func (p *pollPark) send(poll *parkedPoll, conn net.Conn, body []byte, err error)
 	status, contentType := http.StatusOK, "application/json"
 	if err != nil {
 		e := toAPIError(err)
-		p.log.log.Error("a parked poll of the peer directory failed", "hostname", poll.hostname, "err", err)
+		p.log.Error("a parked poll of the peer directory failed", "hostname", poll.hostname, "err", err)
 		status, body = e.status(), e.encoded()
 	}
 	var out bytes.Buffer

@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		return nil, err
 	}
 	s.nodes.fleet = s.fleet
-	s.nodes.park = &pollPark{answer: s.nodes.answerPeers, refresh: s.nodes.peers.expire, log: s.responder}
+	s.nodes.park = &pollPark{answer: s.nodes.answerPeers, refresh: s.nodes.peers.expire, log: s.log}
 	s.downloads = &downloadRoutes{responder: s.responder, cfg: &s.cfg}
 	s.pages = &pageRoutes{responder: s.responder, cfg: &s.cfg, openapi: s.OpenAPI}
 	s.crd = newCRDRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)

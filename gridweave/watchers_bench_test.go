@@ -20,12 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"gridweave.dev/gridweave"
 	"gridweave.dev/joinkeys"
-	"gridweave.dev/joinkeys/memstore"
-	"gridweave.dev/mesh/memmesh"
-	"gridweave.dev/mesh/wgkey"
-	"gridweave.dev/rayctl/rayctltest"
 )
 
 // BenchmarkDirectoryWatchers: 10,000 registered machines each wait on
@@ -140,29 +135,6 @@ func BenchmarkDirectoryWatchers(b *testing.B) {
 	b.ReportMetric(heap+stacks, "server-KB/watcher")
 	b.ReportMetric(heap, "heap-KB/watcher")
 	b.ReportMetric(stacks, "stack-KB/watcher")
-}
-
-// quietServer is the service over the in-memory ledger and mesh with
-// nothing logged and no rate limit: what a benchmark of the server's own
-// work measures (the harness validates every answer and keeps its log).
-func quietServer(b testing.TB) (*gridweave.Server, *joinkeys.Keyring) {
-	cfg := testConfig()
-	cfg.RateLimitPerMinute = 1 << 30
-	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, pub, _ := wgkey.GeneratePair()
-	fakes := rayctltest.New(b, cfg.Namespace)
-	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{Keyring: kr, Mesh: memmesh.New(pub), Ray: fakes.Client, Kube: fakes.Kube})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s, kr
 }
 
 // countingListener counts the bytes written to its connections.
