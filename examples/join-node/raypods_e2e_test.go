@@ -325,6 +325,40 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 		t.Fatalf("after ray-b's disconnect: %v", err)
 	}
 	t.Logf("ray-b disconnected: pod %s gone, its Ray node DEAD, the worker group at 1 replica", gone.Name)
+
+	// b's link service learns that the master no longer knows it, takes
+	// its node away (its pods, its containerd's shims, its cgroups) and
+	// ends. Nothing of the other machines goes with it: their pods are
+	// the same pods, never restarted, and Ray still lists them alive.
+	select {
+	case <-f.services[f.b.hostname].exited:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("ray-b's link service did not end after its disconnect")
+	}
+	if !strings.Contains(f.services[f.b.hostname].logs(), "node stopped and removed") {
+		t.Fatalf("ray-b's link service ended without removing its node:\n%s", f.services[f.b.hostname].logs())
+	}
+	states, err := alive(ctx)
+	if err != nil {
+		t.Fatalf("the head's dashboard after ray-b's node went: %v", err)
+	}
+	for _, n := range []*node{f.head, f.a} {
+		before := pods[n.hostname]
+		now, err := tc.Kube.CoreV1().Pods(m.namespace).Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s's pod after ray-b's node went: %v", n.hostname, err)
+		}
+		restarts := 0
+		for _, c := range now.Status.ContainerStatuses {
+			restarts += int(c.RestartCount)
+		}
+		if now.UID != before.UID || now.Status.PodIP != before.Status.PodIP || restarts > 0 {
+			t.Errorf("%s's pod %s after ray-b's node went: uid %s→%s, address %s→%s, %d restarts", n.hostname, before.Name, before.UID, now.UID, before.Status.PodIP, now.Status.PodIP, restarts)
+		}
+		if states[before.Status.PodIP] != "ALIVE" {
+			t.Errorf("Ray's nodes %v: %s's pod %s is not alive after ray-b's node went", states, n.hostname, before.Status.PodIP)
+		}
+	}
 }
 
 // launchRecipe and launchInfra are a small RayJob launch on the images

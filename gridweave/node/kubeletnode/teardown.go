@@ -132,13 +132,23 @@ func Teardown(ctx context.Context, c Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// killShims kills the containerd shims serving the containerd at socket
-// (their command line names it): no other containerd's.
+// killShims kills the containerd shims serving the containerd at socket:
+// their command line names it and they share this process's mount
+// namespace, where that path is this node's socket. A containerd of
+// another mount namespace (a container's, a nested node's) may have a
+// socket of the same path that is not this one: its shims are not ours.
 func killShims(socket string) {
+	ownMounts, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		raw, err := os.ReadFile(p)
 		if err != nil {
+			continue
+		}
+		if mounts, err := os.Readlink(filepath.Join(filepath.Dir(p), "ns", "mnt")); err != nil || mounts != ownMounts {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
