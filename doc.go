@@ -58,9 +58,10 @@
 // link service, direct links to the other machines (node/peering), GPU
 // detection and the join script.
 //
-// examples/ holds the binaries: the server (env config → backends →
-// gridweave; it also holds leader election, the master's identity and
-// backups), the node's join agent and the launcher CLI. rayctl/launch is
+// examples/ holds the binaries: the server (its environment read into a
+// gridweave.Config by examples/server/serverenv, then gridweave/master:
+// backends, listeners, leader election, the master's identity, backups),
+// the node's join agent and the launcher CLI. rayctl/launch is
 // the launcher's live half. internal/ holds
 // helpers the SDK's own tests use, such as internal/testcluster, which starts
 // a real kube-apiserver with the real KubeRay operator and kwok GPU nodes,

@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"gridweave.dev/deploy"
-	"gridweave.dev/gridweave"
+	"gridweave.dev/examples/server/serverenv"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys/kubestore"
@@ -227,12 +227,12 @@ func TestShippedPlaceholdersAreRefused(t *testing.T) {
 			env[k] = v
 		}
 	}
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
+	cfg, err := serverenv.Read(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = cfg.Check()
-	var ce *gridweave.ConfigError
+	err = serverenv.Explain(cfg.Check())
+	var ce *serverenv.Error
 	if !errors.As(err, &ce) || (ce.Variable != "JWT_SECRET" && ce.Variable != "ADMIN_TOKEN") {
 		t.Errorf("the shipped example starts: %v", err)
 	}
@@ -245,7 +245,7 @@ func TestShippedPlaceholdersAreRefused(t *testing.T) {
 // worker image.
 func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
 	read := map[string]bool{"KUBECONFIG": true, "POD_NAME": true} // the program's own, beside the configuration
-	if _, err := gridweave.ConfigFromEnv(func(k string) string { read[k] = true; return "" }); err != nil {
+	if _, err := serverenv.Read(func(k string) string { read[k] = true; return "" }); err != nil {
 		t.Fatal(err)
 	}
 	set := map[string]map[string]bool{} // file -> variables
@@ -465,7 +465,7 @@ func TestTheIdentityIsApartFromTheWorkloads(t *testing.T) {
 	}
 	// And the replicas keep it there: GRIDWEAVE_SYSTEM_NAMESPACE's default,
 	// the HA Deployment's namespace, is not KUBERAY_NAMESPACE's.
-	cfg, err := gridweave.ConfigFromEnv(func(string) string { return "" })
+	cfg, err := serverenv.Read(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

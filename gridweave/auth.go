@@ -19,7 +19,8 @@ import (
 type Role string
 
 const (
-	// RoleAdmin: the ADMIN_TOKEN, or a JWT with role "admin".
+	// RoleAdmin: the admin token (Config.AdminToken), or a JWT with role
+	// "admin".
 	RoleAdmin Role = "admin"
 	// RoleUser: a JWT with role "user"; its subject owns KubeTorch jobs.
 	RoleUser Role = "user"
@@ -163,14 +164,14 @@ func (s *Server) requireRole(h http.Handler, roles ...Role) http.Handler {
 }
 
 // requireInternalToken guards an internal route on the public listener:
-// only INTERNAL_TOKEN opens it there (the internal listener, INTERNAL_ADDR,
-// serves it without credentials). With no INTERNAL_TOKEN the route is off
-// here (403).
+// only Config.InternalToken opens it there (the internal listener,
+// Config.InternalAddr, serves it without credentials). With no internal
+// token the route is off here (403).
 func (s *Server) requireInternalToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.InternalToken == "" {
 			s.writeError(w, r, &apiError{code: api.CodeInternalRoute,
-				message: "internal routes are off on this listener: set INTERNAL_TOKEN to open them here, or call them on INTERNAL_ADDR"})
+				message: "internal routes are off on this listener: set " + s.cfg.Name("InternalToken") + " to open them here, or call them on " + s.cfg.Name("InternalAddr")})
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.cfg.InternalToken)) != 1 {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,14 +74,10 @@ func newConsoleFixture(t *testing.T) *consoleFixture {
 	netnstest.RequireRoot(t)
 	f := &consoleFixture{t: t, clock: &movableClock{}}
 	config := func(version string) gridweave.Config {
-		cfg, err := gridweave.ConfigFromEnv(func(name string) string {
-			return map[string]string{
-				"ADMIN_TOKEN": testAdminToken, "JWT_SECRET": testSecret, "SERVER_VERSION": version,
-				"MASTER_IP": "198.18.230.1", "VPN_CIDR": "198.19.230.0/24", "MASTER_VPN_IP": "198.19.230.1",
-				"KUBERAY_NAMESPACE": testNamespace, "WG_PORT": "51820",
-			}[name]
-		})
-		if err != nil {
+		cfg := gridweave.DefaultConfig()
+		cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion, cfg.Namespace = testAdminToken, testSecret, version, testNamespace
+		cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP = "198.18.230.1", netip.MustParsePrefix("198.19.230.0/24"), netip.MustParseAddr("198.19.230.1")
+		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
 		return cfg

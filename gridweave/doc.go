@@ -6,8 +6,9 @@
 // KubeTorch /v1/kubetorch), health, readiness, Prometheus metrics and the
 // API's own documentation (/openapi.json, /docs).
 //
-// A Server is built by New from a Config (ConfigFromEnv reads it from the
-// environment) and its Backends, each already behind
+// A Server is built by New from a Config (DefaultConfig holds every
+// setting's documented default, Validate and Check judge it; the server
+// program reads it from its environment) and its Backends, each already behind
 // a seam with an in-memory implementation: a joinkeys.Keyring, a mesh.Mesh,
 // a rayctl.Client and a Kubernetes clientset. Handler serves the public
 // listener, InternalHandler the internal one.

@@ -108,7 +108,7 @@ func (p *pageRoutes) handleConsole(w http.ResponseWriter, r *http.Request) {
 			p.writeError(w, r, &apiError{code: api.CodeConsoleLoopbackOnly,
 				message: "this server's certificate is its own, which no browser can verify: the console is served on loopback only. " +
 					"Forward a port (ssh -L 8800:127.0.0.1:" + strconv.Itoa(p.cfg.Port) + " <master>) and open https://127.0.0.1:8800/ui/, " +
-					"or give the server a certificate browsers trust (TLS_CERT_FILE, TLS_KEY_FILE), or set CONSOLE_PUBLIC=on"})
+					"or give the server a certificate browsers trust (" + p.cfg.Name("TLSCertFile") + ", " + p.cfg.Name("TLSKeyFile") + "), or turn " + p.cfg.Name("ConsolePublic") + " on"})
 			return
 		}
 	}
@@ -144,7 +144,7 @@ func (p *pageRoutes) routes() []route {
 				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 		{pattern: "GET /ui/", auth: authNone, on: onPublic, handler: p.handleConsole,
 			doc: operation{id: "console", tag: "docs", summary: "The web console: nodes, keys, clusters and jobs (sign in with the admin token, an admin JWT or a user JWT)",
-				description: "With the certificate the server made itself (HTTPS without `TLS_CERT_FILE`), served to loopback callers only (403 `console_loopback_only`) unless `CONSOLE_PUBLIC=on`.",
+				description: "With the certificate the server made itself (HTTPS without a certificate of the operator's), served to loopback callers only (403 `console_loopback_only`) unless the console is made public.",
 				status:      200, responseType: "text/html", response: "", errors: []int{403}}},
 		{pattern: "GET /ui/{file}", auth: authNone, on: onPublic, handler: p.handleConsole,
 			doc: operation{id: "consoleAsset", tag: "docs", summary: "A file of the web console (script, stylesheet, licence)",

@@ -46,11 +46,11 @@ func (d *downloadRoutes) agentFile(r *http.Request) (string, error) {
 		return "", &apiError{code: api.CodeNoAgent, message: "there is no join agent for " + goos + "/" + arch + "; agents exist for linux/amd64 and linux/arm64"}
 	}
 	if d.cfg.AgentDir == "" {
-		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent binaries: AGENT_DIR is not set and the binary was built without them (make server-static builds them in)"}
+		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent binaries: " + d.cfg.Name("AgentDir") + " is not set and the binary was built without them (make server-static builds them in)"}
 	}
 	path := filepath.Join(d.cfg.AgentDir, "join-node-"+goos+"-"+arch)
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent for " + goos + "/" + arch + " (no join-node-" + goos + "-" + arch + " in AGENT_DIR)"}
+		return "", &apiError{code: api.CodeNoAgent, message: "this server has no join agent for " + goos + "/" + arch + " (no join-node-" + goos + "-" + arch + " in " + d.cfg.Name("AgentDir") + ")"}
 	}
 	return path, nil
 }
@@ -75,7 +75,7 @@ func (d *downloadRoutes) workerImageFile() (string, error) {
 	return d.cfg.WorkerImageTar, nil
 }
 
-// handleWorkerImage serves the GPU worker image (RAY_IMAGE_WORKER) as the
+// handleWorkerImage serves the GPU worker image (Config.RayImageWorker) as the
 // tarball a container runtime imports; X-Image-Name says its name.
 func (d *downloadRoutes) handleWorkerImage(w http.ResponseWriter, r *http.Request) {
 	path, err := d.workerImageFile()
@@ -189,7 +189,7 @@ func (d *downloadRoutes) k3sFile(r *http.Request) (string, error) {
 		return "", &apiError{code: api.CodeNoK3s, message: "this master serves the k3s it runs, for " + runtime.GOOS + "/" + runtime.GOARCH + "; install k3s on a " + goos + "/" + arch + " machine yourself"}
 	}
 	if fi, err := os.Stat(d.cfg.K3sBinary); d.cfg.K3sBinary == "" || err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{code: api.CodeNoK3s, message: "this master serves no k3s binary (K3S_BINARY names none); install k3s on the machine yourself"}
+		return "", &apiError{code: api.CodeNoK3s, message: "this master serves no k3s binary (" + d.cfg.Name("K3sBinary") + " names none); install k3s on the machine yourself"}
 	}
 	return d.cfg.K3sBinary, nil
 }
@@ -221,7 +221,7 @@ func (d *downloadRoutes) kubeletFile(r *http.Request) (string, error) {
 		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves a kubelet for " + runtime.GOOS + "/" + runtime.GOARCH + "; put the control plane's kubelet on a " + goos + "/" + arch + " machine yourself"}
 	}
 	if fi, err := os.Stat(d.cfg.KubeletBinary); d.cfg.KubeletBinary == "" || err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves no kubelet (KUBELET_BINARY names none); set KUBELET_BINARY to the control plane's kubelet"}
+		return "", &apiError{code: api.CodeNoKubelet, message: "this master serves no kubelet (" + d.cfg.Name("KubeletBinary") + " names none); set " + d.cfg.Name("KubeletBinary") + " to the control plane's kubelet"}
 	}
 	return d.cfg.KubeletBinary, nil
 }
@@ -255,14 +255,14 @@ func (d *downloadRoutes) routes() []route {
 				status:      200, responseType: "text/x-shellscript", response: ""}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}", auth: authNone, on: onPublic, handler: d.handleAgent,
 			doc: operation{id: "joinAgent", tag: "nodes", summary: "The join agent binary for an OS and architecture",
-				description: "From AGENT_DIR (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
+				description: "From the server's agent directory (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
 				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}/sha256", auth: authNone, on: onPublic, handler: d.handleAgentSum,
 			doc: operation{id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
 				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
 		{pattern: "GET /v1/nodes/worker-image", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleWorkerImage,
 			doc: operation{id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
-				description: "WORKER_IMAGE_TAR, the image RAY_IMAGE_WORKER names (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
+				description: "The worker image's tarball the server was given, of the image the workers run (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
 				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
 		{pattern: "GET /v1/nodes/worker-image/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleWorkerImageSum,
 			doc: operation{id: "workerImageSum", tag: "nodes", summary: "The SHA-256 of the worker image tarball, in hex",

@@ -191,7 +191,7 @@ func TestJoinScriptRefusesAnAgentCutShort(t *testing.T) {
 		t.Fatalf("an agent whose checksum does not match: %v\n%s", err, out)
 	}
 	h := newHarness(t, nil) // no AGENT_DIR
-	if r := h.do("GET", "/v1/nodes/agent/linux/amd64", "", nil); r.status != 404 || !strings.Contains(r.errorField("message"), "AGENT_DIR") {
+	if r := h.do("GET", "/v1/nodes/agent/linux/amd64", "", nil); r.status != 404 || !strings.Contains(r.errorField("message"), "Config.AgentDir") {
 		t.Errorf("no agent directory: %d %s", r.status, r.raw)
 	}
 	out, _, err = runJoinScript(t, joinscript.Render(8800, false), h.url, nil, "gwk_key")

@@ -139,7 +139,7 @@ var ledgerStatuses = []struct {
 	{joinkeys.ErrPublicKeyTaken, api.CodePublicKeyTaken, "public_key", ""},
 	{joinkeys.ErrPodCIDRConflict, api.CodePodCIDRConflict, "", ""},
 	{joinkeys.ErrNodeChanged, api.CodeConflict, "", "the node was changed concurrently; try again"},
-	{joinkeys.ErrPoolExhausted, api.CodeVPNPoolExhausted, "", "no VPN address is left for a new node; disconnect unused nodes or widen VPN_CIDR"},
+	{joinkeys.ErrPoolExhausted, api.CodeVPNPoolExhausted, "", "no VPN address is left for a new node; disconnect unused nodes or widen the master's VPN range"},
 	{joinkeys.ErrNodeNotFound, api.CodeNodeNotFound, "", ""},
 	{joinkeys.ErrKeyNotFound, api.CodeJoinKeyNotFound, "", "no join key has that id"},
 }
@@ -310,7 +310,7 @@ func kubetorchError(err error) *apiError {
 	case errors.Is(err, kubetorch.ErrNoGPUWorkers):
 		return &apiError{code: api.CodeNoGPUWorkers, message: err.Error()}
 	case errors.Is(err, kubetorch.ErrNoDashboard):
-		return &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
+		return &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: this server was given no Ray dashboard URL"}
 	case errors.Is(err, kubetorch.ErrJobNotFound):
 		return &apiError{code: api.CodeNotFound, message: err.Error()}
 	case errors.Is(err, kubetorch.ErrNoJobRecord):

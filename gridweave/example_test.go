@@ -20,7 +20,7 @@ import (
 // memory, peers in memory, KubeRay's and client-go's fake clientsets.
 func Example() {
 	ctx := context.Background()
-	cfg, _ := gridweave.ConfigFromEnv(func(string) string { return "" }) // the documented defaults
+	cfg := gridweave.DefaultConfig() // the documented defaults
 	cfg.AdminToken, cfg.JWTSecret = "an-admin-token-of-32-characters!", "a-jwt-secret-of-at-least-32-bytes"
 
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)

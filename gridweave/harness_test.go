@@ -81,14 +81,11 @@ type harnessOptions struct {
 }
 
 func testConfig() gridweave.Config {
-	cfg, err := gridweave.ConfigFromEnv(func(name string) string {
-		return map[string]string{
-			"ADMIN_TOKEN": testAdminToken, "JWT_SECRET": testSecret, "SERVER_VERSION": "1.4.0",
-			"MASTER_IP": "203.0.113.7", "VPN_CIDR": "198.18.0.0/16", "MASTER_VPN_IP": "198.18.0.1",
-			"KUBERAY_NAMESPACE": testNamespace, "K3S_URL": "https://198.18.0.1:6443",
-		}[name]
-	})
-	if err != nil {
+	cfg := gridweave.DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion = testAdminToken, testSecret, "1.4.0"
+	cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP = "203.0.113.7", netip.MustParsePrefix("198.18.0.0/16"), netip.MustParseAddr("198.18.0.1")
+	cfg.Namespace, cfg.K3sURL = testNamespace, "https://198.18.0.1:6443"
+	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
 	return cfg

@@ -36,7 +36,7 @@ type kubetorchRoutes struct {
 }
 
 func newKubetorchRoutes(a responder, cfg *Config, ray *rayctl.Client, dyn dynamic.Interface) *kubetorchRoutes {
-	bundles := &kubetorch.Store{Dir: cfg.KubeTorchDir, Limits: kubetorch.Limits{MaxUpload: cfg.KubeTorchMaxBundle,
+	bundles := &kubetorch.Store{Dir: cfg.KubeTorchBundleDir(), Limits: kubetorch.Limits{MaxUpload: cfg.KubeTorchMaxBundle,
 		MaxExpanded: cfg.KubeTorchMaxExpanded, MaxEntries: cfg.KubeTorchMaxEntries, MaxRatio: int64(cfg.KubeTorchMaxRatio)}}
 	t := &kubetorch.Trainer{Bundles: bundles, Ray: ray, Namespace: cfg.Namespace, DashboardURL: cfg.RayDashboardURL,
 		Timeout: rayTimeout(cfg), Logger: a.log}
@@ -222,7 +222,7 @@ func (k *kubetorchRoutes) routes() []route {
 				status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}}},
 		{pattern: "GET /v1/kubetorch/bundles/{file}", auth: authNone, on: onVPN | onInternal, handler: k.handleBundle,
 			doc: operation{id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
-				description: "Served on the VPN listener (MASTER_VPN_IP:VPN_HTTP_PORT, through the tunnels) and the internal listener; the public listener answers 404.",
+				description: "Served on the VPN listener (on the master's VPN address, through the tunnels) and the internal listener; the public listener answers 404.",
 				status:      200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}}},
 		jsonRoute(k.responder, route{pattern: "POST /v1/kubetorch/train", auth: authAdmin, on: onPublic,
 			doc: operation{id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",

@@ -191,7 +191,7 @@ func (nr *nodeRoutes) revokeKey(r *http.Request, _ noBody) (api.Key, error) {
 // ---- validate and register
 
 // masterEndpoint is where nodes reach the master's WireGuard device now:
-// the hub's (Backends.Hub), else MASTER_IP:WG_PORT.
+// the hub's (Backends.Hub), else MasterIP:WireGuardPort.
 func (nr *nodeRoutes) masterEndpoint() string {
 	if nr.hub != nil {
 		if ep := nr.hub(); ep != "" {
@@ -310,7 +310,7 @@ func (nr *nodeRoutes) kubeletJoin(ctx context.Context, req api.ValidateRequest) 
 	for i, a := range nr.cfg.KubeletClusterDNS {
 		dns[i] = a.String()
 	}
-	return &api.KubeletJoin{APIServer: nr.cfg.KubeletAPIServer, CACertPEM: string(nr.cfg.KubeletCAPEM),
+	return &api.KubeletJoin{APIServer: nr.cfg.KubeletAPIServerURL(), CACertPEM: string(nr.cfg.KubeletCAPEM),
 		BootstrapToken: token, TLSServerName: nr.cfg.KubeletTLSServerName, ClusterDNS: dns, ClusterDomain: nr.cfg.ClusterDomain}, nil
 }
 
@@ -526,7 +526,7 @@ func (nr *nodeRoutes) routes() []route {
 				errors: []int{409, 422, 426}}}, nr.register),
 		joinRoute(nr, "disconnect", route{pattern: "POST /v1/nodes/disconnect", auth: authAdmin, on: onPublic,
 			doc: operation{id: "disconnectNode", tag: "nodes", summary: "Remove a node: peer, routes, scrape target, worker, Kubernetes Node, ledger",
-				description: "Idempotent: `released` is false when there was nothing left to remove. In the kubelet join mode the Node is drained first (cordoned, its pods evicted, waited for up to KUBELET_DRAIN_TIMEOUT).",
+				description: "Idempotent: `released` is false when there was nothing left to remove. In the kubelet join mode the Node is drained first (cordoned, its pods evicted, waited for up to the server's drain timeout).",
 				errors:      []int{409}}}, nr.disconnect),
 		joinRoute(nr, "leave", route{pattern: "POST /v1/nodes/leave", auth: authNodeToken, on: onPublic | onVPN,
 			doc: operation{id: "leaveNode", tag: "nodes", summary: "A node leaves by itself (its node token as bearer)",

@@ -432,9 +432,9 @@ var errorResponses = map[int]struct{ name, desc string }{
 // securitySchemes name the bearer credential of each auth rule the
 // middleware or the fleet checks as a bearer.
 var securitySchemes = map[authRule]struct{ scheme, desc string }{
-	authAdmin:     {"adminBearer", "ADMIN_TOKEN, or a JWT (HS256, JWT_SECRET) with `sub`, `role: admin` and `exp`."},
+	authAdmin:     {"adminBearer", "The admin token, or a JWT (HS256, the server's JWT secret) with `sub`, `role: admin` and `exp`."},
 	authProvider:  {"providerBearer", "A provider join key (the JWT minted by POST /v1/nodes/join-keys with kind `provider`)."},
 	authNodeToken: {"nodeBearer", "The node's `node_token` (answered by POST /v1/nodes/validate)."},
-	authUser:      {"userBearer", "A JWT (HS256, JWT_SECRET) with `sub`, `role: user` (or `admin`) and `exp`: a user sees only their own KubeTorch jobs."},
-	authInternal:  {"internalBearer", "INTERNAL_TOKEN, on this (public) listener; the internal listener (INTERNAL_ADDR) serves these routes without credentials. With neither set they are off (403)."},
+	authUser:      {"userBearer", "A JWT (HS256, the server's JWT secret) with `sub`, `role: user` (or `admin`) and `exp`: a user sees only their own KubeTorch jobs."},
+	authInternal:  {"internalBearer", "The internal token, on this (public) listener; the internal listener serves these routes without credentials. With neither set they are off (403)."},
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
@@ -29,15 +30,9 @@ const docsAdminToken = "docs-admin-token-0123456789abcdef"
 // newDocsTestServer starts the service over in-memory backends.
 func newDocsTestServer(t testing.TB) (*Server, *httptest.Server) {
 	t.Helper()
-	cfg, err := ConfigFromEnv(func(name string) string {
-		return map[string]string{
-			"ADMIN_TOKEN": docsAdminToken, "JWT_SECRET": "docs-jwt-secret-0123456789abcdef0123", "SERVER_VERSION": "1.4.0",
-			"MASTER_IP": "203.0.113.7", "VPN_CIDR": "198.18.0.0/16", "MASTER_VPN_IP": "198.18.0.1",
-		}[name]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion = docsAdminToken, "docs-jwt-secret-0123456789abcdef0123", "1.4.0"
+	cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP = "203.0.113.7", netip.MustParsePrefix("198.18.0.0/16"), netip.MustParseAddr("198.18.0.1")
 	store := new(memstore.Store)
 	t.Cleanup(func() { store.Close() })
 	pool, err := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)

@@ -10,12 +10,12 @@ import (
 )
 
 // The Ray proxy (/v1/ray, internal): Ray Serve through the cluster's
-// dashboard (RAY_DASHBOARD_URL), for the gateway that cannot reach the
-// Ray head. Every call is bounded (RAY_DASHBOARD_TIMEOUT): an unreachable
+// dashboard (Config.RayDashboardURL), for the gateway that cannot reach the
+// Ray head. Every call is bounded (Config.RayDashboardTimeout): an unreachable
 // dashboard is a 502, a slow one a 504, never a hang.
 
 // serveRoutes serve Ray Serve through the dashboard: its client, made
-// once; nil when RAY_DASHBOARD_URL is not set.
+// once; nil when Config.RayDashboardURL is empty.
 type serveRoutes struct {
 	responder
 	dashboard *dashboard.Client
@@ -47,7 +47,7 @@ func rayTimeout(cfg *Config) time.Duration {
 // failures map onto the contract.
 func (d *serveRoutes) call(ctx context.Context, f func(context.Context, *dashboard.Client) error) error {
 	if d.dashboard == nil {
-		return &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: RAY_DASHBOARD_URL is not set"}
+		return &apiError{code: api.CodeNoRayDashboard, message: "the Ray proxy is off: this server was given no Ray dashboard URL"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()

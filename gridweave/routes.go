@@ -98,7 +98,7 @@ const (
 	authAdmin    authRule = "admin"
 	authUser     authRule = "user" // a user JWT, or an admin credential
 	authProvider authRule = "provider"
-	authInternal authRule = "internal" // INTERNAL_TOKEN here; none on INTERNAL_ADDR
+	authInternal authRule = "internal" // the internal token here; none on the internal listener
 	// authBodyCredential: a join key or node token in the body (checked
 	// by the fleet).
 	authBodyCredential authRule = "join key or node token in the body"
@@ -133,8 +133,8 @@ func (s *Server) serviceRoutes() []route {
 
 		// The web console's page and files (its data comes from the API).
 
-		// The gateway's hands (internal: INTERNAL_TOKEN on this listener,
-		// none on INTERNAL_ADDR's).
+		// The gateway's hands (internal: the internal token on this
+		// listener, none on the internal listener).
 	}
 }
 
@@ -194,17 +194,17 @@ func (s *Server) withCredential(rule authRule, h http.Handler) http.Handler {
 }
 
 // notFromTheFleet refuses, on the internal listener, a caller whose
-// address is in VPN_CIDR or the cluster's pod range: a joined machine can
+// address is in the VPN range or the cluster's pod range: a joined machine can
 // route any address of the master into its tunnel (it widens its own
 // master peer's allowed IPs) and Linux delivers the packet to whichever
-// local address it names, so an INTERNAL_ADDR on a bridge would otherwise
+// local address it names, so an internal listener on a bridge would otherwise
 // answer every machine and every pod without a credential.
 func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, err := netip.ParseAddr(clientIP(r))
 		if err != nil || s.cfg.VPNCIDR.Contains(ip.Unmap()) || s.fleet.PodRange().Cluster.Contains(ip.Unmap()) {
 			s.writeError(w, r, &apiError{code: api.CodeFromTheFleet,
-				message: "the internal listener does not answer callers from the WireGuard tunnels (VPN_CIDR) or the cluster's pods (CLUSTER_CIDR); use the public listener with INTERNAL_TOKEN"})
+				message: "the internal listener does not answer callers from the WireGuard tunnels (" + s.cfg.Name("VPNCIDR") + ") or the cluster's pods (" + s.cfg.Name("ClusterCIDR") + "); use the public listener with " + s.cfg.Name("InternalToken")})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -219,7 +219,7 @@ func (s *Server) notFromTheFleet(next http.Handler) http.Handler {
 func (s *Server) throughTunnelOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.fromTunnel(r) {
-			s.writeError(w, r, &apiError{code: api.CodeOutsideVPN, message: "this listener answers only through the WireGuard tunnel (callers inside VPN_CIDR); use the public listener"})
+			s.writeError(w, r, &apiError{code: api.CodeOutsideVPN, message: "this listener answers only through the WireGuard tunnel (callers inside " + s.cfg.Name("VPNCIDR") + "); use the public listener"})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -238,7 +238,7 @@ func (s *Server) fromTunnel(r *http.Request) bool {
 // internal listener.
 func (s *Server) notOnPublic(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, &apiError{code: api.CodeNotFound,
-		message: "this is served on the VPN listener (http://MASTER_VPN_IP:VPN_HTTP_PORT, reached through a node's tunnel) and the internal listener, not on the public one"})
+		message: "this is served on the VPN listener (http://" + netip.AddrPortFrom(s.cfg.MasterVPNIP, uint16(s.cfg.VPNHTTPPort)).String() + ", reached through a node's tunnel) and the internal listener, not on the public one"})
 }
 
 // downloadNotHere is the public listener's answer for a download a

@@ -48,7 +48,7 @@ type Backends struct {
 	Targets fleet.Targets
 	// Hub, if set, says where nodes reach the master's WireGuard device
 	// now, as host:port: with several server replicas, the leader's. ""
-	// (or a nil Hub) means this server's MASTER_IP:WG_PORT. Validate and
+	// (or a nil Hub) means this server's MasterIP:WireGuardPort. Validate and
 	// the peer directory answer it.
 	Hub func() string
 	// Logger receives the access log and events; default discards.
@@ -106,7 +106,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 		return nil, errors.New("gridweave: Backends need a Keyring, a Mesh, a rayctl Client and a Kubernetes clientset")
 	}
 	if b.Keyring.Pool().Prefix() != cfg.VPNCIDR {
-		return nil, fmt.Errorf("gridweave: the Keyring's pool %s is not VPN_CIDR %s", b.Keyring.Pool().Prefix(), cfg.VPNCIDR)
+		return nil, &SettingError{Setting: "VPNCIDR", Err: fmt.Errorf("%s is not the Keyring's pool %s", cfg.VPNCIDR, b.Keyring.Pool().Prefix())}
 	}
 	if err := fleet.CheckVersion(cfg.ServerVersion); err != nil {
 		return nil, &SettingError{Setting: "ServerVersion", Err: err}
@@ -212,7 +212,7 @@ func (s *Server) kubeletMode() error {
 // NodeMarker is the Marker of the nodes' ownership marks of a server
 // with jwtSecret: its secret is derived from the JWT secret every replica
 // shares (an HMAC under it, so neither reveals the other), so a node's
-// mark is computable by the master alone. A new JWT_SECRET makes new
+// mark is computable by the master alone. A new JWT secret makes new
 // marks: the machines join again (the join command) to carry them.
 func NodeMarker(jwtSecret string) (*fleet.Marker, error) {
 	h := hmac.New(sha256.New, []byte(jwtSecret))

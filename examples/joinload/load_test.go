@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -19,13 +20,9 @@ import (
 // with GPUs of three kinds, and the server's ledger and worker groups
 // agree.
 func TestRunJoinsEveryMachine(t *testing.T) {
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
-		return map[string]string{"ADMIN_TOKEN": "joinload-admin-token-0123456789", "JWT_SECRET": strings.Repeat("s", 40),
-			"SERVER_VERSION": "1.4.0", "VPN_CIDR": "198.18.0.0/20", "MASTER_VPN_IP": "198.18.0.1"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := gridweave.DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion = "joinload-admin-token-0123456789", strings.Repeat("s", 40), "1.4.0"
+	cfg.VPNCIDR, cfg.MasterVPNIP = netip.MustParsePrefix("198.18.0.0/20"), netip.MustParseAddr("198.18.0.1")
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	kr, err := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
 	if err != nil {

@@ -21,22 +21,23 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"gridweave.dev/deploy/rayimage"
+	"gridweave.dev/gridweave"
 	"gridweave.dev/internal/netnstest"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 )
 
 // playgroundPodRange is the cluster's pod range in the kubelet join mode
-// (CLUSTER_CIDR and the controller-manager's --cluster-cidr): each Node's
+// (Config.ClusterCIDR and the controller-manager's --cluster-cidr): each Node's
 // pod CIDR is a /24 of it.
 const playgroundPodRange = "198.18.128.0/18"
 
-// kubeletModeEnv sets what a master of the kubelet join mode needs in env:
+// kubeletMode sets what a master of the kubelet join mode needs in cfg:
 // the control plane's kubelet to serve (built and cached with it), the
 // pause, test and Ray images as the worker image tarball (built without
 // Docker, cached), the cluster's pod range and DNS; and applies the
 // deploy files' bindings for the machines' bootstrap tokens.
-func kubeletModeEnv(ctx context.Context, tc *testcluster.Cluster, env map[string]string, progress io.Writer) error {
+func kubeletMode(ctx context.Context, tc *testcluster.Cluster, cfg *gridweave.Config, progress io.Writer) error {
 	root, err := testcluster.DefaultCacheRoot()
 	if err != nil {
 		return err
@@ -61,17 +62,18 @@ func kubeletModeEnv(ctx context.Context, tc *testcluster.Cluster, env map[string
 	if err := realnode.ApplyKubeletRBAC(ctx, tc.Kube); err != nil {
 		return err
 	}
-	env["KUBE_JOIN_MODE"] = "kubelet"
-	env["KUBELET_BINARY"] = kubelet
+	cfg.KubeJoinMode = gridweave.JoinModeKubelet
+	cfg.KubeletBinary = kubelet
 	// The control plane's serving certificate names 127.0.0.1 and
 	// kubernetes, not the master's VPN address it is reached at.
-	env["KUBELET_TLS_SERVER_NAME"] = "kubernetes"
-	env["WORKER_IMAGE_TAR"] = images
-	env["RAY_IMAGE_WORKER"], env["RAY_IMAGE"] = rayimage.WorkerTag, rayimage.HeadTag
-	env["CLUSTER_CIDR"] = playgroundPodRange
+	cfg.KubeletTLSServerName = "kubernetes"
+	cfg.WorkerImageTar = images
+	cfg.RayImageWorker, cfg.RayImage = rayimage.WorkerTag, rayimage.HeadTag
+	cfg.ClusterCIDR = netip.MustParsePrefix(playgroundPodRange)
+	cfg.NodeCIDRMaskBits = max(cfg.NodeCIDRMaskBits, cfg.ClusterCIDR.Bits())
 	// Pods resolve the cluster's names (a Ray worker finds its head by
 	// its Service's) with CoreDNS on the master's VPN address.
-	env["CLUSTER_DNS"] = playgroundVPNIP
+	cfg.KubeletClusterDNS = []netip.Addr{cfg.MasterVPNIP}
 	return nil
 }
 

@@ -87,8 +87,9 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, k
 	}
 
 	adminToken, jwtSecret := randhex.String(24), randhex.String(32)
-	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": jwtSecret, "SERVER_VERSION": "0.1.0", "KUBERAY_PORT": strconv.Itoa(port),
-		"MASTER_IP": "127.0.0.1", "KUBERAY_NAMESPACE": "gridweave", "GRIDWEAVE_DEV": "1"}
+	cfg := gridweave.DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion, cfg.Port = adminToken, jwtSecret, "0.1.0", port
+	cfg.MasterIP, cfg.Namespace, cfg.Dev = "127.0.0.1", "gridweave", true
 	if machines {
 		// Machines on this host join it: the master's underlay address
 		// and WireGuard device, as on a real master.
@@ -97,14 +98,13 @@ func playground(ctx context.Context, port, gpuNodes, cpuNodes int, dir string, k
 			return fmt.Errorf("the master's network for machines: %w", err)
 		}
 		defer removeNetwork()
-		env["MASTER_IP"], env["VPN_CIDR"], env["MASTER_VPN_IP"] = masterUnderlay, playgroundVPN, playgroundVPNIP
-		env["WG_INTERFACE"], env["WG_PORT"] = wireguardDevice, strconv.Itoa(wireguardPort)
-		if err := kubeletModeEnv(ctx, tc, env, stderr); err != nil {
+		cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP = masterUnderlay, netip.MustParsePrefix(playgroundVPN), netip.MustParseAddr(playgroundVPNIP)
+		cfg.WireGuardInterface, cfg.WireGuardPort = wireguardDevice, wireguardPort
+		if err := kubeletMode(ctx, tc, &cfg, stderr); err != nil {
 			return fmt.Errorf("the kubelet join mode: %w", err)
 		}
 	}
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if machines {

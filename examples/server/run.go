@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"gridweave.dev/examples/server/serverenv"
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/identity"
 	"gridweave.dev/gridweave/master"
@@ -43,7 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := gridweave.ConfigFromEnv(getenv)
+	cfg, err := serverenv.Read(getenv)
 	if err != nil {
 		return err
 	}
@@ -74,19 +75,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errors.New("--install-crds needs a Kubernetes API server (KUBECONFIG or in-cluster), not the embedded in-memory cluster")
 	}
 	err = master.Run(ctx, cfg, master.Options{Kubernetes: rc, Replica: getenv("POD_NAME"), InstallCRDs: *installCRDs, Addr: *addr, Agents: embeddedAgents(), Logger: log})
-	var setting *master.SettingError
-	if errors.As(err, &setting) && variables[setting.Setting] != "" {
-		return fmt.Errorf("%s: %w", variables[setting.Setting], setting.Err)
-	}
-	return err
+	return serverenv.Explain(err)
 }
-
-// variables name where a configuration setting came from, for an error
-// that names the setting.
-var variables = map[string]string{"DBPath": "KUBERAY_DB", "VPNCIDR": "VPN_CIDR", "WireGuardInterface": "WG_INTERFACE",
-	"TLSCertFile": "TLS_CERT_FILE", "Namespace": "KUBERAY_NAMESPACE", "ServerVersion": "SERVER_VERSION",
-	"RayDashboardURL": "RAY_DASHBOARD_URL", "KubeletCAFile": "KUBELET_CA_FILE", "KubeletCAPEM": "KUBELET_CA_FILE",
-	"K3sAgentTokenFile": "K3S_AGENT_TOKEN_FILE", "DCGMTargetsDir": "DCGM_TARGETS_DIR"}
 
 // restConfig is KUBECONFIG's, else the in-cluster one, else nil.
 func restConfig(getenv func(string) string, log *slog.Logger) (*rest.Config, error) {
@@ -116,7 +106,7 @@ func backupOrRestore(ctx context.Context, command string, args []string, getenv 
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := gridweave.ConfigFromEnv(getenv)
+	cfg, err := serverenv.Read(getenv)
 	if err != nil {
 		return err
 	}
@@ -170,7 +160,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if (*from != "sqlite" || *to != "kubernetes") && (*from != "kubernetes" || *to != "sqlite") {
 		return fmt.Errorf("server migrate: --from sqlite --to kubernetes, or --from kubernetes --to sqlite (got --from %q --to %q)", *from, *to)
 	}
-	cfg, err := gridweave.ConfigFromEnv(getenv)
+	cfg, err := serverenv.Read(getenv)
 	if err != nil {
 		return err
 	}

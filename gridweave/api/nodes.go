@@ -80,7 +80,7 @@ type ValidateResponse struct {
 	K3sToken        string       `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
 	NodeToken       string       `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
 	NodeLabels      []string     `json:"node_labels" description:"Labels (key=value) the k3s agent must register the node's Kubernetes Node with: the master labels, routes and deletes only a Node that carries them. The mark in them is this node's alone (an HMAC under the master's secret): keep it private."`
-	ClusterCIDR     string       `json:"cluster_cidr" description:"The cluster's pod range (CLUSTER_CIDR): the master and every machine route and allow only pod CIDRs inside it, each no larger than a /node_cidr_mask."`
+	ClusterCIDR     string       `json:"cluster_cidr" description:"The cluster's pod range: the master and every machine route and allow only pod CIDRs inside it, each no larger than a /node_cidr_mask."`
 	NodeCIDRMask    int          `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr (NODE_CIDR_MASK)."`
 	Kubelet         *KubeletJoin `json:"kubelet" nullable:"true" description:"What the machine's kubelet needs to join a conformant control plane by TLS bootstrapping; null in the k3s join mode."`
 	MasterVPNURL    string       `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
@@ -93,9 +93,9 @@ type KubeletJoin struct {
 	APIServer      string   `json:"api_server" description:"https:// URL of the API server, reachable through the tunnel."`
 	CACertPEM      string   `json:"ca_cert_pem" description:"The cluster CA's certificate, PEM."`
 	BootstrapToken string   `json:"bootstrap_token" description:"A bootstrap token (id.secret) made for this join, short-lived; its requests name this machine, and the master approves a client certificate of this machine's name alone."`
-	TLSServerName  string   `json:"tls_server_name" description:"The name the API server's certificate is checked against when its certificate does not name the address in api_server (KUBELET_TLS_SERVER_NAME); empty: the address itself."`
-	ClusterDNS     []string `json:"cluster_dns" description:"Addresses of the cluster's DNS, reachable through the tunnel (CLUSTER_DNS): the kubelet's clusterDNS, the nameservers of the machine's pods. Empty: pods resolve with the machine's own resolver."`
-	ClusterDomain  string   `json:"cluster_domain" example:"cluster.local" description:"The cluster's DNS domain (CLUSTER_DOMAIN): the kubelet's clusterDomain."`
+	TLSServerName  string   `json:"tls_server_name" description:"The name the API server's certificate is checked against when its certificate does not name the address in api_server; empty: the address itself."`
+	ClusterDNS     []string `json:"cluster_dns" description:"Addresses of the cluster's DNS, reachable through the tunnel: the kubelet's clusterDNS, the nameservers of the machine's pods. Empty: pods resolve with the machine's own resolver."`
+	ClusterDomain  string   `json:"cluster_domain" example:"cluster.local" description:"The cluster's DNS domain: the kubelet's clusterDomain."`
 }
 
 // ClusterDomain is the shape of KubeletJoin.ClusterDomain: a DNS domain

@@ -157,7 +157,7 @@ func (s *Service) PodRange() joinkeys.PodRange { return s.podRange }
 func (s *Service) CheckPodCIDR(p netip.Prefix) error {
 	if err := s.podRange.Check(p); err != nil {
 		return &Error{Kind: ErrPodCIDROutsideCluster, Field: "pod_cidr",
-			Message: err.Error() + ": a Node's pod CIDR is a node's prefix of the cluster's pod range (CLUSTER_CIDR, NODE_CIDR_MASK)"}
+			Message: err.Error() + ": a Node's pod CIDR is a node's prefix of the cluster's pod range (its range and the length of a node's prefix, the master's settings)"}
 	}
 	return nil
 }

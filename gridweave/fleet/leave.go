@@ -60,7 +60,7 @@ func (s *Service) Leave(ctx context.Context, hostname, nodeToken string) (releas
 }
 
 // teardownTimeout bounds a teardown that no longer hears its caller
-// (the longest drain, KUBELET_DRAIN_TIMEOUT, is an hour).
+// (the longest drain, gridweave.Config.KubeletDrainTimeout, is an hour).
 const teardownTimeout = 75 * time.Minute
 
 func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string) (bool, error) {

@@ -116,7 +116,7 @@ func PublicTLS(cfg *gridweave.Config, dir string, log *slog.Logger) (*tls.Config
 		if kp, err = tlspin.Load(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
 			return nil, fmt.Errorf("the public listener's certificate %s: %w", cfg.TLSCertFile, err)
 		}
-		log.Info("tls: certificate from TLS_CERT_FILE", "cert", cfg.TLSCertFile)
+		log.Info("tls: certificate from "+cfg.Name("TLSCertFile"), "cert", cfg.TLSCertFile)
 	} else {
 		certFile, keyFile := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
 		if kp, err = tlspin.LoadOrCreate(certFile, keyFile, addresses(*cfg, false)); err != nil {
@@ -170,7 +170,7 @@ func Share(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config,
 				cfg.Namespace, SecretName, cfg.SystemNamespace, cfg.Namespace, SecretName, cfg.Namespace, cfg.SystemNamespace, cfg.Namespace, SecretName)
 		}
 		made, fresh, makeErr := newSecret(cfg, dir)
-		var refused *gridweave.ConfigError
+		var refused *gridweave.SettingError
 		if errors.As(makeErr, &refused) {
 			removeAll(fresh)
 			return "", refused
@@ -217,7 +217,7 @@ func Share(ctx context.Context, kube kubernetes.Interface, cfg gridweave.Config,
 		return "", refuse(ErrSecretIncomplete, "the Secret %s/%s has no %s", cfg.SystemNamespace, SecretName, JWTSecretKey)
 	}
 	if cfg.JWTSecret != "" && cfg.JWTSecret != gridweave.DefaultJWTSecret && cfg.JWTSecret != jwt {
-		return "", refuse(ErrJWTSecretDiffers, "JWT_SECRET differs from the Secret %s/%s's %s: every replica must verify with the same one; unset JWT_SECRET to use the Secret's", cfg.SystemNamespace, SecretName, JWTSecretKey)
+		return "", refuse(ErrJWTSecretDiffers, "%s differs from the Secret %s/%s's %s: every replica must verify with the same one; unset %[1]s to use the Secret's", cfg.Name("JWTSecret"), cfg.SystemNamespace, SecretName, JWTSecretKey)
 	}
 	return jwt, nil
 }

@@ -82,7 +82,8 @@ func settingError(setting string, err error) error {
 // identity's files and the served join agents are kept too.
 func Dir(cfg gridweave.Config) string { return filepath.Dir(cfg.DBPath) }
 
-// Run is the whole master: it opens the backends cfg names, says which
+// Run is the whole master: it judges cfg (Validate, then Check once the
+// JWT secret is known), opens the backends cfg names, says which
 // in the log, and serves until ctx ends, then lets in-flight requests
 // finish within cfg.ShutdownTimeout. A replica that loses the Lease
 // stops too, with an error.
@@ -90,6 +91,9 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	var ha *replica
 	var err error
@@ -172,9 +176,9 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		} else if cfg.KubeletCAPEM, err = clusterCA(opts.Kubernetes); err != nil {
 			return err
 		}
-		log.Info("kubelet join mode: machines' kubelets join the API server through their tunnels", "api_server", cfg.KubeletAPIServer)
+		log.Info("kubelet join mode: machines' kubelets join the API server through their tunnels", "api_server", cfg.KubeletAPIServerURL())
 	case cfg.K3sURL == "":
-		log.Warn("k3s step off: K3S_URL is not set, so validate tells nodes no k3s URL or agent token")
+		log.Warn("k3s step off: " + cfg.Name("K3sURL") + " is not set, so validate tells nodes no k3s URL or agent token")
 	}
 	if cfg.K3sAgentTokenFile != "" {
 		raw, err := os.ReadFile(cfg.K3sAgentTokenFile)
@@ -185,7 +189,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	}
 	var targets fleet.Targets
 	if cfg.DCGMTargetsDir == "" {
-		log.Warn("DCGM targets off: DCGM_TARGETS_DIR is not set, so no Prometheus scrape targets are written for GPU nodes")
+		log.Warn("DCGM targets off: " + cfg.Name("DCGMTargetsDir") + " is not set, so no Prometheus scrape targets are written for GPU nodes")
 	} else {
 		dir, err := scrapetargets.New(cfg.DCGMTargetsDir)
 		if err != nil {
@@ -194,7 +198,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		targets = dir
 	}
 	if cfg.InternalAddr == "" && cfg.InternalToken == "" {
-		log.Warn("internal routes off: neither INTERNAL_ADDR nor INTERNAL_TOKEN is set")
+		log.Warn("internal routes off: neither " + cfg.Name("InternalAddr") + " nor " + cfg.Name("InternalToken") + " is set")
 	}
 	if err := PlaceAgents(&cfg, opts.Agents, log); err != nil {
 		return err

@@ -67,10 +67,10 @@ func PlaceAgents(cfg *gridweave.Config, embedded fs.FS, log *slog.Logger) error 
 	}
 	switch {
 	case cfg.AgentDir != "":
-		log.Info("join agents: AGENT_DIR", "dir", cfg.AgentDir)
+		log.Info("join agents: "+cfg.Name("AgentDir"), "dir", cfg.AgentDir)
 		return nil
 	case embedded == nil:
-		log.Warn("no join agents: this binary was built without them (make server-static embeds them) and AGENT_DIR is not set, so the join command cannot fetch one")
+		log.Warn("no join agents: this binary was built without them (make server-static embeds them) and " + cfg.Name("AgentDir") + " is not set, so the join command cannot fetch one")
 		return nil
 	}
 	dir := filepath.Join(Dir(*cfg), "agents")

@@ -9,9 +9,8 @@
 //	      - files: ["/var/lib/gridweave/dcgm-targets/*.json"]
 //
 // The control-plane service writes a node's file when the node registers
-// and removes it when the node disconnects; the directory is the server's
-// DCGM_TARGETS_DIR (this package never reads the environment: New takes
-// the path).
+// and removes it when the node disconnects; the directory is the
+// server's (gridweave.Config.DCGMTargetsDir; New takes the path).
 //
 // # Files
 //

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -37,10 +36,10 @@ func master(t *testing.T) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 	return masterWith(t, nil)
 }
 
-// masterWith is master with more environment (e.g. WORKER_IMAGE_TAR).
-func masterWith(t *testing.T, extra map[string]string) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
+// masterWith is master with more configuration (a worker image, say).
+func masterWith(t *testing.T, change func(*gridweave.Config)) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 	t.Helper()
-	url, m, kr = serveMaster(t, extra, nil)
+	url, m, kr = serveMaster(t, change, nil)
 	return url, m, kr
 }
 
@@ -53,20 +52,24 @@ func pinnedMaster(t *testing.T) (url string, pin tlspin.Pin, kr *joinkeys.Keyrin
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, _, kr = serveMaster(t, map[string]string{"TLS": "on"}, &kp)
+	url, _, kr = serveMaster(t, func(c *gridweave.Config) { c.TLS = "on" }, &kp)
 	return url, kp.Pin, kr
 }
 
 // serveMaster serves the service, over TLS with kp when it is not nil.
-func serveMaster(t *testing.T, extra map[string]string, kp *tlspin.KeyPair) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
+func serveMaster(t *testing.T, change func(*gridweave.Config), kp *tlspin.KeyPair) (url string, m mesh.Mesh, kr *joinkeys.Keyring) {
 	t.Helper()
-	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
-		"MASTER_IP": "198.18.0.1", "VPN_CIDR": "198.18.128.0/20", "MASTER_VPN_IP": "198.18.128.1", "K3S_URL": "https://198.18.128.1:6443"}
-	maps.Copy(env, extra)
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil {
+	cfg := gridweave.DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion = adminToken, "jwt-secret-for-agent-tests-0123456789", "1.2.0"
+	cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP = "198.18.0.1", netip.MustParsePrefix("198.18.128.0/20"), netip.MustParseAddr("198.18.128.1")
+	cfg.K3sURL = "https://198.18.128.1:6443"
+	if change != nil {
+		change(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if kp != nil {
 		cfg.PublicPin = kp.Pin.String()
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/node/gpus"
 	"gridweave.dev/gridweave/node/joinagent"
 )
@@ -58,7 +59,7 @@ func TestWorkerImageIsImportedOnce(t *testing.T) {
 	if err := os.WriteFile(tarball, []byte("an OCI tarball, version 1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base, _, _ := masterWith(t, map[string]string{"WORKER_IMAGE_TAR": tarball, "RAY_IMAGE_WORKER": "gridweave-worker:2.54.0"})
+	base, _, _ := masterWith(t, func(c *gridweave.Config) { c.WorkerImageTar, c.RayImageWorker = tarball, "gridweave-worker:2.54.0" })
 	runtime := &fakeRuntime{images: map[string]bool{}, name: "gridweave-worker:2.54.0"}
 	opts := joinagent.Options{Master: base, StateDir: t.TempDir(), Key: mintKey(t, base), Hostname: "img-box", Version: "1.2.3",
 		Tunnel: &fakeTunnel{}, Images: runtime, DetectGPUs: func(context.Context) ([]gpus.GPU, error) { return nil, nil }}

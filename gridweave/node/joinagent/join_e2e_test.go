@@ -78,14 +78,10 @@ func TestJoinOverARealTunnel(t *testing.T) {
 	}
 	defer wg.Close()
 
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string {
-		return map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
-			"MASTER_IP": "198.18.211.1", "VPN_CIDR": "198.19.211.0/24", "MASTER_VPN_IP": "198.19.211.1", "K3S_URL": "https://198.19.211.1:6443",
-			"CLUSTER_CIDR": "198.19.212.0/22"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := gridweave.DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion = adminToken, "jwt-secret-for-agent-tests-0123456789", "1.2.0"
+	cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP = "198.18.211.1", netip.MustParsePrefix("198.19.211.0/24"), netip.MustParseAddr("198.19.211.1")
+	cfg.K3sURL, cfg.ClusterCIDR = "https://198.19.211.1:6443", netip.MustParsePrefix("198.19.212.0/22")
 	pool, _ := joinkeys.NewPool(cfg.VPNCIDR, cfg.MasterVPNIP)
 	kr, _ := joinkeys.New(new(memstore.Store), &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool})
 	cluster := rayctltest.New(t, cfg.Namespace)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/node/gpus"
 	"gridweave.dev/gridweave/node/joinagent"
 )
@@ -24,7 +25,7 @@ func TestJoinInstallsTheMastersK3s(t *testing.T) {
 	if err := os.WriteFile(k3s, []byte("#!/bin/sh\necho the master's k3s\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	url, _, _ := masterWith(t, map[string]string{"K3S_BINARY": k3s})
+	url, _, _ := masterWith(t, func(c *gridweave.Config) { c.K3sBinary = k3s })
 	target := filepath.Join(t.TempDir(), "usr", "local", "bin", "k3s")
 	steps := 0
 	opts := joinagent.Options{Master: url, StateDir: t.TempDir(), Key: mintKey(t, url), Hostname: "no-k3s-box", Version: "1.2.3", Tunnel: &fakeTunnel{},

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/node/gpus"
 	"gridweave.dev/gridweave/node/joinagent"
 )
@@ -50,9 +52,11 @@ func TestKubeletModeHandsTheKubeletStepWhatItNeeds(t *testing.T) {
 	writeTestFile(t, filepath.Join(dir, "ca.crt"), ca)
 	kubelet := filepath.Join(dir, "kubelet")
 	writeTestFile(t, kubelet, []byte("#!/bin/sh\necho kubelet v1.35.4\n"))
-	url, _, _ := masterWith(t, map[string]string{"KUBE_JOIN_MODE": "kubelet", "K3S_URL": "", "KUBELET_CA_FILE": filepath.Join(dir, "ca.crt"),
-		"KUBELET_BINARY": kubelet, "KUBELET_TLS_SERVER_NAME": "kubernetes", "CLUSTER_CIDR": "198.18.64.0/18",
-		"CLUSTER_DNS": "198.18.128.1", "CLUSTER_DOMAIN": "gpu.example"})
+	url, _, _ := masterWith(t, func(c *gridweave.Config) {
+		c.KubeJoinMode, c.K3sURL, c.KubeletCAFile = gridweave.JoinModeKubelet, "", filepath.Join(dir, "ca.crt")
+		c.KubeletBinary, c.KubeletTLSServerName, c.ClusterCIDR = kubelet, "kubernetes", netip.MustParsePrefix("198.18.64.0/18")
+		c.KubeletClusterDNS, c.ClusterDomain = []netip.Addr{netip.MustParseAddr("198.18.128.1")}, "gpu.example"
+	})
 	ctx := context.Background()
 	var got []joinagent.KubeletJoin
 	installed := filepath.Join(t.TempDir(), "node", "bin", "kubelet")

@@ -60,12 +60,9 @@ func TestJoinCallsThroughTheTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"ADMIN_TOKEN": adminToken, "JWT_SECRET": "jwt-secret-for-agent-tests-0123456789", "SERVER_VERSION": "1.2.0",
-		"MASTER_IP": "198.18.0.1", "VPN_CIDR": "127.0.0.0/24", "MASTER_VPN_IP": "127.0.0.1", "TLS": "on"}
-	cfg, err := gridweave.ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := gridweave.DefaultConfig()
+	cfg.AdminToken, cfg.JWTSecret, cfg.ServerVersion = adminToken, "jwt-secret-for-agent-tests-0123456789", "1.2.0"
+	cfg.MasterIP, cfg.VPNCIDR, cfg.MasterVPNIP, cfg.TLS = "198.18.0.1", netip.MustParsePrefix("127.0.0.0/24"), netip.MustParseAddr("127.0.0.1"), "on"
 	dir := t.TempDir()
 	kp, err := tlspin.LoadOrCreate(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil)
 	if err != nil {
