@@ -111,21 +111,14 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if err := fleet.CheckVersion(cfg.ServerVersion); err != nil {
 		return nil, &SettingError{Setting: "ServerVersion", Err: err}
 	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 1 << 20
-	}
-	if cfg.RateLimitPerMinute <= 0 {
-		cfg.RateLimitPerMinute = 6000
-	}
-	if cfg.ValidatedTTL <= 0 {
-		cfg.ValidatedTTL = 10 * time.Minute
-	}
-	if cfg.ReapInterval <= 0 {
-		cfg.ReapInterval = time.Minute
-	}
-	if cfg.KubeTorchSyncInterval <= 0 {
-		cfg.KubeTorchSyncInterval = 10 * time.Second
-	}
+	// The limits and intervals a Config built by hand may leave zero take
+	// DefaultConfig's values: one place holds the defaults.
+	d := DefaultConfig()
+	orDefault(&cfg.MaxBodyBytes, d.MaxBodyBytes)
+	orDefault(&cfg.RateLimitPerMinute, d.RateLimitPerMinute)
+	orDefault(&cfg.ValidatedTTL, d.ValidatedTTL)
+	orDefault(&cfg.ReapInterval, d.ReapInterval)
+	orDefault(&cfg.KubeTorchSyncInterval, d.KubeTorchSyncInterval)
 	s := &Server{cfg: cfg, keyring: b.Keyring, mesh: b.Mesh, ray: b.Ray, kube: b.Kube, dynamic: b.Dynamic, log: b.Logger, now: b.Now, hub: b.Hub}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -258,6 +251,13 @@ func (s *Server) Ready(ctx context.Context) error {
 		return nil
 	}
 	return down
+}
+
+// orDefault sets *v to def when it is not positive.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // BackendsDownError is Ready's answer when backends do not answer:
