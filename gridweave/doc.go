@@ -15,7 +15,8 @@
 //
 // Where things are: each group of routes is a type that holds only what it
 // needs and declares its routes beside its handlers, once each (pattern,
-// credential, listeners, OpenAPI words, handler): nodes.go (nodeRoutes: the
+// credential, listeners, OpenAPI words, the error codes it may answer,
+// handler): nodes.go (nodeRoutes: the
 // join flow, each step a call into the fleet, the join keys and the
 // admin's reads of the nodes), links.go (the peer directory, its deltas,
 // and the link reports), pollpark.go (the directory's long polls that
@@ -31,8 +32,10 @@
 //
 // routes.go derives from the table each listener's mux (public, VPN,
 // internal) and its answers for what matches nothing (404, 405 with
-// Allow); openapi.go the API description; errors.go is the one place
-// errors become statuses and the contract's error shape; decode.go strict
+// Allow); openapi.go the API description, each route's error answers
+// listing its own codes; errors.go is the one place errors become codes
+// and the contract's error shape, with the codes each backend can give
+// (ledgerCodes, kubernetesCodes, …) that routes declare; decode.go strict
 // JSON; middleware.go request ids, the access log, CORS, the rate limit
 // and the body limit; logging.go request ids on every log line; auth.go
 // bearer credentials; reconcile.go the background work (Run: the fleet's

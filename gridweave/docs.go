@@ -141,13 +141,13 @@ func (p *pageRoutes) routes() []route {
 				status: 200, responseType: "text/html", response: ""}},
 		{pattern: "GET /docs/{file}", auth: authNone, on: onPublic, handler: p.handleDocsAsset,
 			doc: operation{id: "docsAsset", tag: "docs", summary: "A file of the API page (renderer, stylesheet, licence)",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+				status: 200, responseType: "text/plain", response: "", codes: []string{api.CodeNoSuchRoute}}},
 		{pattern: "GET /ui/", auth: authNone, on: onPublic, handler: p.handleConsole,
 			doc: operation{id: "console", tag: "docs", summary: "The web console: nodes, keys, clusters and jobs (sign in with the admin token, an admin JWT or a user JWT)",
 				description: "With the certificate the server made itself (HTTPS without a certificate of the operator's), served to loopback callers only (403 `console_loopback_only`) unless the console is made public.",
-				status:      200, responseType: "text/html", response: "", errors: []int{403}}},
+				status:      200, responseType: "text/html", response: "", codes: []string{api.CodeConsoleLoopbackOnly, api.CodeNoSuchRoute}}},
 		{pattern: "GET /ui/{file}", auth: authNone, on: onPublic, handler: p.handleConsole,
 			doc: operation{id: "consoleAsset", tag: "docs", summary: "A file of the web console (script, stylesheet, licence)",
-				status: 200, responseType: "text/plain", response: "", errors: []int{403, 404}}},
+				status: 200, responseType: "text/plain", response: "", codes: []string{api.CodeConsoleLoopbackOnly, api.CodeNoSuchRoute}}},
 	}
 }

@@ -67,10 +67,10 @@ func (d *downloadRoutes) handleAgent(w http.ResponseWriter, r *http.Request) {
 // workerImageFile returns the worker image tarball, or the answer to give.
 func (d *downloadRoutes) workerImageFile() (string, error) {
 	if d.cfg.WorkerImageTar == "" {
-		return "", &apiError{code: api.CodeNoWorkerImage, message: "this server serves no worker image (WORKER_IMAGE_TAR is not set); nodes pull " + d.cfg.RayImageWorker + " themselves"}
+		return "", &apiError{code: api.CodeNoWorkerImage, message: "this server serves no worker image (" + d.cfg.Name("WorkerImageTar") + " is not set); nodes pull " + d.cfg.RayImageWorker + " themselves"}
 	}
 	if fi, err := os.Stat(d.cfg.WorkerImageTar); err != nil || !fi.Mode().IsRegular() {
-		return "", &apiError{code: api.CodeNoWorkerImage, message: "the worker image tarball WORKER_IMAGE_TAR names is not there"}
+		return "", &apiError{code: api.CodeNoWorkerImage, message: "the worker image tarball " + d.cfg.Name("WorkerImageTar") + " names is not there"}
 	}
 	return d.cfg.WorkerImageTar, nil
 }
@@ -256,30 +256,30 @@ func (d *downloadRoutes) routes() []route {
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}", auth: authNone, on: onPublic, handler: d.handleAgent,
 			doc: operation{id: "joinAgent", tag: "nodes", summary: "The join agent binary for an OS and architecture",
 				description: "From the server's agent directory (join-node-<os>-<arch>); the X-Checksum-Sha256 header announces its SHA-256.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, codes: []string{api.CodeNoAgent, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}/sha256", auth: authNone, on: onPublic, handler: d.handleAgentSum,
 			doc: operation{id: "joinAgentSum", tag: "nodes", summary: "The SHA-256 of the join agent binary, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+				status: 200, responseType: "text/plain", response: "", codes: []string{api.CodeNoAgent, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/worker-image", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleWorkerImage,
 			doc: operation{id: "workerImage", tag: "nodes", summary: "The GPU worker image as a tarball to import",
 				description: "The worker image's tarball the server was given, of the image the workers run (X-Image-Name); X-Checksum-Sha256 announces its SHA-256.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, codes: []string{api.CodeNoWorkerImage, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/worker-image/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleWorkerImageSum,
 			doc: operation{id: "workerImageSum", tag: "nodes", summary: "The SHA-256 of the worker image tarball, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+				status: 200, responseType: "text/plain", response: "", codes: []string{api.CodeNoWorkerImage, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleK3s,
 			doc: operation{id: "k3sBinary", tag: "nodes", summary: "The k3s binary the master runs, for a machine without k3s",
 				description: "K3S_BINARY, for the master's own OS and architecture only (404 `no_k3s` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, codes: []string{api.CodeNoK3s, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}/k3s/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleK3sSum,
 			doc: operation{id: "k3sBinarySum", tag: "nodes", summary: "The SHA-256 of the k3s binary, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+				status: 200, responseType: "text/plain", response: "", codes: []string{api.CodeNoK3s, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleKubelet,
 			doc: operation{id: "kubeletBinary", tag: "nodes", summary: "The kubelet a machine of the kubelet join mode runs",
 				description: "KUBELET_BINARY (the control plane's kubelet), for the master's own OS and architecture only (404 `no_kubelet` otherwise, or when there is none); X-Checksum-Sha256 announces its SHA-256. Served through the tunnels once the master has a VPN listener.",
-				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, errors: []int{404}}},
+				status:      200, responseType: "application/octet-stream", response: binaryDoc{}, codes: []string{api.CodeNoKubelet, api.CodeNotFound}}},
 		{pattern: "GET /v1/nodes/agent/{os}/{arch}/kubelet/sha256", auth: authNone, on: publicUntilVPN | onVPN, handler: d.handleKubeletSum,
 			doc: operation{id: "kubeletBinarySum", tag: "nodes", summary: "The SHA-256 of the kubelet, in hex",
-				status: 200, responseType: "text/plain", response: "", errors: []int{404}}},
+				status: 200, responseType: "text/plain", response: "", codes: []string{api.CodeNoKubelet, api.CodeNotFound}}},
 	}
 }

@@ -217,7 +217,7 @@ func TestWorkerImageDownload(t *testing.T) {
 		t.Errorf("announced sum %q", s.raw)
 	}
 	none := newHarness(t, nil)
-	if r := none.do("GET", "/v1/nodes/worker-image", "", nil); r.status != 404 || !strings.Contains(r.errorField("message"), "WORKER_IMAGE_TAR") {
+	if r := none.do("GET", "/v1/nodes/worker-image", "", nil); r.status != 404 || !strings.Contains(r.errorField("message"), "Config.WorkerImageTar") {
 		t.Errorf("no worker image: %d %s", r.status, r.raw)
 	}
 }

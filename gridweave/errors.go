@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -297,6 +298,42 @@ var errorCodes = func() map[int][]string {
 	}
 	return m
 }()
+
+// The codes each source of errors can give, as toAPIError maps them: a
+// route that reaches a source declares its codes (operation.codes), and
+// TestCodeGroupsCoverTheirMappings feeds each source's errors through
+// toAPIError to hold these lists to the mapping.
+var (
+	// ledgerCodes: the node ledger's and the join keys' (ledgerError).
+	ledgerCodes = func() []string {
+		codes := []string{api.CodeInvalidField, api.CodeHostnameTaken, api.CodeAllowedIPConflict, api.CodeTimeout}
+		for _, l := range ledgerStatuses {
+			codes = append(codes, l.code)
+		}
+		return codes
+	}()
+	// kubernetesCodes: the Kubernetes API's (kubernetesError), and a
+	// deadline met waiting on it.
+	kubernetesCodes = []string{api.CodeRejectedByKubernetes, api.CodeNotFound, api.CodeAlreadyExists, api.CodeConflict,
+		api.CodeKubernetesDenied, api.CodeKubernetesUnavailable, api.CodeTimeout}
+	// fleetCodes: the node lifecycle's (fleetError), which reaches the
+	// ledger, the mesh and Kubernetes.
+	fleetCodes = slices.Concat([]string{api.CodeUnauthenticated, api.CodeHostnameInCluster, api.CodePublicKeyMismatch,
+		api.CodePodCIDROutsideCluster, api.CodeInvalidField, api.CodeVersionMismatch}, ledgerCodes, kubernetesCodes)
+	// rayctlCodes: the RayCluster operations' (rayctl's sentinels), over
+	// the Kubernetes API.
+	rayctlCodes = slices.Concat([]string{api.CodeInvalidSpec, api.CodeWorkerGroupExists, api.CodeNotFound, api.CodeTimeout}, kubernetesCodes)
+	// dashboardCodes: the Ray dashboard's (dashboardFailure).
+	dashboardCodes = []string{api.CodeNotFound, api.CodeImperativeApplications, api.CodeRayDashboardTimeout,
+		api.CodeRayDashboardError, api.CodeRayDashboardUnreachable}
+	// crdCodes: the CRD proxy's, over the Kubernetes API (none without
+	// one).
+	crdCodes = slices.Concat([]string{api.CodeNoKubernetes, api.CodeNotFound}, kubernetesCodes)
+	// kubetorchCodes: KubeTorch training's (kubetorchError), which reaches
+	// the dashboard and Kubernetes.
+	kubetorchCodes = slices.Concat([]string{api.CodeInvalidField, api.CodeNoGPUWorkers, api.CodeNoRayDashboard,
+		api.CodeNotFound, api.CodeNoKubernetes}, dashboardCodes, kubernetesCodes)
+)
 
 // kubetorchError maps KubeTorch training's errors; nil for others.
 func kubetorchError(err error) *apiError {

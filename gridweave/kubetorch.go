@@ -119,7 +119,7 @@ func (k *kubetorchRoutes) handleSync(w http.ResponseWriter, r *http.Request) {
 		k.writeError(w, r, &apiError{code: api.CodeInvalidBundle, field: "bundle", message: err.Error()})
 		return
 	case errors.Is(err, kubetorch.ErrTooLarge), errors.As(err, &tooBig):
-		k.writeError(w, r, &apiError{code: api.CodeBodyTooLarge, message: fmt.Sprintf("the bundle is larger than KUBETORCH_MAX_BUNDLE_BYTES (%d)", k.cfg.KubeTorchMaxBundle)})
+		k.writeError(w, r, &apiError{code: api.CodeBodyTooLarge, message: fmt.Sprintf("the bundle is larger than %s (%d bytes)", k.cfg.Name("KubeTorchMaxBundle"), k.cfg.KubeTorchMaxBundle)})
 		return
 	default:
 		k.writeError(w, r, err)
@@ -219,24 +219,24 @@ func (k *kubetorchRoutes) routes() []route {
 					"Every entry is checked: nothing escaping the root (`..`, absolute paths, links pointing out), no device files, no duplicate paths, " +
 					"at most 10,000 entries and 512 MiB expanded, at most 100:1 compression; a refused entry is a 400 naming it. " +
 					"Stored content-addressed (the same bytes are one bundle); `url` serves it, without credentials, on the VPN listener, as the zip Ray's working_dir takes.",
-				status: 201, response: api.BundleSynced{}, errors: []int{400, 413, 415}}},
+				status: 201, response: api.BundleSynced{}, codes: []string{api.CodeInvalidField, api.CodeInvalidBundle, api.CodeBodyTooLarge, api.CodeUnsupportedMediaType}}},
 		{pattern: "GET /v1/kubetorch/bundles/{file}", auth: authNone, on: onVPN | onInternal, handler: k.handleBundle,
 			doc: operation{id: "getBundle", tag: "kubetorch", summary: "A bundle's zip, at its unguessable URL (<sha256>.zip)",
 				description: "Served on the VPN listener (on the master's VPN address, through the tunnels) and the internal listener; the public listener answers 404.",
-				status:      200, responseType: "application/zip", response: binaryDoc{}, errors: []int{404}}},
+				status:      200, responseType: "application/zip", response: binaryDoc{}, codes: []string{api.CodeNotFound}}},
 		jsonRoute(k.responder, route{pattern: "POST /v1/kubetorch/train", auth: authAdmin, on: onPublic,
 			doc: operation{id: "train", tag: "kubetorch", summary: "Launch distributed training on a cluster's GPU workers",
 				description: "A Ray job through the dashboard Jobs API: the bundle as runtime_env.working_dir, the command run on every GPU (Ray Train's torch backend sets MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as torchrun does), nodes and GPUs per node from the cluster's ready GPU workers unless given. Recorded as a GridweaveJob owned by `owner` (default the caller's sub).",
-				errors:      []int{404, 409, 502, 503, 504}}}, http.StatusCreated, k.train),
+				codes:       kubetorchCodes}}, http.StatusCreated, k.train),
 		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/health", auth: authAdmin, on: onPublic,
 			doc: operation{id: "kubetorchHealth", tag: "kubetorch", summary: "The dashboard reachable, a cluster's GPU workers ready, per group",
-				query: []param{{"cluster", "The RayCluster.", stringParam}}, errors: []int{404}}}, http.StatusOK, k.health),
+				query: []param{{"cluster", "The RayCluster.", stringParam}}, codes: kubetorchCodes}}, http.StatusOK, k.health),
 		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/jobs", auth: authUser, on: onPublic,
 			doc: operation{id: "kubetorchJobs", tag: "kubetorch", summary: "The caller's KubeTorch jobs, newest first (an admin sees every job)",
 				description: "What the server last followed of each job; GET /v1/kubetorch/jobs/{id} asks Ray now and adds the logs.",
-				errors:      []int{503}}}, http.StatusOK, k.jobs),
+				codes:       kubetorchCodes}}, http.StatusOK, k.jobs),
 		jsonRoute(k.responder, route{pattern: "GET /v1/kubetorch/jobs/{id}", auth: authUser, on: onPublic,
 			doc: operation{id: "kubetorchJob", tag: "kubetorch", summary: "A KubeTorch job's status and last log lines (a user sees only their own)",
-				errors: []int{404, 502, 503, 504}}}, http.StatusOK, k.job),
+				codes: kubetorchCodes}}, http.StatusOK, k.job),
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/swaggest/jsonschema-go"
 	"github.com/swaggest/openapi-go"
 	"github.com/swaggest/openapi-go/openapi31"
+
+	"gridweave.dev/gridweave/api"
 )
 
 // The API's own description: GET /openapi.json is an OpenAPI 3.1 document.
@@ -23,7 +25,7 @@ import (
 // required), and the operations from the route table (each route's doc).
 // This file adds what reflection cannot know: who may call
 // each route (security), the error answers each route can give with the
-// codes each status carries (errorCodes in errors.go), the path and query
+// codes it may answer (routeCodes: its own and those of its kind), the path and query
 // parameters' words, and servers. Tests hold the document to the route
 // table both ways, and validate every answer the HTTP tests receive
 // against it.
@@ -218,7 +220,7 @@ func completeOpenAPI(doc map[string]any, table []route) {
 	}
 	responses := map[string]any{}
 	for status, e := range errorResponses {
-		responses[e.name] = errorResponse(status, e.desc)
+		responses[e.name] = errorResponse(status, e.desc, errorCodes[status])
 	}
 	components["responses"] = responses
 	schemas, _ := components["schemas"].(map[string]any)
@@ -249,41 +251,69 @@ func completeOpenAPI(doc map[string]any, table []route) {
 				m["headers"] = map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}
 			}
 		}
-		for _, status := range errorStatuses(rt, op, path) {
-			rs[strconv.Itoa(status)] = map[string]any{"$ref": "#/components/responses/" + errorResponses[status].name}
+		for status, resp := range routeErrorResponses(routeCodes(rt, op, path)) {
+			rs[status] = resp
 		}
 	}
 }
 
-// errorStatuses are the error answers a route can give: those of its
-// credential, its body and parameters, the rate limit, and its own.
-func errorStatuses(rt route, op operation, path string) []int {
-	errs := slices.Clone(op.errors)
+// routeCodes are the error codes a route can answer: its own (its doc's
+// codes), and those of its kind: its credential, its body and
+// parameters, the listeners it is on, the rate limit, and the 405 and
+// 500 every route can give.
+func routeCodes(rt route, op operation, path string) []string {
+	codes := slices.Clone(op.codes)
 	if strings.Contains(path, "{") || len(op.query) > 0 {
-		errs = append(errs, http.StatusBadRequest, http.StatusNotFound)
+		codes = append(codes, api.CodeInvalidField)
 	}
 	if op.request != nil {
-		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
+		codes = append(codes, api.CodeInvalidJSON, api.CodeInvalidBody, api.CodeInvalidField, api.CodeBodyTooLarge, api.CodeUnsupportedMediaType)
 	}
 	switch rt.auth {
-	case authAdmin, authProvider, authInternal, authUser, authNodeToken:
-		errs = append(errs, http.StatusUnauthorized, http.StatusForbidden)
+	case authAdmin, authUser, authNodeToken:
+		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden)
+	case authProvider:
+		// A provider key is looked up in the ledger.
+		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden, api.CodeTimeout)
+	case authInternal:
+		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden, api.CodeInternalRoute)
 	case authBodyCredential:
-		errs = append(errs, http.StatusUnauthorized)
+		codes = append(codes, api.CodeUnauthenticated, api.CodeInvalidJoinKey, api.CodeJoinKeyExpired, api.CodeJoinKeyRevoked,
+			api.CodeJoinKeyExhausted, api.CodeJoinKeyNotYetValid, api.CodeInvalidNodeToken)
 	}
-	if rt.auth != authNone {
-		// The routes behind a credential reach Kubernetes (or the Ray
-		// dashboard), which may refuse this service, be overloaded or slow.
-		errs = append(errs, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout)
+	switch {
+	case rt.on&publicUntilVPN != 0:
+		codes = append(codes, api.CodeThroughTheTunnel) // once a VPN listener serves it
+	case rt.on&onPublic == 0:
+		codes = append(codes, api.CodeNotFound) // the public listener's answer
+	}
+	if rt.on&onVPN != 0 {
+		codes = append(codes, api.CodeOutsideVPN)
+	}
+	if rt.on&onInternal != 0 {
+		codes = append(codes, api.CodeFromTheFleet)
 	}
 	if rt.pattern != "GET /healthz" {
-		errs = append(errs, http.StatusTooManyRequests)
+		codes = append(codes, api.CodeRateLimited)
 	}
-	// Every route answers a method it does not serve with 405, and a
-	// failure of its own with 500.
-	errs = append(errs, http.StatusMethodNotAllowed, http.StatusInternalServerError)
-	slices.Sort(errs)
-	return slices.Compact(errs)
+	codes = append(codes, api.CodeMethodNotAllowed, api.CodeInternal)
+	slices.Sort(codes)
+	return slices.Compact(codes)
+}
+
+// routeErrorResponses are a route's error answers by status, each
+// listing the codes of codes it comes with.
+func routeErrorResponses(codes []string) map[string]any {
+	byStatus := map[int][]string{}
+	for _, c := range codes {
+		status := api.ErrorStatus[c]
+		byStatus[status] = append(byStatus[status], c)
+	}
+	out := map[string]any{}
+	for status, cs := range byStatus {
+		out[strconv.Itoa(status)] = errorResponse(status, errorResponses[status].desc, cs)
+	}
+	return out
 }
 
 // errorSchema is the error body; with codes, its code is one of them.
@@ -307,7 +337,8 @@ func errorSchema(codes []string) map[string]any {
 	}
 }
 
-func errorResponse(status int, desc string) map[string]any {
+// errorResponse is an error answer of status whose code is one of codes.
+func errorResponse(status int, desc string, codes []string) map[string]any {
 	headers := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}
 	switch status {
 	case http.StatusUnauthorized:
@@ -320,9 +351,9 @@ func errorResponse(status int, desc string) map[string]any {
 		headers["Allow"] = map[string]any{"description": "The methods the path serves.", "schema": map[string]any{"type": "string"}}
 	}
 	return map[string]any{
-		"description": desc + " Codes: `" + strings.Join(errorCodes[status], "`, `") + "`.",
+		"description": desc + " Codes: `" + strings.Join(codes, "`, `") + "`.",
 		"headers":     headers,
-		"content":     map[string]any{"application/json": map[string]any{"schema": errorSchema(errorCodes[status])}},
+		"content":     map[string]any{"application/json": map[string]any{"schema": errorSchema(codes)}},
 	}
 }
 
@@ -418,11 +449,11 @@ var errorResponses = map[int]struct{ name, desc string }{
 	http.StatusNotFound:              {"NotFound", "Nothing of that name."},
 	http.StatusMethodNotAllowed:      {"MethodNotAllowed", "The path serves other methods (`Allow` lists them)."},
 	http.StatusConflict:              {"Conflict", "The request conflicts with the current state (`conflict`: the object kept changing; retry)."},
-	http.StatusRequestEntityTooLarge: {"PayloadTooLarge", "The body is larger than MAX_BODY_BYTES (a bundle: KUBETORCH_MAX_BUNDLE_BYTES)."},
+	http.StatusRequestEntityTooLarge: {"PayloadTooLarge", "The body is larger than the server's limit (a bundle: its limit for bundles)."},
 	http.StatusUnsupportedMediaType:  {"UnsupportedMediaType", "The body is not of the route's type (Content-Type: application/json for a JSON body)."},
 	http.StatusUnprocessableEntity:   {"Unprocessable", "Well-formed but refused by KubeRay's or Kubernetes' validation (`field` names the first field at fault)."},
 	http.StatusUpgradeRequired:       {"UpgradeRequired", "The agent's major version differs from the server's; `server_version`, `min_version`, `worker_version` and an `Upgrade` header say which. Run the join command again on the node: it fetches the master's agent and keeps the node's identity."},
-	http.StatusTooManyRequests:       {"TooManyRequests", "More than RATE_LIMIT_PER_MINUTE requests a minute from this address (`Retry-After` says when to retry)."},
+	http.StatusTooManyRequests:       {"TooManyRequests", "More requests a minute from this address than the server admits (`Retry-After` says when to retry)."},
 	http.StatusBadGateway:            {"BadGateway", "A system behind this service refused or failed."},
 	http.StatusServiceUnavailable:    {"Unavailable", "The route needs a backend this server runs without, or Kubernetes is overloaded."},
 	http.StatusGatewayTimeout:        {"Timeout", "The operation did not finish in time."},

@@ -18,9 +18,12 @@ type operation struct {
 	responseType string
 	// alternatives are other answers by status, not in the error shape.
 	alternatives map[int]any
-	// errors are the statuses this route answers besides those
-	// errorStatuses adds for every route of its kind.
-	errors []int
+	// codes are the error codes (api.Code…) this route answers besides
+	// those routeCodes adds for every route of its kind: its own, and
+	// those of the backends it reaches (ledgerCodes, kubernetesCodes, …).
+	// The document lists exactly these for the route, and every answer
+	// the HTTP tests receive is held to that list.
+	codes []string
 }
 
 // param is a query parameter.

@@ -3,6 +3,7 @@ package gridweave
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"gridweave.dev/gridweave/api"
@@ -88,10 +89,10 @@ func (d *serveRoutes) routes() []route {
 	return []route{
 		jsonRoute(d.responder, route{pattern: "GET /v1/ray/serve/statuses", auth: authInternal, on: onPublic | onInternal,
 			doc: operation{id: "serveStatuses", tag: "ray", summary: "Ray Serve applications and their deployments' statuses",
-				errors: []int{502, 503, 504}}}, http.StatusOK, d.statuses),
+				codes: slices.Concat(dashboardCodes, []string{api.CodeNoRayDashboard})}}, http.StatusOK, d.statuses),
 		jsonRoute(d.responder, route{pattern: "DELETE /v1/ray/serve/applications/{app}", auth: authInternal, on: onPublic | onInternal,
 			doc: operation{id: "deleteServeApplication", tag: "ray", summary: "Remove one Serve application, keeping the others",
 				description: "Ray has no per-application DELETE: the declarative config is read and PUT back without this application. Refused (409) when Serve runs applications deployed imperatively, which the PUT would remove.",
-				errors:      []int{404, 409, 502, 503, 504}}}, http.StatusOK, d.deleteApplication),
+				codes:       slices.Concat(dashboardCodes, []string{api.CodeNoRayDashboard})}}, http.StatusOK, d.deleteApplication),
 	}
 }

@@ -106,7 +106,7 @@ func PublicTLS(cfg *gridweave.Config, dir string, log *slog.Logger) (*tls.Config
 	log = orDiscard(log)
 	if !cfg.UsesTLS() {
 		if !cfg.Dev {
-			log.Warn("INSECURE: TLS=off, so the public listener and the join command are plain HTTP: anyone on the path between a machine and this master can replace the agent it runs as root; use this only behind a TLS-terminating proxy the machines trust")
+			log.Warn("INSECURE: " + cfg.Name("TLS") + "=off, so the public listener and the join command are plain HTTP: anyone on the path between a machine and this master can replace the agent it runs as root; use this only behind a TLS-terminating proxy the machines trust")
 		}
 		return nil, nil
 	}

@@ -1,5 +1,5 @@
 // Package kubeletjoin is the master's side of the kubelet join mode
-// (KUBE_JOIN_MODE=kubelet), in which a machine's own kubelet joins a
+// (Config.KubeJoinMode "kubelet"), in which a machine's own kubelet joins a
 // conformant control plane by TLS bootstrapping, through its tunnel.
 //
 // Tokens issues the bootstrap token a validate answer carries: a

@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	if cfg.RayDashboardURL == "" && dyn != nil {
 		// A real cluster: its Ray head's dashboard, reached on the master.
 		cfg.RayDashboardURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), "8265")
-		log.Info("RAY_DASHBOARD_URL is not set: the Ray proxy and KubeTorch use the master's", "url", cfg.RayDashboardURL)
+		log.Info(cfg.Name("RayDashboardURL")+" is not set: the Ray proxy and KubeTorch use the master's", "url", cfg.RayDashboardURL)
 	}
 	// The embedded cluster's objects are only this process's, all known
 	// to rayctl's types: a change is written whole, without the JSON
@@ -321,7 +321,7 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 		return m, m.Close, nil
 	}
 	if cfg.WireGuardInterface == "none" {
-		return inMemory("WG_INTERFACE=none")
+		return inMemory(cfg.Name("WireGuardInterface") + "=none")
 	}
 	if _, err := net.InterfaceByName(cfg.WireGuardInterface); err != nil && cfg.Dev {
 		return inMemory("dev mode and no WireGuard device " + cfg.WireGuardInterface)
