@@ -452,11 +452,11 @@ func (c Config) Validate() error {
 			return refuse("KubeletClusterDNS", "%s is not %s %s: machines reach the cluster's DNS through their tunnels (they run no kube-proxy, so a Service's cluster IP does not answer), and any other address of the tunnels' ranges can be a joined machine's, which would then answer every pod's names; run the DNS server (CoreDNS, say) on %[2]s", addr, c.Name("MasterVPNIP"), c.MasterVPNIP)
 		}
 	}
-	if c.ClusterDomain != "cluster.local" && c.KubeJoinMode != JoinModeKubelet {
-		return refuse("ClusterDomain", "set in the k3s join mode: k3s's agents take the cluster domain from the k3s server; unset %s", c.Name("ClusterDomain"))
-	}
 	if !api.ClusterDomain.MatchString(c.ClusterDomain) || len(c.ClusterDomain) > 253 {
 		return refuse("ClusterDomain", "%q is not a DNS domain such as cluster.local", c.ClusterDomain)
+	}
+	if c.ClusterDomain != "cluster.local" && c.KubeJoinMode != JoinModeKubelet {
+		return refuse("ClusterDomain", "set in the k3s join mode: k3s's agents take the cluster domain from the k3s server; unset %s", c.Name("ClusterDomain"))
 	}
 	if c.KubeJoinMode == JoinModeKubelet && c.K3sURL != "" {
 		return refuse("KubeJoinMode", "kubelet, with %s set: machines join by their own kubelet or by k3s's, not both; unset %[1]s", c.Name("K3sURL"))

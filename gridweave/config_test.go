@@ -46,7 +46,14 @@ func TestConfigValidateNamesTheSetting(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want a *SettingError naming it", c.setting, err)
 		}
 	}
+	// A Config built by hand without DefaultConfig is told what is wrong
+	// with the empty value, not that it was set.
 	cfg := gridweave.DefaultConfig()
+	cfg.ClusterDomain = ""
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "is not a DNS domain") {
+		t.Errorf("an empty ClusterDomain: %v, want it refused as no DNS domain", err)
+	}
+	cfg = gridweave.DefaultConfig()
 	cfg.InternalAddr = "10.100.0.9:8801"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "inside Config.VPNCIDR") {
 		t.Errorf("without SettingName: %v, want the other setting named Config.VPNCIDR", err)

@@ -304,25 +304,28 @@ var errorCodes = func() map[int][]string {
 // TestCodeGroupsCoverTheirMappings feeds each source's errors through
 // toAPIError to hold these lists to the mapping.
 var (
-	// ledgerCodes: the node ledger's and the join keys' (ledgerError).
+	// kubernetesCodes: the Kubernetes API's (kubernetesError), and a
+	// deadline met waiting on it.
+	kubernetesCodes = []string{api.CodeRejectedByKubernetes, api.CodeNotFound, api.CodeAlreadyExists, api.CodeConflict,
+		api.CodeKubernetesDenied, api.CodeKubernetesUnavailable, api.CodeTimeout}
+	// ledgerCodes: the node ledger's and the join keys' (ledgerError),
+	// and the Kubernetes API's when the ledger is kept there
+	// (joinkeys/kubestore passes its errors through).
 	ledgerCodes = func() []string {
-		codes := []string{api.CodeInvalidField, api.CodeHostnameTaken, api.CodeAllowedIPConflict, api.CodeTimeout}
+		codes := slices.Concat([]string{api.CodeInvalidField, api.CodeHostnameTaken, api.CodeAllowedIPConflict}, kubernetesCodes)
 		for _, l := range ledgerStatuses {
 			codes = append(codes, l.code)
 		}
 		return codes
 	}()
-	// kubernetesCodes: the Kubernetes API's (kubernetesError), and a
-	// deadline met waiting on it.
-	kubernetesCodes = []string{api.CodeRejectedByKubernetes, api.CodeNotFound, api.CodeAlreadyExists, api.CodeConflict,
-		api.CodeKubernetesDenied, api.CodeKubernetesUnavailable, api.CodeTimeout}
-	// fleetCodes: the node lifecycle's (fleetError), which reaches the
-	// ledger, the mesh and Kubernetes.
-	fleetCodes = slices.Concat([]string{api.CodeUnauthenticated, api.CodeHostnameInCluster, api.CodePublicKeyMismatch,
-		api.CodePodCIDROutsideCluster, api.CodeInvalidField, api.CodeVersionMismatch}, ledgerCodes, kubernetesCodes)
 	// rayctlCodes: the RayCluster operations' (rayctl's sentinels), over
 	// the Kubernetes API.
 	rayctlCodes = slices.Concat([]string{api.CodeInvalidSpec, api.CodeWorkerGroupExists, api.CodeNotFound, api.CodeTimeout}, kubernetesCodes)
+	// fleetCodes: the node lifecycle's (fleetError), which reaches the
+	// ledger, the mesh, the Kubernetes Nodes and the RayCluster's worker
+	// groups.
+	fleetCodes = slices.Concat([]string{api.CodeUnauthenticated, api.CodeHostnameInCluster, api.CodePublicKeyMismatch,
+		api.CodePodCIDROutsideCluster, api.CodeInvalidField, api.CodeVersionMismatch}, ledgerCodes, rayctlCodes)
 	// dashboardCodes: the Ray dashboard's (dashboardFailure).
 	dashboardCodes = []string{api.CodeNotFound, api.CodeImperativeApplications, api.CodeRayDashboardTimeout,
 		api.CodeRayDashboardError, api.CodeRayDashboardUnreachable}

@@ -259,22 +259,25 @@ func completeOpenAPI(doc map[string]any, table []route) {
 
 // routeCodes are the error codes a route can answer: its own (its doc's
 // codes), and those of its kind: its credential, its body and
-// parameters, the listeners it is on, the rate limit, and the 405 and
-// 500 every route can give.
+// parameters, the listeners it is on, the rate limit, and the 405, 413
+// (a declared length over the limit, whatever the route) and 500 every
+// route can give.
 func routeCodes(rt route, op operation, path string) []string {
 	codes := slices.Clone(op.codes)
 	if strings.Contains(path, "{") || len(op.query) > 0 {
 		codes = append(codes, api.CodeInvalidField)
 	}
 	if op.request != nil {
-		codes = append(codes, api.CodeInvalidJSON, api.CodeInvalidBody, api.CodeInvalidField, api.CodeBodyTooLarge, api.CodeUnsupportedMediaType)
+		codes = append(codes, api.CodeInvalidJSON, api.CodeInvalidBody, api.CodeInvalidField, api.CodeUnsupportedMediaType)
 	}
 	switch rt.auth {
-	case authAdmin, authUser, authNodeToken:
+	case authAdmin, authUser, authProvider:
+		// A bearer that is no JWT of ours may be a provider key, looked up
+		// in the ledger: its failure to answer is the route's answer.
 		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden)
-	case authProvider:
-		// A provider key is looked up in the ledger.
-		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden, api.CodeTimeout)
+		codes = append(codes, kubernetesCodes...)
+	case authNodeToken:
+		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden)
 	case authInternal:
 		codes = append(codes, api.CodeUnauthenticated, api.CodeForbidden, api.CodeInternalRoute)
 	case authBodyCredential:
@@ -293,10 +296,14 @@ func routeCodes(rt route, op operation, path string) []string {
 	if rt.on&onInternal != 0 {
 		codes = append(codes, api.CodeFromTheFleet)
 	}
+	if rt.on&(onPublic|publicUntilVPN) == 0 || rt.on&onVPN == 0 || rt.on&onInternal == 0 {
+		// The listeners that do not serve it answer its path as no route.
+		codes = append(codes, api.CodeNoSuchRoute)
+	}
 	if rt.pattern != "GET /healthz" {
 		codes = append(codes, api.CodeRateLimited)
 	}
-	codes = append(codes, api.CodeMethodNotAllowed, api.CodeInternal)
+	codes = append(codes, api.CodeMethodNotAllowed, api.CodeBodyTooLarge, api.CodeInternal)
 	slices.Sort(codes)
 	return slices.Compact(codes)
 }

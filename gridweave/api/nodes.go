@@ -75,13 +75,13 @@ type ValidateResponse struct {
 	MasterVPNIP     string       `json:"master_vpn_ip"`
 	VPNCIDR         string       `json:"vpn_cidr"`
 	MasterPublicKey string       `json:"master_public_key" description:"The master's WireGuard public key."`
-	MasterEndpoint  string       `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when MASTER_IP is not set."`
+	MasterEndpoint  string       `json:"master_endpoint" description:"host:port of the master's WireGuard listener; empty when the master has no public address."`
 	K3sURL          string       `json:"k3s_url" description:"Where the k3s agent joins; empty when the k3s step is off."`
 	K3sToken        string       `json:"k3s_token" description:"The k3s agent token (never the server token); empty when the k3s step is off."`
 	NodeToken       string       `json:"node_token" description:"The node's own credential: keep it for register, report-version, leave and re-joins."`
 	NodeLabels      []string     `json:"node_labels" description:"Labels (key=value) the k3s agent must register the node's Kubernetes Node with: the master labels, routes and deletes only a Node that carries them. The mark in them is this node's alone (an HMAC under the master's secret): keep it private."`
 	ClusterCIDR     string       `json:"cluster_cidr" description:"The cluster's pod range: the master and every machine route and allow only pod CIDRs inside it, each no larger than a /node_cidr_mask."`
-	NodeCIDRMask    int          `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr (NODE_CIDR_MASK)."`
+	NodeCIDRMask    int          `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr."`
 	Kubelet         *KubeletJoin `json:"kubelet" nullable:"true" description:"What the machine's kubelet needs to join a conformant control plane by TLS bootstrapping; null in the k3s join mode."`
 	MasterVPNURL    string       `json:"master_vpn_url,omitempty" description:"Where the node calls the master once its tunnel is up (register, report-version, the worker image, leave): plain HTTP on the master's VPN address, through the tunnel. Left out when the master has no VPN listener; the node keeps the public URL then."`
 }
@@ -245,7 +245,7 @@ type PeerDirectory struct {
 	// WireGuard device over.
 	ClusterCIDR    string `json:"cluster_cidr" description:"The cluster's pod range, as validate says it: only pod CIDRs inside it are routed."`
 	NodeCIDRMask   int    `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr."`
-	MasterEndpoint string `json:"master_endpoint,omitempty" description:"host:port where the master's WireGuard device is reached now (as validate's master_endpoint); with several server replicas it moves to the new leader's when one takes over: set it as the master peer's endpoint. Absent when the master has no public address (MASTER_IP)."`
+	MasterEndpoint string `json:"master_endpoint,omitempty" description:"host:port where the master's WireGuard device is reached now (as validate's master_endpoint); with several server replicas it moves to the new leader's when one takes over: set it as the master peer's endpoint. Absent when the master has no public address."`
 }
 
 // DirectoryPeer is one node as the other nodes configure it.

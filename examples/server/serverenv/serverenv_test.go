@@ -34,7 +34,10 @@ func TestConfigRefusesUnsafeDefaults(t *testing.T) {
 		{map[string]string{"JWT_SECRET": "short"}, "JWT_SECRET"},
 		{map[string]string{"JWT_SECRET": testSecret}, "ADMIN_TOKEN"},
 	} {
-		cfg, _ := serverenv.Read(env(c.env))
+		cfg, err := serverenv.Read(env(c.env))
+		if err != nil && !strings.Contains(err.Error(), c.say) {
+			t.Errorf("Read(%v) = %v, want no error or one naming %s", c.env, err, c.say)
+		}
 		if err := serverenv.Explain(cfg.Check()); err == nil || !strings.Contains(err.Error(), c.say) {
 			t.Errorf("Check(%v) = %v, want an error naming %s", c.env, err, c.say)
 		}
