@@ -20,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/fleet"
@@ -31,6 +32,7 @@ import (
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
 	"gridweave.dev/mesh/wgkey"
+	"gridweave.dev/rayctl"
 	"gridweave.dev/rayctl/rayctltest"
 )
 
@@ -131,6 +133,13 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 		m = memmesh.New(pub)
 	}
 	fakes := rayctltest.New(t, cfg.Namespace)
+	// Conflicts are retried on the real schedule's shape in milliseconds:
+	// a write that keeps conflicting is refused without waiting the real
+	// schedule's five seconds.
+	quick := wait.Backoff{Steps: 10, Duration: time.Millisecond, Factor: 2, Cap: 10 * time.Millisecond}
+	if fakes.Client, err = rayctl.New(fakes.Kube, fakes.Ray, &rayctl.Options{Namespace: cfg.Namespace, Backoff: &quick}); err != nil {
+		t.Fatal(err)
+	}
 	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{
 		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Hub: o.hub, Targets: o.targets, Logger: logger, Now: clock.Now,
 	})

@@ -47,6 +47,7 @@ func peerNamed(d api.PeerDirectory, hostname string) (api.DirectoryPeer, bool) {
 // node that leaves is gone from the next answer; only a node's own token
 // reads it.
 func TestPeerDirectory(t *testing.T) {
+	t.Parallel() // it waits on long polls: beside the others
 	h := newHarness(t, nil)
 	_, key := h.mint("org")
 	a, b := newNode(t, "gpu-a"), newNode(t, "gpu-b")
@@ -256,6 +257,7 @@ func TestHubMovesTheMasterEndpoint(t *testing.T) {
 // An advertised endpoint in a private range reaches nobody unless the
 // fleet shares a LAN (FLEET_LAN).
 func TestEachOrgSeesItsOwnFleet(t *testing.T) {
+	t.Parallel() // it waits on long polls: beside the others
 	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) { c.SharedOrgs = []string{"infra"} }})
 	mintFor := func(org string) string {
 		r := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": org, "ttl_seconds": 3600}), 201, "mint")
@@ -330,6 +332,7 @@ func TestEachOrgSeesItsOwnFleet(t *testing.T) {
 // one more is 429 too_many_polls; an immediate answer (no wait) is not
 // counted.
 func TestLongPollsPerNodeAreCapped(t *testing.T) {
+	t.Parallel() // it waits on long polls: beside the others
 	h := newHarness(t, nil)
 	_, key := h.mint("org")
 	a := newNode(t, "poller")
@@ -376,6 +379,7 @@ func waitForRevision(t *testing.T, h *harness, n *node, since string) api.PeerDi
 // revision the server does not know gets the whole directory; a node
 // polls the changes as they come.
 func TestPeerDirectoryDeltas(t *testing.T) {
+	t.Parallel() // it waits on long polls: beside the others
 	h := newHarness(t, nil)
 	_, key := h.mint("org")
 	watcher := newNode(t, "watcher")
@@ -481,6 +485,7 @@ func TestPeerDirectoryDeltas(t *testing.T) {
 // still holds at most two, and a poll whose client went away gives its
 // place back.
 func TestParkedPolls(t *testing.T) {
+	t.Parallel() // it waits on long polls: beside the others
 	s, kr := quietServer(t)
 	ctx := context.Background()
 	m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "org", TTL: time.Hour})
