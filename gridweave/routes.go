@@ -238,7 +238,7 @@ func (s *Server) fromTunnel(r *http.Request) bool {
 // internal listener.
 func (s *Server) notOnPublic(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, &apiError{code: api.CodeNotFound,
-		message: "this is served on the VPN listener (http://" + netip.AddrPortFrom(s.cfg.MasterVPNIP, uint16(s.cfg.VPNHTTPPort)).String() + ", reached through a node's tunnel) and the internal listener, not on the public one"})
+		message: "this is served on the VPN listener (the master's VPN address, reached through a node's tunnel) and the internal listener, not on the public one"})
 }
 
 // downloadNotHere is the public listener's answer for a download a

@@ -83,7 +83,8 @@ func settingError(setting string, err error) error {
 func Dir(cfg gridweave.Config) string { return filepath.Dir(cfg.DBPath) }
 
 // Run is the whole master: it judges cfg (Validate, then Check once the
-// JWT secret is known), opens the backends cfg names, says which
+// JWT secret is known; build cfg from gridweave.DefaultConfig, whose
+// values Validate accepts), opens the backends cfg names, says which
 // in the log, and serves until ctx ends, then lets in-flight requests
 // finish within cfg.ShutdownTimeout. A replica that loses the Lease
 // stops too, with an error.

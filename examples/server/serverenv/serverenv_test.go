@@ -17,6 +17,9 @@ const (
 	testSecret     = "test-jwt-secret-0123456789abcdef0123456789"
 )
 
+// TestConfigRefusesUnsafeDefaults: outside dev mode the environment's
+// defaults are refused for JWT_SECRET, then ADMIN_TOKEN; a malformed
+// value is refused naming its variable.
 func TestConfigRefusesUnsafeDefaults(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	cfg, err := serverenv.Read(env(nil))
@@ -54,11 +57,6 @@ func TestConfigRefusesUnsafeDefaults(t *testing.T) {
 	}
 }
 
-// TestConfigRefusesPlaceholdersAndOpenListeners: the documentation's
-// placeholder secrets, a short INTERNAL_TOKEN, an internal listener on
-// every interface, the VPN or a public address, and a host name as
-// MASTER_IP are refused, naming the variable.
-// TLS is on unless dev mode or TLS=off says otherwise.
 // TestRayHeadAddressIsRefusedWithWhatReplacedIt: RAY_HEAD_ADDRESS, which
 // the server has no use for (it never speaks the Ray client protocol), is
 // refused at start with the RAY_DASHBOARD_URL that takes its place.
@@ -82,6 +80,8 @@ func TestRayHeadAddressIsRefusedWithWhatReplacedIt(t *testing.T) {
 	}
 }
 
+// TestConfigTLSDefaults: TLS is on unless dev mode or TLS=off says
+// otherwise.
 func TestConfigTLSDefaults(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
@@ -102,6 +102,10 @@ func TestConfigTLSDefaults(t *testing.T) {
 	}
 }
 
+// TestConfigRefusesPlaceholdersAndOpenListeners: the documentation's
+// placeholder secrets, a short INTERNAL_TOKEN, an internal listener on
+// every interface, the VPN or a public address, and a host name as
+// MASTER_IP are refused, naming the variable.
 func TestConfigRefusesPlaceholdersAndOpenListeners(t *testing.T) {
 	base := map[string]string{"ADMIN_TOKEN": testAdminToken, "JWT_SECRET": testSecret, "VPN_CIDR": "198.18.0.0/16", "MASTER_VPN_IP": "198.18.0.1"}
 	with := func(kv ...string) func(string) string {
