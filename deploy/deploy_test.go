@@ -294,7 +294,7 @@ func TestDeployFilesSetWhatTheServerReads(t *testing.T) {
 		want := []string{"K3S_URL", "K3S_AGENT_TOKEN_FILE", "DCGM_TARGETS_DIR", "WORKER_IMAGE_TAR", "ADMIN_TOKEN", "JWT_SECRET", "KUBERAY_DB"}
 		if strings.Contains(file, "/ha/") {
 			// The replicas share the JWT secret in a Secret of their own.
-			want = append(slices.DeleteFunc(want, func(v string) bool { return v == "JWT_SECRET" }), "KUBERAY_STORE", "POD_NAME")
+			want = append(slices.DeleteFunc(want, func(v string) bool { return v == "JWT_SECRET" }), "KUBERAY_STORE", "POD_NAME", "REPLICA_ADDR")
 		}
 		for _, v := range want {
 			if !vars[v] {

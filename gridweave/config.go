@@ -1,11 +1,13 @@
 package gridweave
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +47,14 @@ type Config struct {
 	// publishes HubIP:WireGuardPort and every replica answers it, while
 	// MasterIP is the replicas' stable address in join commands.
 	HubIP string
+	// ReplicaAddr is where this replica takes the ledger's writes from the
+	// others while it leads, as host:port (an address the other replicas
+	// reach, e.g. the pod's IP; a host of 0.0.0.0 or :: listens everywhere
+	// and is not one): with the kubernetes Store only the leader writes the
+	// ledger, and every other replica hands it each write over this
+	// channel (TLS with the master's certificate, the replicas' credential
+	// derived from the JWT secret). Required with the kubernetes Store.
+	ReplicaAddr string
 	// LeaseDuration is how long a leader's Lease holds without renewal
 	// (default 15s, at least 3s): after a leader dies, another replica
 	// takes over within it. Only with the kubernetes Store.
@@ -421,6 +431,11 @@ func (c Config) Validate() error {
 			return refuse("HubIP", "%q is not an IP address; give this host's address where nodes reach its WireGuard port", c.HubIP)
 		}
 	}
+	if c.Store == "kubernetes" || c.ReplicaAddr != "" {
+		if err := c.checkReplicaAddr(); err != nil {
+			return &SettingError{Setting: "ReplicaAddr", Err: err}
+		}
+	}
 	if c.InternalAddr != "" {
 		if err := c.checkInternalAddr(); err != nil {
 			return &SettingError{Setting: "InternalAddr", Err: err}
@@ -543,6 +558,28 @@ func placeholder(secret string) bool {
 		return true
 	}
 	return false
+}
+
+// checkReplicaAddr refuses a replica address the other replicas cannot
+// dial.
+func (c Config) checkReplicaAddr() error {
+	if c.ReplicaAddr == "" {
+		return errors.New("not set: with several replicas only the leader writes the ledger, and the others hand it their writes at this host:port (in a pod, $(POD_IP):7443)")
+	}
+	host, port, err := net.SplitHostPort(c.ReplicaAddr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", c.ReplicaAddr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: the port is not a number from 1 to 65535", c.ReplicaAddr)
+	}
+	if host == "" {
+		return fmt.Errorf("%q names no host: the other replicas dial this address, so give one they reach (the pod's IP)", c.ReplicaAddr)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q: %s is not an address the other replicas can dial; give this replica's own (the pod's IP)", c.ReplicaAddr, host)
+	}
+	return nil
 }
 
 // checkInternalAddr refuses an internal listener every joined node or

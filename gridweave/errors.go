@@ -18,6 +18,7 @@ import (
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/kubetorch"
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/leaderstore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
 	"gridweave.dev/rayctl/dashboard"
@@ -143,6 +144,7 @@ var ledgerStatuses = []struct {
 	{joinkeys.ErrPoolExhausted, api.CodeVPNPoolExhausted, "", "no VPN address is left for a new node; disconnect unused nodes or widen the master's VPN range"},
 	{joinkeys.ErrNodeNotFound, api.CodeNodeNotFound, "", ""},
 	{joinkeys.ErrKeyNotFound, api.CodeJoinKeyNotFound, "", "no join key has that id"},
+	{leaderstore.ErrLeaderUnavailable, api.CodeLedgerUnavailable, "", ""},
 }
 
 func ledgerError(err error) *apiError {

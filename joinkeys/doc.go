@@ -22,7 +22,8 @@
 // The logic lives in a concrete Keyring over a small Store interface that
 // only stores. joinkeys/sqlitestore keeps the ledger in SQLite;
 // joinkeys/kubestore as objects of the Kubernetes API, which several
-// servers can share; joinkeys/memstore keeps it in memory;
+// servers can share, and joinkeys/leaderstore lets only the leader of them
+// write it; joinkeys/memstore keeps it in memory;
 // joinkeys/storetest is the conformance suite they pass; Migrate copies a
 // ledger from one store to another; joinkeys/addrpool is the address arithmetic
 // stores share. Types that carry secrets (MintedKey, JoinRequest,

@@ -186,7 +186,7 @@ func TestMigrateBothWays(t *testing.T) {
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	replicaEnv := map[string]string{"KUBERAY_STORE": "kubernetes", "KUBERAY_DB": filepath.Join(other, "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath,
-		"KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none"}
+		"KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none", "REPLICA_ADDR": freeAddr(t)}
 	if err := run(startCtx, nil, func(k string) string { return replicaEnv[k] }, &out, &errOut); err == nil || !strings.Contains(err.Error(), "differs from the one in the Secret") {
 		t.Errorf("a replica with another WireGuard key: %v", err)
 	}
@@ -212,7 +212,7 @@ func TestAnUnsafeJWTSecretIsNeverStored(t *testing.T) {
 	defer cancel()
 	for _, secret := range []string{"short", "change-me-change-me-change-me-change-me"} {
 		env := map[string]string{"KUBERAY_STORE": "kubernetes", "KUBERAY_DB": filepath.Join(t.TempDir(), "kuberay.db"), "KUBECONFIG": tc.KubeconfigPath,
-			"KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none",
+			"KUBERAY_NAMESPACE": ns, "GRIDWEAVE_SYSTEM_NAMESPACE": systemNamespace(ns), "ADMIN_TOKEN": strings.Repeat("a", 32), "WG_INTERFACE": "none", "REPLICA_ADDR": freeAddr(t),
 			"JWT_SECRET": secret}
 		var out, errOut bytes.Buffer
 		if err := run(ctx, nil, func(k string) string { return env[k] }, &out, &errOut); err == nil || !strings.HasPrefix(err.Error(), "JWT_SECRET:") {

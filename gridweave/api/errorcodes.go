@@ -72,6 +72,7 @@ const (
 	CodeNoKubernetes          = "no_kubernetes"
 	CodeNoRayDashboard        = "no_ray_dashboard"
 	CodeKubernetesUnavailable = "kubernetes_unavailable"
+	CodeLedgerUnavailable     = "ledger_unavailable"
 	// 504 Gateway Timeout
 	CodeTimeout             = "timeout"
 	CodeRayDashboardTimeout = "ray_dashboard_timeout"
@@ -143,6 +144,7 @@ var ErrorCodes = []ErrorCode{
 	{CodeNoKubernetes, http.StatusServiceUnavailable},
 	{CodeNoRayDashboard, http.StatusServiceUnavailable},
 	{CodeKubernetesUnavailable, http.StatusServiceUnavailable},
+	{CodeLedgerUnavailable, http.StatusServiceUnavailable},
 	{CodeTimeout, http.StatusGatewayTimeout},
 	{CodeRayDashboardTimeout, http.StatusGatewayTimeout},
 	{CodeInternal, http.StatusInternalServerError},

@@ -28,7 +28,9 @@ import (
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/identity"
 	"gridweave.dev/gridweave/scrapetargets"
+	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/leaderstore"
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
@@ -112,7 +114,13 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		sum := sha256.Sum256([]byte(cfg.JWTSecret))
 		cfg.JWTSecret = hex.EncodeToString(sum[:]) // the Keyring and the service verify with the same secret
 	}
-	store, err := openStore(ctx, cfg, ha, log)
+	publicTLS, err := identity.PublicTLS(&cfg, Dir(cfg), log)
+	if err != nil && cfg.TLSCertFile != "" {
+		return settingError("TLSCertFile", err)
+	} else if err != nil {
+		return settingError("DBPath", err) // the pair kept beside the ledger
+	}
+	store, err := openStore(ctx, cfg, ha, publicTLS != nil, log)
 	if err != nil {
 		return err
 	}
@@ -204,12 +212,6 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	if err := PlaceAgents(&cfg, opts.Agents, log); err != nil {
 		return err
 	}
-	publicTLS, err := identity.PublicTLS(&cfg, Dir(cfg), log)
-	if err != nil && cfg.TLSCertFile != "" {
-		return settingError("TLSCertFile", err)
-	} else if err != nil {
-		return settingError("DBPath", err) // the pair kept beside the ledger
-	}
 	var routes fleet.Routes
 	_, isDevice := wg.(*wgmesh.Mesh)
 	if ha != nil {
@@ -249,6 +251,11 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		return &http.Server{Addr: addr, Handler: h, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	}
 	servers := []listener{{server: listen(addr, server.Handler(), publicTLS)}}
+	if ha != nil {
+		// The others' writes to the ledger, taken while this replica leads.
+		channel := leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: leaderstore.Credential([]byte(cfg.JWTSecret)), Leading: ha.leading.Load, Logger: log})
+		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel, publicTLS)})
+	}
 	if cfg.InternalAddr != "" {
 		servers = append(servers, listener{server: listen(cfg.InternalAddr, server.InternalHandler(), nil)})
 	}
@@ -345,6 +352,18 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 	return m, func() error { return errors.Join(m.Close(), dev.Close()) }, nil
 }
 
+// serverRate is rc with a server's request rate unless rc sets one:
+// client-go's default (5 requests a second, bursts of 10) would queue the
+// joins a replica serves behind one another.
+func serverRate(rc *rest.Config) *rest.Config {
+	if rc.QPS != 0 || rc.RateLimiter != nil {
+		return rc
+	}
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = 100, 200
+	return rc
+}
+
 // openKubernetes is the cluster rc configures, else an embedded in-memory
 // one (embedded; it has no dynamic client: the CRD proxy is off then).
 func openKubernetes(rc *rest.Config, log *slog.Logger) (kube kubernetes.Interface, ray rayclient.Interface, dyn dynamic.Interface, embedded bool, err error) {
@@ -354,6 +373,7 @@ func openKubernetes(rc *rest.Config, log *slog.Logger) (kube kubernetes.Interfac
 		return c.Kube, c.Ray, nil, true, nil
 	}
 	log.Info("kubernetes", "host", rc.Host)
+	rc = serverRate(rc)
 	if kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, nil, nil, false, err
 	}
@@ -382,11 +402,27 @@ func clusterCA(rc *rest.Config) ([]byte, error) {
 	return raw, nil
 }
 
-// openStore opens the ledger cfg.Store names: the replica's, or the
-// SQLite file cfg.DBPath.
-func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, log *slog.Logger) (joinkeys.Store, error) {
+// openStore opens the ledger cfg.Store names: the replica's, which only
+// the leader writes (the others hand it their writes; overTLS: on the
+// channel that pins cfg.PublicPin), or the SQLite file cfg.DBPath.
+func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, overTLS bool, log *slog.Logger) (joinkeys.Store, error) {
 	if ha != nil {
-		return ha.store, nil
+		transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+		if overTLS {
+			pin, err := tlspin.Parse(cfg.PublicPin)
+			if err != nil {
+				return nil, err
+			}
+			transport.TLSClientConfig = tlspin.ClientConfig(pin)
+		}
+		return leaderstore.New(ha.store, leaderstore.Options{
+			Leader:     ha.Leader,
+			Client:     &http.Client{Transport: transport, Timeout: time.Minute},
+			Credential: leaderstore.Credential([]byte(cfg.JWTSecret)),
+			// Through one failover: a new leader takes the Lease within
+			// its duration after the last renewal.
+			Wait: cfg.LeaseDuration + 5*time.Second,
+		})
 	}
 	if err := os.MkdirAll(Dir(cfg), 0o700); err != nil {
 		return nil, settingError("DBPath", err)

@@ -25,6 +25,7 @@ import (
 	"gridweave.dev/gridweave/lease"
 	"gridweave.dev/internal/randhex"
 	"gridweave.dev/joinkeys/kubestore"
+	"gridweave.dev/joinkeys/leaderstore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/standby"
 )
@@ -51,31 +52,78 @@ type replica struct {
 	store     *kubestore.Store
 	mesh      *standby.Mesh
 	routes    *standby.Routes
-	// hub is the leader's WireGuard endpoint as last read.
-	hub atomic.Pointer[string]
+	// hub is the HubConfigMap as last read.
+	hub atomic.Pointer[hubRecord]
+	// channel is this replica's URL for the ledger's writes (the
+	// scheme and cfg.ReplicaAddr); the leader publishes its own.
+	channel string
+	// leading is set while this replica leads: the ledger's writes are
+	// its own to make.
+	leading atomic.Bool
+	// readAt is when the HubConfigMap was last read (UnixNano): writes
+	// waiting for a leader share one read every refreshEvery.
+	readAt atomic.Int64
+}
+
+// refreshEvery spaces the reads of the HubConfigMap that writes waiting
+// for a leader ask for.
+const refreshEvery = 200 * time.Millisecond
+
+// hubRecord is what the leader publishes in the HubConfigMap.
+type hubRecord struct {
+	endpoint string // where nodes reach its WireGuard device
+	leader   string // its identity
+	channel  string // where it takes the ledger's writes
 }
 
 // Hub is where nodes reach the leader's WireGuard device, as last read
 // from the HubConfigMap; until it was read once, it is read now ("" while
 // no leader wrote it).
 func (r *replica) Hub() string {
-	if ep := r.hub.Load(); ep != nil {
-		return *ep
+	if h := r.hub.Load(); h != nil {
+		return h.endpoint
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	r.readHub(ctx)
-	if ep := r.hub.Load(); ep != nil {
-		return *ep
+	if h := r.hub.Load(); h != nil {
+		return h.endpoint
 	}
 	return ""
 }
 
-func (r *replica) readHub(ctx context.Context) {
-	if cm, err := r.kube.CoreV1().ConfigMaps(r.namespace).Get(ctx, HubConfigMap, metav1.GetOptions{}); err == nil {
-		ep := cm.Data["endpoint"]
-		r.hub.Store(&ep)
+func (r *replica) readHub(ctx context.Context) error {
+	r.readAt.Store(time.Now().UnixNano())
+	cm, err := r.kube.CoreV1().ConfigMaps(r.namespace).Get(ctx, HubConfigMap, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // no leader published yet
+		}
+		return err
 	}
+	r.hub.Store(&hubRecord{endpoint: cm.Data["endpoint"], leader: cm.Data["leader"], channel: cm.Data["replica"]})
+	return nil
+}
+
+// Leader says where the ledger's writes go (leaderstore.Options.Leader):
+// this replica's own Store while it leads, else the channel the leader
+// published (read again when refresh asks).
+func (r *replica) Leader(ctx context.Context, refresh bool) (leaderstore.Target, error) {
+	if r.leading.Load() {
+		return leaderstore.Target{Self: true}, nil
+	}
+	if h := r.hub.Load(); h == nil || refresh && time.Since(time.Unix(0, r.readAt.Load())) >= refreshEvery {
+		if err := r.readHub(ctx); err != nil {
+			return leaderstore.Target{}, err
+		}
+	}
+	h := r.hub.Load()
+	if h == nil || h.leader == r.identity {
+		// None published yet, or this replica's own word from before
+		// it stopped leading: the next leader publishes.
+		return leaderstore.Target{}, nil
+	}
+	return leaderstore.Target{URL: h.channel}, nil
 }
 
 // followHub reads the HubConfigMap every FollowEvery until ctx ends.
@@ -92,10 +140,11 @@ func (r *replica) followHub(ctx context.Context) {
 	}
 }
 
-// publishHub writes this replica's endpoint as the hub's.
+// publishHub writes this replica as the leader: its WireGuard endpoint
+// (none without a hub address) and its channel for the ledger's writes.
 func (r *replica) publishHub(ctx context.Context, endpoint string) error {
 	cms := r.kube.CoreV1().ConfigMaps(r.namespace)
-	data := map[string]string{"endpoint": endpoint, "leader": r.identity}
+	data := map[string]string{"endpoint": endpoint, "leader": r.identity, "replica": r.channel}
 	for {
 		cm, err := cms.Get(ctx, HubConfigMap, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -111,7 +160,7 @@ func (r *replica) publishHub(ctx context.Context, endpoint string) error {
 			}
 		}
 		if err == nil {
-			r.hub.Store(&endpoint)
+			r.hub.Store(&hubRecord{endpoint: endpoint, leader: r.identity, channel: r.channel})
 		}
 		return err
 	}
@@ -126,7 +175,7 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 	if rc == nil {
 		return nil, errors.New("the Kubernetes ledger needs a Kubernetes API server (Options.Kubernetes)")
 	}
-	kube, err := kubernetes.NewForConfig(rc)
+	kube, err := kubernetes.NewForConfig(serverRate(rc))
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +185,15 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 		}
 		log.Info("ledger CRDs installed", "group", kubestore.Group)
 	}
-	store, err := kubestore.New(rc, cfg.Namespace, nil)
+	if name == "" {
+		host, _ := os.Hostname()
+		name = host + "-" + randhex.String(4)
+	}
+	// The API server records each writer of an object by its user agent
+	// (managedFields): the ledger's objects name the replica that led.
+	writer := rest.CopyConfig(rc)
+	writer.UserAgent = "gridweave-ledger-" + name
+	store, err := kubestore.New(writer, cfg.Namespace, nil)
 	if err != nil {
 		return nil, settingError("Namespace", err)
 	}
@@ -164,12 +221,13 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 	if err != nil {
 		return nil, err
 	}
-	if name == "" {
-		host, _ := os.Hostname()
-		name = host + "-" + randhex.String(4)
-	}
 	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", name)
-	return &replica{identity: name, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{}}, nil
+	scheme := "http"
+	if cfg.UsesTLS() {
+		scheme = "https"
+	}
+	return &replica{identity: name, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{},
+		channel: scheme + "://" + cfg.ReplicaAddr}, nil
 }
 
 // lead competes for the LeaderLease until ctx ends, and while it holds it
@@ -219,15 +277,23 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		// Nodes learn it from validate and the peer directory, and point
 		// their master peer here.
 		endpoint = net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
-		if err := r.publishHub(ctx, endpoint); err != nil {
-			_ = dev.close()
-			return fmt.Errorf("publishing the hub's endpoint in the ConfigMap %s: %w", HubConfigMap, err)
-		}
+	}
+	// The ledger's writes are this replica's from now on: its own, and
+	// the others' once they read where to send them.
+	r.leading.Store(true)
+	if err := r.publishHub(ctx, endpoint); err != nil {
+		r.leading.Store(false)
+		_ = dev.close()
+		return fmt.Errorf("publishing the leader in the ConfigMap %s: %w", HubConfigMap, err)
+	}
+	log.Info("leader: the ledger's writes come here now", "channel", r.channel)
+	if endpoint != "" {
 		log.Info("leader: nodes reach the WireGuard device here now", "endpoint", endpoint)
 	}
 	r.mesh.Attach(dev.mesh)
 	r.routes.Attach(dev.routes)
 	defer func() {
+		r.leading.Store(false)
 		r.routes.Attach(nil)
 		r.mesh.Detach()
 		if err := dev.close(); err != nil {
@@ -250,8 +316,8 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 				log.Warn("leader: following the ledger", "err", err)
 			}
 			// A deposed leader's late write may have replaced the
-			// endpoint: followHub read it; write it again.
-			if endpoint != "" && r.Hub() != endpoint {
+			// record: followHub read it; write it again.
+			if h := r.hub.Load(); h == nil || *h != (hubRecord{endpoint: endpoint, leader: r.identity, channel: r.channel}) {
 				if err := r.publishHub(ctx, endpoint); err != nil && ctx.Err() == nil {
 					log.Warn("leader: publishing the hub's endpoint", "err", err)
 				}

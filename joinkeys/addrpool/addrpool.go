@@ -40,6 +40,15 @@ func NewRange(prefix netip.Prefix, reserved ...netip.Addr) (Range, error) {
 // Prefix returns the range's prefix.
 func (r Range) Prefix() netip.Prefix { return r.prefix }
 
+// Reserved returns the addresses of the range no node gets, in order.
+func (r Range) Reserved() []netip.Addr {
+	out := make([]netip.Addr, len(r.reserved))
+	for i, ip := range r.reserved {
+		out[i] = FromUint32(ip)
+	}
+	return out
+}
+
 // ID names the range in a store: its prefix in CIDR notation.
 func (r Range) ID() string { return r.prefix.String() }
 

@@ -16,7 +16,7 @@ import (
 // environment sets to its variable.
 var Variables = map[string]string{
 	"Port": "KUBERAY_PORT", "DBPath": "KUBERAY_DB", "DBSync": "KUBERAY_DB_SYNC", "Store": "KUBERAY_STORE",
-	"HubIP": "HUB_IP", "LeaseDuration": "LEADER_LEASE_DURATION", "Namespace": "KUBERAY_NAMESPACE",
+	"HubIP": "HUB_IP", "ReplicaAddr": "REPLICA_ADDR", "LeaseDuration": "LEADER_LEASE_DURATION", "Namespace": "KUBERAY_NAMESPACE",
 	"SystemNamespace": "GRIDWEAVE_SYSTEM_NAMESPACE", "AdminToken": "ADMIN_TOKEN", "JWTSecret": "JWT_SECRET",
 	"ServerVersion": "SERVER_VERSION", "RayImage": "RAY_IMAGE", "RayImageWorker": "RAY_IMAGE_WORKER",
 	"ClusterName": "CLUSTER_NAME", "MasterIP": "MASTER_IP", "MasterVPNIP": "MASTER_VPN_IP", "VPNCIDR": "VPN_CIDR",
@@ -88,6 +88,7 @@ func Read(getenv func(string) string) (gridweave.Config, error) {
 	r.text(&c.ClusterName, "CLUSTER_NAME")
 	r.text(&c.MasterIP, "MASTER_IP")
 	r.text(&c.HubIP, "HUB_IP")
+	r.text(&c.ReplicaAddr, "REPLICA_ADDR")
 	r.text(&c.WireGuardInterface, "WG_INTERFACE")
 	r.text(&c.RayDashboardURL, "RAY_DASHBOARD_URL")
 	r.text(&c.K3sURL, "K3S_URL")

@@ -1,0 +1,327 @@
+package leaderstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/leaderstore"
+	"gridweave.dev/joinkeys/memstore"
+	"gridweave.dev/joinkeys/storetest"
+)
+
+var credential = leaderstore.Credential([]byte("the master's JWT secret, shared by the replicas"))
+
+// follower is a replica's Store that writes through a leader serving
+// shared, reading shared itself as replicas read the one ledger.
+func follower(t *testing.T, shared joinkeys.Store, leader func(context.Context, bool) (leaderstore.Target, error)) *leaderstore.Store {
+	t.Helper()
+	s, err := leaderstore.New(shared, leaderstore.Options{Leader: leader, Credential: credential, Wait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func leading() bool { return true }
+
+func serve(t *testing.T, store joinkeys.Store, leading func() bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(leaderstore.Handler(store, leaderstore.HandlerOptions{Credential: credential, Leading: leading}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func at(url string) func(context.Context, bool) (leaderstore.Target, error) {
+	return func(context.Context, bool) (leaderstore.Target, error) { return leaderstore.Target{URL: url}, nil }
+}
+
+// TestConformance runs the Store suite on a follower: every write crosses
+// the channel to the leader's Store, every read is the follower's own.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) joinkeys.Store {
+		shared := new(memstore.Store)
+		return follower(t, shared, at(serve(t, shared, leading).URL))
+	})
+}
+
+// TestConformanceOnTheLeader runs it on the leader's own Store, which
+// writes without the channel.
+func TestConformanceOnTheLeader(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) joinkeys.Store {
+		return follower(t, new(memstore.Store), func(context.Context, bool) (leaderstore.Target, error) {
+			return leaderstore.Target{Self: true}, nil
+		})
+	})
+}
+
+// failing is a Store whose writes return err.
+type failing struct {
+	memstore.Store
+	err    error
+	writes atomic.Int64
+}
+
+func (f *failing) ReserveNode(context.Context, joinkeys.Reservation) (joinkeys.NodeRecord, error) {
+	f.writes.Add(1)
+	return joinkeys.NodeRecord{}, f.err
+}
+
+func reservation() joinkeys.Reservation {
+	return joinkeys.Reservation{
+		Node:      joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "gpu-1", Status: joinkeys.StatusValidated}},
+		Addresses: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1").Addresses(),
+		Now:       time.Now(),
+	}
+}
+
+// TestErrorsCrossTheChannel: what the leader's Store returned is what the
+// follower's caller gets, to errors.Is, errors.As and apierrors.
+func TestErrorsCrossTheChannel(t *testing.T) {
+	existing := joinkeys.Node{Hostname: "gpu-1", VPNIP: netip.MustParseAddr("198.18.0.7")}
+	pod := joinkeys.NodePodCIDRConflict(netip.MustParsePrefix("10.42.1.0/24"), "gpu-2", netip.MustParsePrefix("10.42.0.0/16"))
+	cases := []struct {
+		err   error
+		check func(error) bool
+	}{
+		{&joinkeys.HostnameTakenError{Existing: existing}, func(err error) bool {
+			var e *joinkeys.HostnameTakenError
+			return errors.As(err, &e) && e.Existing.VPNIP == existing.VPNIP && errors.Is(err, joinkeys.ErrHostnameTaken)
+		}},
+		{&joinkeys.PublicKeyTakenError{Existing: existing}, func(err error) bool {
+			var e *joinkeys.PublicKeyTakenError
+			return errors.As(err, &e) && e.Existing.Hostname == "gpu-1" && errors.Is(err, joinkeys.ErrPublicKeyTaken)
+		}},
+		{pod, func(err error) bool {
+			var e *joinkeys.PodCIDRConflictError
+			return errors.As(err, &e) && *e == *pod && errors.Is(err, joinkeys.ErrPodCIDRConflict)
+		}},
+		{&joinkeys.FieldError{Field: "hostname", Problem: "is empty"}, func(err error) bool {
+			var e *joinkeys.FieldError
+			return errors.As(err, &e) && e.Field == "hostname" && errors.Is(err, joinkeys.ErrInvalidInput)
+		}},
+		{apierrors.NewConflict(schema.GroupResource{Group: "ledger.gridweave.dev", Resource: "ledgernodes"}, "gpu-1", errors.New("changed")), apierrors.IsConflict},
+		{apierrors.NewTooManyRequests("slow down", 1), apierrors.IsTooManyRequests},
+		{fmt.Errorf("spending a use: %w", joinkeys.ErrKeyExhausted), func(err error) bool { return errors.Is(err, joinkeys.ErrKeyExhausted) }},
+		{joinkeys.ErrNodeChanged, func(err error) bool { return errors.Is(err, joinkeys.ErrNodeChanged) }},
+		{joinkeys.ErrPoolExhausted, func(err error) bool { return errors.Is(err, joinkeys.ErrPoolExhausted) }},
+		{joinkeys.ErrKeyNotFound, func(err error) bool { return errors.Is(err, joinkeys.ErrKeyNotFound) }},
+		{joinkeys.ErrKeyRevoked, func(err error) bool { return errors.Is(err, joinkeys.ErrKeyRevoked) }},
+		{context.DeadlineExceeded, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{errors.New("disk on fire"), func(err error) bool {
+			return err.Error() == "ledger leader: disk on fire" && !errors.Is(err, leaderstore.ErrLeaderUnavailable)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.err.Error(), func(t *testing.T) {
+			leader := &failing{err: c.err}
+			_, err := follower(t, leader, at(serve(t, leader, leading).URL)).ReserveNode(context.Background(), reservation())
+			if err == nil || !c.check(err) {
+				t.Errorf("the leader's Store returned %#v; the follower's caller got %#v", c.err, err)
+			}
+			if err != nil && err.Error() != c.err.Error() && err.Error() != "ledger leader: "+c.err.Error() {
+				t.Errorf("the text changed on the way: %q, want %q", err, c.err)
+			}
+		})
+	}
+}
+
+// TestAWriteWaitsForALeader: while no replica leads, or the one asked
+// does not, a write waits and lands once on the one that does.
+func TestAWriteWaitsForALeader(t *testing.T) {
+	shared := new(memstore.Store)
+	var leads atomic.Bool
+	deposed := serve(t, shared, func() bool { return false })
+	next := serve(t, shared, leads.Load)
+	var (
+		mu      sync.Mutex
+		target  = leaderstore.Target{}
+		asked   atomic.Int64
+		refresh atomic.Int64
+	)
+	store := follower(t, shared, func(_ context.Context, again bool) (leaderstore.Target, error) {
+		asked.Add(1)
+		if again {
+			refresh.Add(1)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return target, nil
+	})
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		target = leaderstore.Target{URL: deposed.URL} // the old leader, deposed
+		mu.Unlock()
+		time.Sleep(200 * time.Millisecond)
+		leads.Store(true)
+		mu.Lock()
+		target = leaderstore.Target{URL: next.URL}
+		mu.Unlock()
+	}()
+	n, err := store.ReserveNode(context.Background(), reservation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := shared.Node(context.Background(), "gpu-1"); err != nil || got.VPNIP != n.VPNIP {
+		t.Fatalf("the ledger holds %+v, %v; the write answered %s", got, err, n.VPNIP)
+	}
+	if refresh.Load() == 0 || refresh.Load() != asked.Load()-1 {
+		t.Errorf("asked for the leader %d times, %d of them to read again; want every try after the first to read again", asked.Load(), refresh.Load())
+	}
+}
+
+// TestNoLeaderWithinTheWait: a write no leader takes fails with
+// ErrLeaderUnavailable and writes nothing.
+func TestNoLeaderWithinTheWait(t *testing.T) {
+	shared := new(memstore.Store)
+	notLeading := serve(t, shared, func() bool { return false })
+	store, err := leaderstore.New(shared, leaderstore.Options{Leader: at(notLeading.URL), Credential: credential, Wait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ReserveNode(context.Background(), reservation()); !errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+		t.Fatalf("got %v, want ErrLeaderUnavailable", err)
+	}
+	if nodes, _ := shared.Nodes(context.Background()); len(nodes) != 0 {
+		t.Errorf("a refused write left %d nodes", len(nodes))
+	}
+}
+
+// TestTheLeaderRequiresTheCredential: a write without the replicas'
+// credential is refused and writes nothing.
+func TestTheLeaderRequiresTheCredential(t *testing.T) {
+	shared := new(memstore.Store)
+	srv := serve(t, shared, leading)
+	for _, cred := range []string{"", leaderstore.Credential([]byte("another master's secret"))} {
+		store, err := leaderstore.New(shared, leaderstore.Options{Leader: at(srv.URL), Credential: cred, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = store.ReserveNode(context.Background(), reservation())
+		if err == nil || !strings.Contains(err.Error(), "401") || errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+			t.Errorf("credential %q: got %v, want the leader's refusal", cred, err)
+		}
+	}
+	if nodes, _ := shared.Nodes(context.Background()); len(nodes) != 0 {
+		t.Errorf("refused writes left %d nodes", len(nodes))
+	}
+	resp, err := http.Post(srv.URL+leaderstore.PathPrefix+"reserve_node", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a write without credential: %s, want 401", resp.Status)
+	}
+}
+
+// dyingLeader serves writes with store, and dies (drops the connection)
+// after writing each one, or before when beforeWriting.
+func dyingLeader(t *testing.T, store joinkeys.Store, beforeWriting bool) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	inner := leaderstore.Handler(store, leaderstore.HandlerOptions{Credential: credential, Leading: leading})
+	var received atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received.Add(1)
+		if !beforeWriting {
+			inner.ServeHTTP(httptest.NewRecorder(), r) // written, then the leader dies
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &received
+}
+
+// TestALostAnswerIsNotTriedAgain: a write that reached the leader but
+// whose answer was lost may have landed, so it is not sent again.
+func TestALostAnswerIsNotTriedAgain(t *testing.T) {
+	shared := new(memstore.Store)
+	srv, received := dyingLeader(t, shared, false)
+	ctx := context.Background()
+	err := follower(t, shared, at(srv.URL)).AppendAudit(ctx, joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventKeyMinted, KeyID: "k1"})
+	if !errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+		t.Fatalf("got %v, want ErrLeaderUnavailable", err)
+	}
+	if received.Load() != 1 {
+		t.Errorf("the leader received the write %d times, want once", received.Load())
+	}
+	if events, _ := shared.Audit(ctx, joinkeys.AuditQuery{}); len(events) != 1 {
+		t.Errorf("the trail holds %d events, want the one that landed", len(events))
+	}
+}
+
+// TestALostReservationIsFoundByItsToken: a reservation whose answer was
+// lost is answered from the ledger when it landed (its node token's hash
+// is there), and is ErrLeaderUnavailable when it did not.
+func TestALostReservationIsFoundByItsToken(t *testing.T) {
+	for _, landed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+			shared := new(memstore.Store)
+			srv, received := dyingLeader(t, shared, !landed)
+			r := reservation()
+			r.Node.TokenHash = []byte("the hash of this reservation's new node token")
+			n, err := follower(t, shared, at(srv.URL)).ReserveNode(context.Background(), r)
+			switch {
+			case landed && err != nil:
+				t.Fatalf("the reservation landed, yet: %v", err)
+			case landed && (n.Hostname != "gpu-1" || !n.VPNIP.IsValid()):
+				t.Errorf("answered %+v, want the node as the leader wrote it", n)
+			case !landed && !errors.Is(err, leaderstore.ErrLeaderUnavailable):
+				t.Errorf("the reservation never landed; got %+v, %v, want ErrLeaderUnavailable", n, err)
+			}
+			if received.Load() != 1 {
+				t.Errorf("the leader received the write %d times, want once", received.Load())
+			}
+		})
+	}
+	// Another machine's node under the hostname is not this reservation.
+	shared := new(memstore.Store)
+	other := reservation()
+	other.Node.TokenHash = []byte("another machine's token hash")
+	if _, err := shared.ReserveNode(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := dyingLeader(t, shared, true)
+	r := reservation()
+	r.Node.TokenHash = []byte("the hash of this reservation's new node token")
+	if _, err := follower(t, shared, at(srv.URL)).ReserveNode(context.Background(), r); !errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+		t.Errorf("another node holds the hostname; got %v, want ErrLeaderUnavailable", err)
+	}
+}
+
+// TestMalformedWrites are refused with 400 and write nothing.
+func TestMalformedWrites(t *testing.T) {
+	shared := new(memstore.Store)
+	srv := serve(t, shared, leading)
+	for _, body := range []string{`{`, `{"node":{},"prefix":"198.18.0.0/33"}`, `{"unknown":1}`} {
+		req, _ := http.NewRequest("POST", srv.URL+leaderstore.PathPrefix+"reserve_node", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+credential)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %s, want 400", body, resp.Status)
+		}
+	}
+	if nodes, _ := shared.Nodes(context.Background()); len(nodes) != 0 {
+		t.Errorf("malformed writes left %d nodes", len(nodes))
+	}
+}

@@ -1,0 +1,237 @@
+package leaderstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"time"
+
+	"gridweave.dev/joinkeys"
+)
+
+// Target is where a write goes.
+type Target struct {
+	// URL is the leader's channel (its Handler's base URL, e.g.
+	// https://10.0.0.5:7443); empty while no leader is known.
+	URL string
+	// Self: this replica leads, and writes to its own Store.
+	Self bool
+}
+
+// Options configures New.
+type Options struct {
+	// Leader says where writes go now (required). refresh asks it to read
+	// again rather than answer what it last read: the last target did not
+	// take a write.
+	Leader func(ctx context.Context, refresh bool) (Target, error)
+	// Client carries the writes (default http.DefaultClient); with TLS it
+	// should trust only the master's identity.
+	Client *http.Client
+	// Credential is the replicas' shared credential (Credential).
+	Credential string
+	// Wait is how long a write waits for a leader to take it (default
+	// 10s), trying again as the leader changes.
+	Wait time.Duration
+}
+
+// Store reads from the Store it wraps and hands every write to the
+// leader. It is safe for concurrent use.
+type Store struct {
+	joinkeys.Store // reads, and writes while this replica leads
+	opts           Options
+}
+
+// New returns a Store that reads from local and writes through the
+// leader that opts.Leader names.
+func New(local joinkeys.Store, opts Options) (*Store, error) {
+	if local == nil || opts.Leader == nil {
+		return nil, errors.New("leaderstore: a local Store and Options.Leader are required")
+	}
+	if opts.Client == nil {
+		opts.Client = http.DefaultClient
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Second
+	}
+	return &Store{Store: local, opts: opts}, nil
+}
+
+var _ joinkeys.Store = (*Store)(nil)
+
+// InsertKey implements joinkeys.Store.
+func (s *Store) InsertKey(ctx context.Context, key joinkeys.KeyRecord) error {
+	self, _, err := s.forward(ctx, "insert_key", insertKeyRequest{Key: key})
+	if self {
+		return s.Store.InsertKey(ctx, key)
+	}
+	return err
+}
+
+// RevokeKey implements joinkeys.Store.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkeys.KeyRecord, error) {
+	self, a, err := s.forward(ctx, "revoke_key", revokeKeyRequest{ID: id, At: at})
+	switch {
+	case self:
+		return s.Store.RevokeKey(ctx, id, at)
+	case err != nil:
+		return joinkeys.KeyRecord{}, err
+	case a.Key == nil:
+		return joinkeys.KeyRecord{}, errNoResult("revoke_key")
+	}
+	return *a.Key, nil
+}
+
+// ReserveNode implements joinkeys.Store.
+func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
+	self, a, err := s.forward(ctx, "reserve_node", reservationRequest(r))
+	if self {
+		return s.Store.ReserveNode(ctx, r)
+	}
+	if errors.Is(err, errAnswerLost) && len(r.Node.TokenHash) > 0 {
+		// The node token is new with each reservation: a node holding
+		// its hash is this one, landed before the leader died.
+		if n, readErr := s.Store.Node(ctx, r.Node.Hostname); readErr == nil && bytes.Equal(n.TokenHash, r.Node.TokenHash) {
+			return n, nil
+		}
+	}
+	return nodeResult("reserve_node", a, err)
+}
+
+// UpdateNode implements joinkeys.Store.
+func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
+	self, a, err := s.forward(ctx, "update_node", updateNodeRequest{Node: n, Event: event})
+	if self {
+		return s.Store.UpdateNode(ctx, n, event)
+	}
+	return nodeResult("update_node", a, err)
+}
+
+// DeleteNode implements joinkeys.Store.
+func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
+	self, a, err := s.forward(ctx, "delete_node", deleteNodeRequest{Hostname: hostname, Revision: revision, At: at})
+	if self {
+		return s.Store.DeleteNode(ctx, hostname, revision, at)
+	}
+	return nodeResult("delete_node", a, err)
+}
+
+// AppendAudit implements joinkeys.Store.
+func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
+	self, _, err := s.forward(ctx, "append_audit", appendAuditRequest{Event: e})
+	if self {
+		return s.Store.AppendAudit(ctx, e)
+	}
+	return err
+}
+
+// PruneAudit implements joinkeys.Store.
+func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
+	self, a, err := s.forward(ctx, "prune_audit", pruneAuditRequest{Retention: r, Now: now})
+	if self {
+		return s.Store.PruneAudit(ctx, r, now)
+	}
+	return a.Removed, err
+}
+
+func nodeResult(op string, a answer, err error) (joinkeys.NodeRecord, error) {
+	switch {
+	case err != nil:
+		return joinkeys.NodeRecord{}, err
+	case a.Node == nil:
+		return joinkeys.NodeRecord{}, errNoResult(op)
+	}
+	return *a.Node, nil
+}
+
+func errNoResult(op string) error {
+	return fmt.Errorf("%w: the leader answered %s without a result", ErrLeaderUnavailable, op)
+}
+
+// errAnswerLost: a write reached the leader whole, and no answer came.
+var errAnswerLost = errors.New("the answer was lost, the write may or may not have landed")
+
+// forward sends one write to the leader and returns its answer, the error
+// the leader's Store returned, or ErrLeaderUnavailable; self reports that
+// this replica leads, so the caller writes to its own Store instead.
+func (s *Store) forward(ctx context.Context, op string, body any) (self bool, _ answer, _ error) {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return false, answer{}, err
+	}
+	giveUp := time.NewTimer(s.opts.Wait)
+	defer giveUp.Stop()
+	pause := 20 * time.Millisecond
+	refresh := false
+	for {
+		target, err := s.opts.Leader(ctx, refresh)
+		var why error
+		switch {
+		case err != nil:
+			why = fmt.Errorf("finding the leader: %w", err)
+		case target.Self:
+			return true, answer{}, nil
+		case target.URL == "":
+			why = errors.New("no replica leads")
+		default:
+			a, retry, err := s.send(ctx, target.URL+PathPrefix+op, payload)
+			if !retry {
+				return false, a, err
+			}
+			why = err
+		}
+		// Nothing was written: wait for a leader and try again.
+		refresh = true
+		select {
+		case <-ctx.Done():
+			return false, answer{}, fmt.Errorf("%w: %w (%v)", ErrLeaderUnavailable, ctx.Err(), why)
+		case <-giveUp.C:
+			return false, answer{}, fmt.Errorf("%w within %s: %v", ErrLeaderUnavailable, s.opts.Wait, why)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// send makes one attempt. retry reports that the leader did not take the
+// write (it was never sent whole, or a replica that does not lead refused
+// it), so that trying again cannot write it twice.
+func (s *Store) send(ctx context.Context, url string, payload []byte) (_ answer, retry bool, _ error) {
+	sent := false
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) { sent = info.Err == nil }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return answer{}, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.opts.Credential)
+	resp, err := s.opts.Client.Do(req)
+	if err != nil {
+		if !sent {
+			return answer{}, true, err
+		}
+		return answer{}, false, fmt.Errorf("%w: %w: %v", ErrLeaderUnavailable, errAnswerLost, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBytes))
+	if err != nil {
+		return answer{}, false, fmt.Errorf("%w: %w: %v", ErrLeaderUnavailable, errAnswerLost, err)
+	}
+	var a answer
+	decodeErr := json.Unmarshal(raw, &a)
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable && decodeErr == nil && a.Error != nil && a.Error.Kind == kindNotLeader:
+		return answer{}, true, errors.New("the replica asked does not lead")
+	case resp.StatusCode != http.StatusOK:
+		return answer{}, false, fmt.Errorf("ledger leader: %s: %s", resp.Status, bytes.TrimSpace(raw))
+	case decodeErr != nil:
+		return answer{}, false, fmt.Errorf("ledger leader: a malformed answer: %w", decodeErr)
+	case a.Error != nil:
+		return a, false, a.Error.decode()
+	}
+	return a, false, nil
+}
