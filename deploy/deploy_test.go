@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -50,9 +51,9 @@ func kubernetesDocuments(t *testing.T) []validation.Document {
 // haDocuments reads the HA variant's manifests in apply order.
 func haDocuments(t *testing.T) []validation.Document {
 	t.Helper()
-	docs := readDocuments(t, "namespace.yaml", "ha/ledger-crds.yaml", "rbac.yaml", "ha/rbac-ha.yaml", "ha/server-ha.yaml")
-	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes/ha"); len(entries) != 3 {
-		t.Errorf("kubernetes/ha has %d files; apply order lists 3", len(entries))
+	docs := readDocuments(t, "namespace.yaml", "ha/ledger-crds.yaml", "ha/ledger-fence.yaml", "rbac.yaml", "ha/rbac-ha.yaml", "ha/server-ha.yaml")
+	if entries, _ := fs.ReadDir(deploy.Files, "kubernetes/ha"); len(entries) != 4 {
+		t.Errorf("kubernetes/ha has %d files; apply order lists 4", len(entries))
 	}
 	return docs
 }
@@ -343,6 +344,30 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 	}
 	if len(shipped) != len(crds) {
 		t.Errorf("ha/ledger-crds.yaml holds %d CRDs, the server installs %d", len(shipped), len(crds))
+	}
+	// The fence is the one the server installs for its defaults.
+	policy, binding := kubestore.FenceObjects(kubestore.Fence{LedgerNamespace: "gridweave", LeaseNamespace: "gridweave-system", LeaseName: "gridweave-leader"})
+	fences := 0
+	for _, d := range docs {
+		var got, want any
+		switch d.Object.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			got, want = &admissionregistrationv1.ValidatingAdmissionPolicy{}, policy
+		case "ValidatingAdmissionPolicyBinding":
+			got, want = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, binding
+		default:
+			continue
+		}
+		fences++
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, got); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("ha/ledger-fence.yaml's %s %s is not the one the server installs", d.Object.GetKind(), d.Object.GetName())
+		}
+	}
+	if fences != 2 {
+		t.Errorf("ha/ledger-fence.yaml holds %d objects of the fence, want the policy and its binding", fences)
 	}
 	for i := range 3 {
 		if _, err := tc.AddNode(ctx, fmt.Sprintf("master-%d", i), nil, map[string]string{"node-role.kubernetes.io/control-plane": "true"}, ""); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -145,6 +145,7 @@ var ledgerStatuses = []struct {
 	{joinkeys.ErrNodeNotFound, api.CodeNodeNotFound, "", ""},
 	{joinkeys.ErrKeyNotFound, api.CodeJoinKeyNotFound, "", "no join key has that id"},
 	{leaderstore.ErrLeaderUnavailable, api.CodeLedgerUnavailable, "", ""},
+	{joinkeys.ErrFenced, api.CodeLedgerUnavailable, "", "this replica lost the lead while writing; nothing was written: try again"},
 }
 
 func ledgerError(err error) *apiError {

@@ -40,6 +40,10 @@ var (
 	// marked disconnected until the teardown finishes); it cannot re-join
 	// or register until an administrator's disconnect has released it.
 	ErrNodeDisconnected = errors.New("node is disconnected")
+	// ErrFenced: the store's write was refused because another writer
+	// took the ledger over (a replica that lost the lead, and had not
+	// noticed yet); nothing was written.
+	ErrFenced = errors.New("ledger: another replica leads now; this one's writes are refused")
 	// ErrPodCIDRConflict is wrapped by *PodCIDRConflictError.
 	ErrPodCIDRConflict = errors.New("pod CIDR overlaps addresses already routed elsewhere")
 )

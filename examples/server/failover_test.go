@@ -86,6 +86,16 @@ func haLedger(t *testing.T, prefix string) (*testcluster.Cluster, string) {
 			t.Fatal(err)
 		}
 	}
+	// Fenced, as deploy/kubernetes/ha/ledger-fence.yaml fences the
+	// deployed one: only the Lease's holder writes.
+	fence := kubestore.Fence{LedgerNamespace: ns, LeaseNamespace: systemNamespace(ns), LeaseName: master.LeaderLease}
+	if err := kubestore.InstallFence(ctx, tc.Config, fence); err != nil {
+		t.Fatal(err)
+	}
+	_, binding := kubestore.FenceObjects(fence)
+	t.Cleanup(func() {
+		_ = tc.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 	return tc, ns
 }
 
@@ -119,120 +129,15 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test makes a wireguard-go device: run it as root (CI does)")
 	}
-	tc, ns := haLedger(t, "failover")
-	bin := buildServer(t)
-	ctx := context.Background()
 	const lease = 6 * time.Second
 	iface := "gwfo" + randhex.String(3)
-	wgPort := strconv.Itoa(freeUDPPort(t))
-	adminToken := randhex.String(16)
-	// Registered first, so it runs after every replica stopped: a kernel
-	// WireGuard link outlives a SIGKILLed leader.
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", iface).Run() })
-	var replicas []*replicaProcess
-	startReplica := func(i int) *replicaProcess {
-		addr := freeAddr(t)
-		dir := t.TempDir()
-		r := &replicaProcess{name: fmt.Sprintf("replica-%d", i), url: "https://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
-		r.cmd = exec.Command(bin, "--addr", addr)
-		r.cmd.Env = append(os.Environ(),
-			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns, "GRIDWEAVE_SYSTEM_NAMESPACE="+systemNamespace(ns),
-			"KUBERAY_DB="+filepath.Join(dir, "kuberay.db"), "POD_NAME="+r.name, "ADMIN_TOKEN="+adminToken, "REPLICA_ADDR="+freeAddr(t),
-			"WG_INTERFACE="+iface, "WG_PORT="+wgPort, "MASTER_IP=127.0.0.1", fmt.Sprintf("HUB_IP=127.0.0.%d", i+1),
-			"MASTER_VPN_IP=198.18.240.1", "VPN_CIDR=198.18.240.0/20",
-			"VPN_HTTP_PORT="+strconv.Itoa(20000+i), "LEADER_LEASE_DURATION="+lease.String(),
-			"RATE_LIMIT_PER_MINUTE=1000000", "SERVER_VERSION=1.4.0", testcluster.OwnerEnv+"="+tc.ID)
-		r.cmd.Stdout, r.cmd.Stderr = io.Discard, r.stderr
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = r.cmd.Wait(); close(r.exited) }()
-		t.Cleanup(func() {
-			_ = r.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-r.exited:
-			case <-time.After(15 * time.Second):
-				_ = r.cmd.Process.Kill()
-				<-r.exited
-			}
-			if t.Failed() {
-				t.Logf("%s's log (tail):\n%s", r.name, tail(r.stderr.String(), 4000))
-			}
-		})
-		return r
-	}
-	for i := range 3 {
-		replicas = append(replicas, startReplica(i))
-	}
-
-	// Every replica serves the same certificate, from the shared Secret:
-	// one pin reaches all three, as a join command's does.
-	secret := waitFor(t, 60*time.Second, "the shared Secret", func() (*corev1.Secret, bool) {
-		s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, "gridweave-master", metav1.GetOptions{})
-		return s, err == nil
-	})
-	pinDir := t.TempDir()
-	for _, name := range []string{"tls.crt", "tls.key"} {
-		if err := os.WriteFile(filepath.Join(pinDir, name), secret.Data[name], 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kp, err := tlspin.Load(filepath.Join(pinDir, "tls.crt"), filepath.Join(pinDir, "tls.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin), MaxIdleConnsPerHost: 32}}
-	for _, r := range replicas {
-		waitFor(t, 60*time.Second, r.name+" /healthz", func() (bool, bool) {
-			resp, err := client.Get(r.url + "/healthz")
-			if err != nil {
-				return false, false
-			}
-			resp.Body.Close()
-			return true, resp.StatusCode == 200
-		})
-	}
-	holder := func() string {
-		l, err := tc.Kube.CoordinationV1().Leases(systemNamespace(ns)).Get(ctx, "gridweave-leader", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	first := waitFor(t, 60*time.Second, "a leader", func() (string, bool) { h := holder(); return h, h != "" })
-	var leader *replicaProcess
-	for _, r := range replicas {
-		if r.name == first {
-			leader = r
-		}
-	}
-	if leader == nil {
-		t.Fatalf("the Lease names %q, not a replica", first)
-	}
-
-	// Ready when the leader has taken the device and said where it is.
-	waitFor(t, 30*time.Second, "the leader's endpoint", func() (bool, bool) {
-		cm, err := tc.Kube.CoreV1().ConfigMaps(systemNamespace(ns)).Get(ctx, "gridweave-hub", metav1.GetOptions{})
-		return true, err == nil && cm.Data["leader"] == first
-	})
-
-	call := func(url, path string, body any, token string) (int, map[string]any, error) {
-		data, _ := json.Marshal(body)
-		req, _ := http.NewRequest("POST", url+path, bytes.NewReader(data))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		_ = json.Unmarshal(raw, &out)
-		return resp.StatusCode, out, nil
-	}
+	h := startHA(t, "failover", 3, lease, iface)
+	tc, ns, replicas, client, secret, adminToken, wgPort := h.tc, h.ns, h.replicas, h.client, h.secret, h.adminToken, h.wgPort
+	ctx := context.Background()
+	holder := h.holder
+	first := h.awaitLeader("")
+	leader := h.named(first)
+	call := h.call
 	status, minted, err := call(replicas[0].url, "/v1/nodes/join-keys", map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, adminToken)
 	if err != nil || status != 201 {
 		t.Fatalf("mint: %d %v %v", status, minted, err)
@@ -312,7 +217,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 
 	// A new leader holds the Lease within the lease duration (and the
 	// retry period a candidate waits between tries).
-	next := waitFor(t, 3*lease, "a new leader", func() (string, bool) { h := holder(); return h, h != "" && h != first })
+	next := waitFor(t, 3*lease, "a new leader", func() (string, bool) { l := holder(); return l, l != "" && l != first })
 	l, err := tc.Kube.CoordinationV1().Leases(systemNamespace(ns)).Get(ctx, "gridweave-leader", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -480,6 +385,293 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 	if dev, err := wg2.Device(iface); err != nil || dev.PublicKey.String() != shared.String() {
 		t.Errorf("the new leader's device: %v; want the shared key %s", err, shared)
 	}
+}
+
+// TestADeposedLeaderCannotWrite stops the leader with SIGSTOP past its
+// lease, lets the other replica take over and acknowledge joins, then
+// resumes the old leader with joins in flight on it, sent while it was
+// stopped. Whatever the old leader does with them (its writes refused by
+// the fence, or handed to the new leader once it noticed), no address,
+// hostname or public key is held twice, every acknowledged join is in
+// the ledger at the address it was given, and only Lease holders wrote
+// the ledger.
+func TestADeposedLeaderCannotWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real control plane and two server processes; run make test")
+	}
+	const lease = 4 * time.Second
+	h := startHA(t, "fenced", 2, lease, "")
+	ctx := context.Background()
+	first := h.awaitLeader("")
+	old := h.named(first)
+	other := h.replicas[0]
+	if other == old {
+		other = h.replicas[1]
+	}
+	status, minted, err := h.call(other.url, "/v1/nodes/join-keys", map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, h.adminToken)
+	if err != nil || status != 201 {
+		t.Fatalf("mint: %d %v %v", status, minted, err)
+	}
+	key := minted["key"].(string)
+
+	type join struct {
+		hostname, publicKey, vpnIP string
+		status                     int
+		code                       string
+	}
+	validate := func(client *http.Client, url, hostname string) join {
+		_, pub, err := wgkey.GeneratePair()
+		if err != nil {
+			t.Error(err)
+			return join{hostname: hostname}
+		}
+		j := join{hostname: hostname, publicKey: pub.String()}
+		status, body, err := postJSON(client, url+"/v1/nodes/validate", map[string]any{"key": key, "hostname": hostname, "public_key": j.publicKey, "version": "1.4.2"}, "")
+		if err != nil {
+			j.code = err.Error()
+			return j
+		}
+		j.status = status
+		if status == 200 {
+			j.vpnIP, _ = body["vpn_ip"].(string)
+		} else if e, ok := body["error"].(map[string]any); ok {
+			j.code = fmt.Sprintf("%v (%.60v)", e["code"], e["message"])
+		}
+		return j
+	}
+	var joins []join
+	for i := range 4 {
+		for _, r := range h.replicas {
+			joins = append(joins, validate(h.client, r.url, fmt.Sprintf("before-%s-%d", r.name, i)))
+		}
+	}
+
+	// The leader stops; joins sent to it wait in its sockets.
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	patient := &http.Client{Timeout: 2 * time.Minute, Transport: h.client.Transport}
+	inFlight := make(chan join, 8)
+	for i := range cap(inFlight) {
+		go func() { inFlight <- validate(patient, old.url, fmt.Sprintf("in-flight-%d", i)) }()
+	}
+	next := h.awaitLeader(first)
+	for i := range 8 {
+		joins = append(joins, validate(h.client, h.named(next).url, fmt.Sprintf("after-%d", i)))
+	}
+	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string]int{}
+	for range cap(inFlight) {
+		select {
+		case j := <-inFlight:
+			joins = append(joins, j)
+			answers[fmt.Sprintf("%d %s", j.status, j.code)]++
+		case <-time.After(90 * time.Second):
+			t.Fatal("the joins sent to the stopped leader were never answered")
+		}
+	}
+	t.Logf("%s took the Lease from %s; the joins in flight on %s were answered: %v", next, first, first, answers)
+
+	store, err := kubestore.New(h.tc.Config, h.ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := store.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHost := map[string]joinkeys.NodeRecord{}
+	addrs, keys := map[netip.Addr]string{}, map[wgkey.Key]string{}
+	for _, n := range nodes {
+		if o, dup := addrs[n.VPNIP]; dup {
+			t.Errorf("%s is held by %s and %s", n.VPNIP, o, n.Hostname)
+		}
+		if o, dup := keys[n.PublicKey]; dup {
+			t.Errorf("a public key is held by %s and %s", o, n.Hostname)
+		}
+		addrs[n.VPNIP], keys[n.PublicKey], byHost[n.Hostname] = n.Hostname, n.Hostname, n
+	}
+	acknowledged := 0
+	for _, j := range joins {
+		if j.status != 200 {
+			continue
+		}
+		acknowledged++
+		if n, ok := byHost[j.hostname]; !ok || n.VPNIP.String() != j.vpnIP || n.PublicKey.String() != j.publicKey {
+			t.Errorf("%s was acknowledged with %s; the ledger holds %+v (%v)", j.hostname, j.vpnIP, n.Node, ok)
+		}
+	}
+	if acknowledged < 16 {
+		t.Errorf("%d joins acknowledged; want at least those sent to a live leader (16)", acknowledged)
+	}
+	leaders := map[string]bool{"gridweave-ledger-" + first: true, "gridweave-ledger-" + next: true}
+	for _, resource := range []string{"ledgernodes", "joinkeys"} {
+		list, err := h.tc.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}).Namespace(h.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			for _, m := range o.GetManagedFields() {
+				if !leaders[m.Manager] {
+					t.Errorf("%s %s was written by %s, which never led", resource, o.GetName(), m.Manager)
+				}
+			}
+			if w := o.GetAnnotations()[kubestore.WriterAnnotation]; w != first && w != next {
+				t.Errorf("%s %s is signed by %q, not a leader", resource, o.GetName(), w)
+			}
+		}
+	}
+}
+
+// haReplicas are server processes on one fenced ledger in the shared
+// control plane, every one ready.
+type haReplicas struct {
+	t          *testing.T
+	tc         *testcluster.Cluster
+	ns         string
+	replicas   []*replicaProcess
+	client     *http.Client // pinned to the shared certificate
+	secret     *corev1.Secret
+	adminToken string
+	wgPort     string
+}
+
+// startHA starts n replicas on a new ledger with the given lease. iface
+// names the WireGuard device only the leader makes ("" for none: peers in
+// memory).
+func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface string) *haReplicas {
+	t.Helper()
+	tc, ns := haLedger(t, prefix)
+	bin := buildServer(t)
+	ctx := context.Background()
+	h := &haReplicas{t: t, tc: tc, ns: ns, adminToken: randhex.String(16), wgPort: strconv.Itoa(freeUDPPort(t))}
+	device := "none"
+	if iface != "" {
+		device = iface
+		// Registered first, so it runs after every replica stopped: a
+		// kernel WireGuard link outlives a SIGKILLed leader.
+		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", iface).Run() })
+	}
+	for i := range n {
+		addr := freeAddr(t)
+		dir := t.TempDir()
+		r := &replicaProcess{name: fmt.Sprintf("replica-%d", i), url: "https://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+		r.cmd = exec.Command(bin, "--addr", addr)
+		r.cmd.Env = append(os.Environ(),
+			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns, "GRIDWEAVE_SYSTEM_NAMESPACE="+systemNamespace(ns),
+			"KUBERAY_DB="+filepath.Join(dir, "kuberay.db"), "POD_NAME="+r.name, "ADMIN_TOKEN="+h.adminToken, "REPLICA_ADDR="+freeAddr(t),
+			"WG_INTERFACE="+device, "WG_PORT="+h.wgPort, "MASTER_IP=127.0.0.1", fmt.Sprintf("HUB_IP=127.0.0.%d", i+1),
+			"MASTER_VPN_IP=198.18.240.1", "VPN_CIDR=198.18.240.0/20",
+			"VPN_HTTP_PORT="+strconv.Itoa(20000+i), "LEADER_LEASE_DURATION="+lease.String(),
+			"RATE_LIMIT_PER_MINUTE=1000000", "SERVER_VERSION=1.4.0", testcluster.OwnerEnv+"="+tc.ID)
+		r.cmd.Stdout, r.cmd.Stderr = io.Discard, r.stderr
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = r.cmd.Wait(); close(r.exited) }()
+		t.Cleanup(func() {
+			_ = r.cmd.Process.Signal(syscall.SIGCONT) // in case a test left it stopped
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.exited:
+			case <-time.After(15 * time.Second):
+				_ = r.cmd.Process.Kill()
+				<-r.exited
+			}
+			if t.Failed() {
+				t.Logf("%s's log (tail):\n%s", r.name, tail(r.stderr.String(), 4000))
+			}
+		})
+		h.replicas = append(h.replicas, r)
+	}
+
+	// Every replica serves the same certificate, from the shared Secret:
+	// one pin reaches them all, as a join command's does.
+	h.secret = waitFor(t, 60*time.Second, "the shared Secret", func() (*corev1.Secret, bool) {
+		s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, "gridweave-master", metav1.GetOptions{})
+		return s, err == nil
+	})
+	pinDir := t.TempDir()
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(pinDir, name), h.secret.Data[name], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kp, err := tlspin.Load(filepath.Join(pinDir, "tls.crt"), filepath.Join(pinDir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin), MaxIdleConnsPerHost: 32}}
+	for _, r := range h.replicas {
+		waitFor(t, 60*time.Second, r.name+" /healthz", func() (bool, bool) {
+			resp, err := h.client.Get(r.url + "/healthz")
+			if err != nil {
+				return false, false
+			}
+			resp.Body.Close()
+			return true, resp.StatusCode == 200
+		})
+	}
+	return h
+}
+
+// holder is the replica the Lease names ("" for none).
+func (h *haReplicas) holder() string {
+	l, err := h.tc.Kube.CoordinationV1().Leases(systemNamespace(h.ns)).Get(context.Background(), master.LeaderLease, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// awaitLeader waits for a replica other than not to hold the Lease and
+// publish itself in the hub ConfigMap (it takes writes from then on), and
+// returns its name.
+func (h *haReplicas) awaitLeader(not string) string {
+	h.t.Helper()
+	name := waitFor(h.t, 60*time.Second, "a leader", func() (string, bool) { l := h.holder(); return l, l != "" && l != not })
+	if h.named(name) == nil {
+		h.t.Fatalf("the Lease names %q, not a replica", name)
+	}
+	waitFor(h.t, 30*time.Second, name+" to publish itself", func() (bool, bool) {
+		cm, err := h.tc.Kube.CoreV1().ConfigMaps(systemNamespace(h.ns)).Get(context.Background(), master.HubConfigMap, metav1.GetOptions{})
+		return true, err == nil && cm.Data["leader"] == name
+	})
+	return name
+}
+
+func (h *haReplicas) named(name string) *replicaProcess {
+	for _, r := range h.replicas {
+		if r.name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// call POSTs body as JSON to url+path with token as the bearer.
+func (h *haReplicas) call(url, path string, body any, token string) (int, map[string]any, error) {
+	return postJSON(h.client, url+path, body, token)
+}
+
+func postJSON(client *http.Client, url string, body any, token string) (int, map[string]any, error) {
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out, nil
 }
 
 // waitFor polls check every 100 ms until it reports done, or fails the

@@ -166,6 +166,12 @@ func (r *replica) publishHub(ctx context.Context, endpoint string) error {
 	}
 }
 
+// ledgerFence is the fence of cfg's ledger: the Lease replicas compete
+// for names its only writer.
+func ledgerFence(cfg gridweave.Config) kubestore.Fence {
+	return kubestore.Fence{LedgerNamespace: cfg.Namespace, LeaseNamespace: cfg.SystemNamespace, LeaseName: LeaderLease}
+}
+
 // openReplica opens the ledger in cfg.Namespace and takes the shared
 // identity (package identity): the WireGuard key and the TLS pair are
 // written into dir, where the rest of the start reads them, and the JWT
@@ -184,6 +190,10 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 			return nil, err
 		}
 		log.Info("ledger CRDs installed", "group", kubestore.Group)
+		if err := kubestore.InstallFence(ctx, rc, ledgerFence(*cfg)); err != nil {
+			return nil, err
+		}
+		log.Info("ledger fence installed: only the holder of the Lease writes the ledger", "policy", kubestore.FencePolicy, "lease", cfg.SystemNamespace+"/"+LeaderLease)
 	}
 	if name == "" {
 		host, _ := os.Hostname()
@@ -193,7 +203,7 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 	// (managedFields): the ledger's objects name the replica that led.
 	writer := rest.CopyConfig(rc)
 	writer.UserAgent = "gridweave-ledger-" + name
-	store, err := kubestore.New(writer, cfg.Namespace, nil)
+	store, err := kubestore.New(writer, cfg.Namespace, &kubestore.Options{Writer: name})
 	if err != nil {
 		return nil, settingError("Namespace", err)
 	}
@@ -279,7 +289,16 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		endpoint = net.JoinHostPort(hub, strconv.Itoa(cfg.WireGuardPort))
 	}
 	// The ledger's writes are this replica's from now on: its own, and
-	// the others' once they read where to send them.
+	// the others' once they read where to send them. The API server
+	// takes them once its fence names this replica (the Lease's new
+	// holder); from then on it refuses the old leader's.
+	if err := r.store.AwaitWrites(ctx); err != nil {
+		_ = dev.close()
+		return err
+	}
+	if holds, err := r.store.FenceHolds(ctx); err == nil && !holds {
+		log.Warn("LEDGER NOT FENCED: the API server takes ledger writes from any replica, so one that lost the Lease and has not noticed yet still writes; apply deploy/kubernetes/ha/ledger-fence.yaml (or start once with --install-crds)", "policy", kubestore.FencePolicy)
+	}
 	r.leading.Store(true)
 	if err := r.publishHub(ctx, endpoint); err != nil {
 		r.leading.Store(false)

@@ -40,6 +40,15 @@
 // commit can lose the audit event of the write. Once the node exists, an
 // error (its audit event failed) gives nothing back.
 //
+// One writer: replicas that share a ledger let only their leader write it
+// (joinkeys/leaderstore), and the API server holds them to it. Each Store
+// signs what it creates or updates with Options.Writer
+// (WriterAnnotation), and InstallFence binds FencePolicy, a
+// ValidatingAdmissionPolicy that refuses a signature other than the
+// holder of the replicas' Lease: a deposed leader's write fails with
+// joinkeys.ErrFenced and writes nothing. AwaitWrites waits until a new
+// holder's writes are taken.
+//
 // The CRDs are embedded (CRDs, InstallCRDs). The store needs, in its
 // namespace, get, list, create, update and delete on the five resources.
 package kubestore

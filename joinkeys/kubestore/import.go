@@ -51,7 +51,7 @@ func (s *Store) holdsAnything(ctx context.Context) (bool, error) {
 	found := false
 	stop := func(object[struct{}]) bool { found = true; return false }
 	for _, plural := range []string{resourceKeys, resourceNodes, resourceClaims, resourceEvents} {
-		r := resource[struct{}]{s.keys.client, s.namespace, plural, ""}
+		r := resource[struct{}]{client: s.keys.client, namespace: s.namespace, plural: plural}
 		if err := r.each(ctx, "", stop); err != nil {
 			return false, err
 		}

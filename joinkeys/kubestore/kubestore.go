@@ -35,6 +35,12 @@ type Options struct {
 	StaleClaimAge time.Duration
 	// Now is the clock claims are aged by; default time.Now.
 	Now func() time.Time
+	// Writer names this Store on every object it creates or updates
+	// (WriterAnnotation): the identity of the replica whose writes it
+	// makes, which the fence (FencePolicy) checks against the Lease's
+	// holder. Empty: unsigned, which a fenced ledger refuses while a
+	// replica holds the Lease.
+	Writer string
 }
 
 // Store is a joinkeys.Store on the Kubernetes API, in one namespace.
@@ -43,6 +49,7 @@ type Options struct {
 // other.
 type Store struct {
 	namespace string
+	writer    string
 	keys      resource[keySpec]
 	nodes     resource[nodeSpec]
 	claims    resource[claimSpec]
@@ -100,11 +107,12 @@ func New(cfg *rest.Config, namespace string, opts *Options) (*Store, error) {
 	}
 	return &Store{
 		namespace: namespace,
-		keys:      resource[keySpec]{client, namespace, resourceKeys, "JoinKey"},
-		nodes:     resource[nodeSpec]{client, namespace, resourceNodes, "LedgerNode"},
-		claims:    resource[claimSpec]{client, namespace, resourceClaims, "LedgerClaim"},
-		events:    resource[eventSpec]{client, namespace, resourceEvents, "LedgerEvent"},
-		tables:    resource[tableSpec]{client, namespace, resourceTables, "PodCIDRTable"},
+		writer:    o.Writer,
+		keys:      resource[keySpec]{client, namespace, resourceKeys, "JoinKey", o.Writer},
+		nodes:     resource[nodeSpec]{client, namespace, resourceNodes, "LedgerNode", o.Writer},
+		claims:    resource[claimSpec]{client, namespace, resourceClaims, "LedgerClaim", o.Writer},
+		events:    resource[eventSpec]{client, namespace, resourceEvents, "LedgerEvent", o.Writer},
+		tables:    resource[tableSpec]{client, namespace, resourceTables, "PodCIDRTable", o.Writer},
 		staleAge:  o.StaleClaimAge,
 		now:       o.Now,
 		claimed:   map[uint32]bool{},

@@ -159,6 +159,7 @@ type objectMeta struct {
 	UID               string            `json:"uid,omitempty"`
 	ResourceVersion   string            `json:"resourceVersion,omitempty"`
 	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
 	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
 }
 
@@ -195,6 +196,23 @@ type resource[S any] struct {
 	namespace string
 	plural    string
 	kind      string
+	// writer, when set, is written as WriterAnnotation on every object
+	// created or updated.
+	writer string
+}
+
+// signed is obj carrying r's writer.
+func (r resource[S]) signed(obj object[S]) object[S] {
+	if r.writer == "" {
+		return obj
+	}
+	annotations := make(map[string]string, len(obj.Metadata.Annotations)+1)
+	for k, v := range obj.Metadata.Annotations {
+		annotations[k] = v
+	}
+	annotations[WriterAnnotation] = r.writer
+	obj.Metadata.Annotations = annotations
+	return obj
 }
 
 func (r resource[S]) new(name string, labels map[string]string, spec S) object[S] {
@@ -213,11 +231,22 @@ func (r resource[S]) decode(raw []byte, err error) (object[S], error) {
 }
 
 func (r resource[S]) create(ctx context.Context, obj object[S]) (object[S], error) {
-	body, err := json.Marshal(obj)
+	body, err := json.Marshal(r.signed(obj))
 	if err != nil {
 		return object[S]{}, err
 	}
-	return r.decode(r.client.Post().Namespace(r.namespace).Resource(r.plural).Body(body).Do(ctx).Raw())
+	raw, err := r.client.Post().Namespace(r.namespace).Resource(r.plural).Body(body).Do(ctx).Raw()
+	return r.decode(raw, fenceError(raw, err))
+}
+
+// createDryRun is create, checked (admission included) and not stored.
+func (r resource[S]) createDryRun(ctx context.Context, obj object[S]) (object[S], error) {
+	body, err := json.Marshal(r.signed(obj))
+	if err != nil {
+		return object[S]{}, err
+	}
+	raw, err := r.client.Post().Namespace(r.namespace).Resource(r.plural).Param("dryRun", "All").Body(body).Do(ctx).Raw()
+	return r.decode(raw, fenceError(raw, err))
 }
 
 func (r resource[S]) get(ctx context.Context, name string) (object[S], error) {
@@ -227,11 +256,12 @@ func (r resource[S]) get(ctx context.Context, name string) (object[S], error) {
 // update writes obj if its resourceVersion is still the stored one (a
 // Conflict otherwise).
 func (r resource[S]) update(ctx context.Context, obj object[S]) (object[S], error) {
-	body, err := json.Marshal(obj)
+	body, err := json.Marshal(r.signed(obj))
 	if err != nil {
 		return object[S]{}, err
 	}
-	return r.decode(r.client.Put().Namespace(r.namespace).Resource(r.plural).Name(obj.Metadata.Name).Body(body).Do(ctx).Raw())
+	raw, err := r.client.Put().Namespace(r.namespace).Resource(r.plural).Name(obj.Metadata.Name).Body(body).Do(ctx).Raw()
+	return r.decode(raw, fenceError(raw, err))
 }
 
 // remove deletes the object with name if its UID and resourceVersion are

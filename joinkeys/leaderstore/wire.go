@@ -144,6 +144,7 @@ var sentinels = []struct {
 	{"node_token_invalid", joinkeys.ErrNodeTokenInvalid},
 	{"pool_exhausted", joinkeys.ErrPoolExhausted},
 	{"leader_unavailable", ErrLeaderUnavailable},
+	{"fenced", joinkeys.ErrFenced},
 	{"deadline_exceeded", context.DeadlineExceeded},
 	{"canceled", context.Canceled},
 }

@@ -1,0 +1,184 @@
+package kubestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"gridweave.dev/joinkeys"
+)
+
+// WriterAnnotation names, on every object a Store with Options.Writer
+// creates or updates, the replica that wrote it.
+const WriterAnnotation = Group + "/writer"
+
+// FencePolicy is the ValidatingAdmissionPolicy that keeps a ledger to one
+// writer: the API server refuses a create or update of a ledger object
+// whose WriterAnnotation is not the holder of the Lease its binding names.
+// A deposed leader, one that has not noticed yet that another replica took
+// the Lease, so cannot write: the takeover itself (the Lease's new holder)
+// is the fence, and every write is checked against it where it lands.
+// While the Lease is held by no one (released, or never taken) and when it
+// does not exist, writes are not fenced: a migration before the replicas
+// start, or after they stopped.
+const FencePolicy = "gridweave-ledger-fence"
+
+// Fence says which ledger one binding of FencePolicy fences, and by which
+// Lease.
+type Fence struct {
+	LedgerNamespace string // where the ledger's objects are
+	LeaseNamespace  string // where the Lease is (the replicas' own namespace)
+	LeaseName       string // the Lease the replicas compete for
+}
+
+// fenceExpression allows a write whose writer holds the Lease, and every
+// write while no one does.
+const fenceExpression = `!has(params.spec.holderIdentity) || params.spec.holderIdentity == "" || ` +
+	`(has(object.metadata.annotations) && "` + WriterAnnotation + `" in object.metadata.annotations && ` +
+	`object.metadata.annotations["` + WriterAnnotation + `"] == params.spec.holderIdentity)`
+
+// FenceObjects returns FencePolicy and the binding that fences f's ledger.
+func FenceObjects(f Fence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	fail := admissionv1.Fail
+	forbidden := metav1.StatusReasonForbidden
+	allow := admissionv1.AllowAction
+	labels := map[string]string{"app.kubernetes.io/part-of": "gridweave"}
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: FencePolicy, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			ParamKind:     &admissionv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{Group}, APIVersions: []string{"*"}, Resources: []string{"*"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression:        fenceExpression,
+				MessageExpression: `"` + FencePolicy + `: only the holder of the Lease " + params.metadata.name + " (" + params.spec.holderIdentity + ") writes the ledger"`,
+				Reason:            &forbidden,
+			}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: FencePolicy + "." + f.LedgerNamespace, Labels: labels},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        FencePolicy,
+			ParamRef:          &admissionv1.ParamRef{Name: f.LeaseName, Namespace: f.LeaseNamespace, ParameterNotFoundAction: &allow},
+			MatchResources:    &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.LedgerNamespace}}},
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	return policy, binding
+}
+
+// InstallFence creates FencePolicy and the binding that fences f's
+// ledger, or brings them to what FenceObjects says. It needs a cluster
+// administrator's rights (both are cluster-scoped).
+func InstallFence(ctx context.Context, cfg *rest.Config, f Fence) error {
+	if f.LedgerNamespace == "" || f.LeaseNamespace == "" || f.LeaseName == "" {
+		return errors.New("kubestore: a fence needs the ledger's namespace and the Lease's namespace and name")
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	policy, binding := FenceObjects(f)
+	policies := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	if got, err := policies.Get(ctx, policy.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		_, err = policies.Create(ctx, policy, metav1.CreateOptions{FieldManager: "gridweave"})
+		if err != nil {
+			return fmt.Errorf("kubestore: the fence's policy: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("kubestore: the fence's policy: %w", err)
+	} else {
+		got.Spec = policy.Spec
+		if _, err := policies.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"}); err != nil {
+			return fmt.Errorf("kubestore: the fence's policy: %w", err)
+		}
+	}
+	bindings := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	if got, err := bindings.Get(ctx, binding.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		_, err = bindings.Create(ctx, binding, metav1.CreateOptions{FieldManager: "gridweave"})
+		if err != nil {
+			return fmt.Errorf("kubestore: the fence's binding: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("kubestore: the fence's binding: %w", err)
+	} else {
+		got.Spec = binding.Spec
+		if _, err := bindings.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"}); err != nil {
+			return fmt.Errorf("kubestore: the fence's binding: %w", err)
+		}
+	}
+	return nil
+}
+
+// fenceError is the error of a write whose answer was body: recognisable
+// as joinkeys.ErrFenced when it is the fence's refusal (a 403 whose
+// message names the policy; the store's client does not decode the
+// message of a refusal, so it is read from the body).
+func fenceError(body []byte, err error) error {
+	if err != nil && apierrors.IsForbidden(err) && bytes.Contains(body, []byte(FencePolicy+": ")) {
+		return fmt.Errorf("%w: %w", joinkeys.ErrFenced, err)
+	}
+	return err
+}
+
+// probeName names the object AwaitWrites and FenceHolds try to create,
+// dry run: never stored.
+const probeName = "fence-probe"
+
+// probe tries a dry-run write of a LedgerEvent as writer, and reports
+// whether the fence refused it.
+func (s *Store) probe(ctx context.Context, writer string) (refused bool, err error) {
+	r := s.events
+	r.writer = writer
+	_, err = r.createDryRun(ctx, r.new(probeName, nil, eventSpec{At: time.Now().UTC(), Type: "fence_probe"}))
+	if errors.Is(err, joinkeys.ErrFenced) {
+		return true, nil
+	}
+	return false, err
+}
+
+// AwaitWrites waits until the API server takes this Store's writes: once
+// a replica holds the Lease, the fence names it as soon as the API
+// server's view of the Lease caught up (the fence reads it from a cache),
+// and from then on refuses the writes of any replica that held it before.
+// It tries a dry-run write every 100 ms until one is taken or ctx ends.
+func (s *Store) AwaitWrites(ctx context.Context) error {
+	for {
+		refused, err := s.probe(ctx, s.writer)
+		if err != nil {
+			return fmt.Errorf("kubestore: a dry-run write: %w", err)
+		}
+		if !refused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubestore: the fence still refuses %q's writes: %w", s.writer, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// FenceHolds reports whether the API server refuses a write of a replica
+// that does not hold the Lease (a dry run as a writer no replica is):
+// false means no fence is installed for this ledger, or the Lease is held
+// by no one.
+func (s *Store) FenceHolds(ctx context.Context) (bool, error) {
+	return s.probe(ctx, "gridweave-fence-probe-not-a-replica")
+}

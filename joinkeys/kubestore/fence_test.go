@@ -1,0 +1,175 @@
+package kubestore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/kubestore"
+	"gridweave.dev/joinkeys/storetest"
+	"gridweave.dev/mesh/wgkey"
+)
+
+// TestTheFenceKeepsOneWriter runs the fence on the real API server: while
+// a replica holds the Lease only its writes land; once another takes it
+// over, the first one's writes are refused (ErrFenced) and write nothing,
+// before it has noticed anything; with the Lease released, anyone writes.
+func TestTheFenceKeepsOneWriter(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	fence := kubestore.Fence{LedgerNamespace: ns, LeaseNamespace: ns, LeaseName: "gridweave-leader"}
+	if err := kubestore.InstallFence(ctx, c.Config, fence); err != nil {
+		t.Fatal(err)
+	}
+	_, binding := kubestore.FenceObjects(fence)
+	t.Cleanup(func() {
+		_ = c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	store := func(writer string) *kubestore.Store {
+		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: writer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b, unsigned := store("replica-a"), store("replica-b"), store("")
+	key := func(id string) joinkeys.KeyRecord {
+		now := time.Now().UTC()
+		return joinkeys.KeyRecord{Key: joinkeys.Key{ID: id, Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, SecretHash: []byte("hash")}
+	}
+
+	// No Lease yet (no replica started): a migration writes unsigned.
+	if err := unsigned.InsertKey(ctx, key("before-any-lease")); err != nil {
+		t.Fatalf("no Lease exists, yet: %v", err)
+	}
+
+	leases := c.Kube.CoordinationV1().Leases(ns)
+	holder := "replica-a"
+	lease, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-leader"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server compiles the policy and reads the Lease from a cache:
+	// wait until it refuses someone who does not hold it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		holds, err := b.FenceHolds(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holds {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fence never refused a replica that does not hold the Lease")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a.AwaitWrites(awaitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.InsertKey(ctx, key("by-the-holder")); err != nil {
+		t.Fatalf("the holder's write: %v", err)
+	}
+	for name, s := range map[string]*kubestore.Store{"replica-b": b, "unsigned": unsigned} {
+		if err := s.InsertKey(ctx, key("by-"+name)); !errors.Is(err, joinkeys.ErrFenced) {
+			t.Errorf("%s wrote while replica-a holds the Lease: %v", name, err)
+		}
+		if _, err := a.Key(ctx, "by-"+name); !errors.Is(err, joinkeys.ErrKeyNotFound) {
+			t.Errorf("%s's refused key is in the ledger: %v", name, err)
+		}
+	}
+
+	// replica-b takes the Lease over; replica-a has not noticed.
+	holder = "replica-b"
+	lease.Spec.HolderIdentity = &holder
+	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AwaitWrites(awaitCtx); err != nil {
+		t.Fatal(err)
+	}
+	_, pub, err := wgkey.GeneratePair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	_, err = a.ReserveNode(ctx, joinkeys.Reservation{
+		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "late-write", PublicKey: pub, Status: joinkeys.StatusValidated, CreatedAt: now}},
+		Addresses:  joinkeys.MustPool("198.18.0.0/24", "198.18.0.1").Addresses(),
+		SpendKeyID: "by-the-holder",
+		Now:        now,
+	})
+	if !errors.Is(err, joinkeys.ErrFenced) {
+		t.Fatalf("the deposed replica's reservation: %v, want ErrFenced", err)
+	}
+	if _, err := b.Node(ctx, "late-write"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("the deposed replica's node is in the ledger: %v", err)
+	}
+	if k, err := b.Key(ctx, "by-the-holder"); err != nil || k.Uses != 0 {
+		t.Errorf("the deposed replica spent a use of the key: %+v, %v", k, err)
+	}
+	if _, err := b.ReserveNode(ctx, joinkeys.Reservation{
+		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "by-the-new-holder", PublicKey: pub, Status: joinkeys.StatusValidated, CreatedAt: now}},
+		Addresses:  joinkeys.MustPool("198.18.0.0/24", "198.18.0.1").Addresses(),
+		SpendKeyID: "by-the-holder",
+		Now:        now,
+	}); err != nil {
+		t.Fatalf("the new holder's reservation: %v", err)
+	}
+
+	// Released (a replica stopped and gave it up): unfenced again.
+	empty := ""
+	lease, err = leases.Get(ctx, "gridweave-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity = &empty
+	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unsigned.AwaitWrites(awaitCtx); err != nil {
+		t.Fatalf("with the Lease released: %v", err)
+	}
+	if holds, err := a.FenceHolds(ctx); err != nil || holds {
+		t.Errorf("with the Lease released the fence still refuses writes: %v %v", holds, err)
+	}
+}
+
+// TestConformanceUnderTheFence runs the Store suite on a fenced ledger
+// whose Lease the Store's writer holds.
+func TestConformanceUnderTheFence(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) joinkeys.Store {
+		c, ns := ledger(t)
+		ctx := context.Background()
+		fence := kubestore.Fence{LedgerNamespace: ns, LeaseNamespace: ns, LeaseName: "gridweave-leader"}
+		if err := kubestore.InstallFence(ctx, c.Config, fence); err != nil {
+			t.Fatal(err)
+		}
+		_, binding := kubestore.FenceObjects(fence)
+		t.Cleanup(func() {
+			_ = c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+		holder := "the-leader"
+		if _, err := c.Kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-leader"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: holder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := s.AwaitWrites(awaitCtx); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
