@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/linkbook"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/wgkey"
@@ -152,58 +153,6 @@ type directoryView struct {
 	// The parts of the body a delta repeats.
 	masterEndpoint string
 	podRange       joinkeys.PodRange
-}
-
-// linkBook keeps each node's last link report.
-type linkBook struct {
-	mu      sync.Mutex
-	reports map[string]linkReport
-}
-
-type linkReport struct {
-	at         time.Time
-	listenPort int
-	endpoints  []netip.AddrPort
-	links      []api.Link
-	counts     api.LinkCounts
-}
-
-func (b *linkBook) get(hostname string) (linkReport, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.reports[hostname]
-	return r, ok
-}
-
-func (b *linkBook) put(hostname string, r linkReport) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.reports == nil {
-		b.reports = map[string]linkReport{}
-	}
-	b.reports[hostname] = r
-}
-
-// keep forgets the reports of nodes that are no longer in the ledger.
-func (b *linkBook) keep(hostnames map[string]bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for h := range b.reports {
-		if !hostnames[h] {
-			delete(b.reports, h)
-		}
-	}
-}
-
-// all copies every report, by hostname.
-func (b *linkBook) all() map[string]linkReport {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make(map[string]linkReport, len(b.reports))
-	for h, r := range b.reports {
-		out[h] = r
-	}
-	return out
 }
 
 // countLinks summarises links by state.
@@ -431,7 +380,12 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 			observed[st.PublicKey] = st.Endpoint
 		}
 	}
-	reports := nr.links.all()
+	reports, err := nr.links.All(ctx)
+	if err != nil {
+		// The endpoints the master's device observes still lead there.
+		nr.log.WarnContext(ctx, "peer directory without the agents' link reports", "err", err)
+		reports = nil
+	}
 	present := make(map[string]bool, len(nodes))
 	peers := []orgPeer{}
 	for _, n := range nodes {
@@ -446,14 +400,14 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 		var eps []netip.AddrPort
 		if ep, ok := observed[n.PublicKey]; ok && ep.IsValid() {
 			eps = append(eps, ep)
-			if r, ok := reports[n.Hostname]; ok && r.listenPort != 0 && int(ep.Port()) != r.listenPort {
+			if r, ok := reports[n.Hostname]; ok && r.ListenPort != 0 && int(ep.Port()) != r.ListenPort {
 				// Behind a NAT that keeps the address but not the port:
 				// the device's own port at that address may answer too.
-				eps = append(eps, netip.AddrPortFrom(ep.Addr(), uint16(r.listenPort)))
+				eps = append(eps, netip.AddrPortFrom(ep.Addr(), uint16(r.ListenPort)))
 			}
 		}
 		if r, ok := reports[n.Hostname]; ok {
-			eps = append(eps, r.endpoints...)
+			eps = append(eps, r.Endpoints...)
 		}
 		for _, ep := range eps {
 			if !slices.Contains(p.Endpoints, ep.String()) {
@@ -466,7 +420,9 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 		}
 		peers = append(peers, orgPeer{org: n.Org, DirectoryPeer: p, raw: raw})
 	}
-	nr.links.keep(present)
+	if err := nr.links.Keep(ctx, present); err != nil {
+		nr.log.WarnContext(ctx, "forgetting the link reports of nodes that left", "err", err)
+	}
 	slices.SortFunc(peers, func(a, b orgPeer) int { return strings.Compare(a.Hostname, b.Hostname) })
 	return peers, nr.masterEndpoint(), nil
 }
@@ -591,11 +547,13 @@ func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.Lin
 		return api.LinksAccepted{}, err
 	}
 	keys := view.keys
-	report.links = slices.DeleteFunc(report.links, func(l api.Link) bool { return l.Hostname == req.Hostname || keys[l.Hostname] != l.PublicKey })
-	report.at = nr.now().UTC()
-	report.counts = countLinks(report.links, report.at)
-	nr.links.put(req.Hostname, report)
-	return api.LinksAccepted{Hostname: req.Hostname, Counts: report.counts}, nil
+	report.Links = slices.DeleteFunc(report.Links, func(l api.Link) bool { return l.Hostname == req.Hostname || keys[l.Hostname] != l.PublicKey })
+	report.At = nr.now().UTC()
+	report.Counts = countLinks(report.Links, report.At)
+	if err := nr.links.Put(r.Context(), req.Hostname, report); err != nil {
+		return api.LinksAccepted{}, err
+	}
+	return api.LinksAccepted{Hostname: req.Hostname, Counts: report.Counts}, nil
 }
 
 // checkLinksReport checks every field of a report, naming the one that
@@ -603,52 +561,52 @@ func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.Lin
 // the fleet shares a LAN (Config.FleetLAN): otherwise it names a host of
 // the machine's own network, which another org's machine would be sent
 // to probe.
-func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkReport, error) {
-	out := linkReport{listenPort: req.ListenPort, links: make([]api.Link, 0, len(req.Links))}
+func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkbook.Report, error) {
+	out := linkbook.Report{ListenPort: req.ListenPort, Links: make([]api.Link, 0, len(req.Links))}
 	if req.ListenPort < 0 || req.ListenPort > 65535 {
-		return linkReport{}, badField("listen_port", "listen_port must be a port from 1 to 65535 (or left out), got %d", req.ListenPort)
+		return linkbook.Report{}, badField("listen_port", "listen_port must be a port from 1 to 65535 (or left out), got %d", req.ListenPort)
 	}
 	if len(req.Endpoints) > maxReportedEndpoints {
-		return linkReport{}, badField("endpoints", "at most %d endpoints, got %d", maxReportedEndpoints, len(req.Endpoints))
+		return linkbook.Report{}, badField("endpoints", "at most %d endpoints, got %d", maxReportedEndpoints, len(req.Endpoints))
 	}
 	for i, e := range req.Endpoints {
 		ep, err := netip.ParseAddrPort(e)
 		if err != nil || ep.Port() == 0 || !ep.Addr().IsGlobalUnicast() {
-			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] must be a unicast address:port, got %q", i, e)
+			return linkbook.Report{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] must be a unicast address:port, got %q", i, e)
 		}
 		if vpn.Contains(ep.Addr().Unmap()) {
-			return linkReport{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] %s is inside the VPN %s: an endpoint is where the tunnel is reached from outside", i, e, vpn)
+			return linkbook.Report{}, badField(fmt.Sprintf("endpoints[%d]", i), "endpoints[%d] %s is inside the VPN %s: an endpoint is where the tunnel is reached from outside", i, e, vpn)
 		}
 		if !lan && localOnly(ep.Addr().Unmap()) {
 			continue
 		}
-		out.endpoints = append(out.endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
+		out.Endpoints = append(out.Endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
 	}
 	if len(req.Links) > maxReportedLinks {
-		return linkReport{}, badField("links", "at most %d links, got %d", maxReportedLinks, len(req.Links))
+		return linkbook.Report{}, badField("links", "at most %d links, got %d", maxReportedLinks, len(req.Links))
 	}
 	for i, l := range req.Links {
 		field := fmt.Sprintf("links[%d]", i)
 		if err := joinkeys.ValidateHostname(l.Hostname); err != nil {
-			return linkReport{}, badField(field+".hostname", "%s.hostname: %v", field, err)
+			return linkbook.Report{}, badField(field+".hostname", "%s.hostname: %v", field, err)
 		}
 		if _, err := wgkey.Parse(l.PublicKey); err != nil {
-			return linkReport{}, badField(field+".public_key", "%s.public_key: %v", field, err)
+			return linkbook.Report{}, badField(field+".public_key", "%s.public_key: %v", field, err)
 		}
 		switch l.State {
 		case api.LinkDirect, api.LinkRelayed, api.LinkConnecting:
 		default:
-			return linkReport{}, badField(field+".state", "%s.state must be direct, relayed or connecting, got %q", field, l.State)
+			return linkbook.Report{}, badField(field+".state", "%s.state must be direct, relayed or connecting, got %q", field, l.State)
 		}
 		if l.Endpoint != "" {
 			if _, err := netip.ParseAddrPort(l.Endpoint); err != nil {
-				return linkReport{}, badField(field+".endpoint", "%s.endpoint must be address:port or empty, got %q", field, l.Endpoint)
+				return linkbook.Report{}, badField(field+".endpoint", "%s.endpoint must be address:port or empty, got %q", field, l.Endpoint)
 			}
 		}
 		if l.RxBytes < 0 || l.TxBytes < 0 {
-			return linkReport{}, badField(field+".rx_bytes", "%s: byte counts cannot be negative", field)
+			return linkbook.Report{}, badField(field+".rx_bytes", "%s: byte counts cannot be negative", field)
 		}
-		out.links = append(out.links, l)
+		out.Links = append(out.Links, l)
 	}
 	return out, nil
 }
@@ -669,33 +627,49 @@ func (nr *nodeRoutes) nodeLinks(r *http.Request, _ noBody) (api.NodeLinks, error
 		return api.NodeLinks{}, err
 	}
 	out := api.NodeLinks{Hostname: h, Links: []api.Link{}}
-	if rep, ok := nr.links.get(h); ok {
-		at := rep.at
-		out.ReportedAt, out.Counts, out.Links = &at, rep.counts, rep.links
+	rep, ok, err := nr.links.Get(r.Context(), h)
+	if err != nil {
+		return api.NodeLinks{}, err
+	}
+	if ok {
+		at := rep.At
+		out.ReportedAt, out.Counts, out.Links = &at, rep.Counts, rep.Links
 	}
 	return out, nil
 }
 
-// linkCounts is the node's summary for GET /v1/nodes, nil when its agent
-// never reported.
-func (nr *nodeRoutes) linkCounts(hostname string) *api.LinkCounts {
-	rep, ok := nr.links.get(hostname)
-	if !ok {
-		return nil
+// linkCounts returns the summaries of the nodes' last reports for their
+// views, by hostname (none for a node whose agent never reported): one
+// node's read alone, more nodes' from one read of every report. A book
+// that cannot be read leaves the summaries out.
+func (nr *nodeRoutes) linkCounts(ctx context.Context, nodes []joinkeys.Node) map[string]api.LinkCounts {
+	out := map[string]api.LinkCounts{}
+	if len(nodes) == 1 {
+		if rep, ok, err := nr.links.Get(ctx, nodes[0].Hostname); err == nil && ok {
+			out[nodes[0].Hostname] = rep.Counts
+		}
+		return out
 	}
-	c := rep.counts
-	return &c
+	all, err := nr.links.All(ctx)
+	if err != nil {
+		nr.log.WarnContext(ctx, "node views without their link counts", "err", err)
+	}
+	for h, rep := range all {
+		out[h] = rep.Counts
+	}
+	return out
 }
 
 // linkPairs counts the links between pairs of nodes by state, for the
 // metrics: a pair is direct when both ends that reported say direct,
 // relayed when one says relayed, connecting otherwise.
-func (nr *nodeRoutes) linkPairs() map[api.LinkState]int {
+func (nr *nodeRoutes) linkPairs(ctx context.Context) map[api.LinkState]int {
 	type pair struct{ a, b string }
 	rank := map[api.LinkState]int{api.LinkDirect: 0, api.LinkConnecting: 1, api.LinkRelayed: 2}
 	worst := map[pair]api.LinkState{}
-	for host, rep := range nr.links.all() {
-		for _, l := range rep.links {
+	all, _ := nr.links.All(ctx)
+	for host, rep := range all {
+		for _, l := range rep.Links {
 			p := pair{host, l.Hostname}
 			if p.b < p.a {
 				p.a, p.b = p.b, p.a

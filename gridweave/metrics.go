@@ -106,7 +106,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	if peers, err := c.s.mesh.Peers(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(peers)))
 	}
-	for state, n := range c.s.nodes.linkPairs() {
+	for state, n := range c.s.nodes.linkPairs(ctx) {
 		ch <- prometheus.MustNewConstMetric(linksDesc, prometheus.GaugeValue, float64(n), string(state))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/kubeletjoin"
+	"gridweave.dev/gridweave/linkbook"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/wgkey"
@@ -51,7 +52,7 @@ type nodeRoutes struct {
 	// peers is the peer directory the agents wait on; links their
 	// reports of their links.
 	peers peerDirectory
-	links linkBook
+	links linkbook.Book
 	polls pollCount
 	park  *pollPark
 	// history is the fleet's recent samples, for the console.
@@ -471,6 +472,7 @@ func (nr *nodeRoutes) viewNodes(ctx context.Context, nodes ...joinkeys.Node) []a
 	}
 	serverMajor, _ := fleet.MajorVersion(nr.cfg.ServerVersion)
 	now := nr.now()
+	counts := nr.linkCounts(ctx, nodes)
 	views := make([]api.Node, len(nodes))
 	for i, n := range nodes {
 		v := viewNode(n)
@@ -484,7 +486,9 @@ func (nr *nodeRoutes) viewNodes(ctx context.Context, nodes ...joinkeys.Node) []a
 		if pool, ok := fleet.PoolOf(n.GPUs); ok {
 			v.WorkerGroup = &pool.Name
 		}
-		v.Links = nr.linkCounts(n.Hostname)
+		if c, ok := counts[n.Hostname]; ok {
+			v.Links = &c
+		}
 		views[i] = v
 	}
 	return views

@@ -18,6 +18,7 @@ import (
 
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/kubeletjoin"
+	"gridweave.dev/gridweave/linkbook"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/mesh"
 	"gridweave.dev/rayctl"
@@ -46,6 +47,10 @@ type Backends struct {
 	// scrapetargets writes them as Prometheus file_sd files); nil means
 	// none.
 	Targets fleet.Targets
+	// Links keeps the agents' reports of their links; default an
+	// in-memory linkbook.Memory (with several replicas, a
+	// linkbook.Follower, so that every replica answers the leader's).
+	Links linkbook.Book
 	// Hub, if set, says where nodes reach the master's WireGuard device
 	// now, as host:port: with several server replicas, the leader's. ""
 	// (or a nil Hub) means this server's MasterIP:WireGuardPort. Validate and
@@ -131,7 +136,10 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gridweave: the mesh's public key: %w", err)
 	}
-	s.nodes = &nodeRoutes{responder: s.responder, cfg: &s.cfg, keyring: b.Keyring, mesh: b.Mesh, kube: b.Kube, now: s.now, hub: b.Hub, masterKey: key}
+	s.nodes = &nodeRoutes{responder: s.responder, cfg: &s.cfg, keyring: b.Keyring, mesh: b.Mesh, kube: b.Kube, now: s.now, hub: b.Hub, masterKey: key, links: b.Links}
+	if s.nodes.links == nil {
+		s.nodes.links = new(linkbook.Memory)
+	}
 	s.nodes.k3sToken = strings.TrimSpace(cfg.K3sAgentToken)
 	if cfg.KubeJoinMode == JoinModeKubelet {
 		if err := s.kubeletMode(); err != nil {

@@ -525,6 +525,83 @@ func TestADeposedLeaderCannotWrite(t *testing.T) {
 	}
 }
 
+// TestEveryReplicaAnswersTheLeadersLinks: an agent's link report taken
+// by a replica that does not lead lands in the leader's book, and every
+// replica answers it alike: the node's links, its counts in the node
+// list, and its reported endpoints in another node's peer directory.
+func TestEveryReplicaAnswersTheLeadersLinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real control plane and two server processes; run make test")
+	}
+	h := startHA(t, "links", 2, 4*time.Second, "")
+	leader := h.named(h.awaitLeader(""))
+	follower := h.replicas[0]
+	if follower == leader {
+		follower = h.replicas[1]
+	}
+	status, minted, err := h.call(follower.url, "/v1/nodes/join-keys", map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, h.adminToken)
+	if err != nil || status != 201 {
+		t.Fatalf("mint: %d %v %v", status, minted, err)
+	}
+	tokens, keys := map[string]string{}, map[string]string{}
+	for _, host := range []string{"gpu-a", "gpu-b"} {
+		_, pub, err := wgkey.GeneratePair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, body, err := h.call(follower.url, "/v1/nodes/validate", map[string]any{"key": minted["key"], "hostname": host, "public_key": pub.String(), "version": "1.4.2"}, "")
+		if err != nil || status != 200 {
+			t.Fatalf("validate %s: %d %v %v", host, status, body, err)
+		}
+		tokens[host], keys[host] = body["node_token"].(string), pub.String()
+	}
+	status, body, err := h.call(follower.url, "/v1/nodes/links", map[string]any{"hostname": "gpu-a", "listen_port": 51820, "endpoints": []string{"203.0.113.10:51820"},
+		"links": []map[string]any{{"hostname": "gpu-b", "public_key": keys["gpu-b"], "state": "direct", "endpoint": "203.0.113.11:51820"}}}, tokens["gpu-a"])
+	if err != nil || status != 200 {
+		t.Fatalf("the report through %s: %d %v %v", follower.name, status, body, err)
+	}
+	get := func(url, path, token string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s %v", path, resp.Status, err)
+		}
+		return out
+	}
+	for _, r := range []*replicaProcess{leader, follower} {
+		links := get(r.url, "/v1/nodes/gpu-a/links", h.adminToken)
+		if counts, _ := links["counts"].(map[string]any); counts["direct"] != 1.0 || len(links["links"].([]any)) != 1 || links["reported_at"] == nil {
+			t.Errorf("%s answers gpu-a's links %v; want the report, one direct link", r.name, links)
+		}
+		waitFor(t, 10*time.Second, r.name+"'s node list to count gpu-a's link", func() (bool, bool) {
+			for _, n := range get(r.url, "/v1/nodes", h.adminToken)["nodes"].([]any) {
+				node := n.(map[string]any)
+				if c, ok := node["links"].(map[string]any); node["hostname"] == "gpu-a" && ok && c["direct"] == 1.0 {
+					return true, true
+				}
+			}
+			return false, false
+		})
+		waitFor(t, 10*time.Second, r.name+"'s peer directory to carry gpu-a's reported endpoint", func() (bool, bool) {
+			dir := get(r.url, "/v1/nodes/peers?hostname=gpu-b", tokens["gpu-b"])
+			for _, p := range dir["peers"].([]any) {
+				peer := p.(map[string]any)
+				if peer["hostname"] == "gpu-a" && slices.Contains(peer["endpoints"].([]any), any("203.0.113.10:51820")) {
+					return true, true
+				}
+			}
+			return false, false
+		})
+	}
+}
+
 // haReplicas are server processes on one fenced ledger in the shared
 // control plane, every one ready.
 type haReplicas struct {

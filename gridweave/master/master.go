@@ -27,6 +27,7 @@ import (
 	"gridweave.dev/gridweave/crd"
 	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/gridweave/identity"
+	"gridweave.dev/gridweave/linkbook"
 	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/gridweave/tlspin"
 	"gridweave.dev/joinkeys"
@@ -120,7 +121,13 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	} else if err != nil {
 		return settingError("DBPath", err) // the pair kept beside the ledger
 	}
-	store, err := openStore(ctx, cfg, ha, publicTLS != nil, log)
+	var channel replicaChannel
+	if ha != nil {
+		if channel, err = openChannel(cfg, ha, publicTLS != nil); err != nil {
+			return err
+		}
+	}
+	store, err := openStore(ctx, cfg, ha, channel, log)
 	if err != nil {
 		return err
 	}
@@ -232,7 +239,14 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	if ha != nil {
 		hub = ha.Hub
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Targets: targets, Hub: hub, Logger: log})
+	var links linkbook.Book
+	if ha != nil {
+		// Every replica answers the leader's link reports.
+		if links, err = linkbook.NewFollower(channel.links, linkbook.FollowerOptions{Leader: ha.Leader, Client: channel.client, Credential: channel.credential}); err != nil {
+			return err
+		}
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Targets: targets, Hub: hub, Links: links, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -252,9 +266,9 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	}
 	servers := []listener{{server: listen(addr, server.Handler(), publicTLS)}}
 	if ha != nil {
-		// The others' writes to the ledger, taken while this replica leads.
-		channel := leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: leaderstore.Credential([]byte(cfg.JWTSecret)), Leading: ha.leading.Load, Logger: log})
-		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel, publicTLS)})
+		// The others' writes to the ledger and link reports, taken while
+		// this replica leads.
+		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel.handler(ha, log), publicTLS)})
 	}
 	if cfg.InternalAddr != "" {
 		servers = append(servers, listener{server: listen(cfg.InternalAddr, server.InternalHandler(), nil)})
@@ -402,23 +416,50 @@ func clusterCA(rc *rest.Config) ([]byte, error) {
 	return raw, nil
 }
 
-// openStore opens the ledger cfg.Store names: the replica's, which only
-// the leader writes (the others hand it their writes; overTLS: on the
-// channel that pins cfg.PublicPin), or the SQLite file cfg.DBPath.
-func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, overTLS bool, log *slog.Logger) (joinkeys.Store, error) {
-	if ha != nil {
-		transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
-		if overTLS {
-			pin, err := tlspin.Parse(cfg.PublicPin)
-			if err != nil {
-				return nil, err
-			}
-			transport.TLSClientConfig = tlspin.ClientConfig(pin)
+// replicaChannel is how a replica reaches the leader: the ledger's writes
+// and the agents' link reports go to it.
+type replicaChannel struct {
+	client     *http.Client // pinned to the master's certificate with TLS
+	credential string       // the replicas' (leaderstore.Credential)
+	links      *linkbook.Memory
+}
+
+// openChannel is ha's channel to the leader (overTLS: pinning
+// cfg.PublicPin).
+func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChannel, error) {
+	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	if overTLS {
+		pin, err := tlspin.Parse(cfg.PublicPin)
+		if err != nil {
+			return replicaChannel{}, err
 		}
+		transport.TLSClientConfig = tlspin.ClientConfig(pin)
+	}
+	return replicaChannel{
+		client:     &http.Client{Transport: transport, Timeout: time.Minute},
+		credential: leaderstore.Credential([]byte(cfg.JWTSecret)),
+		links:      new(linkbook.Memory),
+	}, nil
+}
+
+// handler serves the leader's side of the channel: the ledger's writes
+// and the link reports, refused while ha does not lead.
+func (c replicaChannel) handler(ha *replica, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(leaderstore.PathPrefix, leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: c.credential, Leading: ha.leading.Load, Logger: log}))
+	mux.Handle(linkbook.PathPrefix, linkbook.Handler(c.links, linkbook.HandlerOptions{Credential: c.credential, Leading: ha.leading.Load}))
+	return mux
+}
+
+// openStore opens the ledger cfg.Store names: the replica's, which only
+// the leader writes (the others hand it their writes over channel), or
+// the SQLite file cfg.DBPath.
+func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, channel replicaChannel, log *slog.Logger) (joinkeys.Store, error) {
+	if ha != nil {
 		return leaderstore.New(ha.store, leaderstore.Options{
 			Leader:     ha.Leader,
-			Client:     &http.Client{Transport: transport, Timeout: time.Minute},
-			Credential: leaderstore.Credential([]byte(cfg.JWTSecret)),
+			Client:     channel.client,
+			Credential: channel.credential,
 			// Through one failover: a new leader takes the Lease within
 			// its duration after the last renewal.
 			Wait: cfg.LeaseDuration + 5*time.Second,
