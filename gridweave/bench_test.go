@@ -3,6 +3,7 @@ package gridweave_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
+	"gridweave.dev/joinkeys/leaderstore"
 	"gridweave.dev/joinkeys/sqlitestore"
 )
 
@@ -184,6 +186,75 @@ func BenchmarkJoinOnTheKubernetesLedger(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					n := newNode(b, fmt.Sprintf("new-%07d", next.Add(1)))
+					if r := h.validate(n, key); r.status != 200 {
+						b.Errorf("validate: %d %s", r.status, r.raw)
+						return
+					}
+					if r := h.register(n, nil); r.status != 200 {
+						b.Errorf("register: %d %s", r.status, r.raw)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+		})
+	}
+}
+
+// BenchmarkJoinThroughThreeReplicas is BenchmarkJoinOnTheKubernetesLedger
+// with three servers on the ledger, as KUBERAY_STORE=kubernetes runs
+// them: one leads (it writes the ledger, from its index), two follow
+// (they read the API server and hand their writes to the leader over
+// HTTP), and the 16 machines join through all three in turn. ns/op is
+// per join, and joins/s is reported.
+//
+//	go test -run '^$' -bench BenchmarkJoinThroughThreeReplicas -benchtime 2000x ./gridweave/
+func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
+	const clients = 16
+	tc := testcluster.Shared(b)
+	ctx := context.Background()
+	if err := kubestore.InstallCRDs(ctx, tc.Config); err != nil {
+		b.Fatal(err)
+	}
+	credential := leaderstore.Credential([]byte(testSecret))
+	for _, existing := range []int{100, 5000} {
+		b.Run(fmt.Sprintf("replicas=3/clients=%d/existing=%d", clients, existing), func(b *testing.B) {
+			ns := fmt.Sprintf("bench-replicas-%d-%d", existing, realSeq.Add(1))
+			if err := tc.CreateNamespace(ctx, ns); err != nil {
+				b.Fatal(err)
+			}
+			writer, err := kubestore.New(tc.Config, ns, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			channel := httptest.NewServer(leaderstore.Handler(writer, leaderstore.HandlerOptions{Credential: credential, Leading: func() bool { return true }}))
+			b.Cleanup(channel.Close)
+			var replicas []*harness
+			for i := range 3 {
+				local, target := writer, leaderstore.Target{Self: true}
+				if i > 0 {
+					if local, err = kubestore.New(tc.Config, ns, nil); err != nil {
+						b.Fatal(err)
+					}
+					target = leaderstore.Target{URL: channel.URL}
+				}
+				store, err := leaderstore.New(local, leaderstore.Options{Credential: credential,
+					Leader: func(context.Context, bool) (leaderstore.Target, error) { return target, nil }})
+				if err != nil {
+					b.Fatal(err)
+				}
+				replicas = append(replicas, newHarness(b, &harnessOptions{store: store, config: func(c *gridweave.Config) { c.RateLimitPerMinute = 1 << 30 }}))
+			}
+			prefillConcurrently(b, replicas[0], existing, clients)
+			_, key := replicas[1].mint("org")
+			var next atomic.Int64
+			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1)
+					h := replicas[i%3]
+					n := newNode(b, fmt.Sprintf("new-%07d", i))
 					if r := h.validate(n, key); r.status != 200 {
 						b.Errorf("validate: %d %s", r.status, r.raw)
 						return

@@ -137,6 +137,11 @@ func fenceError(body []byte, err error) error {
 	return err
 }
 
+// settleWrites is how long a new writer waits, once the fence names it,
+// before it reads the ledger: a write the API server admitted for the old
+// writer just before is stored within it.
+const settleWrites = 500 * time.Millisecond
+
 // probeName names the object AwaitWrites and FenceHolds try to create,
 // dry run: never stored.
 const probeName = "fence-probe"
@@ -153,11 +158,13 @@ func (s *Store) probe(ctx context.Context, writer string) (refused bool, err err
 	return false, err
 }
 
-// AwaitWrites waits until the API server takes this Store's writes: once
-// a replica holds the Lease, the fence names it as soon as the API
-// server's view of the Lease caught up (the fence reads it from a cache),
-// and from then on refuses the writes of any replica that held it before.
-// It tries a dry-run write every 100 ms until one is taken or ctx ends.
+// AwaitWrites waits until the API server takes this Store's writes, then
+// loads the ledger afresh (Reload): once a replica holds the Lease, the
+// fence names it as soon as the API server's view of the Lease caught up
+// (the fence reads it from a cache), and from then on refuses the writes
+// of any replica that held it before. It tries a dry-run write every 100
+// ms until one is taken or ctx ends, and lets a write the old leader had
+// admitted just before land (settleWrites) before it reads the ledger.
 func (s *Store) AwaitWrites(ctx context.Context) error {
 	for {
 		refused, err := s.probe(ctx, s.writer)
@@ -165,7 +172,12 @@ func (s *Store) AwaitWrites(ctx context.Context) error {
 			return fmt.Errorf("kubestore: a dry-run write: %w", err)
 		}
 		if !refused {
-			return nil
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(settleWrites):
+			}
+			return s.Reload(ctx)
 		}
 		select {
 		case <-ctx.Done():

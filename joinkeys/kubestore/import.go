@@ -3,17 +3,17 @@ package kubestore
 import (
 	"context"
 	"fmt"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"net/netip"
 
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh/wgkey"
 )
 
 var _ joinkeys.Importer = (*Store)(nil)
 
 // Import implements joinkeys.Importer. The API server has no transaction
 // for it: Import refuses a namespace that holds any ledger object, writes
-// keys, then nodes (each with its claims, at its own address), then the
+// keys, then nodes (each at its own address; none held twice), then the
 // audit trail in order, and stops at the first error; joinkeys.Migrate
 // then reports the copy incomplete. Empty the namespace before a second
 // try (kubectl delete joinkeys,ledgernodes,ledgerclaims,ledgerevents,
@@ -34,7 +34,15 @@ func (s *Store) Import(ctx context.Context, l joinkeys.Ledger) error {
 			return err
 		}
 	}
+	addrs, keys := map[netip.Addr]string{}, map[wgkey.Key]string{}
 	for _, n := range l.Nodes {
+		if other, dup := addrs[n.VPNIP]; dup {
+			return fmt.Errorf("node %s: address %s is held by %s too", n.Hostname, n.VPNIP, other)
+		}
+		if other, dup := keys[n.PublicKey]; dup {
+			return fmt.Errorf("node %s: its public key is held by %s too", n.Hostname, other)
+		}
+		addrs[n.VPNIP], keys[n.PublicKey] = n.Hostname, n.Hostname
 		if err := s.importNode(ctx, n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Hostname, err)
 		}
@@ -44,7 +52,7 @@ func (s *Store) Import(ctx context.Context, l joinkeys.Ledger) error {
 			return err
 		}
 	}
-	return s.loadAddresses(ctx, true)
+	return s.Reload(ctx)
 }
 
 func (s *Store) holdsAnything(ctx context.Context) (bool, error) {
@@ -62,30 +70,14 @@ func (s *Store) holdsAnything(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// importNode takes n's claims, at its own address, and creates it.
+// importNode creates n at its own address.
 func (s *Store) importNode(ctx context.Context, n joinkeys.NodeRecord) error {
-	reservation := newReservationID()
-	if _, err := s.claimPublicKey(ctx, n.PublicKey, n.Hostname, reservation); err != nil {
-		return err
-	}
-	if n.PodCIDR.IsValid() {
-		if err := s.claimPodCIDR(ctx, n.Hostname, reservation, n.PodCIDR, false); err != nil {
-			return err
-		}
-	}
-	_, err := s.claims.create(ctx, s.claims.new(addressClaim(n.VPNIP), map[string]string{labelClaim: "address"}, claimSpec{Hostname: n.Hostname, Reservation: reservation}))
-	if apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("address %s is held twice", n.VPNIP)
-	}
-	if err != nil {
-		return err
-	}
 	spec := nodeSpec{
 		PublicKey: n.PublicKey.String(), VPNIP: n.VPNIP.String(), Org: n.Org, JoinKeyID: n.JoinKeyID,
 		Version: n.Version, GPUs: n.GPUs, PodCIDR: prefixString(n.PodCIDR), Status: n.Status,
 		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, RegisteredAt: n.RegisteredAt, LastSeen: n.LastSeen,
-		TokenHash: n.TokenHash, PoolID: n.PoolID, Reservation: reservation,
+		TokenHash: n.TokenHash, PoolID: n.PoolID,
 	}
-	_, err = s.nodes.create(ctx, s.nodes.new(n.Hostname, nil, spec))
+	_, err := s.nodes.create(ctx, withKeyLabel(s.nodes.new(n.Hostname, nil, spec)))
 	return err
 }

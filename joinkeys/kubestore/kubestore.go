@@ -4,14 +4,14 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/base32"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/netip"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,13 +28,6 @@ import (
 
 // Options configure a Store. A nil *Options means defaults.
 type Options struct {
-	// StaleClaimAge is how old a claim whose node does not exist must be
-	// before the store takes it back: the claim of a reservation whose
-	// server died between taking the claim and creating the node. Default
-	// two minutes, far longer than a reservation takes.
-	StaleClaimAge time.Duration
-	// Now is the clock claims are aged by; default time.Now.
-	Now func() time.Time
 	// Writer names this Store on every object it creates or updates
 	// (WriterAnnotation): the identity of the replica whose writes it
 	// makes, which the fence (FencePolicy) checks against the Lease's
@@ -43,10 +36,9 @@ type Options struct {
 	Writer string
 }
 
-// Store is a joinkeys.Store on the Kubernetes API, in one namespace.
-// Several Stores, in one process or many, may share a namespace: every
-// write is a compare-and-swap or a create, so they never overwrite each
-// other.
+// Store is a joinkeys.Store on the Kubernetes API, in one namespace. One
+// Store writes a namespace's ledger (with several replicas, the leader's,
+// held to it by the fence); any number read it.
 type Store struct {
 	namespace string
 	writer    string
@@ -55,32 +47,22 @@ type Store struct {
 	claims    resource[claimSpec]
 	events    resource[eventSpec]
 	tables    resource[tableSpec]
-	staleAge  time.Duration
-	now       func() time.Time
 	closed    atomic.Bool
 	// lastEvent is the time the last event name carried (eventTime).
 	lastEvent atomic.Int64
 
-	// writes queues this Store's writes of one key, or of the pod CIDR
-	// table; the caches hold those objects as last written.
-	writes     keyedlock.Locks
-	cacheMu    sync.Mutex
-	keyCache   map[string]object[keySpec]
-	tableCache *object[tableSpec]
-	// nodeCache holds nodes as this Store last read or wrote them. A
-	// resourceVersion names one version of one object, so a cached node
-	// at the revision a write is based on is that version exactly.
-	nodeCache map[string]object[nodeSpec]
+	// writes queues this Store's writes of one key or one node; keyCache
+	// holds keys as last written.
+	writes   keyedlock.Locks
+	cacheMu  sync.Mutex
+	keyCache map[string]object[keySpec]
 
-	// mu guards the address book: the addresses this Store knows to be
-	// claimed, and per range the lowest address that may be free.
-	mu      sync.Mutex
-	loaded  bool
-	claimed map[uint32]bool
-	lowest  map[string]uint32
-	// resting are claimed addresses whose node was released, and when:
-	// quarantined until a reservation's ReleasedBefore is past that.
-	resting map[uint32]time.Time
+	// loadMu serialises loading the index; mu guards ix, nil until this
+	// Store first writes: then it holds the whole ledger, which only it
+	// writes, and reads are answered from it.
+	loadMu sync.Mutex
+	mu     sync.Mutex
+	ix     *ledgerIndex
 }
 
 var _ joinkeys.Store = (*Store)(nil)
@@ -99,12 +81,6 @@ func New(cfg *rest.Config, namespace string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.StaleClaimAge <= 0 {
-		o.StaleClaimAge = 2 * time.Minute
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	return &Store{
 		namespace: namespace,
 		writer:    o.Writer,
@@ -113,12 +89,7 @@ func New(cfg *rest.Config, namespace string, opts *Options) (*Store, error) {
 		claims:    resource[claimSpec]{client, namespace, resourceClaims, "LedgerClaim", o.Writer},
 		events:    resource[eventSpec]{client, namespace, resourceEvents, "LedgerEvent", o.Writer},
 		tables:    resource[tableSpec]{client, namespace, resourceTables, "PodCIDRTable", o.Writer},
-		staleAge:  o.StaleClaimAge,
-		now:       o.Now,
-		claimed:   map[uint32]bool{},
 		keyCache:  map[string]object[keySpec]{},
-		nodeCache: map[string]object[nodeSpec]{},
-		lowest:    map[string]uint32{},
 	}, nil
 }
 
@@ -144,6 +115,176 @@ func validName(name string) bool {
 	return len(validation.IsDNS1123Subdomain(name)) == 0
 }
 
+// ---- the index ----
+
+// ledgerIndex is the whole ledger as its one writer holds it: the
+// uniqueness of hostnames, public keys and VPN addresses and the overlap
+// of pod CIDRs are decided here, before any object is written. A
+// reservation in flight holds its hostname, key, address and pod CIDR
+// (pending) until its node is created or it gives them back.
+type ledgerIndex struct {
+	nodes   map[string]object[nodeSpec] // by hostname
+	pending map[string]bool             // hostnames of reservations in flight
+	byKey   map[wgkey.Key]string
+	byIP    map[uint32]string
+	// pods holds each node's pod CIDR; next a CIDR a node is being given,
+	// held beside its own until the write ends.
+	pods map[string]netip.Prefix
+	next map[string]netip.Prefix
+	// resting are released addresses, quarantined until a reservation's
+	// ReleasedBefore is past their release (their LedgerClaim records
+	// it); lowest is per range the lowest address that may be free.
+	resting map[uint32]object[claimSpec]
+	lowest  map[string]uint32
+	keys    map[string]object[keySpec]
+}
+
+// loaded returns the index if this Store has loaded it.
+func (s *Store) loaded() *ledgerIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ix
+}
+
+// index returns the index, loading it first: the Store is about to write.
+func (s *Store) index(ctx context.Context) (*ledgerIndex, error) {
+	if ix := s.loaded(); ix != nil {
+		return ix, nil
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if ix := s.loaded(); ix != nil {
+		return ix, nil
+	}
+	ix, err := s.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.ix = ix
+	s.mu.Unlock()
+	return ix, nil
+}
+
+// Reload drops the index, so that the next write loads it again from the
+// API server: a replica that takes over the writes (after another wrote)
+// calls it. AwaitWrites does.
+func (s *Store) Reload(ctx context.Context) error {
+	s.loadMu.Lock()
+	s.mu.Lock()
+	s.ix = nil
+	s.mu.Unlock()
+	s.loadMu.Unlock()
+	_, err := s.index(ctx)
+	return err
+}
+
+// load reads the ledger. It also brings a ledger written before the one
+// writer up to date: the claims of live nodes' addresses and public keys
+// and the pod CIDR table are removed (the index holds what they did), and
+// nodes are labelled with their public keys (readers find a node by its
+// key with one list).
+func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
+	ix := &ledgerIndex{nodes: map[string]object[nodeSpec]{}, pending: map[string]bool{}, byKey: map[wgkey.Key]string{},
+		byIP: map[uint32]string{}, pods: map[string]netip.Prefix{}, next: map[string]netip.Prefix{},
+		resting: map[uint32]object[claimSpec]{}, lowest: map[string]uint32{}, keys: map[string]object[keySpec]{}}
+	var unlabelled []object[nodeSpec]
+	var decodeErr error
+	if err := s.nodes.each(ctx, "", func(o object[nodeSpec]) bool {
+		n, err := nodeRecord(o)
+		if err != nil {
+			decodeErr = err
+			return false
+		}
+		ix.nodes[n.Hostname] = o
+		ix.byKey[n.PublicKey] = n.Hostname
+		ix.byIP[addrpool.ToUint32(n.VPNIP)] = n.Hostname
+		if n.PodCIDR.IsValid() {
+			ix.pods[n.Hostname] = n.PodCIDR
+		}
+		if o.Metadata.Labels[labelPublicKey] != publicKeyLabel(n.PublicKey) {
+			unlabelled = append(unlabelled, o)
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	if decodeErr != nil {
+		return nil, decodeErr
+	}
+	for _, o := range unlabelled {
+		written, err := s.writeNode(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("kubestore: labelling node %s with its public key: %w", o.Metadata.Name, err)
+		}
+		ix.nodes[o.Metadata.Name] = written
+	}
+	var claims []object[claimSpec]
+	if err := s.claims.each(ctx, "", func(c object[claimSpec]) bool { claims = append(claims, c); return true }); err != nil {
+		return nil, err
+	}
+	for _, c := range claims {
+		addr, isAddress := claimedAddress(c)
+		if isAddress && c.Spec.ReleasedAt != nil {
+			if _, held := ix.byIP[addrpool.ToUint32(addr)]; !held {
+				ix.resting[addrpool.ToUint32(addr)] = c
+				continue
+			}
+		}
+		// A live node's claim (the index holds it now), or a resting
+		// address a node holds again.
+		if err := s.claims.remove(ctx, c.Metadata.Name, c.Metadata.UID, c.Metadata.ResourceVersion); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("kubestore: removing the claim %s: %w", c.Metadata.Name, err)
+		}
+	}
+	if err := s.tables.remove(ctx, tableName, "", ""); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("kubestore: removing the pod CIDR table: %w", err)
+	}
+	if err := s.keys.each(ctx, "", func(o object[keySpec]) bool { ix.keys[o.Metadata.Name] = o; return true }); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// tableName names the PodCIDRTable a ledger written before the one writer
+// kept its pod CIDRs in; loading the index removes it.
+const tableName = "pod-cidrs"
+
+// claimedAddress is the address of an address's claim (ip.<address>).
+func claimedAddress(c object[claimSpec]) (netip.Addr, bool) {
+	rest, ok := strings.CutPrefix(c.Metadata.Name, "ip.")
+	if !ok {
+		return netip.Addr{}, false
+	}
+	addr, err := netip.ParseAddr(rest)
+	return addr, err == nil
+}
+
+func addressClaim(ip netip.Addr) string { return "ip." + ip.String() }
+
+// publicKeyLabel is a public key as a label value: base32, lower case,
+// without padding (52 characters).
+func publicKeyLabel(key wgkey.Key) string {
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(key[:]))
+}
+
+// writeNode updates o, labelled with its public key.
+func (s *Store) writeNode(ctx context.Context, o object[nodeSpec]) (object[nodeSpec], error) {
+	return s.nodes.update(ctx, withKeyLabel(o))
+}
+
+func withKeyLabel(o object[nodeSpec]) object[nodeSpec] {
+	labels := make(map[string]string, len(o.Metadata.Labels)+1)
+	for k, v := range o.Metadata.Labels {
+		labels[k] = v
+	}
+	if pub, err := wgkey.Parse(o.Spec.PublicKey); err == nil {
+		labels[labelPublicKey] = publicKeyLabel(pub)
+	}
+	o.Metadata.Labels = labels
+	return o
+}
+
 // ---- keys ----
 
 // InsertKey implements joinkeys.Store.
@@ -154,17 +295,27 @@ func (s *Store) InsertKey(ctx context.Context, key joinkeys.KeyRecord) error {
 	if !validName(key.ID) {
 		return fmt.Errorf("kubestore: key id %q cannot name an object", key.ID)
 	}
+	ix, err := s.index(ctx)
+	if err != nil {
+		return err
+	}
 	spec := keySpec{
 		Kind: key.Kind, Org: key.Org, Provider: key.Provider, Labels: key.Labels,
 		CreatedBy: key.CreatedBy, CreatedAt: key.CreatedAt, ExpiresAt: key.ExpiresAt,
 		MaxUses: key.MaxUses, Uses: key.Uses, RevokedAt: key.RevokedAt, LastUsed: key.LastUsed,
 		SecretHash: key.SecretHash, InsertedAt: time.Now().UTC(),
 	}
-	_, err := s.keys.create(ctx, s.keys.new(key.ID, nil, spec))
+	created, err := s.keys.create(ctx, s.keys.new(key.ID, nil, spec))
 	if apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubestore: key %s already exists", key.ID)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ix.keys[key.ID] = created
+	s.mu.Unlock()
+	return nil
 }
 
 func keyRecord(o object[keySpec]) joinkeys.KeyRecord {
@@ -190,10 +341,20 @@ func (s *Store) getKey(ctx context.Context, id string) (object[keySpec], error) 
 	return o, err
 }
 
-// Key implements joinkeys.Store.
+// Key implements joinkeys.Store: the writer's from its index, a reader's
+// from the API server (always fresh: a revocation counts at once).
 func (s *Store) Key(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.KeyRecord{}, err
+	}
+	if ix := s.loaded(); ix != nil {
+		s.mu.Lock()
+		o, ok := ix.keys[id]
+		s.mu.Unlock()
+		if !ok {
+			return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
+		}
+		return keyRecord(o), nil
 	}
 	o, err := s.getKey(ctx, id)
 	if err != nil {
@@ -208,7 +369,13 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 		return nil, err
 	}
 	var objs []object[keySpec]
-	if err := s.keys.each(ctx, "", func(o object[keySpec]) bool { objs = append(objs, o); return true }); err != nil {
+	if ix := s.loaded(); ix != nil {
+		s.mu.Lock()
+		for _, o := range ix.keys {
+			objs = append(objs, o)
+		}
+		s.mu.Unlock()
+	} else if err := s.keys.each(ctx, "", func(o object[keySpec]) bool { objs = append(objs, o); return true }); err != nil {
 		return nil, err
 	}
 	slices.SortStableFunc(objs, func(a, b object[keySpec]) int {
@@ -221,12 +388,15 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 	return out, nil
 }
 
-// changeKey applies change to the key as stored and writes it back under
-// its resourceVersion, from a fresh read when another write got in
-// between. Writes of one key from this Store queue on a lock and start
-// from the object the last one wrote, so a hot key costs one call per
-// spend rather than a storm of conflicts.
+// changeKey applies change to the key and writes it back under its
+// resourceVersion, from a fresh read when another write got in between.
+// Writes of one key queue on a lock and start from the object the last
+// one wrote, so a hot key costs one call per spend.
 func (s *Store) changeKey(ctx context.Context, id string, change func(*keySpec) error) (object[keySpec], error) {
+	ix, err := s.index(ctx)
+	if err != nil {
+		return object[keySpec]{}, err
+	}
 	unlock, err := s.writes.Lock(ctx, "key/"+id)
 	if err != nil {
 		return object[keySpec]{}, err
@@ -260,6 +430,9 @@ func (s *Store) changeKey(ctx context.Context, id string, change func(*keySpec) 
 			return written, err
 		}
 		s.cacheKey(id, &written)
+		s.mu.Lock()
+		ix.keys[id] = written
+		s.mu.Unlock()
 		return written, nil
 	}
 }
@@ -380,47 +553,25 @@ func (s *Store) getNode(ctx context.Context, hostname string) (object[nodeSpec],
 	}
 	o, err := s.nodes.get(ctx, hostname)
 	if apierrors.IsNotFound(err) {
-		s.cacheNode(hostname, nil)
 		return o, joinkeys.ErrNodeNotFound
-	}
-	if err == nil {
-		s.cacheNode(hostname, &o)
 	}
 	return o, err
 }
 
-// nodeAt returns the node with hostname as it was at revision: from the
-// cache when it holds that version, else read.
-func (s *Store) nodeAt(ctx context.Context, hostname string, revision int64) (object[nodeSpec], error) {
-	s.cacheMu.Lock()
-	o, ok := s.nodeCache[hostname]
-	s.cacheMu.Unlock()
-	if ok && o.Metadata.ResourceVersion == strconv.FormatInt(revision, 10) {
-		o.Spec.GPUs = slices.Clone(o.Spec.GPUs)
-		return o, nil
-	}
-	return s.getNode(ctx, hostname)
-}
-
-// cacheNode remembers a node as read or written (nil forgets it); like
-// the key cache it is emptied when full.
-func (s *Store) cacheNode(hostname string, o *object[nodeSpec]) {
-	s.cacheMu.Lock()
-	defer s.cacheMu.Unlock()
-	if o == nil {
-		delete(s.nodeCache, hostname)
-		return
-	}
-	if len(s.nodeCache) >= 4096 {
-		clear(s.nodeCache)
-	}
-	s.nodeCache[hostname] = *o
-}
-
-// Node implements joinkeys.Store.
+// Node implements joinkeys.Store: the writer's from its index, a
+// reader's from the API server.
 func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
+	}
+	if ix := s.loaded(); ix != nil {
+		s.mu.Lock()
+		o, ok := ix.nodes[hostname]
+		s.mu.Unlock()
+		if !ok {
+			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
+		}
+		return nodeRecord(o)
 	}
 	o, err := s.getNode(ctx, hostname)
 	if err != nil {
@@ -429,36 +580,43 @@ func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord,
 	return nodeRecord(o)
 }
 
-func publicKeyClaim(key wgkey.Key) string { return "key." + hex.EncodeToString(key[:]) }
-
-func addressClaim(ip netip.Addr) string { return "ip." + ip.String() }
-
-// NodeByPublicKey implements joinkeys.Store.
+// NodeByPublicKey implements joinkeys.Store: a reader lists the nodes
+// labelled with the key, from the API server's watch cache.
 func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	c, err := s.claims.get(ctx, publicKeyClaim(key))
-	if apierrors.IsNotFound(err) {
+	if ix := s.loaded(); ix != nil {
+		s.mu.Lock()
+		o, ok := ix.nodes[ix.byKey[key]]
+		s.mu.Unlock()
+		if !ok {
+			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
+		}
+		return nodeRecord(o)
+	}
+	// From the API server's watch cache: a node that joined a moment ago
+	// may be missing, and the reservation that follows is then refused by
+	// the writer, whose index is whole (ErrPublicKeyTaken).
+	objs, err := s.nodes.cached(ctx, selector(map[string]string{labelPublicKey: publicKeyLabel(key)}))
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	var found *joinkeys.NodeRecord
+	for _, o := range objs {
+		n, err := nodeRecord(o)
+		if err != nil {
+			return joinkeys.NodeRecord{}, err
+		}
+		if n.PublicKey == key {
+			found = &n
+			break
+		}
+	}
+	if found == nil {
 		return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 	}
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	o, err := s.getNode(ctx, c.Spec.Hostname)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	n, err := nodeRecord(o)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	if n.PublicKey != key {
-		// The claim's holder was released and its hostname taken by
-		// another machine while the claim was being released.
-		return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
-	}
-	return n, nil
+	return *found, nil
 }
 
 // eachNode calls visit for every node in hostname order until it returns
@@ -476,20 +634,46 @@ func (s *Store) eachNode(ctx context.Context, visit func(joinkeys.NodeRecord) bo
 	return cmp.Or(err, decodeErr)
 }
 
+// visitNodes calls visit for every node in hostname order until it
+// returns false: the writer's from its index.
+func (s *Store) visitNodes(ctx context.Context, visit func(joinkeys.NodeRecord) bool) error {
+	ix := s.loaded()
+	if ix == nil {
+		return s.eachNode(ctx, visit)
+	}
+	s.mu.Lock()
+	objs := make([]object[nodeSpec], 0, len(ix.nodes))
+	for _, o := range ix.nodes {
+		objs = append(objs, o)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(objs, func(a, b object[nodeSpec]) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	for _, o := range objs {
+		n, err := nodeRecord(o)
+		if err != nil {
+			return err
+		}
+		if !visit(n) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // Nodes implements joinkeys.Store.
 func (s *Store) Nodes(ctx context.Context) ([]joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	var out []joinkeys.NodeRecord
-	err := s.eachNode(ctx, func(n joinkeys.NodeRecord) bool { out = append(out, n); return true })
+	err := s.visitNodes(ctx, func(n joinkeys.NodeRecord) bool { out = append(out, n); return true })
 	slices.SortFunc(out, func(a, b joinkeys.NodeRecord) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	return out, err
 }
 
-// NodesAfter implements joinkeys.Store. The API server lists in name
-// order, but cannot start a list at a name: the pages before after are
-// read and skipped.
+// NodesAfter implements joinkeys.Store. A reader lists from the API
+// server, which lists in name order but cannot start a list at a name:
+// the pages before after are read and skipped.
 func (s *Store) NodesAfter(ctx context.Context, after string, limit int) ([]joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -498,7 +682,7 @@ func (s *Store) NodesAfter(ctx context.Context, after string, limit int) ([]join
 	if limit <= 0 {
 		return out, nil
 	}
-	err := s.eachNode(ctx, func(n joinkeys.NodeRecord) bool {
+	err := s.visitNodes(ctx, func(n joinkeys.NodeRecord) bool {
 		if n.Hostname > after {
 			out = append(out, n)
 		}
@@ -513,7 +697,7 @@ func (s *Store) GPUKinds(ctx context.Context) ([]joinkeys.GPUKind, error) {
 		return nil, err
 	}
 	counts := map[joinkeys.GPUKind]int{}
-	err := s.eachNode(ctx, func(n joinkeys.NodeRecord) bool {
+	err := s.visitNodes(ctx, func(n joinkeys.NodeRecord) bool {
 		if n.Status != joinkeys.StatusRegistered || len(n.GPUs) == 0 {
 			return true
 		}
@@ -532,20 +716,26 @@ func (s *Store) GPUKinds(ctx context.Context) ([]joinkeys.GPUKind, error) {
 	return out, nil
 }
 
-func newReservationID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// overlappingPod returns a pod CIDR held (or being given) to a node other
+// than hostname that overlaps cidr (ix held under s.mu).
+func (ix *ledgerIndex) overlappingPod(hostname string, cidr netip.Prefix) (string, netip.Prefix, bool) {
+	for _, held := range []map[string]netip.Prefix{ix.pods, ix.next} {
+		for h, p := range held {
+			if h != hostname && p.Overlaps(cidr) {
+				return h, p, true
+			}
+		}
+	}
+	return "", netip.Prefix{}, false
 }
 
-// ReserveNode implements joinkeys.Store. The Kubernetes API has no
-// transactions spanning objects, so a reservation takes its parts one by
-// one, in this order: the public key's claim, the pod CIDR's entry, the
-// address's claim, the key's use, and last the node object, whose
-// creation commits the reservation (AlreadyExists: the hostname is
-// taken). On an error the parts already taken are given back in the
-// reverse order, the order DeleteNode releases them in too.
-func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ joinkeys.NodeRecord, err error) {
+// ReserveNode implements joinkeys.Store. The index decides: the hostname,
+// the public key and the pod CIDR must be free, and it picks the address;
+// they are held for the reservation while the key's use is spent (a
+// compare-and-swap of the JoinKey) and the node is created, which commits
+// it. On an error before the commit both are given back; nothing else was
+// written.
+func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
@@ -553,88 +743,72 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 	if !validName(n.Hostname) {
 		return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: hostname %q cannot name an object", n.Hostname)
 	}
-	// A refusal for a hostname in use is known before anything is taken
-	// when this Store holds the node; otherwise the node's creation below
-	// decides (and the parts taken are given back).
-	s.cacheMu.Lock()
-	_, known := s.nodeCache[n.Hostname]
-	s.cacheMu.Unlock()
-	if known {
-		if held, err := s.getNode(ctx, n.Hostname); err == nil {
-			return joinkeys.NodeRecord{}, hostnameTaken(held)
-		} else if !errors.Is(err, joinkeys.ErrNodeNotFound) {
-			return joinkeys.NodeRecord{}, err
-		}
-	}
-
-	reservation := newReservationID()
-	var undo []func()
-	committed := false
-	defer func() {
-		if err != nil && !committed {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
-	give := context.WithoutCancel(ctx)
-
-	keyClaim, err := s.claimPublicKey(ctx, n.PublicKey, n.Hostname, reservation)
+	ix, err := s.index(ctx)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	undo = append(undo, func() { s.releaseClaim(give, keyClaim, reservation) })
-
-	if n.PodCIDR.IsValid() {
-		if err := s.claimPodCIDR(ctx, n.Hostname, reservation, n.PodCIDR, false); err != nil {
-			return joinkeys.NodeRecord{}, err
-		}
-		undo = append(undo, func() { _ = s.releasePodCIDR(give, n.Hostname, reservation) })
-	}
-
-	addr, err := s.claimAddress(ctx, r.Addresses, n.Hostname, reservation, r.ReleasedBefore)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	undo = append(undo, func() { s.releaseAddress(give, addr, reservation) })
-
-	if r.SpendKeyID != "" {
-		giveBack, err := s.spendKey(ctx, r.SpendKeyID, r.Now)
+	// Reservations of one hostname, or of one public key, queue: the one
+	// refused names the node that won.
+	for _, name := range []string{"node/" + n.Hostname, "public-key/" + n.PublicKey.String()} {
+		unlock, err := s.writes.Lock(ctx, name)
 		if err != nil {
 			return joinkeys.NodeRecord{}, err
 		}
-		undo = append(undo, giveBack)
+		defer unlock()
 	}
-
+	addr, resting, err := s.hold(ix, r)
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	giveBack := func() { s.release(ix, n, addr, resting) }
+	give := context.WithoutCancel(ctx)
+	var undoSpend func()
+	if r.SpendKeyID != "" {
+		if undoSpend, err = s.spendKey(ctx, r.SpendKeyID, r.Now); err != nil {
+			giveBack()
+			return joinkeys.NodeRecord{}, err
+		}
+	}
 	spec := nodeSpec{
 		PublicKey: n.PublicKey.String(), VPNIP: addr.String(), Org: n.Org, JoinKeyID: n.JoinKeyID,
 		Version: n.Version, GPUs: n.GPUs, PodCIDR: prefixString(n.PodCIDR), Status: n.Status,
 		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, RegisteredAt: n.RegisteredAt, LastSeen: n.LastSeen,
-		TokenHash: n.TokenHash, PoolID: r.Addresses.ID(), Reservation: reservation,
+		TokenHash: n.TokenHash, PoolID: r.Addresses.ID(),
 	}
-	created, err := s.nodes.create(ctx, s.nodes.new(n.Hostname, nil, spec))
+	created, err := s.nodes.create(ctx, withKeyLabel(s.nodes.new(n.Hostname, nil, spec)))
 	if err != nil {
-		// A create that timed out, or was retried, may have gone
-		// through: the node holding this reservation is ours.
 		held, getErr := s.getNode(give, n.Hostname)
 		switch {
-		case getErr == nil && held.Spec.Reservation == reservation:
+		case getErr == nil && held.Spec.PublicKey == spec.PublicKey && held.Spec.VPNIP == spec.VPNIP && string(held.Spec.TokenHash) == string(spec.TokenHash):
+			// A create that timed out, or was retried, went through.
 			created, err = held, nil
-		case getErr == nil && apierrors.IsAlreadyExists(err):
-			return joinkeys.NodeRecord{}, hostnameTaken(held)
-		case apierrors.IsAlreadyExists(err):
-			return joinkeys.NodeRecord{}, &joinkeys.HostnameTakenError{Existing: joinkeys.Node{Hostname: n.Hostname}}
 		case getErr != nil && !errors.Is(getErr, joinkeys.ErrNodeNotFound):
 			// Unknown whether the node exists: keep what it would hold.
-			committed = true
 			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w (and reading it back: %v)", n.Hostname, err, getErr)
 		default:
+			if undoSpend != nil {
+				undoSpend()
+			}
+			giveBack()
+			if getErr == nil && apierrors.IsAlreadyExists(err) {
+				// Written by no Store of this index: take it in.
+				s.mu.Lock()
+				ix.nodes[n.Hostname] = held
+				s.mu.Unlock()
+				return joinkeys.NodeRecord{}, hostnameTaken(held)
+			}
 			return joinkeys.NodeRecord{}, err
 		}
 	}
-	// The node exists: from here on nothing it holds is given back.
-	committed = true
-	s.cacheNode(n.Hostname, &created)
+	// Committed: the node exists, and holds what was held for it.
+	s.mu.Lock()
+	delete(ix.pending, n.Hostname)
+	ix.nodes[n.Hostname] = created
+	s.mu.Unlock()
+	if resting != nil {
+		// The address rested long enough; its record goes.
+		_ = s.claims.remove(give, resting.Metadata.Name, resting.Metadata.UID, resting.Metadata.ResourceVersion)
+	}
 	rec, err := nodeRecord(created)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -647,6 +821,71 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (_ join
 	return rec, nil
 }
 
+// hold checks a reservation against the index and holds its hostname,
+// public key, pod CIDR and a new address (resting: the record of a
+// released address it takes over).
+func (s *Store) hold(ix *ledgerIndex, r joinkeys.Reservation) (netip.Addr, *object[claimSpec], error) {
+	n := r.Node
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held, ok := ix.nodes[n.Hostname]; ok {
+		return netip.Addr{}, nil, hostnameTaken(held)
+	}
+	if ix.pending[n.Hostname] {
+		return netip.Addr{}, nil, &joinkeys.HostnameTakenError{Existing: joinkeys.Node{Hostname: n.Hostname}}
+	}
+	if h, ok := ix.byKey[n.PublicKey]; ok {
+		existing := joinkeys.Node{Hostname: h, PublicKey: n.PublicKey}
+		if o, ok := ix.nodes[h]; ok {
+			if rec, err := nodeRecord(o); err == nil {
+				existing = rec.Node
+			}
+		}
+		return netip.Addr{}, nil, &joinkeys.PublicKeyTakenError{Existing: existing}
+	}
+	if n.PodCIDR.IsValid() {
+		if h, held, ok := ix.overlappingPod(n.Hostname, n.PodCIDR); ok {
+			return netip.Addr{}, nil, joinkeys.NodePodCIDRConflict(n.PodCIDR, h, held)
+		}
+	}
+	addr, err := r.Addresses.Allocate(indexBook{ix, r.ReleasedBefore})
+	if err != nil {
+		return netip.Addr{}, nil, err
+	}
+	ip := addrpool.ToUint32(addr)
+	var resting *object[claimSpec]
+	if c, ok := ix.resting[ip]; ok {
+		resting = &c
+		delete(ix.resting, ip)
+	}
+	ix.pending[n.Hostname] = true
+	ix.byKey[n.PublicKey] = n.Hostname
+	ix.byIP[ip] = n.Hostname
+	if n.PodCIDR.IsValid() {
+		ix.pods[n.Hostname] = n.PodCIDR
+	}
+	return addr, resting, nil
+}
+
+// release gives back what hold held for a reservation that failed.
+func (s *Store) release(ix *ledgerIndex, n joinkeys.NodeRecord, addr netip.Addr, resting *object[claimSpec]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ip := addrpool.ToUint32(addr)
+	delete(ix.pending, n.Hostname)
+	delete(ix.byKey, n.PublicKey)
+	delete(ix.byIP, ip)
+	delete(ix.pods, n.Hostname)
+	if resting != nil {
+		ix.resting[ip] = *resting
+	}
+	for id, low := range ix.lowest {
+		if ip < low {
+			ix.lowest[id] = ip
+		}
+	}
+}
+
 func hostnameTaken(held object[nodeSpec]) error {
 	n, err := nodeRecord(held)
 	if err != nil {
@@ -655,101 +894,44 @@ func hostnameTaken(held object[nodeSpec]) error {
 	return &joinkeys.HostnameTakenError{Existing: n.Node}
 }
 
-// claimPublicKey creates the public key's claim. A claim held by a node
-// with that key means the key is taken; a claim without such a node is a
-// reservation in flight (taken too) or, once older than StaleClaimAge,
-// the leftover of a server that died in one, which is removed.
-func (s *Store) claimPublicKey(ctx context.Context, key wgkey.Key, hostname, reservation string) (object[claimSpec], error) {
-	name := publicKeyClaim(key)
-	for attempt := 0; ; attempt++ {
-		c, err := s.claims.create(ctx, s.claims.new(name, map[string]string{labelClaim: "public-key"}, claimSpec{Hostname: hostname, Reservation: reservation}))
-		if !apierrors.IsAlreadyExists(err) {
-			return c, err
-		}
-		held, err := s.claims.get(ctx, name)
-		if apierrors.IsNotFound(err) && attempt < 3 {
-			continue // released meanwhile
-		}
-		if err != nil {
-			return c, err
-		}
-		holder, err := s.getNode(ctx, held.Spec.Hostname)
-		switch {
-		case err == nil && holder.Spec.Reservation == held.Spec.Reservation:
-			n, err := nodeRecord(holder)
-			if err != nil {
-				return c, err
-			}
-			return c, &joinkeys.PublicKeyTakenError{Existing: n.Node}
-		case err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound):
-			return c, err // not known to be a leftover
-		}
-		if s.stale(held) && attempt < 3 {
-			if err := s.claims.remove(ctx, name, held.Metadata.UID, held.Metadata.ResourceVersion); err == nil || apierrors.IsNotFound(err) {
-				continue
-			}
-		}
-		return c, &joinkeys.PublicKeyTakenError{Existing: joinkeys.Node{Hostname: held.Spec.Hostname, PublicKey: key}}
-	}
-}
-
-// stale reports whether a claim whose node does not hold it is old enough
-// to be a dead server's leftover.
-func (s *Store) stale(c object[claimSpec]) bool {
-	return c.Metadata.CreationTimestamp != nil && s.now().Sub(*c.Metadata.CreationTimestamp) > s.staleAge
-}
-
-// releaseClaim deletes the claim if the reservation still holds it.
-func (s *Store) releaseClaim(ctx context.Context, c object[claimSpec], reservation string) {
-	if c.Spec.Reservation != reservation {
-		return
-	}
-	_ = s.claims.remove(ctx, c.Metadata.Name, c.Metadata.UID, "")
-}
-
-// releaseClaimNamed deletes the claim with name if reservation holds it.
-func (s *Store) releaseClaimNamed(ctx context.Context, name, reservation string) error {
-	c, err := s.claims.get(ctx, name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if c.Spec.Reservation != reservation {
-		return nil
-	}
-	if err := s.claims.remove(ctx, name, c.Metadata.UID, ""); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
-}
-
-// UpdateNode implements joinkeys.Store. A changed pod CIDR is entered in
-// the table first and taken back if the node's write then fails.
+// UpdateNode implements joinkeys.Store. A new pod CIDR is held beside the
+// node's own while the write is in flight, so that no other node takes
+// an overlapping one meanwhile.
 func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	cur, err := s.nodeAt(ctx, n.Hostname, n.Revision)
+	ix, err := s.index(ctx)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	if cur.Metadata.ResourceVersion != strconv.FormatInt(n.Revision, 10) {
+	unlock, err := s.writes.Lock(ctx, "node/"+n.Hostname)
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	defer unlock()
+	s.mu.Lock()
+	cur, ok := ix.nodes[n.Hostname]
+	if !ok {
+		s.mu.Unlock()
+		return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
+	}
+	if rev, _ := cur.Metadata.revision(); rev != n.Revision {
+		s.mu.Unlock()
 		return joinkeys.NodeRecord{}, changed(n.Hostname, cur.Metadata.ResourceVersion, n.Revision)
 	}
-	give := context.WithoutCancel(ctx)
 	newCIDR := prefixString(n.PodCIDR)
-	// A new pod CIDR is entered beside the one the node holds before the
-	// node is written, and replaces it after: both stay taken while the
-	// write is in flight. A cleared one leaves the table after the write.
 	claiming := newCIDR != cur.Spec.PodCIDR && n.PodCIDR.IsValid()
-	clearing := newCIDR != cur.Spec.PodCIDR && !n.PodCIDR.IsValid()
 	if claiming {
-		if err := s.claimPodCIDR(ctx, n.Hostname, cur.Spec.Reservation, n.PodCIDR, true); err != nil {
-			return joinkeys.NodeRecord{}, err
+		if h, held, ok := ix.overlappingPod(n.Hostname, n.PodCIDR); ok {
+			s.mu.Unlock()
+			return joinkeys.NodeRecord{}, joinkeys.NodePodCIDRConflict(n.PodCIDR, h, held)
 		}
+		ix.next[n.Hostname] = n.PodCIDR
 	}
+	s.mu.Unlock()
+	give := context.WithoutCancel(ctx)
+	cur.Spec.GPUs = slices.Clone(cur.Spec.GPUs)
 	sp := &cur.Spec
 	sp.Version = n.Version
 	sp.GPUs = n.GPUs
@@ -759,24 +941,29 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if len(n.TokenHash) > 0 {
 		sp.TokenHash = n.TokenHash
 	}
-	written, err := s.nodes.update(ctx, cur)
-	if claiming {
-		_ = s.settlePodCIDR(give, n.Hostname, cur.Spec.Reservation, newCIDR, err == nil)
+	written, err := s.writeNode(ctx, cur)
+	s.mu.Lock()
+	delete(ix.next, n.Hostname)
+	if err == nil {
+		ix.nodes[n.Hostname] = written
+		if n.PodCIDR.IsValid() {
+			ix.pods[n.Hostname] = n.PodCIDR
+		} else {
+			delete(ix.pods, n.Hostname)
+		}
 	}
+	s.mu.Unlock()
 	if err != nil {
-		s.cacheNode(n.Hostname, nil)
 		switch {
 		case apierrors.IsNotFound(err):
+			s.forgetNode(ix, n.Hostname)
 			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 		case apierrors.IsConflict(err):
+			s.refreshNode(give, ix, n.Hostname)
 			return joinkeys.NodeRecord{}, changed(n.Hostname, "", n.Revision)
 		}
 		return joinkeys.NodeRecord{}, err
 	}
-	if clearing {
-		_ = s.releasePodCIDR(give, n.Hostname, cur.Spec.Reservation)
-	}
-	s.cacheNode(n.Hostname, &written)
 	rec, err := nodeRecord(written)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -789,6 +976,38 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	return rec, nil
 }
 
+// forgetNode drops a node the API server no longer holds from the index
+// (its address is not quarantined: the release was not this Store's).
+func (s *Store) forgetNode(ix *ledgerIndex, hostname string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := ix.nodes[hostname]
+	if !ok {
+		return
+	}
+	delete(ix.nodes, hostname)
+	delete(ix.pods, hostname)
+	if pub, err := wgkey.Parse(o.Spec.PublicKey); err == nil && ix.byKey[pub] == hostname {
+		delete(ix.byKey, pub)
+	}
+	if ip, err := netip.ParseAddr(o.Spec.VPNIP); err == nil && ix.byIP[addrpool.ToUint32(ip)] == hostname {
+		delete(ix.byIP, addrpool.ToUint32(ip))
+	}
+}
+
+// refreshNode reads a node another writer changed into the index.
+func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname string) {
+	o, err := s.getNode(ctx, hostname)
+	switch {
+	case errors.Is(err, joinkeys.ErrNodeNotFound):
+		s.forgetNode(ix, hostname)
+	case err == nil:
+		s.mu.Lock()
+		ix.nodes[hostname] = o
+		s.mu.Unlock()
+	}
+}
+
 func changed(hostname, stored string, based int64) error {
 	if stored == "" {
 		return fmt.Errorf("%w: %q was written since revision %d was read", joinkeys.ErrNodeChanged, hostname, based)
@@ -796,19 +1015,31 @@ func changed(hostname, stored string, based int64) error {
 	return fmt.Errorf("%w: %q is at revision %s, the write was based on %d", joinkeys.ErrNodeChanged, hostname, stored, based)
 }
 
-// DeleteNode implements joinkeys.Store: the node object goes first (under
-// its resourceVersion), then its address's claim, its pod CIDR's entry and
-// its public key's claim.
+// DeleteNode implements joinkeys.Store: the node object goes (under its
+// resourceVersion), and its address rests, recorded as a LedgerClaim
+// marked released at at, until a reservation's ReleasedBefore is past it.
 func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
+	ix, err := s.index(ctx)
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	unlock, err := s.writes.Lock(ctx, "node/"+hostname)
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	defer unlock()
+	give := context.WithoutCancel(ctx)
 	for {
-		cur, err := s.getNode(ctx, hostname)
-		if err != nil {
-			return joinkeys.NodeRecord{}, err
+		s.mu.Lock()
+		cur, ok := ix.nodes[hostname]
+		s.mu.Unlock()
+		if !ok {
+			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 		}
-		if revision != 0 && cur.Metadata.ResourceVersion != strconv.FormatInt(revision, 10) {
+		if revision != 0 && cur.Metadata.ResourceVersion != fmt.Sprint(revision) {
 			return joinkeys.NodeRecord{}, changed(hostname, cur.Metadata.ResourceVersion, revision)
 		}
 		n, err := nodeRecord(cur)
@@ -818,428 +1049,89 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		err = s.nodes.remove(ctx, hostname, cur.Metadata.UID, cur.Metadata.ResourceVersion)
 		switch {
 		case apierrors.IsNotFound(err):
+			s.forgetNode(ix, hostname)
 			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
-		case apierrors.IsConflict(err) && revision != 0:
-			return joinkeys.NodeRecord{}, changed(hostname, "", revision)
 		case apierrors.IsConflict(err):
+			s.refreshNode(give, ix, hostname)
+			if revision != 0 {
+				return joinkeys.NodeRecord{}, changed(hostname, "", revision)
+			}
 			continue
 		case err != nil:
 			return joinkeys.NodeRecord{}, err
 		}
-		s.cacheNode(hostname, nil)
-		give := context.WithoutCancel(ctx)
-		s.restAddress(give, n.VPNIP, cur.Spec.Reservation, at)
-		_ = s.releasePodCIDR(give, hostname, cur.Spec.Reservation)
-		_ = s.releaseClaimNamed(give, publicKeyClaim(n.PublicKey), cur.Spec.Reservation)
+		released := at.UTC()
+		claim := s.claims.new(addressClaim(n.VPNIP), nil, claimSpec{Hostname: hostname, ReleasedAt: &released})
+		s.forgetNode(ix, hostname)
+		s.mu.Lock()
+		ix.resting[addrpool.ToUint32(n.VPNIP)] = claim
+		s.mu.Unlock()
+		if written, err := s.rest(give, claim); err == nil {
+			s.mu.Lock()
+			if c, ok := ix.resting[addrpool.ToUint32(n.VPNIP)]; ok && c.Metadata.UID == "" {
+				ix.resting[addrpool.ToUint32(n.VPNIP)] = written
+			}
+			s.mu.Unlock()
+		}
 		return n, nil
 	}
 }
 
+// rest records a released address's rest: its claim, made or replaced.
+func (s *Store) rest(ctx context.Context, claim object[claimSpec]) (object[claimSpec], error) {
+	written, err := s.claims.create(ctx, claim)
+	if !apierrors.IsAlreadyExists(err) {
+		return written, err
+	}
+	old, err := s.claims.get(ctx, claim.Metadata.Name)
+	if err != nil {
+		return old, err
+	}
+	old.Spec = claim.Spec
+	return s.claims.update(ctx, old)
+}
+
 // ---- addresses ----
 
-// book is the addrpool.Book of one allocation, over the Store's address
-// book (s.mu held). Released addresses are not kept in a list: the lowest
-// address that may be free is, and the claims say which are taken; an
-// address resting since after releasedBefore counts as taken.
-type book struct {
-	s              *Store
+// indexBook is the addrpool.Book of one allocation, over the index (s.mu
+// held). Released addresses are not kept in a list: the lowest address
+// that may be free is, and the index says which are taken; an address
+// resting since after releasedBefore counts as taken.
+type indexBook struct {
+	ix             *ledgerIndex
 	releasedBefore time.Time
 }
 
-func (b book) PopFree(string) (uint32, bool, error) { return 0, false, nil }
+func (b indexBook) PopFree(string) (uint32, bool, error) { return 0, false, nil }
 
-func (b book) Next(id string, first uint32) (uint32, error) {
+func (b indexBook) Next(id string, first uint32) (uint32, error) {
 	low := first
-	if l, ok := b.s.lowest[id]; ok && l > first {
+	if l, ok := b.ix.lowest[id]; ok && l > first {
 		low = l
 	}
 	// An address that has rested long enough, below the mark, is free
 	// again: the lowest free address is handed out, as in the other
 	// stores.
-	for ip, at := range b.s.resting {
-		if ip >= first && ip < low && (b.releasedBefore.IsZero() || !at.After(b.releasedBefore)) {
+	for ip, c := range b.ix.resting {
+		if ip >= first && ip < low && b.restedEnough(c) {
 			low = ip
 		}
 	}
 	return low, nil
 }
 
-func (b book) SetNext(id string, next uint32) error { b.s.lowest[id] = next; return nil }
+func (b indexBook) SetNext(id string, next uint32) error { b.ix.lowest[id] = next; return nil }
 
-func (b book) InUse(ip uint32) (bool, error) {
-	if at, ok := b.s.resting[ip]; ok {
-		return !b.releasedBefore.IsZero() && at.After(b.releasedBefore), nil
+func (b indexBook) InUse(ip uint32) (bool, error) {
+	if c, ok := b.ix.resting[ip]; ok {
+		return !b.restedEnough(c), nil
 	}
-	return b.s.claimed[ip], nil
+	_, held := b.ix.byIP[ip]
+	return held, nil
 }
 
-// claimAddress picks the lowest address this Store does not know to be
-// claimed and creates its claim; AlreadyExists (another Store took it)
-// moves on to the next. When the range looks full, the book is read again
-// from the claims (other Stores may have released addresses) before
-// ErrPoolExhausted.
-func (s *Store) claimAddress(ctx context.Context, r addrpool.Range, hostname, reservation string, releasedBefore time.Time) (netip.Addr, error) {
-	if err := s.loadAddresses(ctx, false); err != nil {
-		return netip.Addr{}, err
-	}
-	reloaded := false
-	for {
-		s.mu.Lock()
-		addr, err := r.Allocate(book{s, releasedBefore})
-		rested := false
-		if err == nil {
-			_, rested = s.resting[addrpool.ToUint32(addr)]
-			s.claimed[addrpool.ToUint32(addr)] = true
-			delete(s.resting, addrpool.ToUint32(addr))
-		}
-		s.mu.Unlock()
-		if errors.Is(err, addrpool.ErrExhausted) && !reloaded {
-			if err := s.loadAddresses(ctx, true); err != nil {
-				return netip.Addr{}, err
-			}
-			reloaded = true
-			continue
-		}
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		if rested {
-			// The address rested long enough: its claim is taken over, if
-			// it is still the resting one.
-			taken, err := s.takeRestingClaim(ctx, addr, hostname, reservation, releasedBefore)
-			if err != nil {
-				s.forgetAddress(addr)
-				return netip.Addr{}, err
-			}
-			if taken {
-				return addr, nil
-			}
-			continue
-		}
-		_, err = s.claims.create(ctx, s.claims.new(addressClaim(addr), map[string]string{labelClaim: "address"}, claimSpec{Hostname: hostname, Reservation: reservation}))
-		if apierrors.IsAlreadyExists(err) {
-			continue
-		}
-		if err != nil {
-			s.forgetAddress(addr)
-			return netip.Addr{}, err
-		}
-		return addr, nil
-	}
-}
-
-func (s *Store) forgetAddress(addr netip.Addr) {
-	ip := addrpool.ToUint32(addr)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.claimed, ip)
-	for id, low := range s.lowest {
-		if ip < low {
-			s.lowest[id] = ip
-		}
-	}
-}
-
-// releaseAddress deletes the address's claim if reservation holds it and
-// puts the address back in the book (a reservation given back: the
-// address was never a node's).
-func (s *Store) releaseAddress(ctx context.Context, addr netip.Addr, reservation string) {
-	if err := s.releaseClaimNamed(ctx, addressClaim(addr), reservation); err == nil {
-		s.forgetAddress(addr)
-	}
-}
-
-// restAddress keeps a released node's address claimed, marked released at
-// at, if reservation still holds it: the address rests until a
-// reservation's ReleasedBefore is past at (takeRestingClaim).
-func (s *Store) restAddress(ctx context.Context, addr netip.Addr, reservation string, at time.Time) {
-	for {
-		c, err := s.claims.get(ctx, addressClaim(addr))
-		if err != nil || c.Spec.Reservation != reservation {
-			return
-		}
-		at := at.UTC()
-		c.Spec = claimSpec{ReleasedAt: &at}
-		if _, err := s.claims.update(ctx, c); apierrors.IsConflict(err) {
-			continue
-		} else if err != nil {
-			return
-		}
-		s.mu.Lock()
-		if s.resting == nil {
-			s.resting = map[uint32]time.Time{}
-		}
-		s.resting[addrpool.ToUint32(addr)] = at
-		s.mu.Unlock()
-		return
-	}
-}
-
-// takeRestingClaim gives the resting claim of addr to reservation when it
-// has rested since at most releasedBefore; taken is false (and the book
-// corrected) when another Store took it first or it rests still.
-func (s *Store) takeRestingClaim(ctx context.Context, addr netip.Addr, hostname, reservation string, releasedBefore time.Time) (taken bool, err error) {
-	c, err := s.claims.get(ctx, addressClaim(addr))
-	if apierrors.IsNotFound(err) {
-		_, err = s.claims.create(ctx, s.claims.new(addressClaim(addr), map[string]string{labelClaim: "address"}, claimSpec{Hostname: hostname, Reservation: reservation}))
-		if apierrors.IsAlreadyExists(err) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	if err != nil {
-		return false, err
-	}
-	if c.Spec.ReleasedAt == nil || (!releasedBefore.IsZero() && c.Spec.ReleasedAt.After(releasedBefore)) {
-		if c.Spec.ReleasedAt != nil { // it rests still: keep it so in the book
-			s.mu.Lock()
-			s.resting[addrpool.ToUint32(addr)] = *c.Spec.ReleasedAt
-			s.mu.Unlock()
-		}
-		return false, nil
-	}
-	// A new object, not an update: its creation time is the claim's age,
-	// which another Store's leftover check reads.
-	err = s.claims.remove(ctx, c.Metadata.Name, c.Metadata.UID, c.Metadata.ResourceVersion)
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return false, nil // another Store took it first
-	}
-	if err != nil {
-		return false, err
-	}
-	_, err = s.claims.create(ctx, s.claims.new(addressClaim(addr), map[string]string{labelClaim: "address"}, claimSpec{Hostname: hostname, Reservation: reservation}))
-	if apierrors.IsAlreadyExists(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// loadAddresses reads the book from the address claims, once, or again
-// when reload is set; a reload also removes the stale claims of
-// reservations that never created their node.
-func (s *Store) loadAddresses(ctx context.Context, reload bool) error {
-	s.mu.Lock()
-	loaded := s.loaded
-	s.mu.Unlock()
-	if loaded && !reload {
-		return nil
-	}
-	var claims []object[claimSpec]
-	if err := s.claims.each(ctx, selector(map[string]string{labelClaim: "address"}), func(c object[claimSpec]) bool {
-		claims = append(claims, c)
-		return true
-	}); err != nil {
-		return err
-	}
-	claimed := map[uint32]bool{}
-	resting := map[uint32]time.Time{}
-	for _, c := range claims {
-		addr, err := netip.ParseAddr(c.Metadata.Name[len("ip."):])
-		if err != nil {
-			continue
-		}
-		if c.Spec.ReleasedAt != nil { // a released node's, resting
-			claimed[addrpool.ToUint32(addr)] = true
-			resting[addrpool.ToUint32(addr)] = *c.Spec.ReleasedAt
-			continue
-		}
-		if reload && s.stale(c) && s.leftover(ctx, c, addr) {
-			if err := s.claims.remove(ctx, c.Metadata.Name, c.Metadata.UID, c.Metadata.ResourceVersion); err == nil {
-				continue
-			}
-		}
-		claimed[addrpool.ToUint32(addr)] = true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.claimed, s.resting, s.lowest, s.loaded = claimed, resting, map[string]uint32{}, true
-	return nil
-}
-
-// leftover reports whether no node holds the address claim c.
-func (s *Store) leftover(ctx context.Context, c object[claimSpec], addr netip.Addr) bool {
-	holder, err := s.getNode(ctx, c.Spec.Hostname)
-	if errors.Is(err, joinkeys.ErrNodeNotFound) {
-		return true
-	}
-	return err == nil && (holder.Spec.Reservation != c.Spec.Reservation || holder.Spec.VPNIP != addr.String())
-}
-
-// ---- pod CIDRs ----
-
-// tableName names the one PodCIDRTable of a namespace.
-const tableName = "pod-cidrs"
-
-// changeTable applies change to the pod CIDR table under its
-// resourceVersion, creating the table on first use. Like changeKey, it
-// queues this Store's writes and starts from the table it last wrote.
-func (s *Store) changeTable(ctx context.Context, change func(entries map[string]tableEntry) error) error {
-	unlock, err := s.writes.Lock(ctx, "table")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s.cacheMu.Lock()
-	cached := s.tableCache
-	s.cacheMu.Unlock()
-	for {
-		var t object[tableSpec]
-		fromCache := cached != nil
-		if fromCache {
-			t = *cached
-			cached = nil
-		} else {
-			t, err = s.tables.get(ctx, tableName)
-			if apierrors.IsNotFound(err) {
-				_, err = s.tables.create(ctx, s.tables.new(tableName, nil, tableSpec{}))
-				if err == nil || apierrors.IsAlreadyExists(err) {
-					continue
-				}
-			}
-			if err != nil {
-				return err
-			}
-		}
-		entries := maps.Clone(t.Spec.Entries)
-		if entries == nil {
-			entries = map[string]tableEntry{}
-		}
-		if err := change(entries); err != nil {
-			if fromCache {
-				continue
-			}
-			return err
-		}
-		t.Spec.Entries = entries
-		written, err := s.tables.update(ctx, t)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		s.cacheMu.Lock()
-		s.tableCache = &written
-		s.cacheMu.Unlock()
-		return nil
-	}
-}
-
-// claimPodCIDR enters hostname's pod CIDR in the table unless it overlaps
-// another node's. pending enters it beside the one the node holds
-// (settlePodCIDR decides between them after the node's write); otherwise
-// it is the entry's. An overlapping entry older than StaleClaimAge is
-// first brought to what its node holds (nothing, when no node of its
-// reservation exists: a server died between a release and the entry's
-// removal).
-func (s *Store) claimPodCIDR(ctx context.Context, hostname, reservation string, cidr netip.Prefix, pending bool) error {
-	return s.changeTable(ctx, func(entries map[string]tableEntry) error {
-		for host, e := range entries {
-			if host == hostname {
-				continue
-			}
-			held, overlaps := e.overlapping(cidr)
-			if !overlaps {
-				continue
-			}
-			if e.Since.IsZero() || s.now().Sub(e.Since) <= s.staleAge {
-				return joinkeys.NodePodCIDRConflict(cidr, host, held)
-			}
-			fixed, err := s.heldEntry(ctx, host, e)
-			if err != nil {
-				return err
-			}
-			if fixed == nil {
-				delete(entries, host)
-				continue
-			}
-			entries[host] = *fixed
-			if held, overlaps := fixed.overlapping(cidr); overlaps {
-				return joinkeys.NodePodCIDRConflict(cidr, host, held)
-			}
-		}
-		e := entries[hostname]
-		if e.Reservation != reservation {
-			e = tableEntry{Reservation: reservation}
-		}
-		if pending {
-			e.Next = cidr.String()
-		} else {
-			e.CIDR, e.Next = cidr.String(), ""
-		}
-		e.Since = s.now().UTC()
-		entries[hostname] = e
-		return nil
-	})
-}
-
-// overlapping returns the prefix of e (held or pending) that overlaps
-// cidr.
-func (e tableEntry) overlapping(cidr netip.Prefix) (netip.Prefix, bool) {
-	for _, c := range []string{e.CIDR, e.Next} {
-		if held, err := netip.ParsePrefix(c); err == nil && held.Overlaps(cidr) {
-			return held, true
-		}
-	}
-	return netip.Prefix{}, false
-}
-
-// heldEntry is hostname's entry e brought to what its node holds: nil
-// when no node of e's reservation exists or it holds no pod CIDR.
-func (s *Store) heldEntry(ctx context.Context, hostname string, e tableEntry) (*tableEntry, error) {
-	cur, err := s.getNode(ctx, hostname)
-	switch {
-	case errors.Is(err, joinkeys.ErrNodeNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case cur.Spec.Reservation != e.Reservation || cur.Spec.PodCIDR == "":
-		return nil, nil
-	}
-	return &tableEntry{CIDR: cur.Spec.PodCIDR, Reservation: e.Reservation, Since: s.now().UTC()}, nil
-}
-
-var errUnchanged = errors.New("unchanged")
-
-// settlePodCIDR ends a pending entry after the node's write: written, the
-// pending CIDR becomes the entry's; not written, it is dropped and the one
-// the node holds stays.
-func (s *Store) settlePodCIDR(ctx context.Context, hostname, reservation, cidr string, written bool) error {
-	err := s.changeTable(ctx, func(entries map[string]tableEntry) error {
-		e, ok := entries[hostname]
-		if !ok || e.Reservation != reservation || e.Next != cidr {
-			return errUnchanged
-		}
-		if written {
-			e.CIDR = cidr
-		}
-		e.Next, e.Since = "", s.now().UTC()
-		if e.CIDR == "" {
-			delete(entries, hostname)
-		} else {
-			entries[hostname] = e
-		}
-		return nil
-	})
-	if errors.Is(err, errUnchanged) {
-		return nil
-	}
-	return err
-}
-
-// releasePodCIDR removes hostname's entry if reservation holds it.
-func (s *Store) releasePodCIDR(ctx context.Context, hostname, reservation string) error {
-	err := s.changeTable(ctx, func(entries map[string]tableEntry) error {
-		if e, ok := entries[hostname]; !ok || e.Reservation != reservation {
-			return errUnchanged
-		}
-		delete(entries, hostname)
-		return nil
-	})
-	if errors.Is(err, errUnchanged) {
-		return nil
-	}
-	return err
+func (b indexBook) restedEnough(c object[claimSpec]) bool {
+	return b.releasedBefore.IsZero() || c.Spec.ReleasedAt == nil || !c.Spec.ReleasedAt.After(b.releasedBefore)
 }
 
 // ---- audit ----

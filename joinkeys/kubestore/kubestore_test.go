@@ -2,9 +2,9 @@ package kubestore_test
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -66,155 +66,15 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) joinkeys.Store { return newStore(t) })
 }
 
-// TestTwoStoresShareOneLedger: two Stores on one namespace (two servers)
-// reserve at once; every address, hostname and public key is held once,
-// and each claim belongs to a node.
-func TestTwoStoresShareOneLedger(t *testing.T) {
-	ctx := context.Background()
-	c, ns := ledger(t)
-	var keyrings []*joinkeys.Keyring
-	var stores []*kubestore.Store
-	for range 2 {
-		s, err := kubestore.New(c.Config, ns, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stores = append(stores, s)
-		kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyrings = append(keyrings, kr)
-	}
-	m, err := keyrings[0].Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour, MaxUses: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const joins = 60 // more than the key allows
-	var wg sync.WaitGroup
-	errs := make([]error, joins)
-	for i := range joins {
-		wg.Go(func() {
-			_, errs[i] = keyrings[i%2].Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("n-%d", i%55), PublicKey: storetest.PublicKey(t)})
-		})
-	}
-	wg.Wait()
-	accepted := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			accepted++
-		case errors.Is(err, joinkeys.ErrKeyExhausted), errors.Is(err, joinkeys.ErrHostnameTaken):
-		default:
-			t.Errorf("join: %v", err)
-		}
-	}
-	nodes, err := stores[1].Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(nodes) != accepted || accepted > 50 || accepted < 45 {
-		t.Fatalf("%d joins accepted, %d nodes in the ledger; want equal, at most the key's 50 uses", accepted, len(nodes))
-	}
-	if k, _ := keyrings[1].Key(ctx, m.ID); k.Uses != accepted {
-		t.Errorf("key uses %d, want %d", k.Uses, accepted)
-	}
-	seen := map[netip.Addr]string{}
-	for _, n := range nodes {
-		if other, dup := seen[n.VPNIP]; dup {
-			t.Errorf("%s held by %s and %s", n.VPNIP, other, n.Hostname)
-		}
-		seen[n.VPNIP] = n.Hostname
-	}
-	claims, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerclaims"}).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(claims.Items) != 2*len(nodes) {
-		t.Errorf("%d claims for %d nodes; want an address and a public key each", len(claims.Items), len(nodes))
-	}
-}
-
-// TestStaleClaimsAreTakenBack: a server killed between taking a
-// reservation's claims and creating its node leaves claims without a
-// node; once they are older than StaleClaimAge they no longer block the
-// public key or the address.
-func TestStaleClaimsAreTakenBack(t *testing.T) {
-	ctx := context.Background()
-	c, ns := ledger(t)
-	clock := storetest.NewClock()
-	later := func() time.Time { return time.Now().Add(time.Hour) }
-	s, err := kubestore.New(c.Config, ns, &kubestore.Options{Now: later})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.7.0/29", "198.18.7.1"), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := storetest.PublicKey(t)
-	key, _ := wgkey.Parse(pub)
-	claims := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerclaims"}).Namespace(ns)
-	leftover := func(name string) {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": "LedgerClaim",
-			"metadata": map[string]any{"name": name, "labels": map[string]any{kubestore.Group + "/claim": map[bool]string{true: "address", false: "public-key"}[name[:3] == "ip."]}},
-			"spec":     map[string]any{"hostname": "died", "reservation": "dead-reservation"},
-		}}
-		if _, err := claims.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	leftover("key." + hex.EncodeToString(key[:]))
-	for i := 2; i <= 6; i++ { // the whole range
-		leftover(fmt.Sprintf("ip.198.18.7.%d", i))
-	}
-	m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "alive", PublicKey: pub})
-	if err != nil {
-		t.Fatalf("join over a dead server's claims: %v", err)
-	}
-	if r.Node.VPNIP.String() != "198.18.7.2" {
-		t.Errorf("got %s, want the lowest address back, 198.18.7.2", r.Node.VPNIP)
-	}
-	list, err := claims.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 2 {
-		var names []string
-		for _, o := range list.Items {
-			names = append(names, o.GetName())
-		}
-		t.Errorf("claims left: %v; want only the new node's two", names)
-	}
-
-	// Young claims of a reservation in flight are respected.
-	fresh, err := kubestore.New(c.Config, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr2, _ := joinkeys.New(fresh, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.7.0/29", "198.18.7.1"), Now: clock.Now})
-	pub2 := storetest.PublicKey(t)
-	key2, _ := wgkey.Parse(pub2)
-	leftover("key." + hex.EncodeToString(key2[:]))
-	if _, err := kr2.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "other", PublicKey: pub2}); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
-		t.Errorf("join with a public key a reservation in flight holds: %v, want ErrPublicKeyTaken", err)
-	}
-}
-
 func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) joinkeys.Store { return newStore(b) })
 }
 
-// TestACommittedReservationKeepsItsClaims: once the node exists, a failure
-// after it (here its audit event: the caller may not write the audit
-// trail) gives none of its claims back, so no other node can take its
-// address or public key.
-func TestACommittedReservationKeepsItsClaims(t *testing.T) {
+// TestACommittedReservationKeepsWhatItHolds: once the node exists, a
+// failure after it (here its audit event: the caller may not write the
+// audit trail) gives nothing back, so no other node can take its address
+// or public key, from this writer or the next.
+func TestACommittedReservationKeepsWhatItHolds(t *testing.T) {
 	ctx := context.Background()
 	c, ns := ledger(t)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-audit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
@@ -257,126 +117,23 @@ func TestACommittedReservationKeepsItsClaims(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the node: %v", err)
 	}
-	claims, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerclaims"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	next, err := kubestore.New(c.Config, ns, nil) // the writer after a takeover
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(claims.Items) != 2 {
-		t.Errorf("%d claims after the audit failed, want the node's address and public key", len(claims.Items))
-	}
-	other, err := kubestore.New(c.Config, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2 := r
-	r2.Node.Hostname, r2.Event = "next", joinkeys.AuditEvent{}
-	if got, err := other.ReserveNode(ctx, r2); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
-		t.Errorf("another node with the kept node's public key: %+v, %v", got.Node, err)
-	}
-	r2.Node.PublicKey, _ = wgkey.Parse(storetest.PublicKey(t))
-	if got, err := other.ReserveNode(ctx, r2); err != nil || got.VPNIP == n.VPNIP {
-		t.Errorf("another node got %s (%v); the kept node holds %s", got.VPNIP, err, n.VPNIP)
-	}
-}
-
-// TestAFailedWriteGivesItsPodCIDRBack: a write clearing a node's pod CIDR
-// that loses its compare-and-swap (another server wrote the node) puts
-// the table entry back, so the CIDR stays the node's.
-func TestAFailedWriteGivesItsPodCIDRBack(t *testing.T) {
-	ctx := context.Background()
-	c, ns := ledger(t)
-	var krs []*joinkeys.Keyring
-	for range 2 {
-		s, err := kubestore.New(c.Config, ns, nil)
-		if err != nil {
-			t.Fatal(err)
+	for name, writer := range map[string]*kubestore.Store{"this writer": s, "the next writer": next} {
+		r2 := r
+		r2.Node.Hostname, r2.Event = "next-"+strings.ReplaceAll(name, " ", "-"), joinkeys.AuditEvent{}
+		if got, err := writer.ReserveNode(ctx, r2); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
+			t.Errorf("%s: another node with the kept node's public key: %+v, %v", name, got.Node, err)
 		}
-		kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
-		if err != nil {
-			t.Fatal(err)
+		r2.Node.PublicKey, _ = wgkey.Parse(storetest.PublicKey(t))
+		if got, err := writer.ReserveNode(ctx, r2); err != nil || got.VPNIP == n.VPNIP {
+			t.Errorf("%s: another node got %s (%v); the kept node holds %s", name, got.VPNIP, err, n.VPNIP)
 		}
-		krs = append(krs, kr)
-	}
-	m, err := krs[0].Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := krs[0].Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "a", PublicKey: storetest.PublicKey(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := krs[0].Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "b", PublicKey: storetest.PublicKey(t)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := krs[0].SetNodePodCIDR(ctx, "a", netip.MustParsePrefix("10.42.0.0/24")); err != nil {
-		t.Fatal(err)
-	}
-	// One server read a; another writes it; the first one's write based
-	// on its read (clearing the pod CIDR) loses the compare-and-swap
-	// after it took the table entry away.
-	s0, err := kubestore.New(c.Config, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale, err := s0.Node(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := krs[1].ReportVersion(ctx, "a", j.NodeToken, "2.0.0"); err != nil {
-		t.Fatal(err)
-	}
-	stale.PodCIDR = netip.Prefix{}
-	if _, err := s0.UpdateNode(ctx, stale, joinkeys.AuditEvent{}); !errors.Is(err, joinkeys.ErrNodeChanged) {
-		t.Fatalf("a write based on a stale read: %v, want ErrNodeChanged", err)
-	}
-	if _, err := krs[1].SetNodePodCIDR(ctx, "b", netip.MustParsePrefix("10.42.0.0/16")); !errors.Is(err, joinkeys.ErrPodCIDRConflict) {
-		t.Errorf("b taking a CIDR around a's after a's failed clear: %v, want a conflict", err)
-	}
-}
-
-// TestALeftoverPodCIDREntryGivesWay: the table entry of a node a dead
-// server released but did not take out of the table blocks an
-// overlapping pod CIDR only until it is older than StaleClaimAge.
-func TestALeftoverPodCIDREntryGivesWay(t *testing.T) {
-	ctx := context.Background()
-	c, ns := ledger(t)
-	tables := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "podcidrtables"}).Namespace(ns)
-	leftover := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": "PodCIDRTable",
-		"metadata": map[string]any{"name": "pod-cidrs"},
-		"spec": map[string]any{"entries": map[string]any{
-			"gone": map[string]any{"cidr": "10.42.0.0/24", "reservation": "dead", "since": time.Now().UTC().Format(time.RFC3339)},
-		}},
-	}}
-	if _, err := tables.Create(ctx, leftover, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	setCIDR := func(now func() time.Time) error {
-		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Now: now})
-		if err != nil {
-			t.Fatal(err)
+		if s == writer {
+			_, _ = s.DeleteNode(ctx, r2.Node.Hostname, 0, time.Now()) // a writer at a time
 		}
-		kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kr.Node(ctx, "alive"); errors.Is(err, joinkeys.ErrNodeNotFound) {
-			m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "alive", PublicKey: storetest.PublicKey(t)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_, err = kr.SetNodePodCIDR(ctx, "alive", netip.MustParsePrefix("10.42.0.0/23"))
-		return err
-	}
-	if err := setCIDR(time.Now); !errors.Is(err, joinkeys.ErrPodCIDRConflict) {
-		t.Errorf("over a young entry: %v, want a conflict", err)
-	}
-	if err := setCIDR(func() time.Time { return time.Now().Add(time.Hour) }); err != nil {
-		t.Errorf("over an entry no node holds, an hour old: %v", err)
 	}
 }
 
@@ -439,16 +196,16 @@ func TestRejectedAttemptsLeaveABoundedTrail(t *testing.T) {
 	}
 }
 
-// A released node's address rests on the ledger, not in one Store's
-// memory: another Store (another server replica), reading the claims
-// afresh, neither hands it out before its rest is over nor takes it for a
-// leftover, and hands it out after.
-func TestARestingAddressIsSeenByEveryStore(t *testing.T) {
+// TestARestingAddressOutlivesItsWriter: a released node's address rests
+// on the ledger (its LedgerClaim), not in the writer's memory: the next
+// writer (after a takeover) neither hands it out before its rest is over
+// nor forgets it, and hands it out after.
+func TestARestingAddressOutlivesItsWriter(t *testing.T) {
 	c, ns := ledger(t)
 	ctx := context.Background()
 	clock := storetest.NewClock()
 	keyring := func() *joinkeys.Keyring {
-		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Now: clock.Now})
+		s, err := kubestore.New(c.Config, ns, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,20 +234,242 @@ func TestARestingAddressIsSeenByEveryStore(t *testing.T) {
 	if _, err := a.Release(ctx, "n2", "admin"); err != nil {
 		t.Fatal(err)
 	}
-	// Past the leftover age, so a reload would take a claim no node holds.
 	clock.Advance(10 * time.Minute)
 	b := keyring()
 	if _, err := join(b, "too-soon"); !errors.Is(err, joinkeys.ErrPoolExhausted) {
-		t.Fatalf("a join on another Store while the freed address rests: %v, want ErrPoolExhausted", err)
+		t.Fatalf("a join on the next writer while the freed address rests: %v, want ErrPoolExhausted", err)
 	}
 	clock.Advance(joinkeys.DefaultAddressQuarantine)
 	j, err := join(b, "after-rest")
 	if err != nil || j.Node.VPNIP != held[2] {
 		t.Fatalf("after the rest: %+v, %v; want %s", j.Node, err, held[2])
 	}
-	// And the first Store, whose book still says it rests, learns it is
-	// taken: the range is full.
-	if _, err := join(a, "one-more"); !errors.Is(err, joinkeys.ErrPoolExhausted) {
-		t.Errorf("a join on the first Store with every address held: %v", err)
+	claims, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerclaims"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(claims.Items) != 0 {
+		t.Errorf("%d LedgerClaims once the resting address is held again (%v), want none", len(claims.Items), err)
+	}
+}
+
+// TestAReaderReadsWhatTheWriterWrote: a Store that never writes (a
+// replica that does not lead) answers from the API server what the
+// writer wrote, a node found by its public key included.
+func TestAReaderReadsWhatTheWriterWrote(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	writer, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := joinkeys.New(writer, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.6.0/24", "198.18.6.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := storetest.PublicKey(t)
+	j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "gpu-1", PublicKey: pub, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: "gpu-1", GPUs: []joinkeys.GPU{{Name: "H100", MemoryMiB: 81559}}}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := wgkey.Parse(pub)
+	for name, s := range map[string]*kubestore.Store{"writer": writer, "reader": reader} {
+		// A reader finds a node by its key in the API server's watch
+		// cache: a moment after the write.
+		n, err := s.NodeByPublicKey(ctx, key)
+		for deadline := time.Now().Add(5 * time.Second); errors.Is(err, joinkeys.ErrNodeNotFound) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			n, err = s.NodeByPublicKey(ctx, key)
+		}
+		if err != nil || n.Hostname != "gpu-1" || n.VPNIP != j.Node.VPNIP || n.Status != joinkeys.StatusRegistered {
+			t.Errorf("%s: by public key: %+v, %v", name, n.Node, err)
+		}
+		if byName, err := s.Node(ctx, "gpu-1"); err != nil || byName.Revision != n.Revision {
+			t.Errorf("%s: by hostname: %+v, %v", name, byName.Node, err)
+		}
+		if _, err := s.NodeByPublicKey(ctx, mustKey(t)); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+			t.Errorf("%s: an unknown key: %v", name, err)
+		}
+		if k, err := s.Key(ctx, m.ID); err != nil || k.Uses != 1 {
+			t.Errorf("%s: the key: %+v, %v", name, k, err)
+		}
+		if kinds, err := s.GPUKinds(ctx); err != nil || len(kinds) != 1 || kinds[0].Nodes != 1 {
+			t.Errorf("%s: GPU kinds %+v, %v", name, kinds, err)
+		}
+	}
+	if _, err := kr.Revoke(ctx, m.ID, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := reader.Key(ctx, m.ID); err != nil || !k.Revoked() {
+		t.Errorf("the reader sees the revocation at once: %+v, %v", k, err)
+	}
+}
+
+func mustKey(t *testing.T) wgkey.Key {
+	k, err := wgkey.Parse(storetest.PublicKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestALedgerWrittenWithClaimsIsBroughtUpToDate: a ledger as stores wrote
+// it before the one writer (a claim per live node's address and public
+// key, a PodCIDRTable, nodes without the public-key label) is brought up
+// to date when a writer first loads it: the live nodes' claims and the
+// table go, a resting address's claim stays and keeps resting, the nodes
+// are labelled, and what the old objects guarded is still guarded.
+func TestALedgerWrittenWithClaimsIsBroughtUpToDate(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	gvr := func(resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}
+	}
+	create := func(resource, kind, name string, labels map[string]any, spec map[string]any) {
+		t.Helper()
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": kind,
+			"metadata": map[string]any{"name": name, "labels": labels}, "spec": spec,
+		}}
+		if _, err := c.Dynamic.Resource(gvr(resource)).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := mustKey(t)
+	now := time.Now().UTC().Format(time.RFC3339)
+	create("ledgernodes", "LedgerNode", "old-node", nil, map[string]any{"publicKey": old.String(), "vpnIP": "198.18.8.2", "status": "registered",
+		"podCIDR": "10.42.7.0/24", "reservation": "r1", "poolID": "198.18.8.0/29", "createdAt": now})
+	create("ledgerclaims", "LedgerClaim", "ip.198.18.8.2", map[string]any{kubestore.Group + "/claim": "address"}, map[string]any{"hostname": "old-node", "reservation": "r1"})
+	create("ledgerclaims", "LedgerClaim", fmt.Sprintf("key.%x", old[:]), map[string]any{kubestore.Group + "/claim": "public-key"}, map[string]any{"hostname": "old-node", "reservation": "r1"})
+	create("ledgerclaims", "LedgerClaim", "ip.198.18.8.3", map[string]any{kubestore.Group + "/claim": "address"}, map[string]any{"hostname": "left", "reservation": "r2", "releasedAt": now})
+	create("podcidrtables", "PodCIDRTable", "pod-cidrs", nil, map[string]any{"entries": map[string]any{"old-node": map[string]any{"cidr": "10.42.7.0/24", "reservation": "r1"}}})
+
+	reader, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := c.Dynamic.Resource(gvr("ledgerclaims")).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) != 1 || claims.Items[0].GetName() != "ip.198.18.8.3" {
+		var names []string
+		for _, o := range claims.Items {
+			names = append(names, o.GetName())
+		}
+		t.Errorf("claims left: %v; want only the resting address's", names)
+	}
+	if tables, err := c.Dynamic.Resource(gvr("podcidrtables")).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil || len(tables.Items) != 0 {
+		t.Errorf("the pod CIDR table is still there (%v)", err)
+	}
+	n, err := reader.NodeByPublicKey(ctx, old)
+	for deadline := time.Now().Add(5 * time.Second); errors.Is(err, joinkeys.ErrNodeNotFound) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		n, err = reader.NodeByPublicKey(ctx, old)
+	}
+	if err != nil || n.Hostname != "old-node" {
+		t.Errorf("a reader finds the old node by its key: %+v, %v", n.Node, err)
+	}
+
+	pool := joinkeys.MustPool("198.18.8.0/29", "198.18.8.1")
+	kr, err := joinkeys.New(writer, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "new-node", PublicKey: storetest.PublicKey(t), Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := j.Node.VPNIP.String(); ip == "198.18.8.2" || ip == "198.18.8.3" {
+		t.Errorf("the new node got %s: the old node's address, or one at rest", ip)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "thief", PublicKey: old.String(), Version: "1.0.0"}); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
+		t.Errorf("another hostname with the old node's key: %v, want ErrPublicKeyTaken", err)
+	}
+	if _, err := kr.SetNodePodCIDR(ctx, "new-node", netip.MustParsePrefix("10.42.0.0/16")); !errors.Is(err, joinkeys.ErrPodCIDRConflict) {
+		t.Errorf("a pod CIDR around the old node's: %v, want a conflict", err)
+	}
+}
+
+// countingTransport counts the requests a Store sends.
+type countingTransport struct {
+	next  http.RoundTripper
+	calls atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// TestCallsPerJoin counts the API server requests of one machine's join
+// (validate, then register) on the writer: its reads are answered from
+// its index, so a join costs the key's use, the node's creation and its
+// update, and the two audit events.
+func TestCallsPerJoin(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	counter := &countingTransport{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := joinkeys.New(s, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/16", "198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first use of the key reads it: from then on its last write is
+	// the base of the next.
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "first", PublicKey: storetest.PublicKey(t)}); err != nil {
+		t.Fatal(err)
+	}
+	const joins = 20
+	for _, existing := range []int{0, 200} {
+		for i := range existing {
+			if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("pre-%d-%d", existing, i), PublicKey: storetest.PublicKey(t)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := counter.calls.Load()
+		for i := range joins {
+			host := fmt.Sprintf("gpu-%d-%d", existing, i)
+			j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: host, PublicKey: storetest.PublicKey(t), Version: "1.0.0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: host}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		perJoin := float64(counter.calls.Load()-before) / joins
+		t.Logf("%d nodes in the ledger: %.1f API requests per join", existing, perJoin)
+		if perJoin > 5 {
+			t.Errorf("%.1f API requests per join with %d nodes in the ledger; want at most 5 (the key's use, the node's creation and update, two audit events)", perJoin, existing)
+		}
 	}
 }

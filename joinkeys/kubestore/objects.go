@@ -43,10 +43,11 @@ const (
 
 // Labels the store sets, so that lists can select on the API server.
 const (
-	labelClaim    = Group + "/claim"    // "address" or "public-key" on a LedgerClaim
-	labelType     = Group + "/type"     // a LedgerEvent's type
-	labelHostname = Group + "/hostname" // a LedgerEvent's hostname, when it is a valid label value
-	labelKey      = Group + "/key"      // a LedgerEvent's key ID, when it is a valid label value
+	labelClaim     = Group + "/claim"      // "address" or "public-key" on a LedgerClaim written before the one writer
+	labelPublicKey = Group + "/public-key" // a LedgerNode's public key (publicKeyLabel)
+	labelType      = Group + "/type"       // a LedgerEvent's type
+	labelHostname  = Group + "/hostname"   // a LedgerEvent's hostname, when it is a valid label value
+	labelKey       = Group + "/key"        // a LedgerEvent's key ID, when it is a valid label value
 )
 
 //go:embed crds/*.yaml
@@ -294,6 +295,22 @@ func (r resource[S]) each(ctx context.Context, selector string, visit func(objec
 }
 
 // eachPaged is each with pages of size objects.
+// cached lists the objects selector selects from the API server's watch
+// cache (resourceVersion 0: as recent as the cache, not a read of etcd),
+// in one answer: for a small selection whose staleness the caller
+// tolerates.
+func (r resource[S]) cached(ctx context.Context, selector string) ([]object[S], error) {
+	raw, err := r.client.Get().Namespace(r.namespace).Resource(r.plural).Param("resourceVersion", "0").Param("labelSelector", selector).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var list objectList[S]
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("kubestore: decode %s list: %w", r.kind, err)
+	}
+	return list.Items, nil
+}
+
 func (r resource[S]) eachPaged(ctx context.Context, selector string, size int, visit func(object[S]) bool) error {
 	cont := ""
 	for {
