@@ -70,6 +70,25 @@ func Goals() []Goal {
 			},
 		},
 		{
+			Name:    "joins through three replicas on the Kubernetes ledger (the leader writes, 16 clients)",
+			Command: "go test -run '^$' -bench BenchmarkJoinThroughThreeReplicas -benchtime 1000x ./gridweave/",
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./gridweave/", "BenchmarkJoinThroughThreeReplicas", "1000x")
+				if err != nil {
+					return nil, err
+				}
+				few, err := metric(res, "BenchmarkJoinThroughThreeReplicas/replicas=3/clients=16/existing=100", "joins/s")
+				if err != nil {
+					return nil, err
+				}
+				many, err := metric(res, "BenchmarkJoinThroughThreeReplicas/replicas=3/clients=16/existing=5000", "joins/s")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{AtLeast("with 100 nodes", few, "joins/s", 250), AtLeast("with 5000 nodes ÷ with 100", many/few, "", 0.9)}, nil
+			},
+		},
+		{
 			Name:    "the launcher as users run it (a fresh process each time)",
 			Command: "go test -run '^$' -bench BenchmarkProcess ./rayctl/launch/launchcli/",
 			Short:   true,
