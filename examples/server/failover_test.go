@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -293,26 +294,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 
 	// The ledger holds every acknowledged join, at the address it was
 	// given, and nothing twice.
-	store, err := kubestore.New(tc.Config, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := store.Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byHost := map[string]joinkeys.NodeRecord{}
-	addrs := map[netip.Addr]string{}
-	keys := map[wgkey.Key]string{}
-	for _, n := range nodes {
-		if other, dup := addrs[n.VPNIP]; dup {
-			t.Errorf("%s is held by %s and %s", n.VPNIP, other, n.Hostname)
-		}
-		if other, dup := keys[n.PublicKey]; dup {
-			t.Errorf("a public key is held by %s and %s", other, n.Hostname)
-		}
-		addrs[n.VPNIP], keys[n.PublicKey], byHost[n.Hostname] = n.Hostname, n.Hostname, n
-	}
+	nodes, byHost := ledgerNodes(t, tc, ns)
 	for _, o := range outcomes {
 		n, ok := byHost[o.hostname]
 		switch {
@@ -325,23 +307,7 @@ func TestFailoverKeepsEveryAcknowledgedJoin(t *testing.T) {
 		}
 	}
 
-	// Only a leader wrote the ledger: the others handed it their writes.
-	// The API server names each object's writers (managedFields) by their
-	// user agents, gridweave-ledger-<replica>.
-	leaders := map[string]bool{"gridweave-ledger-" + first: true, "gridweave-ledger-" + next: true}
-	for _, resource := range []string{"ledgernodes", "joinkeys"} {
-		list, err := tc.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range list.Items {
-			for _, m := range o.GetManagedFields() {
-				if !leaders[m.Manager] {
-					t.Errorf("%s %s was written by %s, which never led (leaders: %s, %s)", resource, o.GetName(), m.Manager, first, next)
-				}
-			}
-		}
-	}
+	onlyLeadersWrote(t, tc, ns, first, next)
 
 	// The new leader's device holds exactly the ledger's peers.
 	wg2, err := wgctrl.New()
@@ -401,7 +367,6 @@ func TestADeposedLeaderCannotWrite(t *testing.T) {
 	}
 	const lease = 4 * time.Second
 	h := startHA(t, "fenced", 2, lease, "")
-	ctx := context.Background()
 	first := h.awaitLeader("")
 	old := h.named(first)
 	other := h.replicas[0]
@@ -474,25 +439,7 @@ func TestADeposedLeaderCannotWrite(t *testing.T) {
 	}
 	t.Logf("%s took the Lease from %s; the joins in flight on %s were answered: %v", next, first, first, answers)
 
-	store, err := kubestore.New(h.tc.Config, h.ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := store.Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byHost := map[string]joinkeys.NodeRecord{}
-	addrs, keys := map[netip.Addr]string{}, map[wgkey.Key]string{}
-	for _, n := range nodes {
-		if o, dup := addrs[n.VPNIP]; dup {
-			t.Errorf("%s is held by %s and %s", n.VPNIP, o, n.Hostname)
-		}
-		if o, dup := keys[n.PublicKey]; dup {
-			t.Errorf("a public key is held by %s and %s", o, n.Hostname)
-		}
-		addrs[n.VPNIP], keys[n.PublicKey], byHost[n.Hostname] = n.Hostname, n.Hostname, n
-	}
+	_, byHost := ledgerNodes(t, h.tc, h.ns)
 	acknowledged := 0
 	for _, j := range joins {
 		if j.status != 200 {
@@ -506,23 +453,7 @@ func TestADeposedLeaderCannotWrite(t *testing.T) {
 	if acknowledged < 16 {
 		t.Errorf("%d joins acknowledged; want at least those sent to a live leader (16)", acknowledged)
 	}
-	leaders := map[string]bool{"gridweave-ledger-" + first: true, "gridweave-ledger-" + next: true}
-	for _, resource := range []string{"ledgernodes", "joinkeys"} {
-		list, err := h.tc.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}).Namespace(h.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range list.Items {
-			for _, m := range o.GetManagedFields() {
-				if !leaders[m.Manager] {
-					t.Errorf("%s %s was written by %s, which never led", resource, o.GetName(), m.Manager)
-				}
-			}
-			if w := o.GetAnnotations()[kubestore.WriterAnnotation]; w != first && w != next {
-				t.Errorf("%s %s is signed by %q, not a leader", resource, o.GetName(), w)
-			}
-		}
-	}
+	onlyLeadersWrote(t, h.tc, h.ns, first, next)
 }
 
 // TestEveryReplicaAnswersTheLeadersLinks: an agent's link report taken
@@ -599,6 +530,57 @@ func TestEveryReplicaAnswersTheLeadersLinks(t *testing.T) {
 			}
 			return false, false
 		})
+	}
+}
+
+// ledgerNodes reads the ledger in ns and fails t for an address or a
+// public key held twice; it returns the nodes and them by hostname.
+func ledgerNodes(t *testing.T, tc *testcluster.Cluster, ns string) ([]joinkeys.NodeRecord, map[string]joinkeys.NodeRecord) {
+	t.Helper()
+	store, err := kubestore.New(tc.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := store.Nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHost := map[string]joinkeys.NodeRecord{}
+	addrs, keys := map[netip.Addr]string{}, map[wgkey.Key]string{}
+	for _, n := range nodes {
+		if other, dup := addrs[n.VPNIP]; dup {
+			t.Errorf("%s is held by %s and %s", n.VPNIP, other, n.Hostname)
+		}
+		if other, dup := keys[n.PublicKey]; dup {
+			t.Errorf("a public key is held by %s and %s", other, n.Hostname)
+		}
+		addrs[n.VPNIP], keys[n.PublicKey], byHost[n.Hostname] = n.Hostname, n.Hostname, n
+	}
+	return nodes, byHost
+}
+
+// onlyLeadersWrote fails t for a LedgerNode or JoinKey in ns that a
+// replica other than leaders wrote or signed: the API server names each
+// object's writers (managedFields) by their user agents,
+// gridweave-ledger-<replica>, and each carries its last writer's
+// signature (kubestore.WriterAnnotation).
+func onlyLeadersWrote(t *testing.T, tc *testcluster.Cluster, ns string, leaders ...string) {
+	t.Helper()
+	for _, resource := range []string{"ledgernodes", "joinkeys"} {
+		list, err := tc.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: resource}).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			for _, m := range o.GetManagedFields() {
+				if name, ok := strings.CutPrefix(m.Manager, "gridweave-ledger-"); !ok || !slices.Contains(leaders, name) {
+					t.Errorf("%s %s was written by %s, which never led (leaders: %v)", resource, o.GetName(), m.Manager, leaders)
+				}
+			}
+			if w := o.GetAnnotations()[kubestore.WriterAnnotation]; !slices.Contains(leaders, w) {
+				t.Errorf("%s %s is signed by %q, not a leader (%v)", resource, o.GetName(), w, leaders)
+			}
+		}
 	}
 }
 

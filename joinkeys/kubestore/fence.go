@@ -95,35 +95,39 @@ func InstallFence(ctx context.Context, cfg *rest.Config, f Fence) error {
 		return err
 	}
 	policy, binding := FenceObjects(f)
-	policies := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	if got, err := policies.Get(ctx, policy.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		_, err = policies.Create(ctx, policy, metav1.CreateOptions{FieldManager: "gridweave"})
-		if err != nil {
-			return fmt.Errorf("kubestore: the fence's policy: %w", err)
-		}
-	} else if err != nil {
+	if err := createOrUpdate(ctx, kube.AdmissionregistrationV1().ValidatingAdmissionPolicies(), policy.Name, policy,
+		func(got *admissionv1.ValidatingAdmissionPolicy) { got.Spec = policy.Spec }); err != nil {
 		return fmt.Errorf("kubestore: the fence's policy: %w", err)
-	} else {
-		got.Spec = policy.Spec
-		if _, err := policies.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"}); err != nil {
-			return fmt.Errorf("kubestore: the fence's policy: %w", err)
-		}
 	}
-	bindings := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	if got, err := bindings.Get(ctx, binding.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		_, err = bindings.Create(ctx, binding, metav1.CreateOptions{FieldManager: "gridweave"})
-		if err != nil {
-			return fmt.Errorf("kubestore: the fence's binding: %w", err)
-		}
-	} else if err != nil {
+	if err := createOrUpdate(ctx, kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings(), binding.Name, binding,
+		func(got *admissionv1.ValidatingAdmissionPolicyBinding) { got.Spec = binding.Spec }); err != nil {
 		return fmt.Errorf("kubestore: the fence's binding: %w", err)
-	} else {
-		got.Spec = binding.Spec
-		if _, err := bindings.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"}); err != nil {
-			return fmt.Errorf("kubestore: the fence's binding: %w", err)
-		}
 	}
 	return nil
+}
+
+// typedClient is the part of a typed client of cluster-scoped objects
+// createOrUpdate uses.
+type typedClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// createOrUpdate creates want, or updates the object named name with
+// what become copies onto it.
+func createOrUpdate[T any](ctx context.Context, c typedClient[T], name string, want T, become func(got T)) error {
+	got, err := c.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: "gridweave"})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	become(got)
+	_, err = c.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"})
+	return err
 }
 
 // fenceError is the error of a write whose answer was body: recognisable

@@ -9,27 +9,36 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/joinkeys/storetest"
 	"gridweave.dev/mesh/wgkey"
 )
 
-// TestTheFenceKeepsOneWriter runs the fence on the real API server: while
-// a replica holds the Lease only its writes land; once another takes it
-// over, the first one's writes are refused (ErrFenced) and write nothing,
-// before it has noticed anything; with the Lease released, anyone writes.
-func TestTheFenceKeepsOneWriter(t *testing.T) {
+// fencedLedger is a new ledger fenced by the Lease gridweave-leader in
+// its own namespace.
+func fencedLedger(t *testing.T) (*testcluster.Cluster, string) {
+	t.Helper()
 	c, ns := ledger(t)
-	ctx := context.Background()
 	fence := kubestore.Fence{LedgerNamespace: ns, LeaseNamespace: ns, LeaseName: "gridweave-leader"}
-	if err := kubestore.InstallFence(ctx, c.Config, fence); err != nil {
+	if err := kubestore.InstallFence(context.Background(), c.Config, fence); err != nil {
 		t.Fatal(err)
 	}
 	_, binding := kubestore.FenceObjects(fence)
 	t.Cleanup(func() {
 		_ = c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 	})
+	return c, ns
+}
+
+// TestTheFenceKeepsOneWriter runs the fence on the real API server: while
+// a replica holds the Lease only its writes land; once another takes it
+// over, the first one's writes are refused (ErrFenced) and write nothing,
+// before it has noticed anything; with the Lease released, anyone writes.
+func TestTheFenceKeepsOneWriter(t *testing.T) {
+	c, ns := fencedLedger(t)
+	ctx := context.Background()
 	store := func(writer string) *kubestore.Store {
 		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: writer})
 		if err != nil {
@@ -147,16 +156,8 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 // whose Lease the Store's writer holds.
 func TestConformanceUnderTheFence(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) joinkeys.Store {
-		c, ns := ledger(t)
+		c, ns := fencedLedger(t)
 		ctx := context.Background()
-		fence := kubestore.Fence{LedgerNamespace: ns, LeaseNamespace: ns, LeaseName: "gridweave-leader"}
-		if err := kubestore.InstallFence(ctx, c.Config, fence); err != nil {
-			t.Fatal(err)
-		}
-		_, binding := kubestore.FenceObjects(fence)
-		t.Cleanup(func() {
-			_ = c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-		})
 		holder := "the-leader"
 		if _, err := c.Kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-leader"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
