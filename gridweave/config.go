@@ -564,7 +564,7 @@ func placeholder(secret string) bool {
 // dial.
 func (c Config) checkReplicaAddr() error {
 	if c.ReplicaAddr == "" {
-		return errors.New("not set: with several replicas only the leader writes the ledger, and the others hand it their writes at this host:port (in a pod, $(POD_IP):7443)")
+		return errors.New("not set: with several replicas only the leader writes the ledger, and the others hand it their writes at this host:port (the HA Deployment sets $(HUB_IP):8802)")
 	}
 	host, port, err := net.SplitHostPort(c.ReplicaAddr)
 	if err != nil {

@@ -20,10 +20,11 @@ import (
 // (?hostname=), GET all and POST keep.
 const PathPrefix = "/links/v1/"
 
-// maxBodyBytes bounds one report on the channel, and the answer of all
-// (every node's reports).
+// Bounds on the channel: one report; the hostnames a keep names (some
+// 64 bytes each); the answer of all (every node's reports).
 const (
 	maxReportBytes = 1 << 20
+	maxKeepBytes   = 16 << 20
 	maxAllBytes    = 256 << 20
 )
 
@@ -70,7 +71,7 @@ func Handler(book Book, opts HandlerOptions) http.Handler {
 	})
 	mux.HandleFunc("POST "+PathPrefix+"keep", func(w http.ResponseWriter, r *http.Request) {
 		var q keepRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAllBytes))
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxKeepBytes))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&q); err != nil {
 			http.Error(w, "hostnames to keep: {present}", http.StatusBadRequest)

@@ -11,7 +11,7 @@
 // joinkeys/leaderstore serves the ledger's writes); while it leads it uses
 // its own Memory.
 //
-//	book := linkbook.NewFollower(memory, linkbook.FollowerOptions{
+//	book, err := linkbook.NewFollower(memory, linkbook.FollowerOptions{
 //		Leader: replica.Leader, Client: pinnedClient, Credential: credential,
 //	})
 //

@@ -312,7 +312,15 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 	r.mesh.Attach(dev.mesh)
 	r.routes.Attach(dev.routes)
 	defer func() {
+		// The others hand their writes to the next leader from now on;
+		// the writes under way here end before the Lease is given up, so
+		// that none lands after the next leader read the ledger.
 		r.leading.Store(false)
+		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), 40*time.Second)
+		if err := r.store.StopWriting(drain); err != nil {
+			log.Warn("leader: handing over with ledger writes still under way", "err", err)
+		}
+		cancel()
 		r.routes.Attach(nil)
 		r.mesh.Detach()
 		if err := dev.close(); err != nil {

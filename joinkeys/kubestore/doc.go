@@ -20,10 +20,15 @@
 // addresses, and pod CIDRs that must not overlap. A reservation holds its
 // hostname, key, address and pod CIDR in the index, spends the key's use
 // (a compare-and-swap of the JoinKey) and commits by creating the node;
-// an error before the commit gives the held parts and the use back.
-// Every change of an object is a compare-and-swap on its
-// resourceVersion. The writer answers reads from its index; a reader
-// (a replica that does not lead) reads the API server, always fresh.
+// an error before the commit gives the held parts and the use back (a
+// creation whose outcome stays unknown keeps them, and the next write
+// reads the ledger again). Every update is a compare-and-swap on the
+// object's resourceVersion, and a node is deleted under it. The writer
+// answers reads from its index; a reader (a replica that does not lead)
+// reads the API server: keys and nodes fresh, a node by its public key
+// from the API server's watch cache (the writer refuses what a stale
+// answer there lets through). A writer that hands over stops writing and
+// waits for its writes under way (StopWriting).
 //
 // A node's revision is its resourceVersion, an etcd revision: it
 // increases with every write anywhere in the cluster and is never reused,
@@ -43,8 +48,9 @@
 // signs what it creates or updates with Options.Writer
 // (WriterAnnotation), and InstallFence binds FencePolicy, a
 // ValidatingAdmissionPolicy that refuses a signature other than the
-// holder of the replicas' Lease: a deposed leader's write fails with
-// joinkeys.ErrFenced and writes nothing. AwaitWrites waits until a new
+// holder of the replicas' Lease: a deposed leader's create or update
+// fails with joinkeys.ErrFenced and writes nothing (its deletes are held
+// only to the object's resourceVersion). AwaitWrites waits until a new
 // holder's writes are taken.
 //
 // The CRDs are embedded (CRDs, InstallCRDs; PodCIDRTable only to remove

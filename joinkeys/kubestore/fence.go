@@ -167,13 +167,25 @@ func (s *Store) probe(ctx context.Context, writer string) (refused bool, err err
 // fence names it as soon as the API server's view of the Lease caught up
 // (the fence reads it from a cache), and from then on refuses the writes
 // of any replica that held it before. It tries a dry-run write every 100
-// ms until one is taken or ctx ends, and lets a write the old leader had
+// ms until one is taken or ctx ends (through errors too, for a while:
+// the API server may be busy), and lets a write the old leader had
 // admitted just before land (settleWrites) before it reads the ledger.
 func (s *Store) AwaitWrites(ctx context.Context) error {
+	failing := time.Time{} // since when the dry runs fail
 	for {
 		refused, err := s.probe(ctx, s.writer)
 		if err != nil {
-			return fmt.Errorf("kubestore: a dry-run write: %w", err)
+			// The API server may be busy or restarting: try again, for
+			// a while.
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if ctx.Err() != nil || time.Since(failing) > writeTimeout {
+				return fmt.Errorf("kubestore: a dry-run write: %w", err)
+			}
+			refused = true
+		} else {
+			failing = time.Time{}
 		}
 		if !refused {
 			select {

@@ -63,6 +63,60 @@ type Store struct {
 	loadMu sync.Mutex
 	mu     sync.Mutex
 	ix     *ledgerIndex
+	// inflight counts the writes under way; stopped refuses new ones
+	// (StopWriting) until the next Reload; idle is closed when inflight
+	// falls to zero while StopWriting waits.
+	inflight int
+	stopped  bool
+	idle     chan struct{}
+}
+
+// writeTimeout bounds one write's calls that the caller cannot cancel (a
+// create whose outcome must be known, the undo of a failed reservation).
+const writeTimeout = 30 * time.Second
+
+// beginWrite counts a write under way; end ends it. A Store that stopped
+// writing refuses it (joinkeys.ErrFenced: another replica writes now).
+func (s *Store) beginWrite() (end func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, fmt.Errorf("%w (this Store stopped writing)", joinkeys.ErrFenced)
+	}
+	s.inflight++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.inflight--
+		if s.inflight == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+	}, nil
+}
+
+// StopWriting refuses every new write, drops the index and waits, until
+// ctx ends, for the writes under way to end: a leader that hands over
+// calls it before it gives up the Lease, so that none of its writes lands
+// after the next writer read the ledger. Reload starts writing again.
+func (s *Store) StopWriting(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped, s.ix = true, nil
+	if s.inflight == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kubestore: writes still under way: %w", ctx.Err())
+	}
 }
 
 var _ joinkeys.Store = (*Store)(nil)
@@ -166,13 +220,13 @@ func (s *Store) index(ctx context.Context) (*ledgerIndex, error) {
 	return ix, nil
 }
 
-// Reload drops the index, so that the next write loads it again from the
-// API server: a replica that takes over the writes (after another wrote)
-// calls it. AwaitWrites does.
+// Reload drops the index and loads it again from the API server, and
+// lets a Store that stopped writing write again: a replica that takes
+// over the writes (after another wrote) calls it. AwaitWrites does.
 func (s *Store) Reload(ctx context.Context) error {
 	s.loadMu.Lock()
 	s.mu.Lock()
-	s.ix = nil
+	s.ix, s.stopped = nil, false
 	s.mu.Unlock()
 	s.loadMu.Unlock()
 	_, err := s.index(ctx)
@@ -196,11 +250,9 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 			decodeErr = err
 			return false
 		}
-		ix.nodes[n.Hostname] = o
-		ix.byKey[n.PublicKey] = n.Hostname
-		ix.byIP[addrpool.ToUint32(n.VPNIP)] = n.Hostname
-		if n.PodCIDR.IsValid() {
-			ix.pods[n.Hostname] = n.PodCIDR
+		if err := ix.indexNode(o); err != nil {
+			decodeErr = err
+			return false
 		}
 		if o.Metadata.Labels[labelPublicKey] != publicKeyLabel(n.PublicKey) {
 			unlabelled = append(unlabelled, o)
@@ -244,6 +296,40 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 		return nil, err
 	}
 	return ix, nil
+}
+
+// indexNode enters o in the index: its hostname, public key, address and
+// pod CIDR (s.mu held, or ix not yet shared).
+func (ix *ledgerIndex) indexNode(o object[nodeSpec]) error {
+	n, err := nodeRecord(o)
+	if err != nil {
+		return err
+	}
+	if old, ok := ix.nodes[n.Hostname]; ok {
+		ix.unindexNode(old)
+	}
+	ix.nodes[n.Hostname] = o
+	ix.byKey[n.PublicKey] = n.Hostname
+	ix.byIP[addrpool.ToUint32(n.VPNIP)] = n.Hostname
+	if n.PodCIDR.IsValid() {
+		ix.pods[n.Hostname] = n.PodCIDR
+	} else {
+		delete(ix.pods, n.Hostname)
+	}
+	return nil
+}
+
+// unindexNode takes o out of the index (s.mu held).
+func (ix *ledgerIndex) unindexNode(o object[nodeSpec]) {
+	hostname := o.Metadata.Name
+	delete(ix.nodes, hostname)
+	delete(ix.pods, hostname)
+	if pub, err := wgkey.Parse(o.Spec.PublicKey); err == nil && ix.byKey[pub] == hostname {
+		delete(ix.byKey, pub)
+	}
+	if ip, err := netip.ParseAddr(o.Spec.VPNIP); err == nil && ix.byIP[addrpool.ToUint32(ip)] == hostname {
+		delete(ix.byIP, addrpool.ToUint32(ip))
+	}
 }
 
 // tableName names the PodCIDRTable a ledger written before the one writer
@@ -292,6 +378,11 @@ func (s *Store) InsertKey(ctx context.Context, key joinkeys.KeyRecord) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return err
+	}
+	defer end()
 	if !validName(key.ID) {
 		return fmt.Errorf("kubestore: key id %q cannot name an object", key.ID)
 	}
@@ -464,6 +555,11 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 	if err := s.check(); err != nil {
 		return joinkeys.KeyRecord{}, err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return joinkeys.KeyRecord{}, err
+	}
+	defer end()
 	o, err := s.changeKey(ctx, id, func(k *keySpec) error {
 		if k.RevokedAt.IsZero() {
 			k.RevokedAt = at
@@ -494,7 +590,9 @@ func (s *Store) spendKey(ctx context.Context, id string, now time.Time) (undo fu
 		return nil, err
 	}
 	return func() {
-		_, _ = s.changeKey(context.WithoutCancel(ctx), id, func(k *keySpec) error {
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancel()
+		_, _ = s.changeKey(undo, id, func(k *keySpec) error {
 			if k.Uses > 0 {
 				k.Uses--
 			}
@@ -739,6 +837,11 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	defer end()
 	n := r.Node
 	if !validName(n.Hostname) {
 		return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: hostname %q cannot name an object", n.Hostname)
@@ -761,7 +864,10 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		return joinkeys.NodeRecord{}, err
 	}
 	giveBack := func() { s.release(ix, n, addr, resting) }
-	give := context.WithoutCancel(ctx)
+	// What follows runs to its end even when the caller goes away: a
+	// create whose outcome is not known would leave the index unsure.
+	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	var undoSpend func()
 	if r.SpendKeyID != "" {
 		if undoSpend, err = s.spendKey(ctx, r.SpendKeyID, r.Now); err != nil {
@@ -775,7 +881,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, RegisteredAt: n.RegisteredAt, LastSeen: n.LastSeen,
 		TokenHash: n.TokenHash, PoolID: r.Addresses.ID(),
 	}
-	created, err := s.nodes.create(ctx, withKeyLabel(s.nodes.new(n.Hostname, nil, spec)))
+	created, err := s.nodes.create(give, withKeyLabel(s.nodes.new(n.Hostname, nil, spec)))
 	if err != nil {
 		held, getErr := s.getNode(give, n.Hostname)
 		switch {
@@ -783,7 +889,9 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 			// A create that timed out, or was retried, went through.
 			created, err = held, nil
 		case getErr != nil && !errors.Is(getErr, joinkeys.ErrNodeNotFound):
-			// Unknown whether the node exists: keep what it would hold.
+			// Unknown whether the node exists: the next write reads the
+			// ledger again.
+			s.reloadLater(ix)
 			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w (and reading it back: %v)", n.Hostname, err, getErr)
 		default:
 			if undoSpend != nil {
@@ -793,7 +901,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 			if getErr == nil && apierrors.IsAlreadyExists(err) {
 				// Written by no Store of this index: take it in.
 				s.mu.Lock()
-				ix.nodes[n.Hostname] = held
+				_ = ix.indexNode(held)
 				s.mu.Unlock()
 				return joinkeys.NodeRecord{}, hostnameTaken(held)
 			}
@@ -901,6 +1009,11 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	defer end()
 	ix, err := s.index(ctx)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -930,7 +1043,8 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 		ix.next[n.Hostname] = n.PodCIDR
 	}
 	s.mu.Unlock()
-	give := context.WithoutCancel(ctx)
+	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	cur.Spec.GPUs = slices.Clone(cur.Spec.GPUs)
 	sp := &cur.Spec
 	sp.Version = n.Version
@@ -962,6 +1076,8 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 			s.refreshNode(give, ix, n.Hostname)
 			return joinkeys.NodeRecord{}, changed(n.Hostname, "", n.Revision)
 		}
+		// Perhaps written: the index reads it again.
+		s.refreshNode(give, ix, n.Hostname)
 		return joinkeys.NodeRecord{}, err
 	}
 	rec, err := nodeRecord(written)
@@ -981,17 +1097,8 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 func (s *Store) forgetNode(ix *ledgerIndex, hostname string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := ix.nodes[hostname]
-	if !ok {
-		return
-	}
-	delete(ix.nodes, hostname)
-	delete(ix.pods, hostname)
-	if pub, err := wgkey.Parse(o.Spec.PublicKey); err == nil && ix.byKey[pub] == hostname {
-		delete(ix.byKey, pub)
-	}
-	if ip, err := netip.ParseAddr(o.Spec.VPNIP); err == nil && ix.byIP[addrpool.ToUint32(ip)] == hostname {
-		delete(ix.byIP, addrpool.ToUint32(ip))
+	if o, ok := ix.nodes[hostname]; ok {
+		ix.unindexNode(o)
 	}
 }
 
@@ -1003,8 +1110,18 @@ func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname strin
 		s.forgetNode(ix, hostname)
 	case err == nil:
 		s.mu.Lock()
-		ix.nodes[hostname] = o
+		_ = ix.indexNode(o)
 		s.mu.Unlock()
+	}
+}
+
+// reloadLater drops the index after a write whose outcome is unknown:
+// the next write reads the ledger again.
+func (s *Store) reloadLater(ix *ledgerIndex) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ix == ix {
+		s.ix = nil
 	}
 }
 
@@ -1022,6 +1139,11 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 	if err := s.check(); err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	defer end()
 	ix, err := s.index(ctx)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -1031,7 +1153,8 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		return joinkeys.NodeRecord{}, err
 	}
 	defer unlock()
-	give := context.WithoutCancel(ctx)
+	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	for {
 		s.mu.Lock()
 		cur, ok := ix.nodes[hostname]
@@ -1062,8 +1185,8 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		}
 		released := at.UTC()
 		claim := s.claims.new(addressClaim(n.VPNIP), nil, claimSpec{Hostname: hostname, ReleasedAt: &released})
-		s.forgetNode(ix, hostname)
 		s.mu.Lock()
+		ix.unindexNode(cur)
 		ix.resting[addrpool.ToUint32(n.VPNIP)] = claim
 		s.mu.Unlock()
 		if written, err := s.rest(give, claim); err == nil {
@@ -1123,11 +1246,13 @@ func (b indexBook) Next(id string, first uint32) (uint32, error) {
 func (b indexBook) SetNext(id string, next uint32) error { b.ix.lowest[id] = next; return nil }
 
 func (b indexBook) InUse(ip uint32) (bool, error) {
+	if _, held := b.ix.byIP[ip]; held {
+		return true, nil
+	}
 	if c, ok := b.ix.resting[ip]; ok {
 		return !b.restedEnough(c), nil
 	}
-	_, held := b.ix.byIP[ip]
-	return held, nil
+	return false, nil
 }
 
 func (b indexBook) restedEnough(c object[claimSpec]) bool {
@@ -1141,6 +1266,11 @@ func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return err
+	}
+	defer end()
 	return s.appendAudit(ctx, e)
 }
 
@@ -1262,13 +1392,18 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 	if err := s.check(); err != nil {
 		return 0, err
 	}
+	end, err := s.beginWrite()
+	if err != nil {
+		return 0, err
+	}
+	defer end()
 	type named struct {
 		joinkeys.AuditEvent
 		name, uid string
 	}
 	var all []named
 	var decodeErr error
-	err := s.events.each(ctx, "", func(o object[eventSpec]) bool {
+	err = s.events.each(ctx, "", func(o object[eventSpec]) bool {
 		e, err := auditEvent(o)
 		if err != nil {
 			decodeErr = err

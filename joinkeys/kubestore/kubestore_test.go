@@ -473,3 +473,75 @@ func TestCallsPerJoin(t *testing.T) {
 		}
 	}
 }
+
+// holdingTransport holds every node creation until released.
+type holdingTransport struct {
+	next    http.RoundTripper
+	held    chan struct{} // a creation is being held
+	release chan struct{}
+}
+
+func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgernodes") {
+		h.held <- struct{}{}
+		<-h.release
+	}
+	return h.next.RoundTrip(r)
+}
+
+// TestStopWritingWaitsForTheWritesUnderWay: a leader that hands over
+// stops writing and waits for the writes under way, so that none lands
+// after the next writer read the ledger; a new write is refused
+// (ErrFenced) until Reload.
+func TestStopWritingWaitsForTheWritesUnderWay(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	holding := &holdingTransport{held: make(chan struct{}, 1), release: make(chan struct{})}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { holding.next = rt; return holding }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := joinkeys.Reservation{
+		Node:      joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "under-way", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
+		Addresses: joinkeys.MustPool("198.18.4.0/29", "198.18.4.1").Addresses(),
+	}
+	reserved := make(chan error, 1)
+	go func() { _, err := s.ReserveNode(ctx, r); reserved <- err }()
+	<-holding.held // the node's creation is under way
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.StopWriting(ctx) }()
+	// New writes are refused at once, while the one under way goes on.
+	for {
+		err := s.AppendAudit(ctx, joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventKeyMinted})
+		if errors.Is(err, joinkeys.ErrFenced) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // StopWriting has not begun yet
+	}
+	time.Sleep(50 * time.Millisecond) // time enough to return, were it not waiting
+	select {
+	case err := <-stopped:
+		t.Fatalf("StopWriting returned (%v) with a write under way", err)
+	default:
+	}
+	close(holding.release)
+	if err := <-reserved; err != nil {
+		t.Fatalf("the write under way: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Node.Hostname, r.Node.PublicKey = "after-reload", mustKey(t)
+	holding.held = make(chan struct{}, 1)
+	if n, err := s.ReserveNode(ctx, r); err != nil || n.VPNIP.String() == "198.18.4.2" {
+		t.Errorf("after Reload: %+v, %v; want a write, at another address than the node written under way", n.Node, err)
+	}
+}

@@ -10,7 +10,7 @@
 // that lost its Lease, or never had it). Every other replica wraps its
 // Store with New:
 //
-//	store := leaderstore.New(kube, leaderstore.Options{
+//	store, err := leaderstore.New(kube, leaderstore.Options{
 //		Leader: func(ctx context.Context, refresh bool) (leaderstore.Target, error) {
 //			return hub.Leader(ctx, refresh) // the leader's URL, or Self
 //		},
