@@ -75,9 +75,13 @@ type Store struct {
 // create whose outcome must be known, the undo of a failed reservation).
 const writeTimeout = 30 * time.Second
 
-// beginWrite counts a write under way; end ends it. A Store that stopped
-// writing refuses it (joinkeys.ErrFenced: another replica writes now).
+// beginWrite counts a write under way; end ends it. A closed Store
+// refuses it, and so does one that stopped writing (joinkeys.ErrFenced:
+// another replica writes now).
 func (s *Store) beginWrite() (end func(), err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -375,9 +379,6 @@ func withKeyLabel(o object[nodeSpec]) object[nodeSpec] {
 
 // InsertKey implements joinkeys.Store.
 func (s *Store) InsertKey(ctx context.Context, key joinkeys.KeyRecord) error {
-	if err := s.check(); err != nil {
-		return err
-	}
 	end, err := s.beginWrite()
 	if err != nil {
 		return err
@@ -552,9 +553,6 @@ func (s *Store) cacheKey(id string, o *object[keySpec]) {
 
 // RevokeKey implements joinkeys.Store.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkeys.KeyRecord, error) {
-	if err := s.check(); err != nil {
-		return joinkeys.KeyRecord{}, err
-	}
 	end, err := s.beginWrite()
 	if err != nil {
 		return joinkeys.KeyRecord{}, err
@@ -834,9 +832,6 @@ func (ix *ledgerIndex) overlappingPod(hostname string, cidr netip.Prefix) (strin
 // it. On an error before the commit both are given back; nothing else was
 // written.
 func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
-	if err := s.check(); err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
 	end, err := s.beginWrite()
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -1002,27 +997,34 @@ func hostnameTaken(held object[nodeSpec]) error {
 	return &joinkeys.HostnameTakenError{Existing: n.Node}
 }
 
+// beginNodeWrite begins a write of the node with hostname: counted, on
+// the index, after the other writes of that node; done ends it.
+func (s *Store) beginNodeWrite(ctx context.Context, hostname string) (ix *ledgerIndex, done func(), err error) {
+	end, err := s.beginWrite()
+	if err != nil {
+		return nil, nil, err
+	}
+	if ix, err = s.index(ctx); err != nil {
+		end()
+		return nil, nil, err
+	}
+	unlock, err := s.writes.Lock(ctx, "node/"+hostname)
+	if err != nil {
+		end()
+		return nil, nil, err
+	}
+	return ix, func() { unlock(); end() }, nil
+}
+
 // UpdateNode implements joinkeys.Store. A new pod CIDR is held beside the
 // node's own while the write is in flight, so that no other node takes
 // an overlapping one meanwhile.
 func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joinkeys.AuditEvent) (joinkeys.NodeRecord, error) {
-	if err := s.check(); err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	end, err := s.beginWrite()
+	ix, done, err := s.beginNodeWrite(ctx, n.Hostname)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	defer end()
-	ix, err := s.index(ctx)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	unlock, err := s.writes.Lock(ctx, "node/"+n.Hostname)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	defer unlock()
+	defer done()
 	s.mu.Lock()
 	cur, ok := ix.nodes[n.Hostname]
 	if !ok {
@@ -1136,23 +1138,11 @@ func changed(hostname, stored string, based int64) error {
 // resourceVersion), and its address rests, recorded as a LedgerClaim
 // marked released at at, until a reservation's ReleasedBefore is past it.
 func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
-	if err := s.check(); err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	end, err := s.beginWrite()
+	ix, done, err := s.beginNodeWrite(ctx, hostname)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	defer end()
-	ix, err := s.index(ctx)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	unlock, err := s.writes.Lock(ctx, "node/"+hostname)
-	if err != nil {
-		return joinkeys.NodeRecord{}, err
-	}
-	defer unlock()
+	defer done()
 	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	for {
@@ -1263,9 +1253,6 @@ func (b indexBook) restedEnough(c object[claimSpec]) bool {
 
 // AppendAudit implements joinkeys.Store.
 func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
-	if err := s.check(); err != nil {
-		return err
-	}
 	end, err := s.beginWrite()
 	if err != nil {
 		return err
@@ -1389,9 +1376,6 @@ func auditEvent(o object[eventSpec]) (joinkeys.AuditEvent, error) {
 // PruneAudit implements joinkeys.Store: it reads the trail (bounded by
 // the retention it keeps) and deletes each event it does not keep.
 func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
-	if err := s.check(); err != nil {
-		return 0, err
-	}
 	end, err := s.beginWrite()
 	if err != nil {
 		return 0, err
