@@ -9,7 +9,7 @@
 //   - LedgerNode, named by the hostname: the node, with the SHA-256 of its
 //     node token, labelled with its public key (base32) so that a reader
 //     finds a node by its key with one list;
-//   - LedgerEvent, one per audit event;
+//   - LedgerEvent, a batch of audit events (up to 256);
 //   - LedgerClaim ip.<address>, one per released address at rest: the
 //     address is not handed out again until a reservation's
 //     ReleasedBefore is past its release.
@@ -33,10 +33,18 @@
 // A node's revision is its resourceVersion, an etcd revision: it
 // increases with every write anywhere in the cluster and is never reused,
 // so a write based on a stale read (also of a released node whose
-// hostname was taken again) is refused with ErrNodeChanged. An audit
-// event's ID is the resourceVersion it was created at. A write killed
-// after the node's creation can lose its audit event; an error writing
-// the event after the commit is returned, and the node stays.
+// hostname was taken again) is refused with ErrNodeChanged.
+//
+// The audit trail is written in batches, each event before its write
+// answers: while one batch is being created the events of concurrent
+// writes gather for the next, so under load a create carries many joins'
+// events, and a lone event costs one request as it always did. An event's
+// ID is its batch's resourceVersion times 1024 plus its place in the
+// batch (kept in the event when a prune rewrites the batch). A query
+// selects in the store, since a batch mixes types, hostnames and keys. A
+// write killed after the node's creation can lose its audit event; an
+// error writing the event after the commit is returned, and the node
+// stays.
 //
 // A ledger written before the one writer (a LedgerClaim per live node's
 // address and public key, a PodCIDRTable) is brought up to date when a

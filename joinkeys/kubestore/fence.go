@@ -155,7 +155,7 @@ const probeName = "fence-probe"
 func (s *Store) probe(ctx context.Context, writer string) (refused bool, err error) {
 	r := s.events
 	r.writer = writer
-	_, err = r.createDryRun(ctx, r.new(probeName, nil, eventSpec{At: time.Now().UTC(), Type: "fence_probe"}))
+	_, err = r.createDryRun(ctx, r.new(probeName, nil, eventSpec{Events: []eventEntry{{At: time.Now().UTC(), Type: "fence_probe"}}}))
 	if errors.Is(err, joinkeys.ErrFenced) {
 		return true, nil
 	}

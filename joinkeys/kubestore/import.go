@@ -14,7 +14,7 @@ var _ joinkeys.Importer = (*Store)(nil)
 // Import implements joinkeys.Importer. The API server has no transaction
 // for it: Import refuses a namespace that holds any ledger object, writes
 // keys, then nodes (each at its own address; none held twice), then the
-// audit trail in order, and stops at the first error; joinkeys.Migrate
+// audit trail in order (in full batches), and stops at the first error; joinkeys.Migrate
 // then reports the copy incomplete. Empty the namespace before a second
 // try (kubectl delete joinkeys,ledgernodes,ledgerclaims,ledgerevents,
 // podcidrtables --all).
@@ -47,10 +47,8 @@ func (s *Store) Import(ctx context.Context, l joinkeys.Ledger) error {
 			return fmt.Errorf("node %s: %w", n.Hostname, err)
 		}
 	}
-	for _, e := range l.Audit {
-		if err := s.appendAudit(ctx, e); err != nil {
-			return err
-		}
+	if err := s.appendTrail(ctx, l.Audit); err != nil {
+		return err
 	}
 	return s.Reload(ctx)
 }

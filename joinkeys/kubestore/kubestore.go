@@ -3,12 +3,9 @@ package kubestore
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base32"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"gridweave.dev/internal/groupcommit"
 	"gridweave.dev/internal/keyedlock"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/addrpool"
@@ -48,8 +46,11 @@ type Store struct {
 	events    resource[eventSpec]
 	tables    resource[tableSpec]
 	closed    atomic.Bool
-	// lastEvent is the time the last event name carried (eventTime).
+	// lastEvent is the time the last event name carried (eventTime);
+	// audit batches the audit events, spends the uses of each key.
 	lastEvent atomic.Int64
+	audit     groupcommit.Batcher[struct{}, joinkeys.AuditEvent, error]
+	spends    groupcommit.Batcher[string, time.Time, spent]
 
 	// writes queues this Store's writes of one key or one node; keyCache
 	// holds keys as last written.
@@ -139,7 +140,7 @@ func New(cfg *rest.Config, namespace string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	return &Store{
+	s := &Store{
 		namespace: namespace,
 		writer:    o.Writer,
 		keys:      resource[keySpec]{client, namespace, resourceKeys, "JoinKey", o.Writer},
@@ -148,7 +149,10 @@ func New(cfg *rest.Config, namespace string, opts *Options) (*Store, error) {
 		events:    resource[eventSpec]{client, namespace, resourceEvents, "LedgerEvent", o.Writer},
 		tables:    resource[tableSpec]{client, namespace, resourceTables, "PodCIDRTable", o.Writer},
 		keyCache:  map[string]object[keySpec]{},
-	}, nil
+	}
+	s.audit = groupcommit.Batcher[struct{}, joinkeys.AuditEvent, error]{Write: s.writeAudit, MaxBatch: maxEventsPerBatch}
+	s.spends = groupcommit.Batcher[string, time.Time, spent]{Write: s.writeSpends, MaxBatch: maxSpendsPerWrite}
+	return s, nil
 }
 
 // Namespace is the namespace the ledger lives in.
@@ -570,36 +574,82 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 	return keyRecord(o), nil
 }
 
-// spendKey spends one use of the key if it is usable at now, and returns
-// the undo.
-func (s *Store) spendKey(ctx context.Context, id string, now time.Time) (undo func(), err error) {
-	var before time.Time
-	_, err = s.changeKey(ctx, id, func(k *keySpec) error {
-		rec := keyRecord(object[keySpec]{Spec: *k})
-		if err := rec.UsableAt(now); err != nil {
-			return fmt.Errorf("key %s: %w", id, err)
+// spendKey spends one use of key id at now, in a write it may share with
+// the other spends of that key under way (one compare-and-swap of the
+// JoinKey for all of them); undo gives the use back.
+func (s *Store) spendKey(_ context.Context, id string, now time.Time) (undo func(), err error) {
+	r := s.spends.Do(id, now)
+	return r.undo, r.err
+}
+
+// spent is one spend's outcome.
+type spent struct {
+	undo func()
+	err  error
+}
+
+// errNoneSpent is writeSpends' change when the key allows none of its
+// spends: nothing is written.
+var errNoneSpent = errors.New("kubestore: no use spent")
+
+// maxSpendsPerWrite bounds the uses one write of a key spends.
+const maxSpendsPerWrite = 256
+
+// writeSpends spends the uses of key id at each of times, in order, in one
+// write: each spend the key allows (not expired, revoked or used up by
+// the spends before it) is counted, each other refused with its reason;
+// when none is allowed nothing is written.
+func (s *Store) writeSpends(id string, times []time.Time) []spent {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	out := make([]spent, len(times))
+	before := make([]time.Time, len(times)) // LastUsed before each spend
+	_, err := s.changeKey(ctx, id, func(k *keySpec) error {
+		counted := 0
+		for i, now := range times {
+			rec := keyRecord(object[keySpec]{Spec: *k})
+			if err := rec.UsableAt(now); err != nil {
+				out[i] = spent{err: fmt.Errorf("key %s: %w", id, err)}
+				continue
+			}
+			out[i] = spent{}
+			before[i] = k.LastUsed
+			k.Uses++
+			k.LastUsed = now
+			counted++
 		}
-		before = k.LastUsed
-		k.Uses++
-		k.LastUsed = now
+		if counted == 0 {
+			return errNoneSpent
+		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	for i, now := range times {
+		switch {
+		case errors.Is(err, errNoneSpent):
+			// Each was refused, with its reason.
+		case err != nil:
+			out[i] = spent{err: err}
+		case out[i].err == nil:
+			out[i].undo = func() { s.giveBackUse(id, now, before[i]) }
+		}
 	}
-	return func() {
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-		defer cancel()
-		_, _ = s.changeKey(undo, id, func(k *keySpec) error {
-			if k.Uses > 0 {
-				k.Uses--
-			}
-			if k.LastUsed.Equal(now) {
-				k.LastUsed = before
-			}
-			return nil
-		})
-	}, nil
+	return out
+}
+
+// giveBackUse gives back a use spent at now, when the reservation it was
+// spent for failed; before is the key's LastUsed before that spend.
+func (s *Store) giveBackUse(id string, now, before time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	_, _ = s.changeKey(ctx, id, func(k *keySpec) error {
+		if k.Uses > 0 {
+			k.Uses--
+		}
+		if k.LastUsed.Equal(now) {
+			k.LastUsed = before
+		}
+		return nil
+	})
 }
 
 // ---- nodes ----
@@ -1248,182 +1298,3 @@ func (b indexBook) InUse(ip uint32) (bool, error) {
 func (b indexBook) restedEnough(c object[claimSpec]) bool {
 	return b.releasedBefore.IsZero() || c.Spec.ReleasedAt == nil || !c.Spec.ReleasedAt.After(b.releasedBefore)
 }
-
-// ---- audit ----
-
-// AppendAudit implements joinkeys.Store.
-func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
-	end, err := s.beginWrite()
-	if err != nil {
-		return err
-	}
-	defer end()
-	return s.appendAudit(ctx, e)
-}
-
-func labelValue(v string) bool { return v != "" && len(validation.IsValidLabelValue(v)) == 0 }
-
-func (s *Store) appendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
-	labels := map[string]string{}
-	for k, v := range map[string]string{labelType: string(e.Type), labelHostname: e.Hostname, labelKey: e.KeyID} {
-		if labelValue(v) {
-			labels[k] = v
-		}
-	}
-	_, err := s.events.create(ctx, s.events.new(eventName(s.eventTime(e.At)), labels, eventSpec{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}))
-	return err
-}
-
-// eventTime is the time an event's name carries: at, or just after the
-// last this Store named when that is later (a clock that did not move, or
-// moved back), so that this Store's names sort in the order it wrote them.
-func (s *Store) eventTime(at time.Time) int64 {
-	for {
-		last := s.lastEvent.Load()
-		next := max(at.UnixNano(), last+1)
-		if s.lastEvent.CompareAndSwap(last, next) {
-			return next
-		}
-	}
-}
-
-// eventName names an event made at at (nanoseconds) so that names sort
-// newest first (the time counted down from the largest 63-bit nanosecond
-// count), then at random: the API server lists in name order, so the
-// newest events are read without reading the others. Events named before
-// this scheme (ev-<random hex>) sort after every such name (ea- < ev-).
-// Several replicas name events by their own clocks: skew between them
-// orders their events by those clocks.
-func eventName(at int64) string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("ea-%019d-%s", math.MaxInt64-at, hex.EncodeToString(b))
-}
-
-// timeSorted reports whether an event's name is eventName's (ea-, 19
-// digits, -, 6 hex), not the random one events had before.
-func timeSorted(name string) bool {
-	if len(name) != 3+19+1+6 || name[:3] != "ea-" || name[22] != '-' {
-		return false
-	}
-	for _, c := range name[3:22] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// Audit implements joinkeys.Store. An event's ID is the resourceVersion
-// it was created at. The query's fields select on the API server where
-// they are valid label values, and here otherwise; with a Limit, events
-// are read newest first and no more pages than the limit needs.
-func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.AuditEvent, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	sel := map[string]string{}
-	for k, v := range map[string]string{labelType: string(q.Type), labelHostname: q.Hostname, labelKey: q.KeyID} {
-		if labelValue(v) {
-			sel[k] = v
-		}
-	}
-	size := listPageSize
-	if q.Limit > 0 {
-		size = min(q.Limit, listPageSize)
-	}
-	var out []joinkeys.AuditEvent
-	var decodeErr error
-	sorted := 0 // events read under time-sorted names
-	err := s.events.eachPaged(ctx, selector(sel), size, func(o object[eventSpec]) bool {
-		sp := o.Spec
-		if (q.Type != "" && sp.Type != q.Type) || (q.Hostname != "" && sp.Hostname != q.Hostname) || (q.KeyID != "" && sp.KeyID != q.KeyID) {
-			return true
-		}
-		e, err := auditEvent(o)
-		if err != nil {
-			decodeErr = err
-			return false
-		}
-		out = append(out, e)
-		// Once the limit's newest are read under time-sorted names, the
-		// rest are older: those names sort newest first, and an event named
-		// before that scheme is older than all of them.
-		if timeSorted(o.Metadata.Name) {
-			sorted++
-		}
-		return q.Limit <= 0 || sorted < q.Limit
-	})
-	if err := cmp.Or(err, decodeErr); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b joinkeys.AuditEvent) int { return cmp.Compare(a.ID, b.ID) })
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[len(out)-q.Limit:]
-	}
-	return out, nil
-}
-
-func auditEvent(o object[eventSpec]) (joinkeys.AuditEvent, error) {
-	id, err := o.Metadata.revision()
-	if err != nil {
-		return joinkeys.AuditEvent{}, err
-	}
-	sp := o.Spec
-	return joinkeys.AuditEvent{ID: id, At: sp.At, Type: sp.Type, KeyID: sp.KeyID, Hostname: sp.Hostname, Actor: sp.Actor, Reason: sp.Reason}, nil
-}
-
-// PruneAudit implements joinkeys.Store: it reads the trail (bounded by
-// the retention it keeps) and deletes each event it does not keep.
-func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
-	end, err := s.beginWrite()
-	if err != nil {
-		return 0, err
-	}
-	defer end()
-	type named struct {
-		joinkeys.AuditEvent
-		name, uid string
-	}
-	var all []named
-	var decodeErr error
-	err = s.events.each(ctx, "", func(o object[eventSpec]) bool {
-		e, err := auditEvent(o)
-		if err != nil {
-			decodeErr = err
-			return false
-		}
-		all = append(all, named{e, o.Metadata.Name, o.Metadata.UID})
-		return true
-	})
-	if err := cmp.Or(err, decodeErr); err != nil {
-		return 0, err
-	}
-	slices.SortFunc(all, func(a, b named) int { return cmp.Compare(a.ID, b.ID) })
-	trail := make([]joinkeys.AuditEvent, len(all))
-	for i, n := range all {
-		trail[i] = n.AuditEvent
-	}
-	kept := map[int64]bool{}
-	for _, e := range joinkeys.Retained(trail, r, now) {
-		kept[e.ID] = true
-	}
-	removed := 0
-	for _, n := range all { // oldest first
-		if kept[n.ID] {
-			continue
-		}
-		if removed == maxPrunedPerCall {
-			break // the rest at the next call: a backlog never stalls the caller
-		}
-		if err := s.events.remove(ctx, n.name, n.uid, ""); err != nil && !apierrors.IsNotFound(err) {
-			return removed, err
-		}
-		removed++
-	}
-	return removed, nil
-}
-
-// maxPrunedPerCall bounds the events one PruneAudit deletes (a request
-// each).
-const maxPrunedPerCall = 1000

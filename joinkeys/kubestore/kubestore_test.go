@@ -423,8 +423,9 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestCallsPerJoin counts the API server requests of one machine's join
 // (validate, then register) on the writer: its reads are answered from
-// its index, so a join costs the key's use, the node's creation and its
-// update, and the two audit events.
+// its index, so a join alone costs the key's use, the node's creation and
+// its update, and the two audit events; joins of 16 machines at once share
+// their audit events' requests (a batch each), at most four a join.
 func TestCallsPerJoin(t *testing.T) {
 	c, ns := ledger(t)
 	ctx := context.Background()
@@ -443,33 +444,79 @@ func TestCallsPerJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	join := func(host string) error {
+		j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: host, PublicKey: storetest.PublicKey(t), Version: "1.0.0"})
+		if err != nil {
+			return err
+		}
+		_, err = kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: host})
+		return err
+	}
 	// The first use of the key reads it: from then on its last write is
 	// the base of the next.
-	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "first", PublicKey: storetest.PublicKey(t)}); err != nil {
+	if err := join("first"); err != nil {
 		t.Fatal(err)
 	}
-	const joins = 20
+	const joins, clients = 20, 16
 	for _, existing := range []int{0, 200} {
 		for i := range existing {
-			if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: fmt.Sprintf("pre-%d-%d", existing, i), PublicKey: storetest.PublicKey(t)}); err != nil {
+			if err := join(fmt.Sprintf("pre-%d-%d", existing, i)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		before := counter.calls.Load()
 		for i := range joins {
-			host := fmt.Sprintf("gpu-%d-%d", existing, i)
-			j, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: host, PublicKey: storetest.PublicKey(t), Version: "1.0.0"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kr.Register(ctx, joinkeys.Registration{NodeToken: j.NodeToken, Hostname: host}); err != nil {
+			if err := join(fmt.Sprintf("gpu-%d-%d", existing, i)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		perJoin := float64(counter.calls.Load()-before) / joins
-		t.Logf("%d nodes in the ledger: %.1f API requests per join", existing, perJoin)
+		t.Logf("%d nodes in the ledger: %.1f API requests per join, one at a time", existing, perJoin)
 		if perJoin > 5 {
 			t.Errorf("%.1f API requests per join with %d nodes in the ledger; want at most 5 (the key's use, the node's creation and update, two audit events)", perJoin, existing)
+		}
+
+		before = counter.calls.Load()
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for c := range clients {
+			wg.Go(func() {
+				for i := range joins {
+					if err := join(fmt.Sprintf("many-%d-%d-%d", existing, c, i)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		perJoin = float64(counter.calls.Load()-before) / (joins * clients)
+		t.Logf("%d nodes in the ledger: %.2f API requests per join, %d at once", existing, perJoin, clients)
+		if perJoin > 4 {
+			t.Errorf("%.2f API requests per join with %d nodes in the ledger, %d at once; want at most 4", perJoin, existing, clients)
+		}
+	}
+	// Every join's two events are in the trail, once each.
+	events, err := kr.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range events {
+		if strings.HasPrefix(e.Hostname, "many-") {
+			seen[string(e.Type)+" "+e.Hostname]++
+		}
+	}
+	if want := 2 * 2 * joins * clients; len(seen) != want {
+		t.Errorf("the trail holds %d distinct events of the concurrent joins, want %d", len(seen), want)
+	}
+	for what, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: %d times in the trail", what, n)
 		}
 	}
 }

@@ -45,9 +45,6 @@ const (
 const (
 	labelClaim     = Group + "/claim"      // "address" or "public-key" on a LedgerClaim written before the one writer
 	labelPublicKey = Group + "/public-key" // a LedgerNode's public key (publicKeyLabel)
-	labelType      = Group + "/type"       // a LedgerEvent's type
-	labelHostname  = Group + "/hostname"   // a LedgerEvent's hostname, when it is a valid label value
-	labelKey       = Group + "/key"        // a LedgerEvent's key ID, when it is a valid label value
 )
 
 //go:embed crds/*.yaml
@@ -401,15 +398,31 @@ type claimSpec struct {
 	ReleasedAt *time.Time `json:"releasedAt,omitempty"`
 }
 
-// eventSpec is a LedgerEvent's spec: a joinkeys.AuditEvent less its ID
-// (the object's creation resourceVersion).
+// eventSpec is a LedgerEvent's spec: audit events less their IDs, which
+// the object's resourceVersion gives (eventID).
 type eventSpec struct {
+	// Events is a batch of events, in the order they were written.
+	Events []eventEntry `json:"events,omitempty"`
+	// An event written alone, as events were before batches (read only).
+	At       *time.Time         `json:"at,omitempty"`
+	Type     joinkeys.EventType `json:"type,omitempty"`
+	KeyID    string             `json:"keyID,omitempty"`
+	Hostname string             `json:"hostname,omitempty"`
+	Actor    string             `json:"actor,omitempty"`
+	Reason   string             `json:"reason,omitempty"`
+}
+
+// eventEntry is one audit event of a LedgerEvent.
+type eventEntry struct {
 	At       time.Time          `json:"at"`
 	Type     joinkeys.EventType `json:"type"`
 	KeyID    string             `json:"keyID,omitempty"`
 	Hostname string             `json:"hostname,omitempty"`
 	Actor    string             `json:"actor,omitempty"`
 	Reason   string             `json:"reason,omitempty"`
+	// ID is the event's ID once a prune rewrote its batch, which changed
+	// the batch's resourceVersion; zero until then.
+	ID int64 `json:"id,omitempty"`
 }
 
 // tableSpec is the PodCIDRTable's spec: hostname → the pod CIDR its node

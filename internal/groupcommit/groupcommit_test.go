@@ -1,0 +1,105 @@
+package groupcommit
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// TestALoneCallIsOneWrite: a call with nothing else queued is written
+// alone, and gets its own result.
+func TestALoneCallIsOneWrite(t *testing.T) {
+	var writes [][]int
+	b := &Batcher[string, int, string]{MaxBatch: 8, Write: func(key string, batch []int) []string {
+		writes = append(writes, slices.Clone(batch))
+		out := make([]string, len(batch))
+		for i, v := range batch {
+			out[i] = fmt.Sprintf("%s:%d", key, v)
+		}
+		return out
+	}}
+	for i := range 3 {
+		if got := b.Do("k", i); got != fmt.Sprintf("k:%d", i) {
+			t.Fatalf("Do(k, %d) = %q", i, got)
+		}
+	}
+	if len(writes) != 3 {
+		t.Fatalf("3 calls one after another made %d writes %v, want 3", len(writes), writes)
+	}
+}
+
+// TestCallsDuringAWriteShareTheNext: calls queued while a batch is being
+// written go together in the next, bounded by MaxBatch, in queue order,
+// each caller with its own result; other keys are written beside them.
+func TestCallsDuringAWriteShareTheNext(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	writes := map[string][][]int{}
+	b := &Batcher[string, int, int]{MaxBatch: 4, Write: func(key string, batch []int) []int {
+		mu.Lock()
+		writes[key] = append(writes[key], slices.Clone(batch))
+		first := len(writes[key]) == 1
+		mu.Unlock()
+		if key == "a" && first {
+			entered <- struct{}{}
+			<-release
+		}
+		out := make([]int, len(batch))
+		for i, v := range batch {
+			out[i] = v * 10
+		}
+		return out
+	}}
+	results := make([]int, 11)
+	var wg sync.WaitGroup
+	wg.Go(func() { results[0] = b.Do("a", 0) })
+	<-entered // the first write of a is under way
+	var queued sync.WaitGroup
+	for i := 1; i <= 10; i++ {
+		queued.Add(1)
+		wg.Go(func() {
+			queued.Done()
+			results[i] = b.Do("a", i)
+		})
+	}
+	queued.Wait()
+	// Every call is in the queue once it is counted there.
+	for {
+		b.mu.Lock()
+		n := len(b.waiting["a"])
+		b.mu.Unlock()
+		if n == 10 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if got := b.Do("b", 7); got != 70 {
+		t.Fatalf("Do(b, 7) = %d while a waits", got)
+	}
+	close(release)
+	wg.Wait()
+	for i, r := range results {
+		if r != i*10 {
+			t.Errorf("call %d got %d, want %d", i, r, i*10)
+		}
+	}
+	sizes := []int{}
+	var all []int
+	for _, w := range writes["a"] {
+		sizes = append(sizes, len(w))
+		all = append(all, w...)
+	}
+	if !slices.Equal(sizes, []int{1, 4, 4, 2}) {
+		t.Errorf("batches of a: sizes %v, want [1 4 4 2]", sizes)
+	}
+	if slices.Sort(all[1:]); !slices.Equal(all, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+		t.Errorf("items of a written: %v", all)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiting) != 0 {
+		t.Errorf("keys still queued after every call returned: %v", b.waiting)
+	}
+}

@@ -1,0 +1,269 @@
+package kubestore
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"gridweave.dev/joinkeys"
+)
+
+// The audit trail is written in batches: a LedgerEvent holds up to
+// maxEventsPerBatch events. An event is written before its write answers
+// (an acknowledged event is never lost), and the writes of concurrent
+// callers share one request: while a batch is being written the next one
+// gathers, so under load one create carries the events of many joins and
+// a lone event costs the one request it always did.
+
+// maxEventsPerBatch bounds the events of one LedgerEvent (the CRD's
+// maxItems); 1<<idShift must exceed it.
+const maxEventsPerBatch = 256
+
+// idShift makes room in an event's ID for its place in its batch: the ID
+// is the batch's resourceVersion shifted by idShift, plus the place.
+const idShift = 10
+
+// AppendAudit implements joinkeys.Store.
+func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
+	end, err := s.beginWrite()
+	if err != nil {
+		return err
+	}
+	defer end()
+	return s.appendAudit(ctx, e)
+}
+
+// appendAudit queues e for the next batch and waits until the batch is
+// written (or refused), even when ctx ends first: the event may be
+// written by then, and its caller is told what happened to it.
+func (s *Store) appendAudit(_ context.Context, e joinkeys.AuditEvent) error {
+	return s.audit.Do(struct{}{}, e)
+}
+
+// writeAudit writes one batch of events (auditBatcher's Write).
+func (s *Store) writeAudit(_ struct{}, events []joinkeys.AuditEvent) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	err := s.writeBatch(ctx, events)
+	out := make([]error, len(events))
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// writeBatch writes events (at most maxEventsPerBatch) as one LedgerEvent.
+func (s *Store) writeBatch(ctx context.Context, events []joinkeys.AuditEvent) error {
+	entries := make([]eventEntry, len(events))
+	newest := time.Time{}
+	for i, e := range events {
+		entries[i] = eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}
+		if e.At.After(newest) {
+			newest = e.At
+		}
+	}
+	_, err := s.events.create(ctx, s.events.new(eventName(s.eventTime(newest)), nil, eventSpec{Events: entries}))
+	return err
+}
+
+// appendTrail writes events in order, a full batch per request (Import).
+func (s *Store) appendTrail(ctx context.Context, events []joinkeys.AuditEvent) error {
+	for batch := range slices.Chunk(events, maxEventsPerBatch) {
+		if err := s.writeBatch(ctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventTime is the time an event's name carries: at, or just after the
+// last this Store named when that is later (a clock that did not move, or
+// moved back), so that this Store's names sort in the order it wrote them.
+func (s *Store) eventTime(at time.Time) int64 {
+	for {
+		last := s.lastEvent.Load()
+		next := max(at.UnixNano(), last+1)
+		if s.lastEvent.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// eventName names a LedgerEvent whose newest event was made at at
+// (nanoseconds) so that names sort newest first (the time counted down
+// from the largest 63-bit nanosecond count), then at random: the API
+// server lists in name order, so the newest events are read without
+// reading the others. Events named before this scheme (ev-<random hex>)
+// sort after every such name (ea- < ev-). Several replicas name events by
+// their own clocks: skew between them orders their events by those
+// clocks.
+func eventName(at int64) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("ea-%019d-%s", math.MaxInt64-at, hex.EncodeToString(b))
+}
+
+// timeSorted reports whether an event's name is eventName's (ea-, 19
+// digits, -, 6 hex), not the random one events had before.
+func timeSorted(name string) bool {
+	if len(name) != 3+19+1+6 || name[:3] != "ea-" || name[22] != '-' {
+		return false
+	}
+	for _, c := range name[3:22] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// storedEvents are the events of one LedgerEvent with their IDs: a
+// batch's, or the one event an object held alone.
+func storedEvents(o object[eventSpec]) ([]joinkeys.AuditEvent, error) {
+	rv, err := o.Metadata.revision()
+	if err != nil {
+		return nil, err
+	}
+	sp := o.Spec
+	entries := sp.Events
+	if len(entries) == 0 && sp.At != nil {
+		entries = []eventEntry{{At: *sp.At, Type: sp.Type, KeyID: sp.KeyID, Hostname: sp.Hostname, Actor: sp.Actor, Reason: sp.Reason}}
+	}
+	out := make([]joinkeys.AuditEvent, len(entries))
+	for i, e := range entries {
+		id := e.ID
+		if id == 0 {
+			id = rv<<idShift | int64(i)
+		}
+		out[i] = joinkeys.AuditEvent{ID: id, At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}
+	}
+	return out, nil
+}
+
+// selects reports whether q selects e (Limit aside).
+func selects(q joinkeys.AuditQuery, e joinkeys.AuditEvent) bool {
+	return (q.Type == "" || e.Type == q.Type) && (q.Hostname == "" || e.Hostname == q.Hostname) && (q.KeyID == "" || e.KeyID == q.KeyID)
+}
+
+// Audit implements joinkeys.Store. The query selects here, as batches mix
+// types, hostnames and keys; with a Limit, batches are read newest first
+// and no more pages than the limit needs.
+func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.AuditEvent, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	size := listPageSize
+	if q.Limit > 0 {
+		size = min(q.Limit, listPageSize)
+	}
+	var out []joinkeys.AuditEvent
+	var decodeErr error
+	sorted := 0 // events selected from objects of time-sorted names
+	err := s.events.eachPaged(ctx, "", size, func(o object[eventSpec]) bool {
+		events, err := storedEvents(o)
+		if err != nil {
+			decodeErr = err
+			return false
+		}
+		for _, e := range events {
+			if !selects(q, e) {
+				continue
+			}
+			out = append(out, e)
+			// Once the limit's newest are read under time-sorted names,
+			// the rest are older: those names sort newest first, and an
+			// event named before that scheme is older than all of them.
+			if timeSorted(o.Metadata.Name) {
+				sorted++
+			}
+		}
+		return q.Limit <= 0 || sorted < q.Limit
+	})
+	if err := cmp.Or(err, decodeErr); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b joinkeys.AuditEvent) int { return cmp.Compare(a.ID, b.ID) })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[len(out)-q.Limit:]
+	}
+	return out, nil
+}
+
+// PruneAudit implements joinkeys.Store: it reads the trail (bounded by
+// the retention it keeps), deletes each LedgerEvent none of whose events
+// it keeps and rewrites each that keeps some, each kept event with its ID.
+func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
+	end, err := s.beginWrite()
+	if err != nil {
+		return 0, err
+	}
+	defer end()
+	type stored struct {
+		object[eventSpec]
+		events []joinkeys.AuditEvent
+	}
+	var all []stored
+	var trail []joinkeys.AuditEvent
+	var decodeErr error
+	err = s.events.each(ctx, "", func(o object[eventSpec]) bool {
+		events, err := storedEvents(o)
+		if err != nil {
+			decodeErr = err
+			return false
+		}
+		if len(events) > 0 {
+			all = append(all, stored{o, events})
+			trail = append(trail, events...)
+		}
+		return true
+	})
+	if err := cmp.Or(err, decodeErr); err != nil {
+		return 0, err
+	}
+	slices.SortFunc(trail, func(a, b joinkeys.AuditEvent) int { return cmp.Compare(a.ID, b.ID) })
+	kept := map[int64]bool{}
+	for _, e := range joinkeys.Retained(trail, r, now) {
+		kept[e.ID] = true
+	}
+	// Oldest first, so that a prune cut short by its bound removed the
+	// oldest.
+	slices.SortFunc(all, func(a, b stored) int { return cmp.Compare(a.events[0].ID, b.events[0].ID) })
+	removed := 0
+	for _, o := range all {
+		if removed >= maxPrunedPerCall {
+			break // the rest at the next call: a backlog never stalls the caller
+		}
+		var keep []eventEntry
+		for _, e := range o.events {
+			if kept[e.ID] {
+				keep = append(keep, eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason, ID: e.ID})
+			}
+		}
+		switch len(keep) {
+		case len(o.events):
+			continue
+		case 0:
+			err = s.events.remove(ctx, o.Metadata.Name, o.Metadata.UID, o.Metadata.ResourceVersion)
+		default:
+			rewritten := o.object
+			rewritten.Spec = eventSpec{Events: keep}
+			_, err = s.events.update(ctx, rewritten)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return removed, err
+		}
+		removed += len(o.events) - len(keep)
+	}
+	return removed, nil
+}
+
+// maxPrunedPerCall bounds the events one PruneAudit removes (it stops
+// after the batch that reaches it).
+const maxPrunedPerCall = 1000

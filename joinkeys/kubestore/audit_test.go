@@ -1,0 +1,141 @@
+package kubestore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"gridweave.dev/joinkeys"
+	"gridweave.dev/joinkeys/kubestore"
+)
+
+var ledgerEvents = schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerevents"}
+
+// TestTheTrailIsWrittenInBatches: an imported trail is written in full
+// batches; an event written alone, as events were before batches, is read
+// beside them; a query selects across batches; a prune deletes the
+// batches it keeps nothing of and rewrites the one it keeps part of, each
+// kept event with its ID; a new event's ID follows them all.
+func TestTheTrailIsWrittenInBatches(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	s, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const imported = 600
+	began := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var trail []joinkeys.AuditEvent
+	for i := range imported {
+		trail = append(trail, joinkeys.AuditEvent{At: began.Add(time.Duration(i) * time.Second), Type: joinkeys.EventNodeRegistered, Hostname: fmt.Sprintf("h-%d", i), Actor: "gridweave"})
+	}
+	if err := s.Import(ctx, joinkeys.Ledger{Audit: trail}); err != nil {
+		t.Fatal(err)
+	}
+	objects := func() map[string]int {
+		t.Helper()
+		list, err := c.Dynamic.Resource(ledgerEvents).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes := map[string]int{}
+		for _, o := range list.Items {
+			events, _, _ := unstructured.NestedSlice(o.Object, "spec", "events")
+			sizes[o.GetName()] = len(events)
+		}
+		return sizes
+	}
+	if sizes := slices.Sorted(func(yield func(int) bool) {
+		for _, n := range objects() {
+			yield(n)
+		}
+	}); !slices.Equal(sizes, []int{88, 256, 256}) {
+		t.Fatalf("600 imported events in objects of %v events; want 256, 256 and 88", sizes)
+	}
+
+	// An event written alone, the way events were before batches.
+	at := time.Now().UTC()
+	lone := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": "LedgerEvent",
+		"metadata": map[string]any{"name": fmt.Sprintf("ea-%019d-0a0b0c", math.MaxInt64-at.UnixNano())},
+		"spec":     map[string]any{"at": at.Format(time.RFC3339Nano), "type": string(joinkeys.EventNodeReleased), "hostname": "lone", "actor": "bob"},
+	}}
+	if _, err := c.Dynamic.Resource(ledgerEvents).Namespace(ns).Create(ctx, lone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := s.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != imported+1 {
+		t.Fatalf("%d events read, want %d", len(all), imported+1)
+	}
+	for i, e := range all {
+		want := "lone"
+		if i < imported {
+			want = trail[i].Hostname
+		}
+		if e.Hostname != want || (i > 0 && e.ID <= all[i-1].ID) {
+			t.Fatalf("event %d: %s with ID %d (the one before: %d); want %s, IDs increasing", i, e.Hostname, e.ID, all[max(i-1, 0)].ID, want)
+		}
+	}
+	if one, err := s.Audit(ctx, joinkeys.AuditQuery{Hostname: "h-300"}); err != nil || len(one) != 1 || one[0] != all[300] {
+		t.Errorf("events of h-300: %+v, %v; want %+v", one, err, all[300])
+	}
+	if newest, err := s.Audit(ctx, joinkeys.AuditQuery{Limit: 5}); err != nil || !slices.Equal(newest, all[len(all)-5:]) {
+		t.Errorf("the newest 5: %+v, %v; want %+v", newest, err, all[len(all)-5:])
+	}
+	if released, err := s.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventNodeReleased}); err != nil || len(released) != 1 || released[0].Hostname != "lone" {
+		t.Errorf("released events: %+v, %v; want the lone one", released, err)
+	}
+
+	// Keep the newest 100: the oldest batch goes, the next keeps 11 of
+	// its events, the newest and the lone event stay as they are.
+	removed, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 100}, time.Now())
+	if err != nil || removed != imported+1-100 {
+		t.Fatalf("PruneAudit: %d removed, %v; want %d", removed, err, imported+1-100)
+	}
+	if sizes := objects(); len(sizes) != 3 {
+		t.Errorf("after the prune the objects hold %v events; want 11, 88 and the lone event", sizes)
+	}
+	left, err := s.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, all[len(all)-100:]) {
+		t.Errorf("after the prune the trail is %d events from %+v; want the newest 100 as they were, IDs included", len(left), left[0])
+	}
+
+	// Events written at once share batches; each gets its own ID, after
+	// every other.
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			if err := s.AppendAudit(ctx, joinkeys.AuditEvent{At: time.Now().UTC(), Type: joinkeys.EventKeyMinted, KeyID: fmt.Sprintf("k%d", i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	minted, err := s.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventKeyMinted})
+	if err != nil || len(minted) != 40 {
+		t.Fatalf("minted events: %d, %v; want 40", len(minted), err)
+	}
+	ids := map[int64]bool{}
+	for _, e := range minted {
+		if e.ID <= left[len(left)-1].ID || ids[e.ID] {
+			t.Errorf("event %+v: ID not new, or not after the trail's last %d", e, left[len(left)-1].ID)
+		}
+		ids[e.ID] = true
+	}
+	t.Logf("40 events written at once: %d objects", len(objects())-3)
+}
