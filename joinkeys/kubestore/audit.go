@@ -250,7 +250,7 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 		case len(o.events):
 			continue
 		case 0:
-			err = s.events.remove(ctx, o.Metadata.Name, o.Metadata.UID, o.Metadata.ResourceVersion)
+			_, err = s.events.removeSigned(ctx, o.object)
 		default:
 			rewritten := o.object
 			rewritten.Spec = eventSpec{Events: keep}

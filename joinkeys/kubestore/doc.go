@@ -57,8 +57,11 @@
 // (WriterAnnotation), and InstallFence binds FencePolicy, a
 // ValidatingAdmissionPolicy that refuses a signature other than the
 // holder of the replicas' Lease: a deposed leader's create or update
-// fails with joinkeys.ErrFenced and writes nothing (its deletes are held
-// only to the object's resourceVersion). AwaitWrites waits until a new
+// fails with joinkeys.ErrFenced and writes nothing. It deletes an object
+// by marking it first (DeletingAnnotation, an update), then deleting it as
+// marked: the policy refuses that delete unless the marker holds the
+// Lease, so a takeover between the two fences it too (an unmarked object's
+// delete, an administrator's, is not fenced). AwaitWrites waits until a new
 // holder's writes are taken.
 //
 // The CRDs are embedded (CRDs, InstallCRDs; PodCIDRTable only to remove

@@ -20,15 +20,24 @@ import (
 // creates or updates, the replica that wrote it.
 const WriterAnnotation = Group + "/writer"
 
+// DeletingAnnotation marks an object its writer is deleting: a Store with
+// Options.Writer deletes an object by first writing this mark (an update,
+// fenced as every update is), then deleting the object as marked, which
+// the fence lets through only while the mark's writer holds the Lease.
+const DeletingAnnotation = Group + "/deleting"
+
 // FencePolicy is the ValidatingAdmissionPolicy that keeps a ledger to one
 // writer: the API server refuses a create or update of a ledger object
-// whose WriterAnnotation is not the holder of the Lease its binding names.
-// A deposed leader, one that has not noticed yet that another replica took
-// the Lease, so cannot write: the takeover itself (the Lease's new holder)
-// is the fence, and every write is checked against it where it lands.
-// While the Lease is held by no one (released, or never taken) and when it
-// does not exist, writes are not fenced: a migration before the replicas
-// start, or after they stopped.
+// whose WriterAnnotation is not the holder of the Lease its binding names,
+// and a delete of an object marked with DeletingAnnotation whose
+// WriterAnnotation is not. A deposed leader, one that has not noticed yet
+// that another replica took the Lease, so cannot write: the takeover
+// itself (the Lease's new holder) is the fence, and every write is checked
+// against it where it lands. A delete without the mark (an administrator's,
+// the namespace's removal) is not fenced. While the Lease is held by no
+// one (released, or never taken) and when it does not exist, writes are
+// not fenced: a migration before the replicas start, or after they
+// stopped.
 const FencePolicy = "gridweave-ledger-fence"
 
 // Fence says which ledger one binding of FencePolicy fences, and by which
@@ -39,11 +48,20 @@ type Fence struct {
 	LeaseName       string // the Lease the replicas compete for
 }
 
-// fenceExpression allows a write whose writer holds the Lease, and every
-// write while no one does.
-const fenceExpression = `!has(params.spec.holderIdentity) || params.spec.holderIdentity == "" || ` +
-	`(has(object.metadata.annotations) && "` + WriterAnnotation + `" in object.metadata.annotations && ` +
-	`object.metadata.annotations["` + WriterAnnotation + `"] == params.spec.holderIdentity)`
+// signedBy is a CEL expression: whether the object o names the Lease's
+// holder as its writer.
+func signedBy(o string) string {
+	return `(has(` + o + `.metadata.annotations) && "` + WriterAnnotation + `" in ` + o + `.metadata.annotations && ` +
+		o + `.metadata.annotations["` + WriterAnnotation + `"] == params.spec.holderIdentity)`
+}
+
+// fenceExpression allows a create or update whose writer holds the Lease,
+// a delete of an object not marked as a writer's deletion or marked by the
+// holder, and every write while no one holds the Lease.
+var fenceExpression = `!has(params.spec.holderIdentity) || params.spec.holderIdentity == "" || ` +
+	`(request.operation == "DELETE" ? ` +
+	`(!has(oldObject.metadata.annotations) || !("` + DeletingAnnotation + `" in oldObject.metadata.annotations) || ` + signedBy("oldObject") + `) : ` +
+	signedBy("object") + `)`
 
 // FenceObjects returns FencePolicy and the binding that fences f's ledger.
 func FenceObjects(f Fence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
@@ -59,7 +77,7 @@ func FenceObjects(f Fence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1
 			ParamKind:     &admissionv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
 					Rule:       admissionv1.Rule{APIGroups: []string{Group}, APIVersions: []string{"*"}, Resources: []string{"*"}},
 				},
 			}}},

@@ -3,11 +3,15 @@ package kubestore_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
@@ -46,7 +50,15 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 		}
 		return s
 	}
-	a, b, unsigned := store("replica-a"), store("replica-b"), store("")
+	// replica-a's deletes can be held on their way to the API server.
+	gate := &deleteGate{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { gate.next = rt; return gate }
+	a, err := kubestore.New(cfg, ns, &kubestore.Options{Writer: "replica-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, unsigned := store("replica-b"), store("")
 	// reader never writes: it reads the API server, not an index.
 	reader := store("reader")
 	key := func(id string) joinkeys.KeyRecord {
@@ -98,6 +110,28 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 		}
 	}
 
+	// replica-a releases a node; its delete is held on the way, after
+	// its mark landed.
+	pool := joinkeys.MustPool("198.18.0.0/24", "198.18.0.1").Addresses()
+	_, doomedKey, err := wgkey.GeneratePair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := time.Now().UTC()
+	if _, err := a.ReserveNode(ctx, joinkeys.Reservation{
+		Node:      joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "released-late", PublicKey: doomedKey, Status: joinkeys.StatusValidated, CreatedAt: reserved}},
+		Addresses: pool, Now: reserved,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gate.arm()
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := a.DeleteNode(ctx, "released-late", 0, time.Now())
+		deleted <- err
+	}()
+	<-gate.held
+
 	// replica-b takes the Lease over; replica-a has not noticed.
 	holder = "replica-b"
 	lease.Spec.HolderIdentity = &holder
@@ -107,6 +141,28 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 	if err := b.AwaitWrites(awaitCtx); err != nil {
 		t.Fatal(err)
 	}
+	// replica-a's held delete reaches the API server now: refused, the
+	// node stays.
+	close(gate.release)
+	if err := <-deleted; !errors.Is(err, joinkeys.ErrFenced) {
+		t.Fatalf("the deposed replica's delete: %v, want ErrFenced", err)
+	}
+	if _, err := reader.Node(ctx, "released-late"); err != nil {
+		t.Fatalf("the deposed replica's refused delete removed the node: %v", err)
+	}
+	// An administrator's delete (no mark) is not fenced.
+	if err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "joinkeys"}).Namespace(ns).
+		Delete(ctx, "before-any-lease", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("an administrator's delete while replica-b holds the Lease: %v", err)
+	}
+	// The holder deletes what the deposed replica marked.
+	if _, err := b.DeleteNode(ctx, "released-late", 0, time.Now()); err != nil {
+		t.Fatalf("the new holder's delete: %v", err)
+	}
+	if _, err := reader.Node(ctx, "released-late"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("after the holder's delete: %v", err)
+	}
+
 	_, pub, err := wgkey.GeneratePair()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +170,7 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 	now := time.Now().UTC()
 	_, err = a.ReserveNode(ctx, joinkeys.Reservation{
 		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "late-write", PublicKey: pub, Status: joinkeys.StatusValidated, CreatedAt: now}},
-		Addresses:  joinkeys.MustPool("198.18.0.0/24", "198.18.0.1").Addresses(),
+		Addresses:  pool,
 		SpendKeyID: "by-the-holder",
 		Now:        now,
 	})
@@ -129,7 +185,7 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 	}
 	if _, err := b.ReserveNode(ctx, joinkeys.Reservation{
 		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "by-the-new-holder", PublicKey: pub, Status: joinkeys.StatusValidated, CreatedAt: now}},
-		Addresses:  joinkeys.MustPool("198.18.0.0/24", "198.18.0.1").Addresses(),
+		Addresses:  pool,
 		SpendKeyID: "by-the-holder",
 		Now:        now,
 	}); err != nil {
@@ -152,6 +208,28 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 	if holds, err := a.FenceHolds(ctx); err != nil || holds {
 		t.Errorf("with the Lease released the fence still refuses writes: %v %v", holds, err)
 	}
+}
+
+// deleteGate holds, once armed, the next DELETE request until release is
+// closed, telling held when it holds it.
+type deleteGate struct {
+	next    http.RoundTripper
+	armed   atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (g *deleteGate) arm() {
+	g.held, g.release = make(chan struct{}), make(chan struct{})
+	g.armed.Store(true)
+}
+
+func (g *deleteGate) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodDelete && g.armed.CompareAndSwap(true, false) {
+		close(g.held)
+		<-g.release
+	}
+	return g.next.RoundTrip(r)
 }
 
 // TestConformanceUnderTheFence runs the Store suite on a fenced ledger

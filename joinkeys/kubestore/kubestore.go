@@ -293,7 +293,7 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 		}
 		// A live node's claim (the index holds it now), or a resting
 		// address a node holds again.
-		if err := s.claims.remove(ctx, c.Metadata.Name, c.Metadata.UID, c.Metadata.ResourceVersion); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := s.claims.removeSigned(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("kubestore: removing the claim %s: %w", c.Metadata.Name, err)
 		}
 	}
@@ -960,7 +960,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	s.mu.Unlock()
 	if resting != nil {
 		// The address rested long enough; its record goes.
-		_ = s.claims.remove(give, resting.Metadata.Name, resting.Metadata.UID, resting.Metadata.ResourceVersion)
+		_, _ = s.claims.removeSigned(give, *resting)
 	}
 	rec, err := nodeRecord(created)
 	if err != nil {
@@ -1209,7 +1209,15 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		if err != nil {
 			return joinkeys.NodeRecord{}, err
 		}
-		err = s.nodes.remove(ctx, hostname, cur.Metadata.UID, cur.Metadata.ResourceVersion)
+		marked, err := s.nodes.removeSigned(ctx, cur)
+		if err != nil && marked.Metadata.UID != "" {
+			// Marked, not deleted: the index holds the node as marked.
+			s.mu.Lock()
+			if ix.nodes[hostname].Metadata.ResourceVersion == cur.Metadata.ResourceVersion {
+				ix.nodes[hostname] = marked
+			}
+			s.mu.Unlock()
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			s.forgetNode(ix, hostname)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -279,7 +280,30 @@ func (r resource[S]) remove(ctx context.Context, name, uid, resourceVersion stri
 	if err != nil {
 		return err
 	}
-	return r.client.Delete().Namespace(r.namespace).Resource(r.plural).Name(name).Body(bytes.NewReader(body)).Do(ctx).Error()
+	raw, err := r.client.Delete().Namespace(r.namespace).Resource(r.plural).Name(name).Body(bytes.NewReader(body)).Do(ctx).Raw()
+	return fenceError(raw, err)
+}
+
+// removeSigned is remove (under obj's UID and resourceVersion) held to
+// the fence: a Store with a writer first marks obj as its deletion
+// (DeletingAnnotation beside WriterAnnotation, an update the fence
+// checks), then deletes the object as marked, which the fence lets
+// through only while the mark's writer holds the Lease. marked is the
+// object as the mark left it, zero when nothing was written.
+func (r resource[S]) removeSigned(ctx context.Context, obj object[S]) (marked object[S], err error) {
+	if r.writer == "" {
+		return object[S]{}, r.remove(ctx, obj.Metadata.Name, obj.Metadata.UID, obj.Metadata.ResourceVersion)
+	}
+	annotations := maps.Clone(obj.Metadata.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[DeletingAnnotation] = r.writer
+	obj.Metadata.Annotations = annotations
+	if marked, err = r.update(ctx, obj); err != nil {
+		return object[S]{}, err
+	}
+	return marked, r.remove(ctx, marked.Metadata.Name, marked.Metadata.UID, marked.Metadata.ResourceVersion)
 }
 
 // listPageSize bounds one list call; larger lists are read page by page.
