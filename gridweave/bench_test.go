@@ -3,6 +3,7 @@ package gridweave_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/internal/testcluster"
@@ -223,7 +226,11 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 			if err := tc.CreateNamespace(ctx, ns); err != nil {
 				b.Fatal(err)
 			}
-			writer, err := kubestore.New(tc.Config, ns, nil)
+			// Every replica's requests to the API server are counted.
+			counted := &countingTransport{}
+			cfg := rest.CopyConfig(tc.Config)
+			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counted.next = rt; return counted }
+			writer, err := kubestore.New(cfg, ns, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -233,7 +240,7 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 			for i := range 3 {
 				local, target := writer, leaderstore.Target{Self: true}
 				if i > 0 {
-					if local, err = kubestore.New(tc.Config, ns, nil); err != nil {
+					if local, err = kubestore.New(cfg, ns, nil); err != nil {
 						b.Fatal(err)
 					}
 					target = leaderstore.Target{URL: channel.URL}
@@ -249,6 +256,7 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 			_, key := replicas[1].mint("org")
 			var next atomic.Int64
 			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+			before := counted.calls.Load()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -266,6 +274,7 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+			b.ReportMetric(float64(counted.calls.Load()-before)/float64(b.N), "api-calls/join")
 		})
 	}
 }
@@ -294,4 +303,15 @@ func prefillConcurrently(b *testing.B, h *harness, n, clients int) {
 		})
 	}
 	wg.Wait()
+}
+
+// countingTransport counts the requests sent through it.
+type countingTransport struct {
+	next  http.RoundTripper
+	calls atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	return c.next.RoundTrip(r)
 }

@@ -85,7 +85,12 @@ func Goals() []Goal {
 				if err != nil {
 					return nil, err
 				}
-				return []Figure{AtLeast("with 100 nodes", few, "joins/s", 250), AtLeast("with 5000 nodes ÷ with 100", many/few, "", 0.9)}, nil
+				calls, err := metric(res, "BenchmarkJoinThroughThreeReplicas/replicas=3/clients=16/existing=5000", "api-calls/join")
+				if err != nil {
+					return nil, err
+				}
+				return []Figure{AtLeast("with 100 nodes", few, "joins/s", 250), AtLeast("with 5000 nodes ÷ with 100", many/few, "", 0.9),
+					AtMost("API requests per join", calls, "", 4)}, nil
 			},
 		},
 		{

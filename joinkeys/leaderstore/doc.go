@@ -18,8 +18,12 @@
 //		Credential: leaderstore.Credential(jwtSecret),
 //	})
 //
-// Reads (Key, Node, Nodes, Audit, ...) go to the wrapped Store: the
-// ledger is shared, so they answer what the leader wrote. Writes
+// The reads a join makes and that must be fresh (Key: a revocation;
+// Node and NodeByPublicKey: a node's token and key) are the leader's
+// answers from its own Store, which holds what it wrote last, so they
+// cost the shared ledger nothing; while no leader answers they go to the
+// wrapped Store. Other reads (Nodes, Audit, ...) go to the wrapped Store:
+// the ledger is shared, so they answer what the leader wrote. Writes
 // (InsertKey, RevokeKey, ReserveNode, UpdateNode, DeleteNode,
 // AppendAudit, PruneAudit) go to the leader's Handler over HTTP, or to
 // the wrapped Store when this replica leads (Target.Self). A write the

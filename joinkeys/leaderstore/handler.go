@@ -33,7 +33,8 @@ type HandlerOptions struct {
 // audit event are a few kilobytes.
 const maxRequestBytes = 1 << 20
 
-// Handler serves store's writes to the other replicas at PathPrefix.
+// Handler serves store's writes, and the reads that must be fresh, to the
+// other replicas at PathPrefix.
 func Handler(store joinkeys.Store, opts HandlerOptions) http.Handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
@@ -96,7 +97,8 @@ func decodeInto(dec *json.Decoder, v any) error {
 	return nil
 }
 
-// operations runs each write on the leader's Store.
+// operations runs each write, and each read that must be fresh, on the
+// leader's Store.
 var operations = map[string]func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error){
 	"insert_key": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
 		var q insertKeyRequest
@@ -147,6 +149,30 @@ var operations = map[string]func(ctx context.Context, store joinkeys.Store, dec 
 			return answer{}, err
 		}
 		return answer{}, store.AppendAudit(ctx, q.Event)
+	},
+	"key": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
+		var q keyRequest
+		if err := decodeInto(dec, &q); err != nil {
+			return answer{}, err
+		}
+		k, err := store.Key(ctx, q.ID)
+		return answer{Key: &k}, err
+	},
+	"node": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
+		var q nodeRequest
+		if err := decodeInto(dec, &q); err != nil {
+			return answer{}, err
+		}
+		n, err := store.Node(ctx, q.Hostname)
+		return answer{Node: &n}, err
+	},
+	"node_by_public_key": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
+		var q nodeByPublicKeyRequest
+		if err := decodeInto(dec, &q); err != nil {
+			return answer{}, err
+		}
+		n, err := store.NodeByPublicKey(ctx, q.PublicKey)
+		return answer{Node: &n}, err
 	},
 	"prune_audit": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
 		var q pruneAuditRequest

@@ -325,3 +325,56 @@ func TestMalformedWrites(t *testing.T) {
 		t.Errorf("malformed writes left %d nodes", len(nodes))
 	}
 }
+
+// TestFreshReadsAreTheLeaders: a key, a node by hostname and a node by
+// public key are the leader's answers (its Store holds what it wrote
+// last), not what this replica's own view of the ledger holds; its errors
+// cross as a write's do. While no leader answers, the replica reads its
+// own view.
+func TestFreshReadsAreTheLeaders(t *testing.T) {
+	ctx := context.Background()
+	leaders, stale := new(memstore.Store), new(memstore.Store)
+	for _, s := range []joinkeys.Store{leaders, stale} {
+		if _, err := s.ReserveNode(ctx, reservation()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := leaders.Node(ctx, "gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Version = "2.0.0" // written by the leader since the replica's view was taken
+	if n, err = leaders.UpdateNode(ctx, n, joinkeys.AuditEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, SecretHash: []byte("hash")}
+	if err := leaders.InsertKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	var leads atomic.Bool
+	leads.Store(true)
+	store := follower(t, stale, at(serve(t, leaders, leads.Load).URL))
+
+	if got, err := store.Node(ctx, "gpu-1"); err != nil || got.Version != "2.0.0" || got.Revision != n.Revision {
+		t.Errorf("Node: %+v, %v; want the leader's (version 2.0.0, revision %d)", got, err, n.Revision)
+	}
+	if got, err := store.NodeByPublicKey(ctx, n.PublicKey); err != nil || got.Version != "2.0.0" {
+		t.Errorf("NodeByPublicKey: %+v, %v; want the leader's", got, err)
+	}
+	if got, err := store.Key(ctx, "k1"); err != nil || got.ID != "k1" {
+		t.Errorf("Key: %+v, %v; want the leader's k1", got, err)
+	}
+	if _, err := store.Node(ctx, "nowhere"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("Node of a hostname the leader does not hold: %v, want ErrNodeNotFound", err)
+	}
+
+	// The replica asked no longer leads: the replica's own view answers.
+	leads.Store(false)
+	if got, err := store.Node(ctx, "gpu-1"); err != nil || got.Version == "2.0.0" {
+		t.Errorf("Node with no leader answering: %+v, %v; want the replica's own view", got, err)
+	}
+	if _, err := store.Key(ctx, "k1"); !errors.Is(err, joinkeys.ErrKeyNotFound) {
+		t.Errorf("Key with no leader answering: %v; want the replica's own view (no such key)", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gridweave.dev/joinkeys"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // Target is where a write goes.
@@ -127,6 +128,59 @@ func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
 		return s.Store.AppendAudit(ctx, e)
 	}
 	return err
+}
+
+// Key implements joinkeys.Store: the leader's answer (its Store holds
+// what it wrote last), or the wrapped Store's while no leader answers.
+func (s *Store) Key(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
+	a, asked, err := s.askLeader(ctx, "key", keyRequest{ID: id})
+	switch {
+	case !asked:
+		return s.Store.Key(ctx, id)
+	case err != nil:
+		return joinkeys.KeyRecord{}, err
+	case a.Key == nil:
+		return joinkeys.KeyRecord{}, errNoResult("key")
+	}
+	return *a.Key, nil
+}
+
+// Node implements joinkeys.Store as Key does.
+func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord, error) {
+	a, asked, err := s.askLeader(ctx, "node", nodeRequest{Hostname: hostname})
+	if !asked {
+		return s.Store.Node(ctx, hostname)
+	}
+	return nodeResult("node", a, err)
+}
+
+// NodeByPublicKey implements joinkeys.Store as Key does.
+func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.NodeRecord, error) {
+	a, asked, err := s.askLeader(ctx, "node_by_public_key", nodeByPublicKeyRequest{PublicKey: key})
+	if !asked {
+		return s.Store.NodeByPublicKey(ctx, key)
+	}
+	return nodeResult("node_by_public_key", a, err)
+}
+
+// askLeader asks the leader for a read, once: asked is false when this
+// replica leads, when no leader is known or when the one asked did not
+// answer, and the caller reads the wrapped Store instead (the shared
+// ledger, as fresh as the API server is).
+func (s *Store) askLeader(ctx context.Context, op string, body any) (_ answer, asked bool, _ error) {
+	target, err := s.opts.Leader(ctx, false)
+	if err != nil || target.Self || target.URL == "" {
+		return answer{}, false, nil
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return answer{}, false, err
+	}
+	a, _, err := s.send(ctx, target.URL+PathPrefix+op, payload)
+	if errors.Is(err, ErrLeaderUnavailable) || (err != nil && a.Error == nil) {
+		return answer{}, false, nil
+	}
+	return a, true, err
 }
 
 // PruneAudit implements joinkeys.Store.

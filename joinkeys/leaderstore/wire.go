@@ -15,11 +15,13 @@ import (
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/addrpool"
+	"gridweave.dev/mesh/wgkey"
 )
 
-// PathPrefix is where Handler serves the writes: PathPrefix + an
-// operation's name (insert_key, revoke_key, reserve_node, update_node,
-// delete_node, append_audit, prune_audit), each a POST of JSON.
+// PathPrefix is where Handler serves the writes and the fresh reads:
+// PathPrefix + an operation's name (insert_key, revoke_key, reserve_node,
+// update_node, delete_node, append_audit, prune_audit; key, node,
+// node_by_public_key), each a POST of JSON.
 const PathPrefix = "/ledger/v1/"
 
 // Credential derives the replicas' shared credential from a secret of the
@@ -70,6 +72,16 @@ type (
 	pruneAuditRequest struct {
 		Retention joinkeys.AuditRetention `json:"retention"`
 		Now       time.Time               `json:"now"`
+	}
+	// The reads that must be fresh, answered by the leader.
+	keyRequest struct {
+		ID string `json:"id"`
+	}
+	nodeRequest struct {
+		Hostname string `json:"hostname"`
+	}
+	nodeByPublicKeyRequest struct {
+		PublicKey wgkey.Key `json:"public_key"`
 	}
 )
 
