@@ -459,7 +459,8 @@ func TestADeposedLeaderCannotWrite(t *testing.T) {
 // TestEveryReplicaAnswersTheLeadersLinks: an agent's link report taken
 // by a replica that does not lead lands in the leader's book, and every
 // replica answers it alike: the node's links, its counts in the node
-// list, and its reported endpoints in another node's peer directory.
+// list, its reported endpoints in another node's peer directory, and that
+// whole directory.
 func TestEveryReplicaAnswersTheLeadersLinks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real control plane and two server processes; run make test")
@@ -531,6 +532,15 @@ func TestEveryReplicaAnswersTheLeadersLinks(t *testing.T) {
 			return false, false
 		})
 	}
+	// The whole directory is the same from both: its revision hashes
+	// every peer's endpoints, the leader's device's observations among
+	// them.
+	waitFor(t, 10*time.Second, "the same peer directory from both replicas", func() (bool, bool) {
+		a := get(leader.url, "/v1/nodes/peers?hostname=gpu-b", tokens["gpu-b"])["revision"]
+		b := get(follower.url, "/v1/nodes/peers?hostname=gpu-b", tokens["gpu-b"])["revision"]
+		same := a == b && a != nil
+		return same, same
+	})
 }
 
 // ledgerNodes reads the ledger in ns and fails t for an address or a

@@ -241,6 +241,8 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	}
 	var links linkbook.Book
 	if ha != nil {
+		// Every replica shows what the leader's device observed.
+		ha.mesh.Observe(&leaderObserver{leader: ha.Leader, client: channel.client, credential: channel.credential, maxAge: time.Second})
 		// Every replica answers the leader's link reports.
 		if links, err = linkbook.NewFollower(channel.links, linkbook.FollowerOptions{Leader: ha.Leader, Client: channel.client, Credential: channel.credential}); err != nil {
 			return err
@@ -417,7 +419,8 @@ func clusterCA(rc *rest.Config) ([]byte, error) {
 }
 
 // replicaChannel is how a replica reaches the leader: the ledger's writes
-// and the agents' link reports go to it.
+// and the agents' link reports go to it, and what its device observed
+// comes from it.
 type replicaChannel struct {
 	client     *http.Client // pinned to the master's certificate with TLS
 	credential string       // the replicas' (leaderstore.Credential)
@@ -442,12 +445,14 @@ func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChanne
 	}, nil
 }
 
-// handler serves the leader's side of the channel: the ledger's writes
-// and the link reports, refused while ha does not lead.
+// handler serves the leader's side of the channel: the ledger's writes,
+// the link reports and what the leader's device observed, refused while
+// ha does not lead.
 func (c replicaChannel) handler(ha *replica, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(leaderstore.PathPrefix, leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: c.credential, Leading: ha.leading.Load, Logger: log}))
 	mux.Handle(linkbook.PathPrefix, linkbook.Handler(c.links, linkbook.HandlerOptions{Credential: c.credential, Leading: ha.leading.Load}))
+	mux.Handle(observedPath, observedHandler(ha.mesh, c.credential, ha.leading.Load))
 	return mux
 }
 

@@ -20,6 +20,8 @@ type Mesh struct {
 
 	mu     sync.RWMutex
 	device mesh.Mesh
+	// leaders answers what is observed while no device is attached.
+	leaders mesh.Observer
 }
 
 var (
@@ -44,6 +46,27 @@ func (m *Mesh) Detach() mesh.Mesh {
 	d := m.device
 	m.device = nil
 	return d
+}
+
+// Observe makes o answer PeerStatuses and PeerStatus while no device is
+// attached: what the leader's device observed, so that every replica
+// shows the same. When o fails, nothing observed is the answer.
+func (m *Mesh) Observe(o mesh.Observer) {
+	m.mu.Lock()
+	m.leaders = o
+	m.mu.Unlock()
+}
+
+// observer is the attached device's observer, or else the leader's
+// (either may be nil).
+func (m *Mesh) observer() (device mesh.Observer, leaders mesh.Observer) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.device != nil {
+		o, _ := m.device.(mesh.Observer)
+		return o, nil
+	}
+	return nil, m.leaders
 }
 
 // Device returns the attached device, or nil.
@@ -84,22 +107,41 @@ func (m *Mesh) RemovePeer(ctx context.Context, key wgkey.Key) error {
 // Peers implements mesh.Mesh.
 func (m *Mesh) Peers(ctx context.Context) ([]mesh.Peer, error) { return m.current().Peers(ctx) }
 
-// PeerStatuses implements mesh.Observer: the device's, or none observed.
+// PeerStatuses implements mesh.Observer: the device's; without one, the
+// leader's (Observe), or none observed.
 func (m *Mesh) PeerStatuses(ctx context.Context) ([]mesh.PeerStatus, error) {
-	if o, ok := m.current().(mesh.Observer); ok {
-		return o.PeerStatuses(ctx)
+	device, leaders := m.observer()
+	switch {
+	case device != nil:
+		return device.PeerStatuses(ctx)
+	case leaders != nil:
+		if statuses, err := leaders.PeerStatuses(ctx); err == nil {
+			return statuses, nil
+		}
 	}
-	return nil, nil
+	if d := m.Device(); d != nil {
+		return nil, nil // a device that observes nothing
+	}
+	return m.memory.PeerStatuses(ctx)
 }
 
-// PeerStatus implements mesh.Observer: the device's, or nothing observed
-// of a peer the standby holds.
+// PeerStatus implements mesh.Observer: the device's; without one, the
+// leader's (Observe), or nothing observed of a peer the standby holds.
 func (m *Mesh) PeerStatus(ctx context.Context, key wgkey.Key) (mesh.PeerStatus, error) {
-	cur := m.current()
-	if o, ok := cur.(mesh.Observer); ok {
-		return o.PeerStatus(ctx, key)
+	device, leaders := m.observer()
+	switch {
+	case device != nil:
+		return device.PeerStatus(ctx, key)
+	case leaders != nil:
+		if st, err := leaders.PeerStatus(ctx, key); err == nil {
+			return st, nil
+		}
 	}
-	peers, err := cur.Peers(ctx)
+	d := m.Device()
+	if d == nil {
+		return m.memory.PeerStatus(ctx, key)
+	}
+	peers, err := d.Peers(ctx) // a device that observes nothing
 	if err != nil {
 		return mesh.PeerStatus{}, err
 	}
