@@ -36,6 +36,37 @@ type Options struct {
 	// Logger says when this candidate starts and stops leading, and who
 	// leads otherwise. Default discards.
 	Logger *slog.Logger
+	// Renewed, when set, is told of each write of the Lease by this
+	// candidate that the API server took (taking it, renewing it), with
+	// the time the write was sent: no other candidate takes the Lease
+	// until Duration after that, so a holder that answers only within a
+	// margin of it answers only while no one else can hold the Lease.
+	Renewed func(sent time.Time)
+}
+
+// renewalLock is a resourcelock.Interface that tells renewed of each
+// Create or Update it made, with the time it was sent.
+type renewalLock struct {
+	resourcelock.Interface
+	renewed func(sent time.Time)
+}
+
+func (l renewalLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
+	err := l.Interface.Create(ctx, rec)
+	if err == nil {
+		l.renewed(sent)
+	}
+	return err
+}
+
+func (l renewalLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
+	err := l.Interface.Update(ctx, rec)
+	if err == nil {
+		l.renewed(sent)
+	}
+	return err
 }
 
 // Run competes for the Lease until ctx ends and runs lead while it holds
@@ -70,8 +101,12 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 	// The Lease is given up by hand once the work has returned (release),
 	// not by the elector as its context ends, while the work may still be
 	// stopping: a successor never starts beside it.
+	var electorLock resourcelock.Interface = lock
+	if opts.Renewed != nil {
+		electorLock = renewalLock{lock, opts.Renewed}
+	}
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:          lock,
+		Lock:          electorLock,
 		LeaseDuration: duration,
 		RenewDeadline: duration * 2 / 3,
 		RetryPeriod:   duration / 7,

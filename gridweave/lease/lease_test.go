@@ -146,3 +146,52 @@ func TestWorkThatStops(t *testing.T) {
 		t.Error("Run without a client, a name or an identity returned nil")
 	}
 }
+
+// TestRenewedTellsOfEachTakenWrite: Renewed hears of the write that took
+// the Lease and of the renewals after it, each with the time it was sent,
+// and of none the API server refused.
+func TestRenewedTellsOfEachTakenWrite(t *testing.T) {
+	kube := fake.NewClientset()
+	var refuse atomic.Bool
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			return true, nil, apierrors.NewInternalError(errors.New("the API server is away"))
+		}
+		return false, nil, nil
+	})
+	renewals := make(chan time.Time, 100)
+	opts := options(kube, "a")
+	opts.Renewed = func(sent time.Time) { renewals <- sent }
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	leading := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, opts, func(ctx context.Context) error { close(leading); <-ctx.Done(); return nil })
+	}()
+	<-leading
+	var last time.Time
+	for range 3 { // the taking, then renewals
+		select {
+		case sent := <-renewals:
+			if !sent.After(last) {
+				t.Errorf("a renewal sent at %v, not after the one before (%v)", sent, last)
+			}
+			last = sent
+		case <-time.After(5 * testDuration):
+			t.Fatal("no renewal heard of")
+		}
+	}
+	// Refused renewals are not heard of.
+	refuse.Store(true)
+	for len(renewals) > 0 {
+		<-renewals
+	}
+	time.Sleep(testDuration / 2)
+	if n := len(renewals); n > 0 {
+		t.Errorf("%d renewals heard of while the API server refused them", n)
+	}
+	refuse.Store(false)
+	stop()
+	<-done
+}

@@ -445,14 +445,15 @@ func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChanne
 	}, nil
 }
 
-// handler serves the leader's side of the channel: the ledger's writes,
-// the link reports and what the leader's device observed, refused while
-// ha does not lead.
+// handler serves the leader's side of the channel: the ledger's writes
+// and fresh reads, the link reports and what the leader's device
+// observed, refused while ha does not lead or has not renewed the Lease
+// within half its duration (answering).
 func (c replicaChannel) handler(ha *replica, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(leaderstore.PathPrefix, leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: c.credential, Leading: ha.leading.Load, Logger: log}))
-	mux.Handle(linkbook.PathPrefix, linkbook.Handler(c.links, linkbook.HandlerOptions{Credential: c.credential, Leading: ha.leading.Load}))
-	mux.Handle(observedPath, observedHandler(ha.mesh, c.credential, ha.leading.Load))
+	mux.Handle(leaderstore.PathPrefix, leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: c.credential, Leading: ha.answering, Logger: log}))
+	mux.Handle(linkbook.PathPrefix, linkbook.Handler(c.links, linkbook.HandlerOptions{Credential: c.credential, Leading: ha.answering}))
+	mux.Handle(observedPath, observedHandler(ha.mesh, c.credential, ha.answering))
 	return mux
 }
 

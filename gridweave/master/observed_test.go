@@ -86,11 +86,40 @@ func TestEveryReplicaShowsWhatTheLeadersDeviceObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	other.Observe(&leaderObserver{
-		leader: func(context.Context, bool) (leaderstore.Target, error) { return leaderstore.Target{URL: channel.URL}, nil },
+		leader: func(context.Context, bool) (leaderstore.Target, error) {
+			return leaderstore.Target{URL: channel.URL}, nil
+		},
 		client: channel.Client(), credential: credential, maxAge: time.Hour,
 	})
 	statuses, err = other.PeerStatuses(ctx)
 	if err != nil || len(statuses) != 1 || statuses[0].Endpoint.IsValid() || !statuses[0].LastHandshake.IsZero() {
 		t.Errorf("with no leader answering: %+v, %v; want the peer with nothing observed", statuses, err)
+	}
+}
+
+// TestAnsweringNeedsARecentRenewal: a replica answers the others only
+// while it leads and renewed the Lease within half its duration.
+func TestAnsweringNeedsARecentRenewal(t *testing.T) {
+	r := &replica{duration: leaseDuration(4 * time.Second)}
+	now := time.Now()
+	for _, c := range []struct {
+		leading bool
+		renewed time.Time
+		want    bool
+	}{
+		{false, now, false},
+		{true, now, true},
+		{true, now.Add(-1900 * time.Millisecond), true},
+		{true, now.Add(-2100 * time.Millisecond), false},
+		{true, time.Time{}, false},
+	} {
+		r.leading.Store(c.leading)
+		r.renewed.Store(c.renewed.UnixNano())
+		if c.renewed.IsZero() {
+			r.renewed.Store(0)
+		}
+		if got := r.answering(); got != c.want {
+			t.Errorf("leading %v, renewed %v ago: answering %v, want %v", c.leading, time.Since(c.renewed).Round(time.Millisecond), got, c.want)
+		}
 	}
 }

@@ -58,11 +58,27 @@ type replica struct {
 	// scheme and cfg.ReplicaAddr); the leader publishes its own.
 	channel string
 	// leading is set while this replica leads: the ledger's writes are
-	// its own to make.
-	leading atomic.Bool
+	// its own to make. renewed is when its last write of the Lease that
+	// the API server took was sent (UnixNano), and duration the Lease's.
+	leading  atomic.Bool
+	renewed  atomic.Int64
+	duration time.Duration
 	// readAt is when the HubConfigMap was last read (UnixNano): writes
 	// waiting for a leader share one read every refreshEvery.
 	readAt atomic.Int64
+}
+
+// answering reports whether this replica may answer the other replicas:
+// it leads, and renewed the Lease within half its duration. Another
+// replica takes the Lease only a whole duration after the last renewal,
+// so a leader that stopped (paused, cut off from the API server) and has
+// not noticed stops answering, for reads from its memory above all, well
+// before anyone else can write.
+func (r *replica) answering() bool {
+	if !r.leading.Load() {
+		return false
+	}
+	return time.Since(time.Unix(0, r.renewed.Load())) < r.duration/2
 }
 
 // refreshEvery spaces the reads of the HubConfigMap that writes waiting
@@ -237,7 +253,16 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 		scheme = "https"
 	}
 	return &replica{identity: name, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{},
-		channel: scheme + "://" + cfg.ReplicaAddr}, nil
+		channel: scheme + "://" + cfg.ReplicaAddr, duration: leaseDuration(cfg.LeaseDuration)}, nil
+}
+
+// leaseDuration is the Lease's duration as lease.Run reckons it: whole
+// seconds, 15 s unless set.
+func leaseDuration(d time.Duration) time.Duration {
+	if d == 0 {
+		d = 15 * time.Second
+	}
+	return max(d.Truncate(time.Second), time.Second)
 }
 
 // lead competes for the LeaderLease until ctx ends, and while it holds it
@@ -258,6 +283,7 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		Identity:  r.identity,
 		Duration:  cfg.LeaseDuration,
 		Logger:    log,
+		Renewed:   func(sent time.Time) { r.renewed.Store(sent.UnixNano()) },
 	}, func(ctx context.Context) error { return r.whileLeading(ctx, cfg, server, openDevice, log) })
 	if errors.Is(err, lease.ErrLost) {
 		return fmt.Errorf("leader: %w; stopping so that a fresh start competes again", err)

@@ -1,6 +1,9 @@
 package groupcommit
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // Batcher batches the items of calls to Do by key. Its zero value is not
 // usable: set Write and MaxBatch.
@@ -20,14 +23,23 @@ type Batcher[K comparable, T, R any] struct {
 
 type call[T, R any] struct {
 	item T
-	done chan R
+	done chan outcome[R]
+}
+
+// outcome is one call's result, or the panic its batch's Write raised.
+type outcome[R any] struct {
+	result   R
+	panicked any
 }
 
 // Do queues item under key and returns its result once the batch that
 // carries it is written. It always waits for that write: a caller that
-// went away would not learn what became of its item.
+// went away would not learn what became of its item. A panic of Write
+// (or a Write that answers another number of results than items) is
+// raised again in every caller of its batch, where it can be recovered
+// as a panic of the caller's own work.
 func (b *Batcher[K, T, R]) Do(key K, item T) R {
-	done := make(chan R, 1)
+	done := make(chan outcome[R], 1)
 	b.mu.Lock()
 	if b.waiting == nil {
 		b.waiting = map[K][]call[T, R]{}
@@ -38,7 +50,11 @@ func (b *Batcher[K, T, R]) Do(key K, item T) R {
 	if !running {
 		go b.run(key)
 	}
-	return <-done
+	o := <-done
+	if o.panicked != nil {
+		panic(o.panicked)
+	}
+	return o.result
 }
 
 // run writes key's batches until its queue is empty.
@@ -59,13 +75,28 @@ func (b *Batcher[K, T, R]) run(key K) {
 		for i, c := range batch {
 			items[i] = c.item
 		}
-		results := b.Write(key, items)
+		results, panicked := b.write(key, items)
 		for i, c := range batch {
-			var r R
-			if i < len(results) {
-				r = results[i]
+			if panicked != nil {
+				c.done <- outcome[R]{panicked: panicked}
+				continue
 			}
-			c.done <- r
+			c.done <- outcome[R]{result: results[i]}
 		}
 	}
+}
+
+// write runs Write, turning its panic, or an answer of the wrong length,
+// into panicked.
+func (b *Batcher[K, T, R]) write(key K, items []T) (results []R, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	results = b.Write(key, items)
+	if len(results) != len(items) {
+		return nil, fmt.Sprintf("groupcommit: Write answered %d results for %d items", len(results), len(items))
+	}
+	return results, nil
 }

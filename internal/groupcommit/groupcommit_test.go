@@ -66,9 +66,15 @@ func TestCallsDuringAWriteShareTheNext(t *testing.T) {
 	}
 	queued.Wait()
 	// Every call is in the queue once it is counted there.
+	var order []int
 	for {
 		b.mu.Lock()
 		n := len(b.waiting["a"])
+		if n == 10 {
+			for _, c := range b.waiting["a"] {
+				order = append(order, c.item)
+			}
+		}
 		b.mu.Unlock()
 		if n == 10 {
 			break
@@ -94,12 +100,45 @@ func TestCallsDuringAWriteShareTheNext(t *testing.T) {
 	if !slices.Equal(sizes, []int{1, 4, 4, 2}) {
 		t.Errorf("batches of a: sizes %v, want [1 4 4 2]", sizes)
 	}
-	if slices.Sort(all[1:]); !slices.Equal(all, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
-		t.Errorf("items of a written: %v", all)
+	// Written in the order they queued.
+	if all[0] != 0 || !slices.Equal(all[1:], order) {
+		t.Errorf("items of a written %v; queued in the order %v after 0", all, order)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.waiting) != 0 {
 		t.Errorf("keys still queued after every call returned: %v", b.waiting)
+	}
+}
+
+// TestAPanicReachesEveryCallerOfItsBatch: a Write that panics, or answers
+// fewer results than items, panics in each caller of that batch, not in
+// the batch's goroutine; the key's next call is written as usual.
+func TestAPanicReachesEveryCallerOfItsBatch(t *testing.T) {
+	for name, write := range map[string]func(string, []int) []int{
+		"panics": func(string, []int) []int { panic("the write broke") },
+		"short":  func(_ string, batch []int) []int { return batch[:len(batch)-1] },
+	} {
+		t.Run(name, func(t *testing.T) {
+			broken := true
+			b := &Batcher[string, int, int]{MaxBatch: 4, Write: func(key string, batch []int) []int {
+				if broken {
+					return write(key, batch)
+				}
+				return batch
+			}}
+			func() {
+				defer func() {
+					if p := recover(); p == nil {
+						t.Error("Do returned; want its batch's panic")
+					}
+				}()
+				b.Do("k", 1)
+			}()
+			broken = false
+			if got := b.Do("k", 2); got != 2 {
+				t.Errorf("the next call got %d, want 2", got)
+			}
+		})
 	}
 }

@@ -240,21 +240,31 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 		if removed >= maxPrunedPerCall {
 			break // the rest at the next call: a backlog never stalls the caller
 		}
-		var keep []eventEntry
+		// Each event written with its ID: a batch rewritten, or marked
+		// for its deletion (an update), keeps its events' IDs.
+		var keep, all []eventEntry
 		for _, e := range o.events {
+			entry := eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason, ID: e.ID}
+			all = append(all, entry)
 			if kept[e.ID] {
-				keep = append(keep, eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason, ID: e.ID})
+				keep = append(keep, entry)
 			}
 		}
+		unmarked, wasMarked := withoutMark(o.object)
 		switch len(keep) {
 		case len(o.events):
-			continue
+			if !wasMarked {
+				continue
+			}
+			// Kept, and marked by a delete that failed: the mark goes.
+			unmarked.Spec = eventSpec{Events: keep}
+			_, err = s.events.update(ctx, unmarked)
 		case 0:
-			_, err = s.events.removeSigned(ctx, o.object)
+			unmarked.Spec = eventSpec{Events: all}
+			_, err = s.events.removeSigned(ctx, unmarked)
 		default:
-			rewritten := o.object
-			rewritten.Spec = eventSpec{Events: keep}
-			_, err = s.events.update(ctx, rewritten)
+			unmarked.Spec = eventSpec{Events: keep}
+			_, err = s.events.update(ctx, unmarked)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return removed, err

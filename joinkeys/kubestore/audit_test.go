@@ -2,16 +2,22 @@ package kubestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
@@ -19,15 +25,42 @@ import (
 
 var ledgerEvents = schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgerevents"}
 
+// trailTransport can cut off a Store's deletes, and hold its first
+// creation of a LedgerEvent.
+type trailTransport struct {
+	next        http.RoundTripper
+	failDeletes atomic.Bool
+	hold        atomic.Pointer[chan struct{}] // closed to release the held creation
+	holding     chan struct{}                 // told when one is held
+}
+
+func (tr *trailTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodDelete && tr.failDeletes.Load() {
+		return nil, errors.New("cut off")
+	}
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgerevents") {
+		if release := tr.hold.Swap(nil); release != nil {
+			tr.holding <- struct{}{}
+			<-*release
+		}
+	}
+	return tr.next.RoundTrip(r)
+}
+
 // TestTheTrailIsWrittenInBatches: an imported trail is written in full
 // batches; an event written alone, as events were before batches, is read
-// beside them; a query selects across batches; a prune deletes the
+// beside them; a query selects across batches; a prune whose delete is
+// cut off after its mark changes no event's ID; a prune deletes the
 // batches it keeps nothing of and rewrites the one it keeps part of, each
-// kept event with its ID; a new event's ID follows them all.
+// kept event with its ID; events written while a batch is being written
+// share the next, each with a new ID after all the others.
 func TestTheTrailIsWrittenInBatches(t *testing.T) {
 	c, ns := ledger(t)
 	ctx := context.Background()
-	s, err := kubestore.New(c.Config, ns, nil)
+	tr := &trailTransport{holding: make(chan struct{}, 1)}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr }
+	s, err := kubestore.New(cfg, ns, &kubestore.Options{Writer: "the-writer"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +131,25 @@ func TestTheTrailIsWrittenInBatches(t *testing.T) {
 		t.Errorf("released events: %+v, %v; want the lone one", released, err)
 	}
 
+	// A prune cut off after it marked the oldest batch for its deletion:
+	// the mark (an update) changes no event's ID.
+	tr.failDeletes.Store(true)
+	if _, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 100}, time.Now()); err == nil {
+		t.Fatal("a prune whose deletes were cut off answered no error")
+	}
+	tr.failDeletes.Store(false)
+	if again, err := s.Audit(ctx, joinkeys.AuditQuery{}); err != nil || !slices.Equal(again, all) {
+		t.Fatalf("after a prune cut off after its mark: %d events, %v; want the %d as they were, IDs included", len(again), err, len(all))
+	}
+
 	// Keep the newest 100: the oldest batch goes, the next keeps 11 of
 	// its events, the newest and the lone event stay as they are.
 	removed, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 100}, time.Now())
 	if err != nil || removed != imported+1-100 {
 		t.Fatalf("PruneAudit: %d removed, %v; want %d", removed, err, imported+1-100)
 	}
-	if sizes := objects(); len(sizes) != 3 {
-		t.Errorf("after the prune the objects hold %v events; want 11, 88 and the lone event", sizes)
+	if sizes := slices.Sorted(maps.Values(objects())); !slices.Equal(sizes, []int{0, 11, 88}) {
+		t.Errorf("after the prune the objects hold %v events (0: the lone one's own fields); want 0, 11 and 88", sizes)
 	}
 	left, err := s.Audit(ctx, joinkeys.AuditQuery{})
 	if err != nil {
@@ -115,16 +159,27 @@ func TestTheTrailIsWrittenInBatches(t *testing.T) {
 		t.Errorf("after the prune the trail is %d events from %+v; want the newest 100 as they were, IDs included", len(left), left[0])
 	}
 
-	// Events written at once share batches; each gets its own ID, after
-	// every other.
+	// Events written while a batch is being written share the next one;
+	// each gets its own ID, after every other.
+	release := make(chan struct{})
+	tr.hold.Store(&release)
+	before := len(objects())
 	var wg sync.WaitGroup
-	for i := range 40 {
+	wg.Go(func() {
+		if err := s.AppendAudit(ctx, joinkeys.AuditEvent{At: time.Now().UTC(), Type: joinkeys.EventKeyMinted, KeyID: "k0"}); err != nil {
+			t.Error(err)
+		}
+	})
+	<-tr.holding // the first is being written
+	for i := 1; i < 40; i++ {
 		wg.Go(func() {
 			if err := s.AppendAudit(ctx, joinkeys.AuditEvent{At: time.Now().UTC(), Type: joinkeys.EventKeyMinted, KeyID: fmt.Sprintf("k%d", i)}); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+	time.Sleep(300 * time.Millisecond) // the 39 queue behind it
+	close(release)
 	wg.Wait()
 	minted, err := s.Audit(ctx, joinkeys.AuditQuery{Type: joinkeys.EventKeyMinted})
 	if err != nil || len(minted) != 40 {
@@ -137,5 +192,9 @@ func TestTheTrailIsWrittenInBatches(t *testing.T) {
 		}
 		ids[e.ID] = true
 	}
-	t.Logf("40 events written at once: %d objects", len(objects())-3)
+	if written := len(objects()) - before; written > 3 {
+		t.Errorf("40 events, 39 of them queued behind the first, took %d LedgerEvents; want 2 (the first alone, then a batch)", written)
+	} else {
+		t.Logf("40 events, 39 of them queued behind the first: %d LedgerEvents", written)
+	}
 }

@@ -59,9 +59,10 @@
 // holder of the replicas' Lease: a deposed leader's create or update
 // fails with joinkeys.ErrFenced and writes nothing. It deletes an object
 // by marking it first (DeletingAnnotation, an update), then deleting it as
-// marked: the policy refuses that delete unless the marker holds the
-// Lease, so a takeover between the two fences it too (an unmarked object's
-// delete, an administrator's, is not fenced). AwaitWrites waits until a new
+// marked: the policy refuses that delete unless the replica that marked it
+// holds the Lease, so a takeover between the two fences it too (an
+// unmarked object's delete, an administrator's, is not fenced). A mark
+// left by a refused delete is cleared by the next writer as it loads. AwaitWrites waits until a new
 // holder's writes are taken.
 //
 // The CRDs are embedded (CRDs, InstallCRDs; PodCIDRTable only to remove

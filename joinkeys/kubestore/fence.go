@@ -22,15 +22,18 @@ const WriterAnnotation = Group + "/writer"
 
 // DeletingAnnotation marks an object its writer is deleting: a Store with
 // Options.Writer deletes an object by first writing this mark (an update,
-// fenced as every update is), then deleting the object as marked, which
-// the fence lets through only while the mark's writer holds the Lease.
+// fenced as every update is), then deleting the object as marked (under
+// the marked resourceVersion), which the fence lets through only while
+// the object's writer, the replica that marked it, holds the Lease. A
+// mark that outlives its delete (refused, cut off) is cleared by the next
+// writer as it loads the ledger (a LedgerEvent's by the next prune).
 const DeletingAnnotation = Group + "/deleting"
 
 // FencePolicy is the ValidatingAdmissionPolicy that keeps a ledger to one
 // writer: the API server refuses a create or update of a ledger object
 // whose WriterAnnotation is not the holder of the Lease its binding names,
 // and a delete of an object marked with DeletingAnnotation whose
-// WriterAnnotation is not. A deposed leader, one that has not noticed yet
+// WriterAnnotation (the replica that marked it) is not. A deposed leader, one that has not noticed yet
 // that another replica took the Lease, so cannot write: the takeover
 // itself (the Lease's new holder) is the fence, and every write is checked
 // against it where it lands. A delete without the mark (an administrator's,

@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
@@ -138,17 +139,43 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.AwaitWrites(awaitCtx); err != nil {
-		t.Fatal(err)
+	// Once the API server's policy sees replica-b hold it (a dry run
+	// signed replica-b is admitted), replica-a's held delete reaches it:
+	// refused, the node stays, marked.
+	nodes := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "ledgernodes"}).Namespace(ns)
+	for {
+		probe := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": "LedgerEvent",
+			"metadata": map[string]any{"name": "probe", "annotations": map[string]any{kubestore.WriterAnnotation: "replica-b"}},
+			"spec":     map[string]any{"events": []any{map[string]any{"at": time.Now().UTC().Format(time.RFC3339), "type": "probe"}}},
+		}}
+		_, err := c.Dynamic.Resource(ledgerEvents).Namespace(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatalf("the policy never took replica-b's writes: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	// replica-a's held delete reaches the API server now: refused, the
-	// node stays.
 	close(gate.release)
 	if err := <-deleted; !errors.Is(err, joinkeys.ErrFenced) {
 		t.Fatalf("the deposed replica's delete: %v, want ErrFenced", err)
 	}
-	if _, err := reader.Node(ctx, "released-late"); err != nil {
+	marked, err := nodes.Get(ctx, "released-late", metav1.GetOptions{})
+	if err != nil {
 		t.Fatalf("the deposed replica's refused delete removed the node: %v", err)
+	}
+	if marked.GetAnnotations()[kubestore.DeletingAnnotation] != "replica-a" {
+		t.Fatalf("the node after the refused delete: annotations %v, want replica-a's mark", marked.GetAnnotations())
+	}
+	// The new writer clears the mark as it loads, so that the fence does
+	// not refuse others' deletes of the node for it.
+	if err := b.AwaitWrites(awaitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if cleared, err := nodes.Get(ctx, "released-late", metav1.GetOptions{}); err != nil || cleared.GetAnnotations()[kubestore.DeletingAnnotation] != "" {
+		t.Fatalf("the node once replica-b loaded: %v, %v; want no mark", cleared.GetAnnotations(), err)
 	}
 	// An administrator's delete (no mark) is not fenced.
 	if err := c.Dynamic.Resource(schema.GroupVersionResource{Group: kubestore.Group, Version: kubestore.Version, Resource: "joinkeys"}).Namespace(ns).

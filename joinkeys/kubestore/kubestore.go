@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -30,7 +31,8 @@ type Options struct {
 	// (WriterAnnotation): the identity of the replica whose writes it
 	// makes, which the fence (FencePolicy) checks against the Lease's
 	// holder. Empty: unsigned, which a fenced ledger refuses while a
-	// replica holds the Lease.
+	// replica holds the Lease (its deletes are plain deletes, unmarked,
+	// which the fence lets through).
 	Writer string
 }
 
@@ -86,7 +88,7 @@ func (s *Store) beginWrite() (end func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		return nil, fmt.Errorf("%w (this Store stopped writing)", joinkeys.ErrFenced)
+		return nil, errStopped
 	}
 	s.inflight++
 	return func() {
@@ -218,14 +220,31 @@ func (s *Store) index(ctx context.Context) (*ledgerIndex, error) {
 	if ix := s.loaded(); ix != nil {
 		return ix, nil
 	}
+	// A Store that stopped writing does not load again (a write under way
+	// as it stopped would): until Reload, it reads the API server.
+	if s.stoppedWriting() {
+		return nil, errStopped
+	}
 	ix, err := s.load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, errStopped
+	}
 	s.ix = ix
-	s.mu.Unlock()
 	return ix, nil
+}
+
+// errStopped refuses a write of a Store that stopped writing.
+var errStopped = fmt.Errorf("%w (this Store stopped writing)", joinkeys.ErrFenced)
+
+func (s *Store) stoppedWriting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
 }
 
 // Reload drops the index and loads it again from the API server, and
@@ -262,8 +281,8 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 			decodeErr = err
 			return false
 		}
-		if o.Metadata.Labels[labelPublicKey] != publicKeyLabel(n.PublicKey) {
-			unlabelled = append(unlabelled, o)
+		if unmarked, wasMarked := withoutMark(o); wasMarked || o.Metadata.Labels[labelPublicKey] != publicKeyLabel(n.PublicKey) {
+			unlabelled = append(unlabelled, unmarked)
 		}
 		return true
 	}); err != nil {
@@ -275,7 +294,7 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 	for _, o := range unlabelled {
 		written, err := s.writeNode(ctx, o)
 		if err != nil {
-			return nil, fmt.Errorf("kubestore: labelling node %s with its public key: %w", o.Metadata.Name, err)
+			return nil, fmt.Errorf("kubestore: labelling node %s with its public key, or clearing a deletion's mark: %w", o.Metadata.Name, err)
 		}
 		ix.nodes[o.Metadata.Name] = written
 	}
@@ -287,6 +306,13 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 		addr, isAddress := claimedAddress(c)
 		if isAddress && c.Spec.ReleasedAt != nil {
 			if _, held := ix.byIP[addrpool.ToUint32(addr)]; !held {
+				if unmarked, wasMarked := withoutMark(c); wasMarked {
+					written, err := s.claims.update(ctx, unmarked)
+					if err != nil {
+						return nil, fmt.Errorf("kubestore: clearing a deletion's mark on the claim %s: %w", c.Metadata.Name, err)
+					}
+					c = written
+				}
 				ix.resting[addrpool.ToUint32(addr)] = c
 				continue
 			}
@@ -304,6 +330,20 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 		return nil, err
 	}
 	return ix, nil
+}
+
+// withoutMark is o without the mark of a deletion (DeletingAnnotation),
+// and whether it had one. A mark outlives a delete that failed after it
+// (refused by the fence, cut off): the next writer clears it as it loads,
+// so that the mark of a writer that no longer leads does not keep the
+// fence refusing others' deletes of the object.
+func withoutMark[S any](o object[S]) (object[S], bool) {
+	if _, ok := o.Metadata.Annotations[DeletingAnnotation]; !ok {
+		return o, false
+	}
+	o.Metadata.Annotations = maps.Clone(o.Metadata.Annotations)
+	delete(o.Metadata.Annotations, DeletingAnnotation)
+	return o, true
 }
 
 // indexNode enters o in the index: its hostname, public key, address and

@@ -163,6 +163,10 @@ func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.No
 	return nodeResult("node_by_public_key", a, err)
 }
 
+// readWait bounds a read asked of the leader: a leader that does not
+// answer by then is read around.
+const readWait = 2 * time.Second
+
 // askLeader asks the leader for a read, once: asked is false when this
 // replica leads, when no leader is known or when the one asked did not
 // answer, and the caller reads the wrapped Store instead (the shared
@@ -176,6 +180,8 @@ func (s *Store) askLeader(ctx context.Context, op string, body any) (_ answer, a
 	if err != nil {
 		return answer{}, false, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
 	a, _, err := s.send(ctx, target.URL+PathPrefix+op, payload)
 	if errors.Is(err, ErrLeaderUnavailable) || (err != nil && a.Error == nil) {
 		return answer{}, false, nil
