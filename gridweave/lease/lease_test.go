@@ -148,20 +148,31 @@ func TestWorkThatStops(t *testing.T) {
 }
 
 // TestRenewedTellsOfEachTakenWrite: Renewed hears of the write that took
-// the Lease and of the renewals after it, each with the time it was sent,
-// and of none the API server refused.
+// the Lease and of the renewals after it, each with the time it was sent
+// (before it reached the API server), and of none the API server
+// refused.
 func TestRenewedTellsOfEachTakenWrite(t *testing.T) {
 	kube := fake.NewClientset()
 	var refuse atomic.Bool
-	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if refuse.Load() {
-			return true, nil, apierrors.NewInternalError(errors.New("the API server is away"))
-		}
-		return false, nil, nil
-	})
+	var arrived atomic.Int64 // when the last write of the Lease reached the API server
+	for _, verb := range []string{"create", "update"} {
+		kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if refuse.Load() {
+				return true, nil, apierrors.NewInternalError(errors.New("the API server is away"))
+			}
+			arrived.Store(time.Now().UnixNano())
+			return false, nil, nil
+		})
+	}
 	renewals := make(chan time.Time, 100)
+	var late atomic.Int32
 	opts := options(kube, "a")
-	opts.Renewed = func(sent time.Time) { renewals <- sent }
+	opts.Renewed = func(sent time.Time) {
+		if sent.UnixNano() > arrived.Load() {
+			late.Add(1) // timed after the write reached the API server
+		}
+		renewals <- sent
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	leading := make(chan struct{})
@@ -182,8 +193,13 @@ func TestRenewedTellsOfEachTakenWrite(t *testing.T) {
 			t.Fatal("no renewal heard of")
 		}
 	}
-	// Refused renewals are not heard of.
+	if n := late.Load(); n > 0 {
+		t.Errorf("%d renewals were timed after they reached the API server; want the time each was sent", n)
+	}
+	// Refused renewals are not heard of (one already past the refusal
+	// may still be).
 	refuse.Store(true)
+	time.Sleep(testDuration / 4)
 	for len(renewals) > 0 {
 		<-renewals
 	}

@@ -114,9 +114,9 @@ func TestAnsweringNeedsARecentRenewal(t *testing.T) {
 		{true, time.Time{}, false},
 	} {
 		r.leading.Store(c.leading)
-		r.renewed.Store(c.renewed.UnixNano())
+		r.renewed.Store(int64(c.renewed.Sub(processStart)))
 		if c.renewed.IsZero() {
-			r.renewed.Store(0)
+			r.renewed.Store(int64(-time.Hour)) // never renewed
 		}
 		if got := r.answering(); got != c.want {
 			t.Errorf("leading %v, renewed %v ago: answering %v, want %v", c.leading, time.Since(c.renewed).Round(time.Millisecond), got, c.want)

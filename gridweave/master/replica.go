@@ -59,7 +59,8 @@ type replica struct {
 	channel string
 	// leading is set while this replica leads: the ledger's writes are
 	// its own to make. renewed is when its last write of the Lease that
-	// the API server took was sent (UnixNano), and duration the Lease's.
+	// the API server took was sent (on the monotonic clock: since
+	// processStart), and duration the Lease's.
 	leading  atomic.Bool
 	renewed  atomic.Int64
 	duration time.Duration
@@ -78,8 +79,13 @@ func (r *replica) answering() bool {
 	if !r.leading.Load() {
 		return false
 	}
-	return time.Since(time.Unix(0, r.renewed.Load())) < r.duration/2
+	return time.Since(processStart)-time.Duration(r.renewed.Load()) < r.duration/2
 }
+
+// processStart is what renewal times are counted from: durations between
+// two readings of the monotonic clock, which a step of the wall clock
+// does not move.
+var processStart = time.Now()
 
 // refreshEvery spaces the reads of the HubConfigMap that writes waiting
 // for a leader ask for.
@@ -283,7 +289,7 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		Identity:  r.identity,
 		Duration:  cfg.LeaseDuration,
 		Logger:    log,
-		Renewed:   func(sent time.Time) { r.renewed.Store(sent.UnixNano()) },
+		Renewed:   func(sent time.Time) { r.renewed.Store(int64(sent.Sub(processStart))) },
 	}, func(ctx context.Context) error { return r.whileLeading(ctx, cfg, server, openDevice, log) })
 	if errors.Is(err, lease.ErrLost) {
 		return fmt.Errorf("leader: %w; stopping so that a fresh start competes again", err)

@@ -59,16 +59,30 @@ func (b *Batcher[K, T, R]) Do(key K, item T) R {
 
 // run writes key's batches until its queue is empty.
 func (b *Batcher[K, T, R]) run(key K) {
+	var batch []call[T, R] // the batch being written
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// Write ended this goroutine (runtime.Goexit): its batch's
+		// callers hear of it, and the queue goes on in another.
+		for _, c := range batch {
+			c.done <- outcome[R]{panicked: "groupcommit: Write did not return"}
+		}
+		go b.run(key)
+	}()
 	for {
 		b.mu.Lock()
 		queued := b.waiting[key]
 		if len(queued) == 0 {
 			delete(b.waiting, key)
 			b.mu.Unlock()
+			finished = true
 			return
 		}
 		n := min(len(queued), max(b.MaxBatch, 1))
-		batch := queued[:n:n]
+		batch = queued[:n:n]
 		b.waiting[key] = queued[n:]
 		b.mu.Unlock()
 		items := make([]T, n)
@@ -83,6 +97,7 @@ func (b *Batcher[K, T, R]) run(key K) {
 			}
 			c.done <- outcome[R]{result: results[i]}
 		}
+		batch = nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -111,33 +112,56 @@ func TestCallsDuringAWriteShareTheNext(t *testing.T) {
 	}
 }
 
-// TestAPanicReachesEveryCallerOfItsBatch: a Write that panics, or answers
-// fewer results than items, panics in each caller of that batch, not in
-// the batch's goroutine; the key's next call is written as usual.
+// TestAPanicReachesEveryCallerOfItsBatch: a Write that panics, answers
+// fewer results than items, or ends its goroutine, panics in each caller
+// of that batch (here three, queued behind a first write), not in the
+// batch's goroutine; the key's next call is written as usual.
 func TestAPanicReachesEveryCallerOfItsBatch(t *testing.T) {
-	for name, write := range map[string]func(string, []int) []int{
+	for name, broken := range map[string]func(string, []int) []int{
 		"panics": func(string, []int) []int { panic("the write broke") },
 		"short":  func(_ string, batch []int) []int { return batch[:len(batch)-1] },
+		"exits":  func(string, []int) []int { runtime.Goexit(); return nil },
 	} {
 		t.Run(name, func(t *testing.T) {
-			broken := true
-			b := &Batcher[string, int, int]{MaxBatch: 4, Write: func(key string, batch []int) []int {
-				if broken {
-					return write(key, batch)
+			entered, release := make(chan struct{}), make(chan struct{})
+			var writes atomic.Int32
+			b := &Batcher[string, int, int]{MaxBatch: 8, Write: func(key string, batch []int) []int {
+				switch writes.Add(1) {
+				case 1: // the first write, alone, holds the others back
+					close(entered)
+					<-release
+					return batch
+				case 2:
+					return broken(key, batch)
 				}
 				return batch
 			}}
-			func() {
-				defer func() {
-					if p := recover(); p == nil {
-						t.Error("Do returned; want its batch's panic")
-					}
+			go b.Do("k", 0)
+			<-entered
+			panicked := make(chan bool, 3)
+			for i := 1; i <= 3; i++ {
+				go func() {
+					defer func() { panicked <- recover() != nil }()
+					b.Do("k", i)
 				}()
-				b.Do("k", 1)
-			}()
-			broken = false
-			if got := b.Do("k", 2); got != 2 {
-				t.Errorf("the next call got %d, want 2", got)
+			}
+			for {
+				b.mu.Lock()
+				n := len(b.waiting["k"])
+				b.mu.Unlock()
+				if n == 3 {
+					break
+				}
+				runtime.Gosched()
+			}
+			close(release)
+			for range 3 {
+				if !<-panicked {
+					t.Error("a caller of the broken batch returned; want its panic")
+				}
+			}
+			if got := b.Do("k", 4); got != 4 {
+				t.Errorf("the next call got %d, want 4", got)
 			}
 		})
 	}

@@ -43,7 +43,13 @@ func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
 // appendAudit queues e for the next batch and waits until the batch is
 // written (or refused), even when ctx ends first: the event may be
 // written by then, and its caller is told what happened to it.
-func (s *Store) appendAudit(_ context.Context, e joinkeys.AuditEvent) error {
+func (s *Store) appendAudit(_ context.Context, e joinkeys.AuditEvent) (err error) {
+	defer func() {
+		// A panic of the shared write is this event's error.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("kubestore: writing an audit event: %v", p)
+		}
+	}()
 	return s.audit.Do(struct{}{}, e)
 }
 
@@ -250,7 +256,7 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 				keep = append(keep, entry)
 			}
 		}
-		unmarked, wasMarked := withoutMark(o.object)
+		unmarked, wasMarked := withoutOthersMark(o.object, s.writer)
 		switch len(keep) {
 		case len(o.events):
 			if !wasMarked {

@@ -159,6 +159,47 @@ func TestTheTrailIsWrittenInBatches(t *testing.T) {
 		t.Errorf("after the prune the trail is %d events from %+v; want the newest 100 as they were, IDs included", len(left), left[0])
 	}
 
+	// A writer before this one (its deletes cut off) marked the batch of
+	// 11 for its deletion, with a tighter bound; a prune that keeps it
+	// clears that mark, and the batch's events keep their IDs.
+	cut := &trailTransport{holding: make(chan struct{}, 1)}
+	cut.failDeletes.Store(true)
+	cutCfg := rest.CopyConfig(c.Config)
+	cutCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { cut.next = rt; return cut }
+	earlier, err := kubestore.New(cutCfg, ns, &kubestore.Options{Writer: "a-writer-before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := earlier.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 89}, time.Now()); err == nil {
+		t.Fatal("a prune whose deletes were cut off answered no error")
+	}
+	marked := func() int {
+		t.Helper()
+		list, err := c.Dynamic.Resource(ledgerEvents).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, o := range list.Items {
+			if o.GetAnnotations()[kubestore.DeletingAnnotation] != "" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := marked(); n != 1 {
+		t.Fatalf("%d batches marked after the cut-off prune, want the batch of 11", n)
+	}
+	if removed, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 100}, time.Now()); err != nil || removed != 0 {
+		t.Fatalf("a prune that keeps everything: %d removed, %v", removed, err)
+	}
+	if n := marked(); n != 0 {
+		t.Errorf("%d batches still marked after a prune that keeps them", n)
+	}
+	if again, err := s.Audit(ctx, joinkeys.AuditQuery{}); err != nil || !slices.Equal(again, left) {
+		t.Errorf("after clearing a mark: %d events, %v; want the %d as they were, IDs included", len(again), err, len(left))
+	}
+
 	// Events written while a batch is being written share the next one;
 	// each gets its own ID, after every other.
 	release := make(chan struct{})

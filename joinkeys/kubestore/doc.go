@@ -40,7 +40,9 @@
 // writes gather for the next, so under load a create carries many joins'
 // events, and a lone event costs one request as it always did. An event's
 // ID is its batch's resourceVersion times 1024 plus its place in the
-// batch (kept in the event when a prune rewrites the batch). A query
+// batch (kept in the event when a prune rewrites or marks the batch).
+// Edit no LedgerEvent by hand: an update changes the resourceVersion the
+// IDs of events not yet written with theirs are counted from. A query
 // selects in the store, since a batch mixes types, hostnames and keys. A
 // write killed after the node's creation can lose its audit event; an
 // error writing the event after the commit is returned, and the node

@@ -281,7 +281,7 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 			decodeErr = err
 			return false
 		}
-		if unmarked, wasMarked := withoutMark(o); wasMarked || o.Metadata.Labels[labelPublicKey] != publicKeyLabel(n.PublicKey) {
+		if unmarked, wasMarked := withoutOthersMark(o, s.writer); wasMarked || o.Metadata.Labels[labelPublicKey] != publicKeyLabel(n.PublicKey) {
 			unlabelled = append(unlabelled, unmarked)
 		}
 		return true
@@ -293,6 +293,20 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 	}
 	for _, o := range unlabelled {
 		written, err := s.writeNode(ctx, o)
+		switch {
+		case apierrors.IsNotFound(err):
+			// Deleted since the list (an administrator): not in the ledger.
+			ix.unindexNode(ix.nodes[o.Metadata.Name])
+			continue
+		case apierrors.IsConflict(err):
+			// Written since the list: the next load labels or clears it.
+			if written, err = s.nodes.get(ctx, o.Metadata.Name); err == nil {
+				err = ix.indexNode(written)
+			} else if apierrors.IsNotFound(err) {
+				ix.unindexNode(ix.nodes[o.Metadata.Name])
+				continue
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("kubestore: labelling node %s with its public key, or clearing a deletion's mark: %w", o.Metadata.Name, err)
 		}
@@ -306,12 +320,19 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 		addr, isAddress := claimedAddress(c)
 		if isAddress && c.Spec.ReleasedAt != nil {
 			if _, held := ix.byIP[addrpool.ToUint32(addr)]; !held {
-				if unmarked, wasMarked := withoutMark(c); wasMarked {
+				if unmarked, wasMarked := withoutOthersMark(c, s.writer); wasMarked {
 					written, err := s.claims.update(ctx, unmarked)
-					if err != nil {
+					switch {
+					case apierrors.IsNotFound(err):
+						continue // taken away since the list: no longer resting
+					case apierrors.IsConflict(err):
+						// Written since the list: kept as read; the next
+						// load clears its mark.
+					case err != nil:
 						return nil, fmt.Errorf("kubestore: clearing a deletion's mark on the claim %s: %w", c.Metadata.Name, err)
+					default:
+						c = written
 					}
-					c = written
 				}
 				ix.resting[addrpool.ToUint32(addr)] = c
 				continue
@@ -332,13 +353,16 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 	return ix, nil
 }
 
-// withoutMark is o without the mark of a deletion (DeletingAnnotation),
-// and whether it had one. A mark outlives a delete that failed after it
-// (refused by the fence, cut off): the next writer clears it as it loads,
-// so that the mark of a writer that no longer leads does not keep the
-// fence refusing others' deletes of the object.
-func withoutMark[S any](o object[S]) (object[S], bool) {
-	if _, ok := o.Metadata.Annotations[DeletingAnnotation]; !ok {
+// withoutOthersMark is o without the mark of a deletion
+// (DeletingAnnotation) a writer other than writer left, and whether it had one. A
+// mark outlives a delete that failed after it (refused by the fence, cut
+// off): the next writer clears it as it loads, so that the mark of a
+// writer that no longer leads does not keep the fence refusing others'
+// deletes of the object. This writer's own mark stays: its delete may be
+// under way, and the fence lets others delete what the holder marked.
+func withoutOthersMark[S any](o object[S], writer string) (object[S], bool) {
+	by, ok := o.Metadata.Annotations[DeletingAnnotation]
+	if !ok || by == writer {
 		return o, false
 	}
 	o.Metadata.Annotations = maps.Clone(o.Metadata.Annotations)
@@ -530,7 +554,13 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 // one wrote, so a hot key costs one call per spend.
 func (s *Store) changeKey(ctx context.Context, id string, change func(*keySpec) error) (object[keySpec], error) {
 	ix, err := s.index(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, errStopped):
+		// A write under way as this Store stopped writing (a use spent,
+		// or given back, for a reservation in flight) ends without the
+		// index, which is gone.
+		ix = nil
+	case err != nil:
 		return object[keySpec]{}, err
 	}
 	unlock, err := s.writes.Lock(ctx, "key/"+id)
@@ -566,9 +596,11 @@ func (s *Store) changeKey(ctx context.Context, id string, change func(*keySpec) 
 			return written, err
 		}
 		s.cacheKey(id, &written)
-		s.mu.Lock()
-		ix.keys[id] = written
-		s.mu.Unlock()
+		if ix != nil {
+			s.mu.Lock()
+			ix.keys[id] = written
+			s.mu.Unlock()
+		}
 		return written, nil
 	}
 }
@@ -618,6 +650,13 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 // the other spends of that key under way (one compare-and-swap of the
 // JoinKey for all of them); undo gives the use back.
 func (s *Store) spendKey(_ context.Context, id string, now time.Time) (undo func(), err error) {
+	defer func() {
+		// A panic of the shared write is this spend's error: the
+		// reservation gives back what it holds.
+		if p := recover(); p != nil {
+			undo, err = nil, fmt.Errorf("kubestore: spending a use of key %s: %v", id, p)
+		}
+	}()
 	r := s.spends.Do(id, now)
 	return r.undo, r.err
 }

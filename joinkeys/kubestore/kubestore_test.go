@@ -592,3 +592,60 @@ func TestStopWritingWaitsForTheWritesUnderWay(t *testing.T) {
 		t.Errorf("after Reload: %+v, %v; want a write, at another address than the node written under way", n.Node, err)
 	}
 }
+
+// TestAUseIsGivenBackAfterStopWriting: a reservation under way as its
+// Store stops writing, whose node's creation then fails (the hostname
+// was taken meanwhile), gives its key's use back: the writes that end a
+// write under way are not refused.
+func TestAUseIsGivenBackAfterStopWriting(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	holding := &holdingTransport{held: make(chan struct{}, 1), release: make(chan struct{})}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { holding.next = rt; return holding }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, SecretHash: []byte("hash")}
+	if err := s.InsertKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	r := joinkeys.Reservation{
+		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "contested", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
+		Addresses:  joinkeys.MustPool("198.18.5.0/29", "198.18.5.1").Addresses(),
+		SpendKeyID: "k1",
+		Now:        now,
+	}
+	reserved := make(chan error, 1)
+	go func() { _, err := s.ReserveNode(ctx, r); reserved <- err }()
+	<-holding.held // the use is spent; the node's creation is under way
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.StopWriting(ctx) }()
+	// Another writer takes the hostname meanwhile.
+	other, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := r
+	r2.Node.PublicKey, r2.SpendKeyID = mustKey(t), ""
+	if _, err := other.ReserveNode(ctx, r2); err != nil {
+		t.Fatal(err)
+	}
+	close(holding.release)
+	var taken *joinkeys.HostnameTakenError
+	if err := <-reserved; !errors.As(err, &taken) {
+		t.Fatalf("the reservation under way: %v, want the hostname taken", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	reader, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := reader.Key(ctx, "k1"); err != nil || k.Uses != 0 {
+		t.Errorf("the key after the failed reservation: %d uses, %v; want its use given back", k.Uses, err)
+	}
+}
