@@ -183,23 +183,7 @@ func BenchmarkJoinOnTheKubernetesLedger(b *testing.B) {
 			h := newHarness(b, &harnessOptions{store: store, config: func(c *gridweave.Config) { c.RateLimitPerMinute = 1 << 30 }})
 			prefillConcurrently(b, h, existing, clients)
 			_, key := h.mint("org")
-			var next atomic.Int64
-			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					n := newNode(b, fmt.Sprintf("new-%07d", next.Add(1)))
-					if r := h.validate(n, key); r.status != 200 {
-						b.Errorf("validate: %d %s", r.status, r.raw)
-						return
-					}
-					if r := h.register(n, nil); r.status != 200 {
-						b.Errorf("register: %d %s", r.status, r.raw)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+			joinInParallel(b, clients, key, func(int64) *harness { return h })
 		})
 	}
 }
@@ -254,29 +238,36 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 			}
 			prefillConcurrently(b, replicas[0], existing, clients)
 			_, key := replicas[1].mint("org")
-			var next atomic.Int64
-			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
 			before := counted.calls.Load()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := next.Add(1)
-					h := replicas[i%3]
-					n := newNode(b, fmt.Sprintf("new-%07d", i))
-					if r := h.validate(n, key); r.status != 200 {
-						b.Errorf("validate: %d %s", r.status, r.raw)
-						return
-					}
-					if r := h.register(n, nil); r.status != 200 {
-						b.Errorf("register: %d %s", r.status, r.raw)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
+			joinInParallel(b, clients, key, func(i int64) *harness { return replicas[i%3] })
 			b.ReportMetric(float64(counted.calls.Load()-before)/float64(b.N), "api-calls/join")
 		})
 	}
+}
+
+// joinInParallel times b.N joins (validate, then register) of new
+// machines by clients at once, the i-th through through(i), and reports
+// joins/s.
+func joinInParallel(b *testing.B, clients int, key string, through func(i int64) *harness) {
+	var next atomic.Int64
+	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			h := through(i)
+			n := newNode(b, fmt.Sprintf("new-%07d", i))
+			if r := h.validate(n, key); r.status != 200 {
+				b.Errorf("validate: %d %s", r.status, r.raw)
+				return
+			}
+			if r := h.register(n, nil); r.status != 200 {
+				b.Errorf("register: %d %s", r.status, r.raw)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "joins/s")
 }
 
 // prefillConcurrently is prefill with CPU nodes, by clients at once.

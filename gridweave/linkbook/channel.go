@@ -3,7 +3,6 @@ package linkbook
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +52,6 @@ type HandlerOptions struct {
 
 // Handler serves book to the other replicas at PathPrefix.
 func Handler(book Book, opts HandlerOptions) http.Handler {
-	want := []byte("Bearer " + opts.Credential)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+PathPrefix+"put", func(w http.ResponseWriter, r *http.Request) {
 		var q putRequest
@@ -107,17 +105,7 @@ func Handler(book Book, opts HandlerOptions) http.Handler {
 		}
 		writeJSON(w, all)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if opts.Credential == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, "the replicas' credential is required", http.StatusUnauthorized)
-			return
-		}
-		if opts.Leading == nil || !opts.Leading() {
-			http.Error(w, "this replica does not lead", http.StatusServiceUnavailable)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	return leaderstore.ForReplicas(opts.Credential, opts.Leading, mux)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,19 +38,10 @@ const maxObservedBytes = 64 << 20
 // replicas' credential, while leading says this replica leads (503
 // otherwise, 401 without the credential).
 func observedHandler(observer mesh.Observer, credential string, leading func() bool) http.Handler {
-	want := []byte("Bearer " + credential)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return leaderstore.ForReplicas(credential, leading, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
 			http.Error(w, "GET only", http.StatusMethodNotAllowed)
-			return
-		}
-		if credential == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, "the replicas' credential is required", http.StatusUnauthorized)
-			return
-		}
-		if leading == nil || !leading() {
-			http.Error(w, "this replica does not lead", http.StatusServiceUnavailable)
 			return
 		}
 		statuses, err := observer.PeerStatuses(r.Context())
@@ -65,7 +55,7 @@ func observedHandler(observer mesh.Observer, credential string, leading func() b
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
-	})
+	}))
 }
 
 // leaderObserver is a mesh.Observer that answers what the leader's device

@@ -29,6 +29,26 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 }
 
+// ForReplicas serves next to the other replicas only: a request without
+// credential (Credential) as its bearer token is refused (401), and
+// every request while answering reports false (503: the asker looks for
+// the leader). Channels beside the ledger's (link reports, what the
+// leader's device observed) are guarded with it.
+func ForReplicas(credential string, answering func() bool, next http.Handler) http.Handler {
+	want := []byte("Bearer " + credential)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if credential == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "the replicas' credential is required", http.StatusUnauthorized)
+			return
+		}
+		if answering == nil || !answering() {
+			http.Error(w, "this replica does not lead", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // maxRequestBytes bounds a write's body: a node with its GPUs and an
 // audit event are a few kilobytes.
 const maxRequestBytes = 1 << 20
