@@ -114,6 +114,12 @@ type Config struct {
 	// (default wg0 and 51820).
 	WireGuardInterface string
 	WireGuardPort      int
+	// ReflexivePort is the first of the two UDP ports of the master's
+	// reflexive-address service (STUN binding requests, package
+	// mesh/reflexive), which nodes probe to tell how their NAT maps; the
+	// directory names them at the master endpoint's address. Default
+	// 3478; 0 turns it off.
+	ReflexivePort int
 	// RayDashboardURL is where the Ray proxy and KubeTorch reach the Ray
 	// dashboard; the server program defaults it to
 	// http://MasterVPNIP:8265 against a real cluster. Empty: /v1/ray and
@@ -292,7 +298,7 @@ func DefaultConfig() Config {
 		ClusterName: "gridweave-cluster", MasterVPNIP: netip.MustParseAddr("10.100.0.1"),
 		VPNCIDR: netip.MustParsePrefix("10.100.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.43.0.0/16"),
 		ClusterCIDR: joinkeys.DefaultPodRange.Cluster, NodeCIDRMaskBits: joinkeys.DefaultPodRange.NodeBits,
-		WireGuardInterface: "wg0", WireGuardPort: 51820, VPNHTTPPort: 8880,
+		WireGuardInterface: "wg0", WireGuardPort: 51820, ReflexivePort: 3478, VPNHTTPPort: 8880,
 		KubeTorchMaxBundle: 256 << 20, KubeTorchMaxExpanded: 512 << 20, KubeTorchSyncInterval: 10 * time.Second,
 		KubeTorchMaxEntries: 10000, KubeTorchMaxRatio: 100, RayDashboardTimeout: 15 * time.Second,
 		CORSOrigins: []string{"*"}, RateLimitPerMinute: 6000, KubeJoinMode: JoinModeK3s,
@@ -353,6 +359,7 @@ func (c Config) Validate() error {
 		hi        int64
 	}{
 		{"Port", int64(c.Port), 1, 65535}, {"WireGuardPort", int64(c.WireGuardPort), 1, 65535},
+		{"ReflexivePort", int64(c.ReflexivePort), 0, 65534},
 		{"VPNHTTPPort", int64(c.VPNHTTPPort), 1, 65535}, {"RateLimitPerMinute", int64(c.RateLimitPerMinute), 1, 1 << 30},
 		{"MaxBodyBytes", c.MaxBodyBytes, 1024, 1 << 30}, {"KubeTorchMaxBundle", c.KubeTorchMaxBundle, 1024, 1 << 40},
 		{"KubeTorchMaxExpanded", c.KubeTorchMaxExpanded, 1024, 1 << 42}, {"KubeTorchMaxEntries", int64(c.KubeTorchMaxEntries), 1, 10_000_000},

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -152,6 +153,7 @@ type directoryView struct {
 	keys     map[string]string
 	// The parts of the body a delta repeats.
 	masterEndpoint string
+	reflexive      []string
 	podRange       joinkeys.PodRange
 }
 
@@ -304,7 +306,7 @@ func (od *orgDirectory) delta(since string) ([]byte, bool) {
 		}
 	}
 	dir := api.PeerDirectory{Revision: od.view.revision, Delta: true, Peers: []api.DirectoryPeer{}, MasterEndpoint: od.view.masterEndpoint,
-		ClusterCIDR: od.view.podRange.Cluster.String(), NodeCIDRMask: od.view.podRange.NodeBits}
+		ReflexiveEndpoints: od.view.reflexive, ClusterCIDR: od.view.podRange.Cluster.String(), NodeCIDRMask: od.view.podRange.NodeBits}
 	for h, before := range touched {
 		if e, present := od.entries[h]; present {
 			dir.Peers = append(dir.Peers, e.peer)
@@ -347,6 +349,7 @@ func (nr *nodeRoutes) viewFor(org string, peers []orgPeer, endpoint string) (*di
 	list.WriteByte(']')
 	sum := sha256.Sum256(append(slices.Clip(list.Bytes()), endpoint...))
 	revision := hex.EncodeToString(sum[:12])
+	reflexive := nr.reflexiveEndpoints(endpoint)
 	// api.PeerDirectory's fields, in its order, the peers as they are.
 	body, err := json.Marshal(struct {
 		Revision       string          `json:"revision"`
@@ -354,11 +357,22 @@ func (nr *nodeRoutes) viewFor(org string, peers []orgPeer, endpoint string) (*di
 		ClusterCIDR    string          `json:"cluster_cidr"`
 		NodeCIDRMask   int             `json:"node_cidr_mask"`
 		MasterEndpoint string          `json:"master_endpoint,omitempty"`
-	}{revision, list.Bytes(), podRange.Cluster.String(), podRange.NodeBits, endpoint})
+		Reflexive      []string        `json:"reflexive_endpoints,omitempty"`
+	}{revision, list.Bytes(), podRange.Cluster.String(), podRange.NodeBits, endpoint, reflexive})
 	if err != nil {
 		return nil, err
 	}
-	return &directoryView{body: body, revision: revision, keys: keys, masterEndpoint: endpoint, podRange: podRange}, nil
+	return &directoryView{body: body, revision: revision, keys: keys, masterEndpoint: endpoint, reflexive: reflexive, podRange: podRange}, nil
+}
+
+// reflexiveEndpoints are the master's reflexive-address service's two
+// ports at the address of the master endpoint; none when it is off.
+func (nr *nodeRoutes) reflexiveEndpoints(masterEndpoint string) []string {
+	host, _, err := net.SplitHostPort(masterEndpoint)
+	if err != nil || nr.cfg.ReflexivePort == 0 {
+		return nil
+	}
+	return []string{net.JoinHostPort(host, strconv.Itoa(nr.cfg.ReflexivePort)), net.JoinHostPort(host, strconv.Itoa(nr.cfg.ReflexivePort+1))}
 }
 
 // computeDirectory lists the nodes that have a tunnel (validated or
@@ -408,6 +422,7 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 		}
 		if r, ok := reports[n.Hostname]; ok {
 			eps = append(eps, r.Endpoints...)
+			p.NAT = r.NAT
 		}
 		for _, ep := range eps {
 			if !slices.Contains(p.Endpoints, ep.String()) {
@@ -562,7 +577,12 @@ func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.Lin
 // the machine's own network, which another org's machine would be sent
 // to probe.
 func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkbook.Report, error) {
-	out := linkbook.Report{ListenPort: req.ListenPort, Links: make([]api.Link, 0, len(req.Links))}
+	out := linkbook.Report{ListenPort: req.ListenPort, NAT: req.NAT, Links: make([]api.Link, 0, len(req.Links))}
+	switch req.NAT {
+	case "", api.NATNone, api.NATEndpointIndependent, api.NATEndpointDependent, api.NATUnknown:
+	default:
+		return linkbook.Report{}, badField("nat", "nat must be none, endpoint_independent, endpoint_dependent or unknown (or left out), got %q", req.NAT)
+	}
 	if req.ListenPort < 0 || req.ListenPort > 65535 {
 		return linkbook.Report{}, badField("listen_port", "listen_port must be a port from 1 to 65535 (or left out), got %d", req.ListenPort)
 	}
@@ -597,6 +617,15 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkbook
 		case api.LinkDirect, api.LinkRelayed, api.LinkConnecting:
 		default:
 			return linkbook.Report{}, badField(field+".state", "%s.state must be direct, relayed or connecting, got %q", field, l.State)
+		}
+		switch l.RelayedReason {
+		case "":
+		case api.RelayedNoCandidate, api.RelayedSymmetricNAT, api.RelayedProbesTimedOut, api.RelayedHubOnly:
+			if l.State != api.LinkRelayed {
+				return linkbook.Report{}, badField(field+".relayed_reason", "%s.relayed_reason is only for a relayed link, this one is %s", field, l.State)
+			}
+		default:
+			return linkbook.Report{}, badField(field+".relayed_reason", "%s.relayed_reason must be no_candidate, symmetric_nat, probes_timed_out or hub_only (or left out), got %q", field, l.RelayedReason)
 		}
 		if l.Endpoint != "" {
 			if _, err := netip.ParseAddrPort(l.Endpoint); err != nil {
@@ -633,7 +662,10 @@ func (nr *nodeRoutes) nodeLinks(r *http.Request, _ noBody) (api.NodeLinks, error
 	}
 	if ok {
 		at := rep.At
-		out.ReportedAt, out.Counts, out.Links = &at, rep.Counts, rep.Links
+		out.ReportedAt, out.Counts, out.Links, out.NAT = &at, rep.Counts, rep.Links, rep.NAT
+		for _, ep := range rep.Endpoints {
+			out.Endpoints = append(out.Endpoints, ep.String())
+		}
 	}
 	return out, nil
 }

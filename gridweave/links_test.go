@@ -103,11 +103,12 @@ func TestPeerDirectory(t *testing.T) {
 	}
 
 	// a reports an address of its own: it follows the one the master sees.
-	h.want(h.do("POST", "/v1/nodes/links", a.token, api.LinksReport{Hostname: "gpu-a", ListenPort: 51820, Endpoints: []string{"192.0.2.5:51820"}, Links: []api.Link{}}), 200, "report")
+	// It also says how its NAT maps: the others see it.
+	h.want(h.do("POST", "/v1/nodes/links", a.token, api.LinksReport{Hostname: "gpu-a", ListenPort: 51820, Endpoints: []string{"192.0.2.5:51820"}, NAT: api.NATEndpointDependent, Links: []api.Link{}}), 200, "report")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-b", b.token, nil), 200, "peers"))
-		if pa, _ := peerNamed(d, "gpu-a"); slices.Equal(pa.Endpoints, []string{seen.String(), "192.0.2.5:51820"}) {
+		if pa, _ := peerNamed(d, "gpu-a"); slices.Equal(pa.Endpoints, []string{seen.String(), "192.0.2.5:51820"}) && pa.NAT == api.NATEndpointDependent {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -150,8 +151,8 @@ func TestLinkReports(t *testing.T) {
 	handshake := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
 	good := api.LinksReport{Hostname: "gpu-a", ListenPort: 51820, Links: []api.Link{
 		{Hostname: "gpu-b", PublicKey: b.public, State: api.LinkDirect, Endpoint: "198.18.241.10:40000", LastHandshake: &handshake, RxBytes: 10, TxBytes: 20},
-		{Hostname: "gpu-c", PublicKey: c.public, State: api.LinkRelayed, Endpoint: "198.18.241.14:40001"},
-	}}
+		{Hostname: "gpu-c", PublicKey: c.public, State: api.LinkRelayed, Endpoint: "198.18.241.14:40001", RelayedReason: api.RelayedSymmetricNAT},
+	}, NAT: api.NATEndpointIndependent, Endpoints: []string{"192.0.2.7:51820"}}
 	for _, bad := range []struct {
 		field  string
 		change func(*api.LinksReport)
@@ -163,6 +164,9 @@ func TestLinkReports(t *testing.T) {
 		{"listen_port", func(r *api.LinksReport) { r.ListenPort = 70000 }},
 		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"127.0.0.1:5"} }},
 		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"198.18.0.9:51820"} }}, // inside the VPN
+		{"nat", func(r *api.LinksReport) { r.NAT = "full_cone" }},
+		{"links[1].relayed_reason", func(r *api.LinksReport) { r.Links[1].RelayedReason = "bad_luck" }},
+		{"links[0].relayed_reason", func(r *api.LinksReport) { r.Links[0].RelayedReason = api.RelayedProbesTimedOut }}, // a direct link
 	} {
 		report := good
 		report.Links = slices.Clone(good.Links)
@@ -195,6 +199,8 @@ func TestLinkReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	if links.ReportedAt == nil || len(links.Links) != 2 || links.Links[0].State != api.LinkDirect || !links.Links[0].LastHandshake.Equal(handshake) ||
+		links.Links[1].RelayedReason != api.RelayedSymmetricNAT || links.NAT != api.NATEndpointIndependent ||
+		!slices.Equal(links.Endpoints, []string{"192.0.2.7:51820"}) ||
 		links.Counts.Direct != 1 || links.Counts.Relayed != 1 || links.Counts.Connecting != 0 {
 		t.Errorf("gpu-a's links: %+v", links)
 	}
@@ -236,11 +242,15 @@ func TestHubMovesTheMasterEndpoint(t *testing.T) {
 	if dir.body["master_endpoint"] != first {
 		t.Errorf("the directory's master_endpoint %v, want %s", dir.body["master_endpoint"], first)
 	}
+	// The reflexive-address service is reached at the hub's address too.
+	if got := fmt.Sprint(dir.body["reflexive_endpoints"]); got != "[192.0.2.10:3478 192.0.2.10:3479]" {
+		t.Errorf("the directory's reflexive_endpoints %s, want the hub's address at STUN_PORT and the next", got)
+	}
 	moved := "192.0.2.11:51820"
 	hub.Store(&moved)
 	since := dir.body["revision"].(string)
 	again := h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-hub&wait=5&since="+since, n.token, nil), 200, "peers after the hub moved")
-	if again.body["master_endpoint"] != moved || again.body["revision"] == since {
+	if again.body["master_endpoint"] != moved || again.body["revision"] == since || fmt.Sprint(again.body["reflexive_endpoints"]) != "[192.0.2.11:3478 192.0.2.11:3479]" {
 		t.Errorf("after the hub moved: %v at revision %v (was %s); want %s at a new revision", again.body["master_endpoint"], again.body["revision"], since, moved)
 	}
 	empty := ""

@@ -53,7 +53,8 @@ import (
 // UTS namespace when the join command runs: its hostname, /usr/local/bin,
 // /var/lib/gridweave and /run/wireguard). Every address is in
 // 198.18.0.0/15: the master's underlay 198.18.240.1, the links
-// 198.18.241.0/24 (a /30 each), the gateway's bridge 198.18.244.0/30, the VPN 198.19.240+k.0/24, the cluster's
+// 198.18.241.0/24 (a /30 each), the gateway's bridge 198.18.244.0/30, the NATs' outside links 198.18.243.0/24
+// and inside links 198.18.245.0/24 (a /30 each), the VPN 198.19.240+k.0/24, the cluster's
 // pod range 198.18.0.0/17 (e2eClusterCIDR): the k3s stand-in's pod CIDRs
 // 198.18.64+i.0/24, the controller-manager's for real kubelets inside
 // 198.18.0.0/18 (kubeletPodRange).
@@ -248,6 +249,7 @@ func startMasterOpts(t testing.TB, o masterOptions) *master {
 		"MASTER_VPN_IP=" + m.vpnIP.String(),
 		"WG_INTERFACE=" + m.device,
 		"WG_PORT=" + strconv.Itoa(m.wgPort),
+		"STUN_PORT=" + strconv.Itoa(freeUDPPortPair(t)),
 		"K3S_URL=https://" + k3sAddr,
 		"WORKER_IMAGE_TAR=" + image,
 		"RAY_IMAGE_WORKER=" + e2eImageName,
@@ -433,12 +435,21 @@ type node struct {
 func (m *master) newNode(i int, hostname string, gpu bool) *node {
 	t := m.t
 	t.Helper()
-	n := &node{t: t, m: m, ns: netnstest.New(t, "gwn"), hostname: hostname, dir: t.TempDir(),
-		podCIDR: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 64+i))}
+	n := m.newMachine(i, hostname, gpu)
 	hostEnd := fmt.Sprintf("198.18.241.%d", 4*i+1)
 	n.underlay = netip.MustParseAddr(fmt.Sprintf("198.18.241.%d", 4*i+2))
 	n.hostLink, _ = netnstest.LinkToHost(t, hostEnd+"/30", n.ns, n.underlay.String()+"/30")
 	n.ns.IP(t, "route", "add", masterUnderIP+"/32", "via", hostEnd)
+	return n
+}
+
+// newMachine sets up machine number i's files and an empty network
+// namespace, for newNode (or a test) to connect.
+func (m *master) newMachine(i int, hostname string, gpu bool) *node {
+	t := m.t
+	t.Helper()
+	n := &node{t: t, m: m, ns: netnstest.New(t, "gwn"), hostname: hostname, dir: t.TempDir(),
+		podCIDR: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 64+i))}
 	for _, d := range []string{"bin", "state", "wireguard", "records", "work"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -638,6 +649,24 @@ func forward(t testing.TB, listen, target string) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// freeUDPPortPair is a free UDP port whose next port is free too (the
+// reflexive-address service's two).
+func freeUDPPortPair(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port := freeUDPPort(t)
+		if port == 65535 {
+			continue
+		}
+		if c, err := net.ListenPacket("udp", ":"+strconv.Itoa(port+1)); err == nil {
+			c.Close()
+			return port
+		}
+	}
+	t.Fatal("no two free UDP ports in a row")
+	return 0
 }
 
 func freeUDPPort(t testing.TB) int {

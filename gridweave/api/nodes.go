@@ -199,24 +199,66 @@ const (
 	LinkConnecting LinkState = "connecting"
 )
 
+// RelayedReason says why a link is relayed through the master.
+type RelayedReason string
+
+// The reasons a link is relayed.
+const (
+	// RelayedNoCandidate: the directory names no endpoint of the other
+	// node to try (the master has not seen its packets yet, and it
+	// reported none).
+	RelayedNoCandidate RelayedReason = "no_candidate"
+	// RelayedSymmetricNAT: this node or the other sits behind a NAT that
+	// maps a port to another public port for each destination, so neither
+	// can tell the other where to send.
+	RelayedSymmetricNAT RelayedReason = "symmetric_nat"
+	// RelayedProbesTimedOut: handshakes were tried at the other node's
+	// endpoints and none completed (a firewall, a NAT that filters, no
+	// route).
+	RelayedProbesTimedOut RelayedReason = "probes_timed_out"
+	// RelayedHubOnly: this node's agent links nothing directly
+	// (--hub-only).
+	RelayedHubOnly RelayedReason = "hub_only"
+)
+
+// NATMapping is how a node's NAT maps its UDP ports, as the node's probe
+// of the master's reflexive-address service found it.
+type NATMapping string
+
+// The NAT mappings a node reports.
+const (
+	// NATNone: no NAT between the node and the master.
+	NATNone NATMapping = "none"
+	// NATEndpointIndependent: one public address and port for every
+	// destination; another node can reach the port the master sees.
+	NATEndpointIndependent NATMapping = "endpoint_independent"
+	// NATEndpointDependent: another public port for each destination (a
+	// symmetric NAT).
+	NATEndpointDependent NATMapping = "endpoint_dependent"
+	// NATUnknown: the probe got too few answers to tell.
+	NATUnknown NATMapping = "unknown"
+)
+
 // Link is one node's view of its link to another node.
 type Link struct {
-	Hostname      string     `json:"hostname" description:"The other node."`
-	PublicKey     string     `json:"public_key" description:"The other node's WireGuard public key."`
-	State         LinkState  `json:"state" enum:"direct,relayed,connecting"`
-	Endpoint      string     `json:"endpoint" description:"host:port the node sends to for a direct link (empty when it knows none)."`
-	LastHandshake *time.Time `json:"last_handshake" description:"The last completed direct handshake; null for never."`
-	RxBytes       int64      `json:"rx_bytes" description:"Bytes received from the other node over the direct link."`
-	TxBytes       int64      `json:"tx_bytes" description:"Bytes sent to the other node over the direct link."`
+	Hostname      string        `json:"hostname" description:"The other node."`
+	PublicKey     string        `json:"public_key" description:"The other node's WireGuard public key."`
+	State         LinkState     `json:"state" enum:"direct,relayed,connecting"`
+	RelayedReason RelayedReason `json:"relayed_reason,omitempty" enum:"no_candidate,symmetric_nat,probes_timed_out,hub_only" description:"Why the link is relayed through the master; only when state is relayed."`
+	Endpoint      string        `json:"endpoint" description:"host:port the node sends to for a direct link (empty when it knows none)."`
+	LastHandshake *time.Time    `json:"last_handshake" description:"The last completed direct handshake; null for never."`
+	RxBytes       int64         `json:"rx_bytes" description:"Bytes received from the other node over the direct link."`
+	TxBytes       int64         `json:"tx_bytes" description:"Bytes sent to the other node over the direct link."`
 }
 
 // LinksReport is a node agent's report of its links (POST
 // /v1/nodes/links, its node token as bearer).
 type LinksReport struct {
-	Hostname   string   `json:"hostname" description:"The reporting node." example:"gpu-node-1"`
-	ListenPort int      `json:"listen_port,omitempty" description:"The port the node's WireGuard device listens on."`
-	Endpoints  []string `json:"endpoints,omitempty" description:"host:port where the node says it can be reached besides the address the master sees it from (at most 8)."`
-	Links      []Link   `json:"links" description:"One entry per other node (at most 10000)."`
+	Hostname   string     `json:"hostname" description:"The reporting node." example:"gpu-node-1"`
+	ListenPort int        `json:"listen_port,omitempty" description:"The port the node's WireGuard device listens on."`
+	Endpoints  []string   `json:"endpoints,omitempty" description:"host:port where the node says it can be reached besides the address the master sees it from (at most 8): its own addresses at its WireGuard port, and any it was told to advertise."`
+	NAT        NATMapping `json:"nat,omitempty" enum:"none,endpoint_independent,endpoint_dependent,unknown" description:"How the node's NAT maps its UDP ports, as its probe of the directory's reflexive_endpoints found it; empty when it has not probed."`
+	Links      []Link     `json:"links" description:"One entry per other node (at most 10000)."`
 }
 
 // LinksAccepted answers a links report: what the master counted.
@@ -231,6 +273,8 @@ type NodeLinks struct {
 	ReportedAt *time.Time `json:"reported_at" description:"When the node's agent last reported; null when it never did since the server started."`
 	Counts     LinkCounts `json:"counts"`
 	Links      []Link     `json:"links"`
+	NAT        NATMapping `json:"nat,omitempty" enum:"none,endpoint_independent,endpoint_dependent,unknown" description:"How the node's NAT maps its ports, as its last report said."`
+	Endpoints  []string   `json:"endpoints,omitempty" description:"The endpoints its last report named (its own addresses, those it advertises) that the master kept."`
 }
 
 // PeerDirectory answers GET /v1/nodes/peers: every node a node may link
@@ -243,18 +287,20 @@ type PeerDirectory struct {
 	Removed []string `json:"removed,omitempty" description:"In a delta, the hostnames of the nodes gone since the revision ?since= named: remove their peers."`
 	// MasterEndpoint moves when another server replica takes the
 	// WireGuard device over.
-	ClusterCIDR    string `json:"cluster_cidr" description:"The cluster's pod range, as validate says it: only pod CIDRs inside it are routed."`
-	NodeCIDRMask   int    `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr."`
-	MasterEndpoint string `json:"master_endpoint,omitempty" description:"host:port where the master's WireGuard device is reached now (as validate's master_endpoint); with several server replicas it moves to the new leader's when one takes over: set it as the master peer's endpoint. Absent when the master has no public address."`
+	ClusterCIDR        string   `json:"cluster_cidr" description:"The cluster's pod range, as validate says it: only pod CIDRs inside it are routed."`
+	NodeCIDRMask       int      `json:"node_cidr_mask" description:"The length of a node's pod CIDR inside cluster_cidr."`
+	MasterEndpoint     string   `json:"master_endpoint,omitempty" description:"host:port where the master's WireGuard device is reached now (as validate's master_endpoint); with several server replicas it moves to the new leader's when one takes over: set it as the master peer's endpoint. Absent when the master has no public address."`
+	ReflexiveEndpoints []string `json:"reflexive_endpoints,omitempty" description:"host:port of the master's reflexive-address service (STUN binding requests), two ports at master_endpoint's address: a node asks both from one socket, and a different answer from each means its NAT maps per destination. Absent when the service is off."`
 }
 
 // DirectoryPeer is one node as the other nodes configure it.
 type DirectoryPeer struct {
-	Hostname  string   `json:"hostname"`
-	PublicKey string   `json:"public_key"`
-	VPNIP     string   `json:"vpn_ip"`
-	PodCIDR   string   `json:"pod_cidr" description:"The node's pod CIDR; empty until Kubernetes gave it one."`
-	Endpoints []string `json:"endpoints" description:"host:port to try for a direct link: the address the master's WireGuard device sees the node's packets come from, then the ones the node reported."`
+	Hostname  string     `json:"hostname"`
+	PublicKey string     `json:"public_key"`
+	VPNIP     string     `json:"vpn_ip"`
+	PodCIDR   string     `json:"pod_cidr" description:"The node's pod CIDR; empty until Kubernetes gave it one."`
+	Endpoints []string   `json:"endpoints" description:"host:port to try for a direct link: the address the master's WireGuard device sees the node's packets come from, then the ones the node reported."`
+	NAT       NATMapping `json:"nat,omitempty" enum:"none,endpoint_independent,endpoint_dependent,unknown" description:"How the node's NAT maps its ports, as it reported; empty when it has not."`
 }
 
 // NodeEnvelope answers GET /v1/nodes/{hostname} and report-version.

@@ -15,6 +15,7 @@ type Report struct {
 	At         time.Time        `json:"at"`
 	ListenPort int              `json:"listen_port,omitempty"`
 	Endpoints  []netip.AddrPort `json:"endpoints,omitempty"`
+	NAT        api.NATMapping   `json:"nat,omitempty"`
 	Links      []api.Link       `json:"links"`
 	Counts     api.LinkCounts   `json:"counts"`
 }

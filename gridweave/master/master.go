@@ -35,6 +35,7 @@ import (
 	"gridweave.dev/joinkeys/sqlitestore"
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/memmesh"
+	"gridweave.dev/mesh/reflexive"
 	"gridweave.dev/mesh/wgkey"
 	"gridweave.dev/mesh/wgmesh"
 	"gridweave.dev/rayctl"
@@ -232,8 +233,15 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		// Joined nodes call the master through their tunnels: plain HTTP
 		// on the VPN address, which only WireGuard peers reach.
 		cfg.VPNURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
+		stop, err := serveReflexive(cfg.ReflexivePort, log)
+		if err != nil {
+			log.Warn("reflexive-address service off: nodes cannot tell how their NAT maps", "setting", cfg.Name("ReflexivePort"), "error", err)
+			cfg.ReflexivePort = 0
+		}
+		defer stop()
 	} else {
 		log.Warn("VPN listener off: the mesh is in memory, so nodes keep calling the public listener after validate")
+		cfg.ReflexivePort = 0
 	}
 	var hub func() string
 	if ha != nil {
@@ -325,6 +333,35 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		stopServing()
 	}
 	return errors.Join(err, <-background)
+}
+
+// serveReflexive answers STUN binding requests on UDP port and the next
+// (package reflexive) until stop is called; port 0 serves nothing.
+func serveReflexive(port int, log *slog.Logger) (stop func(), err error) {
+	var conns []net.PacketConn
+	stop = func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	if port == 0 {
+		return stop, nil
+	}
+	for _, p := range []int{port, port + 1} {
+		c, err := net.ListenPacket("udp", ":"+strconv.Itoa(p))
+		if err != nil {
+			stop()
+			return func() {}, err
+		}
+		conns = append(conns, c)
+		go func() {
+			if err := reflexive.Serve(c); err != nil {
+				log.Warn("reflexive-address service stopped", "port", p, "error", err)
+			}
+		}()
+	}
+	log.Info("reflexive-address service", "ports", []int{port, port + 1})
+	return stop, nil
 }
 
 // openMesh drives the WireGuard device cfg.WireGuardInterface: an

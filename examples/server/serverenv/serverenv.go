@@ -21,7 +21,7 @@ var Variables = map[string]string{
 	"ServerVersion": "SERVER_VERSION", "RayImage": "RAY_IMAGE", "RayImageWorker": "RAY_IMAGE_WORKER",
 	"ClusterName": "CLUSTER_NAME", "MasterIP": "MASTER_IP", "MasterVPNIP": "MASTER_VPN_IP", "VPNCIDR": "VPN_CIDR",
 	"ServiceCIDR": "SERVICE_CIDR", "ClusterCIDR": "CLUSTER_CIDR", "NodeCIDRMaskBits": "NODE_CIDR_MASK",
-	"WireGuardInterface": "WG_INTERFACE", "WireGuardPort": "WG_PORT", "RayDashboardURL": "RAY_DASHBOARD_URL",
+	"WireGuardInterface": "WG_INTERFACE", "WireGuardPort": "WG_PORT", "ReflexivePort": "STUN_PORT", "RayDashboardURL": "RAY_DASHBOARD_URL",
 	"KubeTorchDir": "KUBETORCH_DIR", "KubeTorchMaxBundle": "KUBETORCH_MAX_BUNDLE_BYTES", "KubeTorchBaseURL": "KUBETORCH_BASE_URL",
 	"KubeTorchMaxExpanded": "KUBETORCH_MAX_EXPANDED_BYTES", "KubeTorchMaxEntries": "KUBETORCH_MAX_ENTRIES",
 	"KubeTorchMaxRatio": "KUBETORCH_MAX_RATIO", "RayDashboardTimeout": "RAY_DASHBOARD_TIMEOUT", "CORSOrigins": "CORS_ORIGINS",
@@ -109,6 +109,7 @@ func Read(getenv func(string) string) (gridweave.Config, error) {
 	c.Dev = r.get("GRIDWEAVE_DEV") == "1" || r.get("GRIDWEAVE_DEV") == "true"
 	r.integer(&c.Port, "KUBERAY_PORT")
 	r.integer(&c.WireGuardPort, "WG_PORT")
+	r.integer(&c.ReflexivePort, "STUN_PORT")
 	r.integer(&c.VPNHTTPPort, "VPN_HTTP_PORT")
 	r.integer(&c.RateLimitPerMinute, "RATE_LIMIT_PER_MINUTE")
 	r.bytes(&c.MaxBodyBytes, "MAX_BODY_BYTES")

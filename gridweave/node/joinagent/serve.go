@@ -114,12 +114,16 @@ func Serve(ctx context.Context, o Options) error {
 	if call.Master != o.Master {
 		public = &o
 	}
-	go call.watchPeers(ctx, st, links, public, changed, refused, moved)
+	nat := newNATProber()
+	go nat.run(ctx, links, moved, o.Logger)
+	go call.watchPeers(ctx, st, links, nat, public, changed, refused, moved)
 	interval := o.ReportInterval
 	if interval <= 0 {
 		interval = defaultReportInterval
 	}
-	go call.reportLinks(ctx, st, links, interval, moved)
+	// The node's own addresses never name the VPN or a pod.
+	exclude := []netip.Prefix{vpn, st.PodRange().Cluster}
+	go call.reportLinks(ctx, st, links, nat, device, exclude, interval, moved)
 
 	step := time.NewTicker(stepInterval)
 	defer step.Stop()
@@ -184,7 +188,7 @@ func tunnelUp(ctx context.Context, device string, st State) bool {
 // reportLinks reports the links to the master every interval, and at once
 // when moved says their states changed, each report bounded by
 // reportTimeout; a failure is said once until a report gets through.
-func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Manager, interval time.Duration, moved <-chan struct{}) {
+func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Manager, nat *natProber, device string, exclude []netip.Prefix, interval time.Duration, moved <-chan struct{}) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
@@ -195,10 +199,9 @@ func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Mana
 		case <-tick.C:
 		case <-moved:
 		}
-		report := api.LinksReport{Hostname: o.Hostname, ListenPort: links.ListenPort(), Links: links.Links()}
-		for _, ep := range o.AdvertiseEndpoints {
-			report.Endpoints = append(report.Endpoints, ep.String())
-		}
+		port := links.ListenPort()
+		report := api.LinksReport{Hostname: o.Hostname, ListenPort: port, NAT: nat.nat(), Links: links.Links(),
+			Endpoints: reportedEndpoints(o.AdvertiseEndpoints, device, port, exclude)}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 		err := o.post(rctx, "report-links", "/v1/nodes/links", st.NodeToken, report, nil)
 		cancel()
@@ -231,7 +234,7 @@ func sameStates(a, b []api.Link) bool {
 // URL) is set, the directory is asked there at once: after another
 // server replica took the WireGuard device over, the tunnel points at the
 // old leader's host until the directory's master_endpoint moves it.
-func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, public *Options, changed chan<- struct{}, refused chan<- error, back chan<- struct{}) {
+func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manager, nat *natProber, public *Options, changed chan<- struct{}, refused chan<- error, back chan<- struct{}) {
 	since, backoff, failing := "", time.Second, false
 	var held heldDirectory
 	for ctx.Err() == nil {
@@ -301,6 +304,7 @@ func (o *Options) watchPeers(ctx context.Context, st State, links *peering.Manag
 				}
 			}
 		}
+		nat.setServers(dir.ReflexiveEndpoints)
 		if err := links.SetPeers(held.apply(dir)); err != nil {
 			o.Logger.WarnContext(ctx, "some nodes of the directory cannot be linked", "error", err)
 		}

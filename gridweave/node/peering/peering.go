@@ -118,6 +118,7 @@ type Manager struct {
 	links      map[wgkey.Key]*link
 	routed     map[netip.Prefix]bool
 	listenPort int
+	nat        api.NATMapping // this node's, as its probe found it
 }
 
 // target is another node as the directory names it.
@@ -127,6 +128,7 @@ type target struct {
 	vpnIP     netip.Addr
 	podCIDR   netip.Prefix // invalid until it has one
 	endpoints []netip.AddrPort
+	nat       api.NATMapping
 }
 
 // prefixes are what the node's direct peer holds.
@@ -259,7 +261,7 @@ func parseTarget(p api.DirectoryPeer) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("peering: %s: vpn_ip: %w", p.Hostname, err)
 	}
-	t := target{hostname: p.Hostname, key: key, vpnIP: ip.Unmap()}
+	t := target{hostname: p.Hostname, key: key, vpnIP: ip.Unmap(), nat: p.NAT}
 	if p.PodCIDR != "" {
 		if t.podCIDR, err = netip.ParsePrefix(p.PodCIDR); err != nil || t.podCIDR.Masked() != t.podCIDR {
 			return target{}, fmt.Errorf("peering: %s: pod_cidr %q is not a prefix without host bits", p.Hostname, p.PodCIDR)
@@ -315,6 +317,15 @@ func (m *Manager) Step(ctx context.Context) error {
 		} else {
 			if !slices.Equal(l.endpoints, t.endpoints) && l.state == api.LinkRelayed {
 				l.nextTry = now // somewhere new to try
+			}
+			if l.state == api.LinkDirect && len(l.endpoints) > 0 && len(t.endpoints) > 0 && t.endpoints[0] != l.endpoints[0] &&
+				l.seen.Endpoint == l.endpoints[0] {
+				// The master sees the other node's packets come from
+				// elsewhere now (its NAT mapped it anew): the link follows
+				// at once rather than after falling silent. Its own
+				// handshake opens this side's NAT to the new port.
+				l.endpoint, l.kick = t.endpoints[0], true
+				m.o.Logger.InfoContext(ctx, "the other node's endpoint moved: the direct link follows", "peer", t.hostname, "from", l.endpoints[0], "to", t.endpoints[0])
 			}
 			l.target = t
 		}
@@ -577,6 +588,9 @@ func (m *Manager) Links() []api.Link {
 	out := make([]api.Link, 0, len(m.links))
 	for _, l := range m.links {
 		link := api.Link{Hostname: l.hostname, PublicKey: l.key.String(), State: l.state, RxBytes: l.seen.RxBytes, TxBytes: l.seen.TxBytes}
+		if l.state == api.LinkRelayed {
+			link.RelayedReason = m.relayedReason(l)
+		}
 		if l.seen.Endpoint.IsValid() {
 			link.Endpoint = l.seen.Endpoint.String()
 		}
@@ -588,6 +602,28 @@ func (m *Manager) Links() []api.Link {
 	}
 	slices.SortFunc(out, func(a, b api.Link) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	return out
+}
+
+// relayedReason says why a relayed link is relayed.
+func (m *Manager) relayedReason(l *link) api.RelayedReason {
+	switch {
+	case m.o.HubOnly:
+		return api.RelayedHubOnly
+	case len(l.endpoints) == 0:
+		return api.RelayedNoCandidate
+	case m.nat == api.NATEndpointDependent || l.nat == api.NATEndpointDependent:
+		return api.RelayedSymmetricNAT
+	default:
+		return api.RelayedProbesTimedOut
+	}
+}
+
+// SetNAT records how this node's NAT maps its ports (its probe of the
+// master's reflexive-address service), for the links' reasons.
+func (m *Manager) SetNAT(nat api.NATMapping) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nat = nat
 }
 
 // ListenPort is the device's port as of the last Step.

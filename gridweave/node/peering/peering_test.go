@@ -562,3 +562,93 @@ func TestMasterEndpointFollowsTheHub(t *testing.T) {
 		t.Errorf("without a master peer: %v, want ErrNoMasterPeer", err)
 	}
 }
+
+func (f *fixture) reason(hostname string) api.RelayedReason {
+	for _, l := range f.mgr.Links() {
+		if l.Hostname == hostname {
+			return l.RelayedReason
+		}
+	}
+	return ""
+}
+
+// TestRelayedLinksSayWhy: a node with no endpoint is relayed for want of
+// a candidate; one behind a symmetric NAT (or this node behind one) for
+// that; one whose handshakes time out for that; a direct link has no
+// reason; --hub-only says so.
+func TestRelayedLinksSayWhy(t *testing.T) {
+	f := newFixture(t, false)
+	f.directory[1].Endpoints = nil
+	f.directory[2].NAT = api.NATEndpointDependent
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	if f.state("gpu-b") != api.LinkRelayed || f.reason("gpu-b") != api.RelayedNoCandidate {
+		t.Errorf("gpu-b, no endpoint: %s %q, want relayed no_candidate", f.state("gpu-b"), f.reason("gpu-b"))
+	}
+	if f.reason("gpu-c") != "" {
+		t.Errorf("gpu-c while connecting has reason %q", f.reason("gpu-c"))
+	}
+	f.clock.advance(16 * time.Second)
+	f.step()
+	if f.state("gpu-c") != api.LinkRelayed || f.reason("gpu-c") != api.RelayedSymmetricNAT {
+		t.Errorf("gpu-c behind a symmetric NAT: %s %q, want relayed symmetric_nat", f.state("gpu-c"), f.reason("gpu-c"))
+	}
+	f.directory[2].NAT = api.NATEndpointIndependent
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	if f.reason("gpu-c") != api.RelayedProbesTimedOut {
+		t.Errorf("gpu-c, handshakes timed out: %q, want probes_timed_out", f.reason("gpu-c"))
+	}
+	f.mgr.SetNAT(api.NATEndpointDependent)
+	if f.reason("gpu-c") != api.RelayedSymmetricNAT {
+		t.Errorf("this node behind a symmetric NAT: %q, want symmetric_nat", f.reason("gpu-c"))
+	}
+	f.dev.handshake(f.c, f.clock.now.Add(time.Second))
+	f.clock.advance(2 * time.Second)
+	f.step()
+	if f.state("gpu-c") != api.LinkDirect || f.reason("gpu-c") != "" {
+		t.Errorf("gpu-c after a handshake: %s %q, want direct with no reason", f.state("gpu-c"), f.reason("gpu-c"))
+	}
+
+	hub := newFixture(t, true)
+	hub.step()
+	if hub.reason("gpu-b") != api.RelayedHubOnly {
+		t.Errorf("--hub-only: %q, want hub_only", hub.reason("gpu-b"))
+	}
+}
+
+// TestDirectLinkFollowsAMovedEndpoint: when the master sees a directly
+// linked node's packets come from a new port (its NAT mapped it anew),
+// the peer is pointed there at once, with a handshake, and stays direct;
+// a link that found its way at another endpoint is left where it is.
+func TestDirectLinkFollowsAMovedEndpoint(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.dev.handshake(f.b, f.clock.now.Add(time.Second))
+	f.dev.handshake(f.c, f.clock.now.Add(time.Second))
+	f.clock.advance(2 * time.Second)
+	f.step()
+	if f.state("gpu-b") != api.LinkDirect || f.state("gpu-c") != api.LinkDirect {
+		t.Fatalf("links %v, want both direct", f.mgr.Links())
+	}
+	// c's link works at its second endpoint (WireGuard roamed there).
+	f.dev.mu.Lock()
+	f.dev.peers[f.c].Endpoint = netip.MustParseAddrPort("203.0.113.3:51820")
+	f.dev.mu.Unlock()
+	f.step()
+	kicks := map[wgkey.Key]int{f.b: f.dev.kicks[f.b], f.c: f.dev.kicks[f.c]}
+
+	f.directory[1].Endpoints = []string{"192.0.2.2:40000"}
+	f.directory[2].Endpoints = []string{"192.0.2.3:40000", "203.0.113.3:51820"}
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	if p, _ := f.dev.peer(f.b); p.Endpoint != netip.MustParseAddrPort("192.0.2.2:40000") || f.dev.kicks[f.b] != kicks[f.b]+1 {
+		t.Errorf("gpu-b's peer at %s after %d handshakes asked, want 192.0.2.2:40000 and one more", p.Endpoint, f.dev.kicks[f.b]-kicks[f.b])
+	}
+	if p, _ := f.dev.peer(f.c); p.Endpoint != netip.MustParseAddrPort("203.0.113.3:51820") || f.dev.kicks[f.c] != kicks[f.c] {
+		t.Errorf("gpu-c's peer moved to %s (or was kicked) though its link works at another endpoint", p.Endpoint)
+	}
+	if f.state("gpu-b") != api.LinkDirect {
+		t.Errorf("gpu-b is %s after following its endpoint, want direct", f.state("gpu-b"))
+	}
+}

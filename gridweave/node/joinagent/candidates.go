@@ -1,0 +1,169 @@
+package joinagent
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/node/peering"
+	"gridweave.dev/mesh/reflexive"
+)
+
+// maxEndpoints is how many endpoints a links report may name.
+const maxEndpoints = 8
+
+// natReprobeInterval is how often the NAT is probed again while the
+// master's reflexive-address service stays where it was (a router
+// replaced, a machine moved).
+const natReprobeInterval = 10 * time.Minute
+
+// containerInterfaces are the name prefixes of the interfaces container
+// runtimes and CNI plugins make: their addresses lead nowhere another
+// machine can reach.
+var containerInterfaces = []string{"docker", "cni", "flannel", "veth", "br-", "kube", "cali", "vxlan", "tunl", "lxc"}
+
+// reportedEndpoints are the endpoints a links report names: the ones the
+// node was told to advertise, then its own addresses at the device's
+// port (host candidates: machines on one network reach each other there
+// without the NAT between them and the master), at most maxEndpoints.
+func reportedEndpoints(advertised []netip.AddrPort, device string, port int, exclude []netip.Prefix) []string {
+	var out []string
+	add := func(ep netip.AddrPort) {
+		if s := ep.String(); len(out) < maxEndpoints && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, ep := range advertised {
+		add(ep)
+	}
+	if port <= 0 || port > 65535 {
+		return out
+	}
+	for _, a := range ownAddresses(device, exclude) {
+		add(netip.AddrPortFrom(a, uint16(port)))
+	}
+	return out
+}
+
+// ownAddresses are the global unicast IPv4 addresses of this machine's
+// interfaces that are up, but for the WireGuard device, container
+// interfaces and anything inside exclude (the VPN, the pod range).
+func ownAddresses(device string, exclude []netip.Prefix) []netip.Addr {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || ifc.Name == device ||
+			slices.ContainsFunc(containerInterfaces, func(p string) bool { return strings.HasPrefix(ifc.Name, p) }) {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			addr, ok := netip.AddrFromSlice(ipn.IP)
+			addr = addr.Unmap()
+			if !ok || !addr.Is4() || !addr.IsGlobalUnicast() ||
+				slices.ContainsFunc(exclude, func(p netip.Prefix) bool { return p.IsValid() && p.Contains(addr) }) {
+				continue
+			}
+			out = append(out, addr)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// natProber probes the master's reflexive-address service (package
+// reflexive) whenever the directory names it anew, and every
+// natReprobeInterval, and keeps what it found.
+type natProber struct {
+	mu      sync.Mutex
+	servers []netip.AddrPort
+	found   api.NATMapping
+	wake    chan struct{}
+}
+
+func newNATProber() *natProber { return &natProber{wake: make(chan struct{}, 1)} }
+
+// setServers takes the directory's reflexive_endpoints; a change wakes
+// the prober.
+func (p *natProber) setServers(endpoints []string) {
+	var servers []netip.AddrPort
+	for _, e := range endpoints {
+		if ep, err := netip.ParseAddrPort(e); err == nil && ep.Port() != 0 {
+			servers = append(servers, ep)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slices.Equal(servers, p.servers) {
+		return
+	}
+	p.servers = servers
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nat is the last probe's finding; empty before the first.
+func (p *natProber) nat() api.NATMapping {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.found
+}
+
+// run probes until ctx ends, telling links and signalling changed when
+// the finding changes.
+func (p *natProber) run(ctx context.Context, links *peering.Manager, changed chan<- struct{}, log *slog.Logger) {
+	tick := time.NewTicker(natReprobeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		servers := p.servers
+		p.mu.Unlock()
+		if len(servers) == 0 {
+			continue
+		}
+		res, err := reflexive.Probe(ctx, servers, reflexive.ProbeOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "probing the NAT", "error", err)
+			}
+			continue
+		}
+		found := api.NATMapping(res.Mapping)
+		p.mu.Lock()
+		was := p.found
+		p.found = found
+		p.mu.Unlock()
+		links.SetNAT(found)
+		if found != was {
+			log.InfoContext(ctx, "this machine's NAT", "mapping", found, "seen", res.Seen, "local_port", res.Local.Port())
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package reflexive
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+// servers starts n reflexive services on loopback.
+func servers(t *testing.T, n int) []netip.AddrPort {
+	t.Helper()
+	var out []netip.AddrPort
+	for range n {
+		conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- Serve(conn) }()
+		t.Cleanup(func() {
+			conn.Close()
+			if err := <-done; err != nil {
+				t.Errorf("Serve after Close: %v", err)
+			}
+		})
+		out = append(out, conn.LocalAddr().(*net.UDPAddr).AddrPort())
+	}
+	return out
+}
+
+// userspaceNAT stands between a probe and the servers: a front address
+// per server, each forwarding to its server from an outside socket. With
+// perDestination, each front has its own outside socket (a symmetric
+// NAT); else one outside socket serves every front (an
+// endpoint-independent one).
+type userspaceNAT struct {
+	t              *testing.T
+	perDestination bool
+	mu             sync.Mutex
+	outside        map[string]net.PacketConn // by front, or "" for the shared one
+	back           map[netip.AddrPort]func([]byte)
+}
+
+func (u *userspaceNAT) fronts(servers []netip.AddrPort) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, s := range servers {
+		front, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			u.t.Fatal(err)
+		}
+		u.t.Cleanup(func() { front.Close() })
+		key := ""
+		if u.perDestination {
+			key = front.LocalAddr().String()
+		}
+		go u.forward(front, key, s)
+		out = append(out, front.LocalAddr().(*net.UDPAddr).AddrPort())
+	}
+	return out
+}
+
+// forward carries each datagram from the inside to server through the
+// outside socket of key; that socket's reader carries the answers back.
+func (u *userspaceNAT) forward(front net.PacketConn, key string, server netip.AddrPort) {
+	buf := make([]byte, 2048)
+	for {
+		n, inside, err := front.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		out := u.socket(key)
+		u.mu.Lock()
+		u.back[server] = func(b []byte) { _, _ = front.WriteTo(b, inside) }
+		u.mu.Unlock()
+		_, _ = out.WriteTo(buf[:n], net.UDPAddrFromAddrPort(server))
+	}
+}
+
+func (u *userspaceNAT) socket(key string) net.PacketConn {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c, ok := u.outside[key]; ok {
+		return c
+	}
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	u.t.Cleanup(func() { c.Close() })
+	u.outside[key] = c
+	go func() {
+		reply := make([]byte, 2048)
+		for {
+			m, from, err := c.ReadFrom(reply)
+			if err != nil {
+				return
+			}
+			u.mu.Lock()
+			back := u.back[from.(*net.UDPAddr).AddrPort()]
+			u.mu.Unlock()
+			if back != nil {
+				back(reply[:m])
+			}
+		}
+	}()
+	return c
+}
+
+func TestProbeWithoutNAT(t *testing.T) {
+	s := servers(t, 2)
+	res, err := Probe(context.Background(), s, ProbeOptions{Local: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mapping != MappingNone {
+		t.Errorf("mapping %q, want %q (seen %v from %v)", res.Mapping, MappingNone, res.Seen, res.Local)
+	}
+	for i, seen := range res.Seen {
+		if seen.Port() != res.Local.Port() || seen.Addr() != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("server %d saw %v, want 127.0.0.1:%d", i, seen, res.Local.Port())
+		}
+	}
+}
+
+func TestProbeTellsTheNATsMapping(t *testing.T) {
+	s := servers(t, 2)
+	for _, tc := range []struct {
+		perDestination bool
+		want           Mapping
+	}{{false, MappingEndpointIndependent}, {true, MappingEndpointDependent}} {
+		nat := &userspaceNAT{t: t, perDestination: tc.perDestination, outside: map[string]net.PacketConn{}, back: map[netip.AddrPort]func([]byte){}}
+		res, err := Probe(context.Background(), nat.fronts(s), ProbeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Mapping != tc.want {
+			t.Errorf("per destination %v: mapping %q, want %q (seen %v)", tc.perDestination, res.Mapping, tc.want, res.Seen)
+		}
+		for i, seen := range res.Seen {
+			if !seen.IsValid() || seen.Port() == res.Local.Port() {
+				t.Errorf("per destination %v: server %d saw %v, want the NAT's outside port", tc.perDestination, i, seen)
+			}
+		}
+	}
+}
+
+func TestProbeOfServersThatDoNotAnswer(t *testing.T) {
+	silent, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	s := append(servers(t, 1), silent.LocalAddr().(*net.UDPAddr).AddrPort())
+	res, err := Probe(context.Background(), s, ProbeOptions{Timeout: 600 * time.Millisecond, Interval: 100 * time.Millisecond,
+		Local: []netip.Addr{netip.MustParseAddr("192.0.2.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mapping != MappingUnknown || !res.Seen[0].IsValid() || res.Seen[1].IsValid() {
+		t.Errorf("one server silent: %+v, want unknown with the first server's answer only", res)
+	}
+	if _, err := Probe(context.Background(), nil, ProbeOptions{}); err == nil {
+		t.Error("a probe of no server does not fail")
+	}
+}
+
+// TestServeAnswersBindingRequestsOnly: anything else is dropped, and the
+// service goes on.
+func TestServeAnswersBindingRequestsOnly(t *testing.T) {
+	s := servers(t, 1)
+	c, err := net.Dial("udp4", s[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, junk := range [][]byte{[]byte("hello"), make([]byte, 20), {0x01, 0x01, 0, 0, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}} {
+		if _, err := c.Write(junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var ne net.Error
+	if _, err := c.Read(make([]byte, 1500)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("junk was answered (err %v)", err)
+	}
+	res, err := Probe(context.Background(), s, ProbeOptions{Local: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	if err != nil || !res.Seen[0].IsValid() {
+		t.Errorf("the service stopped answering after junk: %+v %v", res, err)
+	}
+}
