@@ -620,12 +620,12 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkbook
 		}
 		switch l.RelayedReason {
 		case "":
-		case api.RelayedNoCandidate, api.RelayedSymmetricNAT, api.RelayedProbesTimedOut, api.RelayedHubOnly:
+		case api.RelayedNoCandidate, api.RelayedSymmetricNAT, api.RelayedProbesTimedOut, api.RelayedHubOnly, api.RelayedIdle:
 			if l.State != api.LinkRelayed {
 				return linkbook.Report{}, badField(field+".relayed_reason", "%s.relayed_reason is only for a relayed link, this one is %s", field, l.State)
 			}
 		default:
-			return linkbook.Report{}, badField(field+".relayed_reason", "%s.relayed_reason must be no_candidate, symmetric_nat, probes_timed_out or hub_only (or left out), got %q", field, l.RelayedReason)
+			return linkbook.Report{}, badField(field+".relayed_reason", "%s.relayed_reason must be no_candidate, symmetric_nat, probes_timed_out, hub_only or idle (or left out), got %q", field, l.RelayedReason)
 		}
 		if l.Endpoint != "" {
 			if _, err := netip.ParseAddrPort(l.Endpoint); err != nil {

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"time"
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/node/joinagent"
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	serve := flags.Bool("serve", false, "run the link service (after a join): direct WireGuard links to the other nodes, the master as fallback; the join installs it as "+linkUnitName+" where systemd runs the machine")
 	runNodeFlag := flags.Bool("run-node", false, "run this machine's Kubernetes node (kubelet join mode): containerd and the kubelet, supervised, until a signal; the join starts it as "+nodeUnitName+" where systemd runs the machine, else in the background")
 	hubOnly := flags.Bool("hub-only", false, "with --serve: link to no node directly, everything through the master")
+	directLinks := flags.String("direct-links", "auto", "with --serve: which nodes to link directly: all, on-demand (those this machine exchanges traffic with, by its connection tracking), or auto (on demand above "+strconv.Itoa(joinagent.OnDemandAbove)+" other nodes, else all)")
+	idleAfter := flags.Duration("idle-after", 5*time.Minute, "with --direct-links on-demand (or auto, above its bound): drop a direct link after this long without traffic")
 	var advertise endpointList
 	flags.Var(&advertise, "advertise-endpoint", "with --serve: address:port where this node's WireGuard device can be reached besides the address the master sees (repeatable)")
 	if err := flags.Parse(args); err != nil {
@@ -99,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts.KubeletImages = ctrImages{socket: kubeletnode.Config{}.Socket()}
 	}
 	opts.AdvertiseEndpoints, opts.HubOnly = advertise, *hubOnly
+	opts.DirectLinks, opts.IdleAfter = joinagent.DirectLinks(*directLinks), *idleAfter
 	if *serve {
 		err := joinagent.Serve(ctx, opts)
 		var me *joinagent.MasterError

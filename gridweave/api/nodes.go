@@ -219,6 +219,10 @@ const (
 	// RelayedHubOnly: this node's agent links nothing directly
 	// (--hub-only).
 	RelayedHubOnly RelayedReason = "hub_only"
+	// RelayedIdle: the agent links on demand (--direct-links on-demand)
+	// and the two nodes exchanged no traffic lately; the direct link
+	// comes up when traffic starts.
+	RelayedIdle RelayedReason = "idle"
 )
 
 // NATMapping is how a node's NAT maps its UDP ports, as the node's probe
@@ -244,7 +248,7 @@ type Link struct {
 	Hostname      string        `json:"hostname" description:"The other node."`
 	PublicKey     string        `json:"public_key" description:"The other node's WireGuard public key."`
 	State         LinkState     `json:"state" enum:"direct,relayed,connecting"`
-	RelayedReason RelayedReason `json:"relayed_reason,omitempty" enum:"no_candidate,symmetric_nat,probes_timed_out,hub_only" description:"Why the link is relayed through the master; only when state is relayed."`
+	RelayedReason RelayedReason `json:"relayed_reason,omitempty" enum:"no_candidate,symmetric_nat,probes_timed_out,hub_only,idle" description:"Why the link is relayed through the master; only when state is relayed."`
 	Endpoint      string        `json:"endpoint" description:"host:port the node sends to for a direct link (empty when it knows none)."`
 	LastHandshake *time.Time    `json:"last_handshake" description:"The last completed direct handshake; null for never."`
 	RxBytes       int64         `json:"rx_bytes" description:"Bytes received from the other node over the direct link."`

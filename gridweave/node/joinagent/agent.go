@@ -25,6 +25,20 @@ import (
 	"gridweave.dev/mesh/wgkey"
 )
 
+// DirectLinks is which nodes the link service links directly.
+type DirectLinks string
+
+// The choices of DirectLinks.
+const (
+	DirectLinksAuto     DirectLinks = "auto"
+	DirectLinksAll      DirectLinks = "all"
+	DirectLinksOnDemand DirectLinks = "on-demand"
+)
+
+// OnDemandAbove is how many other nodes DirectLinksAuto links to in
+// full: above it, links are made on demand.
+const OnDemandAbove = 100
+
 // Options configure Join and Leave. Master and StateDir are required; the
 // rest default as documented.
 type Options struct {
@@ -93,6 +107,14 @@ type Options struct {
 	// HubOnly links to no node directly: everything goes through the
 	// master, as before direct links.
 	HubOnly bool
+	// DirectLinks is which nodes get a direct link: DirectLinksAuto (the
+	// default) links on demand while the directory names more than
+	// OnDemandAbove other nodes and every node otherwise,
+	// DirectLinksAll every node, DirectLinksOnDemand only those this
+	// machine exchanges traffic with (its connection tracking), each
+	// dropped after IdleAfter without (default 5 min).
+	DirectLinks DirectLinks
+	IdleAfter   time.Duration
 	// HandshakeTimeout is how long a direct link may try before the node
 	// goes through the master; default 15 s.
 	HandshakeTimeout time.Duration

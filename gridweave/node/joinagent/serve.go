@@ -91,9 +91,18 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("joinagent: the identity's vpn_cidr: %w", err)
 	}
-	links, err := peering.New(peering.WireGuardDevice{Interface: device}, kernelroutes.Device{Interface: device}, peering.Options{
-		Self: self, Master: master, MasterPrefixes: []netip.Prefix{vpn}, PodRange: st.PodRange(), HubOnly: o.HubOnly,
-		HandshakeTimeout: o.HandshakeTimeout, Logger: o.Logger})
+	po := peering.Options{Self: self, Master: master, MasterPrefixes: []netip.Prefix{vpn}, PodRange: st.PodRange(), HubOnly: o.HubOnly,
+		HandshakeTimeout: o.HandshakeTimeout, IdleAfter: o.IdleAfter, Flows: peering.ConntrackFlows{}, Logger: o.Logger}
+	switch o.DirectLinks {
+	case DirectLinksAuto, "":
+		po.OnDemandAbove = OnDemandAbove
+	case DirectLinksAll:
+	case DirectLinksOnDemand:
+		po.OnDemand = true
+	default:
+		return fmt.Errorf("joinagent: DirectLinks %q is none of auto, all, on-demand", o.DirectLinks)
+	}
+	links, err := peering.New(peering.WireGuardDevice{Interface: device}, kernelroutes.Device{Interface: device}, po)
 	if err != nil {
 		return err
 	}
@@ -101,7 +110,7 @@ func Serve(ctx context.Context, o Options) error {
 	if st.MasterVPNURL != "" {
 		call.Master, call.HTTPClient = st.MasterVPNURL, o.tunnelClient()
 	}
-	o.Logger.InfoContext(ctx, "link service started", "device", device, "master", call.Master, "hub_only", o.HubOnly)
+	o.Logger.InfoContext(ctx, "link service started", "device", device, "master", call.Master, "hub_only", o.HubOnly, "direct_links", o.DirectLinks)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -67,6 +67,14 @@ type Routes interface {
 	Delete(ctx context.Context, prefix netip.Prefix) error
 }
 
+// Flows lists the addresses this machine exchanges traffic with now
+// (ConntrackFlows: the kernel's connection tracking), both ends of each
+// flow; the Manager keeps those of other nodes (their VPN addresses and
+// pod CIDRs).
+type Flows interface {
+	Addresses(ctx context.Context) ([]netip.Addr, error)
+}
+
 // Options configure a Manager. Self, Master and MasterPrefixes are
 // required.
 type Options struct {
@@ -99,6 +107,18 @@ type Options struct {
 	// HubOnly configures no direct peer: every node is reached through
 	// the master.
 	HubOnly bool
+	// OnDemand links to a node only while the two exchange traffic: a
+	// node no flow of Flows names for IdleAfter (default 5 min) has no
+	// peer on the device and is reached through the master. The first
+	// packets of a new flow go through the master; the direct link comes
+	// up beside them. Flows is required with OnDemand.
+	OnDemand  bool
+	IdleAfter time.Duration
+	Flows     Flows
+	// OnDemandAbove, when positive, links on demand (as OnDemand) while
+	// the directory names more than this many other nodes, and to every
+	// node otherwise. Flows is required with it.
+	OnDemandAbove int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger receives one line per change of a link's state.
@@ -119,6 +139,11 @@ type Manager struct {
 	routed     map[netip.Prefix]bool
 	listenPort int
 	nat        api.NATMapping // this node's, as its probe found it
+	// onDemand is whether links are made on demand now (OnDemand, or
+	// more nodes than OnDemandAbove); flowsFailing that the flows could
+	// not be read at the last Step (every node is linked meanwhile).
+	onDemand     bool
+	flowsFailing bool
 }
 
 // target is another node as the directory names it.
@@ -156,6 +181,10 @@ type link struct {
 	// direct link receives at least the other side's keepalive.
 	rx   int64
 	rxAt time.Time
+	// idle (OnDemand) is a link with no peer on the device: no traffic
+	// for IdleAfter since lastFlow (zero: never).
+	idle     bool
+	lastFlow time.Time
 }
 
 // New returns a Manager of dev; routes may be nil (no pod CIDR routes).
@@ -167,11 +196,17 @@ func New(dev Device, routes Routes, o Options) (*Manager, error) {
 		d   *time.Duration
 		def time.Duration
 	}{{&o.HandshakeTimeout, 15 * time.Second}, {&o.Keepalive, 25 * time.Second}, {&o.RetryMin, 30 * time.Second},
-		{&o.RetryMax, 5 * time.Minute}, {&o.StaleAfter, 195 * time.Second}}
+		{&o.RetryMax, 5 * time.Minute}, {&o.StaleAfter, 195 * time.Second}, {&o.IdleAfter, 5 * time.Minute}}
 	for _, d := range defaults {
 		if *d.d == 0 {
 			*d.d = d.def
 		}
+	}
+	if o.HubOnly {
+		o.OnDemand, o.OnDemandAbove = false, 0
+	}
+	if (o.OnDemand || o.OnDemandAbove > 0) && o.Flows == nil {
+		return nil, errors.New("peering: OnDemand and OnDemandAbove need Flows")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -302,6 +337,19 @@ func (m *Manager) Step(ctx context.Context) error {
 		return ErrNoMasterPeer
 	}
 	now := m.o.Now()
+	m.onDemand = m.o.OnDemand || (m.o.OnDemandAbove > 0 && len(m.want) > m.o.OnDemandAbove)
+	var flowing map[wgkey.Key]bool
+	if m.onDemand {
+		flowing, err = m.flowing(ctx)
+		if err != nil {
+			// Linked to every node rather than to none.
+			if !m.flowsFailing {
+				m.o.Logger.WarnContext(ctx, "the machine's flows cannot be read: every node is linked directly until they can", "error", err)
+			}
+			m.onDemand = false
+		}
+		m.flowsFailing = err != nil
+	}
 	for key := range m.links {
 		if _, ok := m.want[key]; !ok {
 			m.o.Logger.InfoContext(ctx, "node gone from the directory: its link goes", "peer", m.links[key].hostname)
@@ -311,8 +359,16 @@ func (m *Manager) Step(ctx context.Context) error {
 	for key, t := range m.want {
 		d, present := onDevice[key]
 		l := m.links[key]
+		if flowing[key] {
+			if l != nil {
+				l.lastFlow = now
+			}
+		}
 		if l == nil {
 			l = m.adopt(ctx, t, d, present, now)
+			if flowing[key] {
+				l.lastFlow = now
+			}
 			m.links[key] = l
 		} else {
 			if !slices.Equal(l.endpoints, t.endpoints) && l.state == api.LinkRelayed {
@@ -332,6 +388,9 @@ func (m *Manager) Step(ctx context.Context) error {
 		l.seen = d
 		if d.RxBytes != l.rx {
 			l.rx, l.rxAt = d.RxBytes, now
+		}
+		if m.linkOnDemand(ctx, l, now) {
+			continue
 		}
 		m.advance(ctx, l, d, present, now)
 	}
@@ -353,6 +412,14 @@ func (m *Manager) Step(ctx context.Context) error {
 func (m *Manager) adopt(ctx context.Context, t target, d DevicePeer, present bool, now time.Time) *link {
 	l := &link{target: t, rx: d.RxBytes, rxAt: now}
 	switch {
+	case m.onDemand && !(present && now.Sub(d.LastHandshake) < m.o.StaleAfter):
+		// Linked when traffic starts (linkOnDemand); a live peer the
+		// agent finds after a restart stays until it idles.
+		l.idle = true
+		m.enter(ctx, l, api.LinkRelayed, now)
+	case m.onDemand:
+		l.lastFlow = now
+		m.enter(ctx, l, api.LinkDirect, now)
 	case m.o.HubOnly:
 		m.enter(ctx, l, api.LinkRelayed, now)
 		l.nextTry = time.Time{}
@@ -365,6 +432,57 @@ func (m *Manager) adopt(ctx context.Context, t target, d DevicePeer, present boo
 		m.try(ctx, l, now)
 	}
 	return l
+}
+
+// linkOnDemand links an idle node that traffic reaches now (or every
+// idle node, when links are not made on demand now), and idles a linked
+// one no traffic reached for IdleAfter; it reports whether the link is
+// idle (nothing more to do for it).
+func (m *Manager) linkOnDemand(ctx context.Context, l *link, now time.Time) bool {
+	wanted := !m.onDemand || (!l.lastFlow.IsZero() && now.Sub(l.lastFlow) < m.o.IdleAfter)
+	switch {
+	case l.idle && wanted:
+		l.idle, l.tries = false, 0
+		m.o.Logger.InfoContext(ctx, "traffic to a node: linking it directly", "peer", l.hostname)
+		m.try(ctx, l, now)
+		return false
+	case !l.idle && !wanted:
+		l.idle = true
+		m.o.Logger.InfoContext(ctx, "no traffic to a node lately: its direct peer goes", "peer", l.hostname, "idle_after", m.o.IdleAfter)
+		m.enter(ctx, l, api.LinkRelayed, now)
+	}
+	return l.idle
+}
+
+// flowing are the nodes the machine's flows reach now, by key: a flow's
+// address that is a node's VPN address or inside its pod CIDR.
+func (m *Manager) flowing(ctx context.Context) (map[wgkey.Key]bool, error) {
+	addrs, err := m.o.Flows.Addresses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byAddr := make(map[netip.Addr]wgkey.Key, len(m.want))
+	byPods := make(map[netip.Prefix]wgkey.Key, len(m.want))
+	for key, t := range m.want {
+		byAddr[t.vpnIP] = key
+		if t.podCIDR.IsValid() {
+			byPods[t.podCIDR] = key
+		}
+	}
+	out := map[wgkey.Key]bool{}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if key, ok := byAddr[a]; ok {
+			out[key] = true
+			continue
+		}
+		if bits := m.o.PodRange.NodeBits; bits > 0 && bits <= a.BitLen() {
+			if key, ok := byPods[netip.PrefixFrom(a, bits).Masked()]; ok {
+				out[key] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // try starts a direct try: the peer holds the node's prefixes, at the
@@ -461,7 +579,7 @@ func (m *Manager) changes(onDevice map[wgkey.Key]DevicePeer) []PeerChange {
 				masterIPs = append(masterIPs, l.podCIDR)
 			}
 		}
-		if m.o.HubOnly {
+		if m.o.HubOnly || l.idle {
 			continue
 		}
 		c := PeerChange{PublicKey: key, Keepalive: m.o.Keepalive, Endpoint: l.endpoint, Handshake: l.kick}
@@ -478,7 +596,7 @@ func (m *Manager) changes(onDevice map[wgkey.Key]DevicePeer) []PeerChange {
 
 	var removals, shrinks, grows []PeerChange
 	for key := range onDevice {
-		if _, ok := m.links[key]; (!ok || m.o.HubOnly) && key != m.o.Master {
+		if l, ok := m.links[key]; (!ok || m.o.HubOnly || l.idle) && key != m.o.Master {
 			removals = append(removals, PeerChange{PublicKey: key, Remove: true})
 		}
 	}
@@ -609,6 +727,8 @@ func (m *Manager) relayedReason(l *link) api.RelayedReason {
 	switch {
 	case m.o.HubOnly:
 		return api.RelayedHubOnly
+	case l.idle:
+		return api.RelayedIdle
 	case len(l.endpoints) == 0:
 		return api.RelayedNoCandidate
 	case m.nat == api.NATEndpointDependent || l.nat == api.NATEndpointDependent:

@@ -652,3 +652,140 @@ func TestDirectLinkFollowsAMovedEndpoint(t *testing.T) {
 		t.Errorf("gpu-b is %s after following its endpoint, want direct", f.state("gpu-b"))
 	}
 }
+
+// flows is the machine's flows, set by the test.
+type flows struct {
+	mu    sync.Mutex
+	addrs []netip.Addr
+}
+
+func (f *flows) Addresses(context.Context) ([]netip.Addr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.addrs), nil
+}
+
+func (f *flows) set(addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addrs = nil
+	for _, a := range addrs {
+		f.addrs = append(f.addrs, netip.MustParseAddr(a))
+	}
+}
+
+// TestLinksOnDemand: with OnDemand no node has a peer until traffic
+// reaches it (its VPN address or an address in its pod CIDR); then it is
+// linked as ever, and when no flow names it for IdleAfter its peer goes
+// and its pod CIDR returns to the master. Prefixes never sit on two peers
+// (the device checks).
+func TestLinksOnDemand(t *testing.T) {
+	f := newFixture(t, false)
+	fl := &flows{}
+	if _, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), OnDemand: true}); err == nil {
+		t.Error("OnDemand without Flows is accepted")
+	}
+	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
+		OnDemand: true, IdleAfter: time.Minute, Flows: fl, Now: f.clock.Now})
+	must(t, err)
+	must(t, m.SetPeers(f.directory))
+	f.mgr = m
+	fl.set("198.18.0.1", "192.0.2.99") // the master and an outside host: no node
+	f.step()
+	for _, h := range []string{"gpu-b", "gpu-c"} {
+		if f.state(h) != api.LinkRelayed || f.reason(h) != api.RelayedIdle {
+			t.Errorf("%s before any traffic: %s %q, want relayed idle", h, f.state(h), f.reason(h))
+		}
+	}
+	if _, ok := f.dev.peer(f.b); ok {
+		t.Error("an idle node has a peer on the device")
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", "10.42.3.0/24", vpn), "the master before any traffic")
+	if !f.routes.set[pfx("10.42.2.0/24")] || !f.routes.set[pfx("10.42.3.0/24")] {
+		t.Errorf("idle nodes' pod CIDRs are not routed into the device: %v", f.routes.set)
+	}
+
+	// Traffic to b's VPN address and into c's pod CIDR.
+	fl.set("198.18.0.3", "10.42.3.17")
+	f.step()
+	for _, h := range []string{"gpu-b", "gpu-c"} {
+		if f.state(h) != api.LinkConnecting {
+			t.Errorf("%s with traffic: %s, want connecting", h, f.state(h))
+		}
+	}
+	f.dev.handshake(f.b, f.clock.now.Add(time.Second))
+	f.clock.advance(2 * time.Second)
+	f.step()
+	if f.state("gpu-b") != api.LinkDirect {
+		t.Errorf("gpu-b after a handshake: %s, want direct", f.state("gpu-b"))
+	}
+	f.wantAllowed(f.b, prefixes("10.42.2.0/24", "198.18.0.3/32"), "gpu-b linked on demand")
+
+	// The traffic stops: after IdleAfter both peers go.
+	fl.set()
+	f.clock.advance(30 * time.Second)
+	f.dev.receive(f.b, 32) // b's keepalive: not traffic of this machine's
+	f.step()
+	if f.state("gpu-b") != api.LinkDirect {
+		t.Errorf("gpu-b half the idle time after the traffic: %s, want still direct", f.state("gpu-b"))
+	}
+	f.clock.advance(31 * time.Second)
+	f.step()
+	for _, h := range []string{"gpu-b", "gpu-c"} {
+		if f.state(h) != api.LinkRelayed || f.reason(h) != api.RelayedIdle {
+			t.Errorf("%s after IdleAfter without traffic: %s %q, want relayed idle", h, f.state(h), f.reason(h))
+		}
+	}
+	for _, k := range []wgkey.Key{f.b, f.c} {
+		if _, ok := f.dev.peer(k); ok {
+			t.Errorf("an idled node's peer stays on the device")
+		}
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", "10.42.3.0/24", vpn), "the master after the links idled")
+
+	// Traffic again: linked again.
+	fl.set("10.42.2.5")
+	f.step()
+	if f.state("gpu-b") != api.LinkConnecting {
+		t.Errorf("gpu-b with traffic again: %s, want connecting", f.state("gpu-b"))
+	}
+}
+
+// failingFlows cannot be read.
+type failingFlows struct{}
+
+func (failingFlows) Addresses(context.Context) ([]netip.Addr, error) {
+	return nil, errors.New("no connection tracking here")
+}
+
+// TestLinksOnDemandAboveAFleetSize: with OnDemandAbove, a directory of
+// more nodes than that links on demand, a smaller one links every node;
+// flows that cannot be read link every node too.
+func TestLinksOnDemandAboveAFleetSize(t *testing.T) {
+	f := newFixture(t, false)
+	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
+		OnDemandAbove: 1, Flows: &flows{}, Now: f.clock.Now})
+	must(t, err)
+	must(t, m.SetPeers(f.directory)) // two other nodes: more than 1
+	f.mgr = m
+	f.step()
+	if f.state("gpu-b") != api.LinkRelayed || f.reason("gpu-b") != api.RelayedIdle {
+		t.Errorf("two nodes above a bound of one: gpu-b %s %q, want relayed idle", f.state("gpu-b"), f.reason("gpu-b"))
+	}
+	must(t, m.SetPeers(f.directory[:2])) // gpu-c left: one other node
+	f.step()
+	if f.state("gpu-b") != api.LinkConnecting {
+		t.Errorf("one node, not above the bound: gpu-b %s, want connecting", f.state("gpu-b"))
+	}
+
+	g := newFixture(t, false)
+	m, err = peering.New(g.dev, g.routes, peering.Options{Self: g.self, Master: g.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
+		OnDemand: true, Flows: failingFlows{}, Now: g.clock.Now})
+	must(t, err)
+	must(t, m.SetPeers(g.directory))
+	g.mgr = m
+	g.step()
+	if g.state("gpu-b") != api.LinkConnecting || g.state("gpu-c") != api.LinkConnecting {
+		t.Errorf("flows unreadable: %v, want every node tried", m.Links())
+	}
+}
