@@ -38,9 +38,10 @@ type natRouter struct {
 
 // newNodeBehindNAT is machine i behind a NAT of kind: 198.18.243.4i+2 is
 // the NAT's public address (the host's end .4i+1), 198.18.245.4i+2 the
-// machine's (the NAT's inside end .4i+1), its only route through the
-// NAT. The NAT routes only to the master and the other NATs' public
-// addresses (nothing leaves for the host's own networks).
+// machine's (the NAT's inside end .4i+1), its only routes through the
+// NAT. The NAT routes only to the master, the other NATs' public
+// addresses and the machines without a NAT (newNode's): nothing leaves
+// for the host's own networks.
 func (m *master) newNodeBehindNAT(i int, hostname string, kind natKind) (*node, *natRouter) {
 	t := m.t
 	t.Helper()
@@ -58,10 +59,11 @@ func (m *master) newNodeBehindNAT(i int, hostname string, kind natKind) (*node, 
 	netnstest.Link(t, r.ns, insideEnd+"/30", n.ns, n.underlay.String()+"/30")
 	// No default route: nothing else is reachable, and a name lookup
 	// fails at once rather than waiting on a DNS server it cannot reach.
-	n.ns.IP(t, "route", "add", masterUnderIP+"/32", "via", insideEnd)
-	n.ns.IP(t, "route", "add", "198.18.243.0/24", "via", insideEnd)
-	r.ns.IP(t, "route", "add", masterUnderIP+"/32", "via", hostEnd)
-	r.ns.IP(t, "route", "add", "198.18.243.0/24", "via", hostEnd)
+	// The master, the other NATs and the machines without one (newNode's).
+	for _, dest := range []string{masterUnderIP + "/32", "198.18.243.0/24", "198.18.241.0/24"} {
+		n.ns.IP(t, "route", "add", dest, "via", insideEnd)
+		r.ns.IP(t, "route", "add", dest, "via", hostEnd)
+	}
 	r.run(t, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
 	masquerade := []string{"-t", "nat", "-A", "POSTROUTING", "-o", r.outside, "-j", "MASQUERADE"}
 	if kind == symmetric {

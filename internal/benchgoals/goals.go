@@ -171,6 +171,29 @@ func Goals() []Goal {
 			},
 		},
 		{
+			Name:    "direct links through NATs (ten machines: six behind port-keeping NATs, three open, one symmetric)",
+			Command: "sudo go test -run '^$' -bench MeshThroughNATs -benchtime 1x ./examples/join-node/",
+			Root:    true,
+			Short:   true,
+			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
+				res, err := r.Bench(ctx, "./examples/join-node/", "MeshThroughNATs", "1x")
+				if err != nil {
+					return nil, err
+				}
+				var missing error
+				get := func(unit string) float64 {
+					v, err := metric(res, "BenchmarkMeshThroughNATs", unit)
+					missing = errors.Join(missing, err)
+					return v
+				}
+				return []Figure{
+					AtMost("two port-keeping NATs' direct link up after the second's register", get("nat_link_up_s"), "s", 5),
+					{What: "relayed pairs (of 45)", Value: get("relayed_pairs"), Unit: "pairs"},
+					AtMost("relayed pairs with no symmetric NAT", get("relayed_without_symmetric"), "pairs", 0),
+				}, missing
+			},
+		},
+		{
 			Name:    "10,000 machines waiting on the peer directory (another process, HTTP): one join",
 			Command: "go test -run '^$' -bench BenchmarkDirectoryWatchers -benchtime 5x ./gridweave/",
 			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
