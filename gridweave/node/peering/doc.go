@@ -28,6 +28,27 @@
 // node's pod CIDR is routed into the device (kernelroutes) whatever its
 // link, so the device's allowed IPs pick the way.
 //
+// Through NATs. The directory names each node's endpoints: first where
+// the master's device sees its packets come from (its NAT's public
+// address and port), then the node's own addresses and any it
+// advertises. Both nodes of a pair configure each other at about the
+// same time, and WireGuard's handshake initiations are the probes: each
+// side's opens its own NAT to the other's public endpoint, so the second
+// one through completes the handshake. No separate connectivity check
+// (ICE's) is run: it would have to leave from the device's own socket,
+// which kernel WireGuard and wireguard-go own, and a WireGuard handshake
+// is an authenticated check of the same path. How each node's NAT maps
+// (package mesh/reflexive) comes with the directory, so a relayed link
+// says why (api.RelayedReason): no endpoint known, a symmetric NAT on
+// either side, handshakes that timed out, --hub-only, or idle. A direct
+// link whose endpoint the master sees move (the other node's NAT mapped
+// it anew) is pointed there at once, with a handshake.
+//
+// On demand (Options.OnDemand, or OnDemandAbove nodes): a node gets a
+// peer only while Flows (the kernel's connection tracking) shows
+// traffic to or from its VPN address or pod CIDR, and loses it IdleAfter
+// the last; meanwhile it is relayed, "idle".
+//
 // Manager is driven by its caller: SetPeers with each answer of the
 // directory, Step every second or so, Links for the report. The device
 // and the routes are interfaces; WireGuardDevice is the real device
