@@ -10,6 +10,7 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-containerregistry v0.22.1
 	github.com/mattn/go-sqlite3 v1.14.53
+	github.com/pion/stun/v3 v3.1.7
 	github.com/prometheus/client_golang v1.23.2
 	github.com/ray-project/kuberay/ray-operator v1.6.0
 	github.com/robfig/cron/v3 v3.0.1
@@ -103,7 +104,6 @@ require (
 	github.com/openshift/api v0.0.0-20251214014457-bfa868a22401 // indirect
 	github.com/pion/dtls/v3 v3.1.5 // indirect
 	github.com/pion/logging v0.2.4 // indirect
-	github.com/pion/stun/v3 v3.1.7 // indirect
 	github.com/pion/transport/v4 v4.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect

@@ -370,6 +370,9 @@ func (c Config) Validate() error {
 			return refuse(n.field, "%d is not a whole number from %d to %d", n.value, n.lo, n.hi)
 		}
 	}
+	if c.ReflexivePort != 0 && (c.ReflexivePort == c.WireGuardPort || c.ReflexivePort+1 == c.WireGuardPort) {
+		return refuse("ReflexivePort", "%d and the next port must not be WireGuardPort (%d): the reflexive-address service has two ports of its own", c.ReflexivePort, c.WireGuardPort)
+	}
 	durations := []struct {
 		field   string
 		value   time.Duration

@@ -23,6 +23,8 @@ func TestConfigValidateNamesTheSetting(t *testing.T) {
 		change  func(*gridweave.Config)
 	}{
 		{"Port", func(c *gridweave.Config) { c.Port = 0 }},
+		{"ReflexivePort", func(c *gridweave.Config) { c.ReflexivePort = c.WireGuardPort - 1 }},
+		{"ReflexivePort", func(c *gridweave.Config) { c.ReflexivePort = 65535 }},
 		{"MaxBodyBytes", func(c *gridweave.Config) { c.MaxBodyBytes = 10 }},
 		{"ShutdownTimeout", func(c *gridweave.Config) { c.ShutdownTimeout = 0 }},
 		{"LeaseDuration", func(c *gridweave.Config) { c.LeaseDuration = time.Second }},

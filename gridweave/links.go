@@ -347,9 +347,9 @@ func (nr *nodeRoutes) viewFor(org string, peers []orgPeer, endpoint string) (*di
 		}
 	}
 	list.WriteByte(']')
-	sum := sha256.Sum256(append(slices.Clip(list.Bytes()), endpoint...))
-	revision := hex.EncodeToString(sum[:12])
 	reflexive := nr.reflexiveEndpoints(endpoint)
+	sum := sha256.Sum256(append(append(slices.Clip(list.Bytes()), endpoint...), strings.Join(reflexive, ",")...))
+	revision := hex.EncodeToString(sum[:12])
 	// api.PeerDirectory's fields, in its order, the peers as they are.
 	body, err := json.Marshal(struct {
 		Revision       string          `json:"revision"`

@@ -249,7 +249,7 @@ func startMasterOpts(t testing.TB, o masterOptions) *master {
 		"MASTER_VPN_IP=" + m.vpnIP.String(),
 		"WG_INTERFACE=" + m.device,
 		"WG_PORT=" + strconv.Itoa(m.wgPort),
-		"STUN_PORT=" + strconv.Itoa(freeUDPPortPair(t)),
+		"STUN_PORT=" + strconv.Itoa(freeUDPPortPair(t, m.wgPort)),
 		"K3S_URL=https://" + k3sAddr,
 		"WORKER_IMAGE_TAR=" + image,
 		"RAY_IMAGE_WORKER=" + e2eImageName,
@@ -652,12 +652,12 @@ func forward(t testing.TB, listen, target string) string {
 }
 
 // freeUDPPortPair is a free UDP port whose next port is free too (the
-// reflexive-address service's two).
-func freeUDPPortPair(t testing.TB) int {
+// reflexive-address service's two), neither of them avoid.
+func freeUDPPortPair(t testing.TB, avoid int) int {
 	t.Helper()
 	for range 100 {
 		port := freeUDPPort(t)
-		if port == 65535 {
+		if port == 65535 || port == avoid || port+1 == avoid {
 			continue
 		}
 		if c, err := net.ListenPacket("udp", ":"+strconv.Itoa(port+1)); err == nil {

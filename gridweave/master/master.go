@@ -235,8 +235,10 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 		cfg.VPNURL = "http://" + net.JoinHostPort(cfg.MasterVPNIP.String(), strconv.Itoa(cfg.VPNHTTPPort))
 		stop, err := serveReflexive(cfg.ReflexivePort, log)
 		if err != nil {
-			log.Warn("reflexive-address service off: nodes cannot tell how their NAT maps", "setting", cfg.Name("ReflexivePort"), "error", err)
-			cfg.ReflexivePort = 0
+			// Still named in the directory, as every replica names it:
+			// another process (another replica on this host) may answer,
+			// and a probe that gets no answer says so.
+			log.Warn("reflexive-address service not served here", "setting", cfg.Name("ReflexivePort"), "error", err)
 		}
 		defer stop()
 	} else {

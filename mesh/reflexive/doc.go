@@ -19,6 +19,15 @@
 //   - the local address and port itself: no NAT on the way.
 //
 // The probe's socket is not the WireGuard device's (kernel WireGuard or
-// wireguard-go own theirs); a NAT's mapping behaviour is the same for
-// every port of the machine.
+// wireguard-go own theirs), so it tells the NAT's behaviour, not the
+// device port's own mapping: behind a NAT that keeps ports where it can,
+// two machines using one port get a port of their own for a destination
+// they share, which the probe does not see. Two ports of one host tell
+// a mapping that depends on the destination port, not one that depends on
+// its address alone. It is a label for the links' reasons; the links
+// themselves go by what handshakes achieve.
+//
+// Serve is no amplifier: it answers only requests at least as long as
+// the answer and signed with a FINGERPRINT (Probe pads its own with a
+// SOFTWARE attribute), and only a few a second to one source address.
 package reflexive

@@ -33,11 +33,16 @@ const (
 // is well under it).
 const maxMessage = 1500
 
-// Serve answers every STUN binding request that reaches conn with the
-// address it came from (XOR-MAPPED-ADDRESS), until conn is closed; other
-// datagrams are dropped. It returns nil when conn was closed.
+// Serve answers the STUN binding requests that reach conn with the
+// address each came from (XOR-MAPPED-ADDRESS), until conn is closed; it
+// returns nil then. It answers only a request that carries a valid
+// FINGERPRINT and is at least as long as its answer (Probe's are), and
+// at most perSourceBurst answers at once to one address, perSourceRate a
+// second after that: a spoofed source gets back no more bytes than were
+// sent in its name, and few of them. Everything else is dropped.
 func Serve(conn net.PacketConn) error {
 	buf := make([]byte, maxMessage)
+	limit := newSourceLimit(time.Now)
 	for {
 		n, from, err := conn.ReadFrom(buf)
 		if err != nil {
@@ -55,18 +60,67 @@ func Serve(conn net.PacketConn) error {
 			continue
 		}
 		req := &stun.Message{Raw: append([]byte(nil), buf[:n]...)}
-		if req.Decode() != nil || req.Type != stun.BindingRequest {
+		if req.Decode() != nil || req.Type != stun.BindingRequest || stun.Fingerprint.Check(req) != nil {
 			continue
 		}
 		ap := udp.AddrPort()
 		resp, err := stun.Build(stun.NewTransactionIDSetter(req.TransactionID), stun.BindingSuccess,
 			&stun.XORMappedAddress{IP: ap.Addr().Unmap().AsSlice(), Port: int(ap.Port())}, stun.Fingerprint)
-		if err != nil {
+		if err != nil || len(resp.Raw) > n || !limit.allow(ap.Addr().Unmap()) {
 			continue
 		}
 		_, _ = conn.WriteTo(resp.Raw, from)
 	}
 }
+
+// The answers one source address may get.
+const (
+	perSourceRate  = 10 // a second
+	perSourceBurst = 20
+	// maxSources bounds the sources remembered; past it they are all
+	// forgotten (each starts with a full burst again).
+	maxSources = 16384
+)
+
+// sourceLimit is a token bucket per source address.
+type sourceLimit struct {
+	now     func() time.Time
+	buckets map[netip.Addr]bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newSourceLimit(now func() time.Time) *sourceLimit {
+	return &sourceLimit{now: now, buckets: map[netip.Addr]bucket{}}
+}
+
+// allow takes a token of a's bucket; false when it has none.
+func (l *sourceLimit) allow(a netip.Addr) bool {
+	now := l.now()
+	b, ok := l.buckets[a]
+	if !ok {
+		if len(l.buckets) >= maxSources {
+			clear(l.buckets)
+		}
+		b = bucket{tokens: perSourceBurst, at: now}
+	}
+	b.tokens = min(perSourceBurst, b.tokens+now.Sub(b.at).Seconds()*perSourceRate)
+	b.at = now
+	if b.tokens < 1 {
+		l.buckets[a] = b
+		return false
+	}
+	b.tokens--
+	l.buckets[a] = b
+	return true
+}
+
+// probeSoftware pads a probe's request to the length of the longest
+// answer (an IPv6 address's), so the service may answer it.
+const probeSoftware = "gridweave reflexive-address probe"
 
 // Result is what a probe learned.
 type Result struct {
@@ -123,7 +177,7 @@ func Probe(ctx context.Context, servers []netip.AddrPort, o ProbeOptions) (Resul
 	ids := make([][stun.TransactionIDSize]byte, len(servers))
 	requests := make([]*stun.Message, len(servers))
 	for i := range servers {
-		m, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.Fingerprint)
+		m, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.NewSoftware(probeSoftware), stun.Fingerprint)
 		if err != nil {
 			return Result{Mapping: MappingUnknown}, err
 		}

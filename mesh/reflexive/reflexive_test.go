@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pion/stun/v3"
 )
 
 // servers starts n reflexive services on loopback.
@@ -73,6 +75,9 @@ func (u *userspaceNAT) forward(front net.PacketConn, key string, server netip.Ad
 			return
 		}
 		out := u.socket(key)
+		if out == nil {
+			return
+		}
 		u.mu.Lock()
 		u.back[server] = func(b []byte) { _, _ = front.WriteTo(b, inside) }
 		u.mu.Unlock()
@@ -88,7 +93,8 @@ func (u *userspaceNAT) socket(key string) net.PacketConn {
 	}
 	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
-		u.t.Fatal(err)
+		u.t.Error(err)
+		return nil
 	}
 	u.t.Cleanup(func() { c.Close() })
 	u.outside[key] = c
@@ -190,5 +196,57 @@ func TestServeAnswersBindingRequestsOnly(t *testing.T) {
 	res, err := Probe(context.Background(), s, ProbeOptions{Local: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
 	if err != nil || !res.Seen[0].IsValid() {
 		t.Errorf("the service stopped answering after junk: %+v %v", res, err)
+	}
+}
+
+// TestServeIsNoAmplifier: a binding request shorter than its answer, or
+// without a FINGERPRINT, gets none; one source gets a burst of answers,
+// then perSourceRate a second.
+func TestServeIsNoAmplifier(t *testing.T) {
+	s := servers(t, 1)
+	c, err := net.Dial("udp4", s[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	short, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.NewSoftware(probeSoftware))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*stun.Message{short, unsigned} {
+		if _, err := c.Write(m.Raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1500)); err == nil {
+		t.Errorf("a %d-byte answer to a short or unsigned request", n)
+	}
+
+	now := time.Date(2026, 12, 6, 6, 0, 0, 0, time.UTC)
+	l := newSourceLimit(func() time.Time { return now })
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	allowed := 0
+	for range 3 * perSourceBurst {
+		if l.allow(a) {
+			allowed++
+		}
+	}
+	if allowed != perSourceBurst || !l.allow(b) {
+		t.Errorf("%d answers to one source at once, want %d, and another source still answered", allowed, perSourceBurst)
+	}
+	now = now.Add(time.Second)
+	allowed = 0
+	for range 3 * perSourceBurst {
+		if l.allow(a) {
+			allowed++
+		}
+	}
+	if allowed != perSourceRate {
+		t.Errorf("%d answers a second later, want %d", allowed, perSourceRate)
 	}
 }

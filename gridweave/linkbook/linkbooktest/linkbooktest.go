@@ -20,11 +20,12 @@ func report(n int) linkbook.Report {
 		Endpoints:  []netip.AddrPort{netip.MustParseAddrPort(fmt.Sprintf("203.0.113.%d:51820", n+1))},
 		Links:      []api.Link{{Hostname: "peer", PublicKey: "key", State: api.LinkDirect, Endpoint: "203.0.113.9:51820", RxBytes: int64(n)}},
 		Counts:     api.LinkCounts{Direct: 1, ReportedAt: at},
+		NAT:        api.NATEndpointIndependent,
 	}
 }
 
 func same(a, b linkbook.Report) bool {
-	return a.At.Equal(b.At) && a.ListenPort == b.ListenPort && fmt.Sprint(a.Endpoints) == fmt.Sprint(b.Endpoints) &&
+	return a.At.Equal(b.At) && a.ListenPort == b.ListenPort && fmt.Sprint(a.Endpoints) == fmt.Sprint(b.Endpoints) && a.NAT == b.NAT &&
 		fmt.Sprint(a.Links) == fmt.Sprint(b.Links) && a.Counts.Direct == b.Counts.Direct && a.Counts.ReportedAt.Equal(b.Counts.ReportedAt)
 }
 

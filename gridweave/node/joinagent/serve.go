@@ -38,6 +38,9 @@ const (
 	defaultReportInterval = 30 * time.Second
 	// reportTimeout bounds one report.
 	reportTimeout = 10 * time.Second
+	// flowsEvery is how often the connection tracking is read for links
+	// on demand.
+	flowsEvery = 2 * time.Second
 	// giveUpAfter is how long the links may fail to be brought in line
 	// (the device or the master's peer gone) before Serve returns an
 	// error, for its service manager to start it again: a new start joins
@@ -92,7 +95,10 @@ func Serve(ctx context.Context, o Options) error {
 		return fmt.Errorf("joinagent: the identity's vpn_cidr: %w", err)
 	}
 	po := peering.Options{Self: self, Master: master, MasterPrefixes: []netip.Prefix{vpn}, PodRange: st.PodRange(), HubOnly: o.HubOnly,
-		HandshakeTimeout: o.HandshakeTimeout, IdleAfter: o.IdleAfter, Flows: peering.ConntrackFlows{}, Logger: o.Logger}
+		HandshakeTimeout: o.HandshakeTimeout, IdleAfter: o.IdleAfter, Flows: peering.ConntrackFlows{}, FlowsEvery: flowsEvery, Logger: o.Logger}
+	if o.IdleAfter < 0 {
+		return fmt.Errorf("joinagent: IdleAfter %s is negative: give how long a direct link may go without traffic (0 for the default, 5m)", o.IdleAfter)
+	}
 	switch o.DirectLinks {
 	case DirectLinksAuto, "":
 		po.OnDemandAbove = OnDemandAbove

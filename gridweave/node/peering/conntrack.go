@@ -2,6 +2,7 @@ package peering
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -17,7 +18,9 @@ import (
 //
 // The kernel tracks connections in a network namespace once a firewall or
 // NAT rule there needs it; a Kubernetes node's (kube-proxy's, the CNI's
-// masquerade) does.
+// masquerade) does. A table that lists nothing at all is taken as not
+// tracked (the link service's own connection to the master would be
+// there): the Manager then links every node.
 type ConntrackFlows struct{}
 
 var _ Flows = ConntrackFlows{}
@@ -25,7 +28,9 @@ var _ Flows = ConntrackFlows{}
 // Addresses implements Flows.
 func (ConntrackFlows) Addresses(context.Context) ([]netip.Addr, error) {
 	flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
-	if err != nil {
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		// (An interrupted dump, routine on a busy table, still lists the
+		// flows that were there throughout.)
 		return nil, fmt.Errorf("read the connection tracking table: %w", err)
 	}
 	out := make([]netip.Addr, 0, 2*len(flows))
@@ -35,8 +40,12 @@ func (ConntrackFlows) Addresses(context.Context) ([]netip.Addr, error) {
 		}
 	}
 	for _, f := range flows {
+		// The reply direction names the real peer of a translated flow
+		// (a Service's ClusterIP, a NodePort).
 		add(f.Forward.SrcIP)
 		add(f.Forward.DstIP)
+		add(f.Reverse.SrcIP)
+		add(f.Reverse.DstIP)
 	}
 	return out, nil
 }

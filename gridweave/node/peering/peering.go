@@ -115,10 +115,13 @@ type Options struct {
 	OnDemand  bool
 	IdleAfter time.Duration
 	Flows     Flows
-	// OnDemandAbove, when positive, links on demand (as OnDemand) while
-	// the directory names more than this many other nodes, and to every
-	// node otherwise. Flows is required with it.
+	// OnDemandAbove, when positive, links on demand (as OnDemand) once
+	// the directory names more than this many other nodes, until it
+	// names fewer than four fifths of that, and to every node otherwise.
+	// Flows is required with it.
 	OnDemandAbove int
+	// FlowsEvery is how often Flows is read at most; default every Step.
+	FlowsEvery time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger receives one line per change of a link's state.
@@ -140,11 +143,22 @@ type Manager struct {
 	listenPort int
 	nat        api.NATMapping // this node's, as its probe found it
 	// onDemand is whether links are made on demand now (OnDemand, or
-	// more nodes than OnDemandAbove); flowsFailing that the flows could
-	// not be read at the last Step (every node is linked meanwhile).
+	// more nodes than OnDemandAbove). flows are the addresses Flows named
+	// at flowsAt; flowFailures counts the reads that failed since (or
+	// found nothing tracked): from maxFlowFailures on, every node is
+	// linked until a read succeeds.
 	onDemand     bool
-	flowsFailing bool
+	flows        []netip.Addr
+	flowsAt      time.Time
+	flowFailures int
 }
+
+// maxFlowFailures is how many reads of the flows in a row may fail before
+// every node is linked: until then the last flows read stand.
+const maxFlowFailures = 10
+
+// errNothingTracked is a read of the flows that found none.
+var errNothingTracked = errors.New("the kernel tracks no connection in this network namespace (no firewall or NAT rule here needs it)")
 
 // target is another node as the directory names it.
 type target struct {
@@ -318,6 +332,7 @@ func parseTarget(p api.DirectoryPeer) (target, error) {
 // match. Before the first SetPeers it does nothing: the device keeps the
 // links it has (an agent's restart loses none).
 func (m *Manager) Step(ctx context.Context) error {
+	addrs, flowErr, read := m.readFlows(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.known {
@@ -337,19 +352,7 @@ func (m *Manager) Step(ctx context.Context) error {
 		return ErrNoMasterPeer
 	}
 	now := m.o.Now()
-	m.onDemand = m.o.OnDemand || (m.o.OnDemandAbove > 0 && len(m.want) > m.o.OnDemandAbove)
-	var flowing map[wgkey.Key]bool
-	if m.onDemand {
-		flowing, err = m.flowing(ctx)
-		if err != nil {
-			// Linked to every node rather than to none.
-			if !m.flowsFailing {
-				m.o.Logger.WarnContext(ctx, "the machine's flows cannot be read: every node is linked directly until they can", "error", err)
-			}
-			m.onDemand = false
-		}
-		m.flowsFailing = err != nil
-	}
+	flowing := m.takeFlows(ctx, addrs, flowErr, read, now)
 	for key := range m.links {
 		if _, ok := m.want[key]; !ok {
 			m.o.Logger.InfoContext(ctx, "node gone from the directory: its link goes", "peer", m.links[key].hostname)
@@ -374,12 +377,15 @@ func (m *Manager) Step(ctx context.Context) error {
 			if !slices.Equal(l.endpoints, t.endpoints) && l.state == api.LinkRelayed {
 				l.nextTry = now // somewhere new to try
 			}
-			if l.state == api.LinkDirect && len(l.endpoints) > 0 && len(t.endpoints) > 0 && t.endpoints[0] != l.endpoints[0] &&
-				l.seen.Endpoint == l.endpoints[0] {
+			if l.state == api.LinkDirect && len(l.endpoints) > 0 && len(t.endpoints) > 0 && l.seen.Endpoint == l.endpoints[0] &&
+				!slices.Contains(l.endpoints, t.endpoints[0]) {
 				// The master sees the other node's packets come from
-				// elsewhere now (its NAT mapped it anew): the link follows
-				// at once rather than after falling silent. Its own
-				// handshake opens this side's NAT to the new port.
+				// elsewhere now (its NAT mapped it anew): a new endpoint
+				// leads the list. The link follows at
+				// once rather than after falling silent; its handshake
+				// opens this side's NAT to the new port. (An endpoint the
+				// directory named before, a reported one moving up when
+				// the master's observation is gone, moves nothing.)
 				l.endpoint, l.kick = t.endpoints[0], true
 				m.o.Logger.InfoContext(ctx, "the other node's endpoint moved: the direct link follows", "peer", t.hostname, "from", l.endpoints[0], "to", t.endpoints[0])
 			}
@@ -442,9 +448,12 @@ func (m *Manager) linkOnDemand(ctx context.Context, l *link, now time.Time) bool
 	wanted := !m.onDemand || (!l.lastFlow.IsZero() && now.Sub(l.lastFlow) < m.o.IdleAfter)
 	switch {
 	case l.idle && wanted:
-		l.idle, l.tries = false, 0
+		// Its traffic stays with the master until a handshake completes
+		// (a relayed link's try): a pair that cannot link directly loses
+		// nothing, and its tries back off as ever.
+		l.idle = false
 		m.o.Logger.InfoContext(ctx, "traffic to a node: linking it directly", "peer", l.hostname)
-		m.try(ctx, l, now)
+		m.enter(ctx, l, api.LinkRelayed, now)
 		return false
 	case !l.idle && !wanted:
 		l.idle = true
@@ -454,13 +463,69 @@ func (m *Manager) linkOnDemand(ctx context.Context, l *link, now time.Time) bool
 	return l.idle
 }
 
-// flowing are the nodes the machine's flows reach now, by key: a flow's
-// address that is a node's VPN address or inside its pod CIDR.
-func (m *Manager) flowing(ctx context.Context) (map[wgkey.Key]bool, error) {
-	addrs, err := m.o.Flows.Addresses(ctx)
-	if err != nil {
-		return nil, err
+// readFlows reads the machine's flows, without the lock, when links may
+// be made on demand and FlowsEvery has passed since the last read.
+func (m *Manager) readFlows(ctx context.Context) (addrs []netip.Addr, err error, read bool) {
+	if !m.o.OnDemand && m.o.OnDemandAbove <= 0 {
+		return nil, nil, false
 	}
+	m.mu.Lock()
+	due := m.o.FlowsEvery <= 0 || m.flowsAt.IsZero() || m.o.Now().Sub(m.flowsAt) >= m.o.FlowsEvery
+	m.mu.Unlock()
+	if !due {
+		return nil, nil, false
+	}
+	addrs, err = m.o.Flows.Addresses(ctx)
+	if err == nil && len(addrs) == 0 {
+		err = errNothingTracked
+	}
+	return addrs, err, true
+}
+
+// takeFlows decides whether links are made on demand now and returns the
+// nodes the flows reach (none when they are not), taking what readFlows
+// read.
+func (m *Manager) takeFlows(ctx context.Context, addrs []netip.Addr, err error, read bool, now time.Time) map[wgkey.Key]bool {
+	was := m.onDemand
+	bySize := m.o.OnDemandAbove > 0 && (len(m.want) > m.o.OnDemandAbove || (was && len(m.want) > m.o.OnDemandAbove*4/5))
+	m.onDemand = m.o.OnDemand || bySize
+	if !m.onDemand {
+		return nil
+	}
+	if read {
+		m.flowsAt = now
+		switch {
+		case err != nil:
+			m.flowFailures++
+			if m.flowFailures == maxFlowFailures {
+				m.o.Logger.WarnContext(ctx, "the machine's flows cannot be read: every node is linked directly until they can", "error", err, "reads", m.flowFailures)
+			}
+		default:
+			if m.flowFailures >= maxFlowFailures {
+				m.o.Logger.InfoContext(ctx, "the machine's flows are read again: links are made on demand")
+			}
+			m.flowFailures, m.flows = 0, addrs
+		}
+	}
+	if m.flowFailures >= maxFlowFailures {
+		m.onDemand = false // linked to every node rather than to none
+		return nil
+	}
+	if !was {
+		// Links already made idle IdleAfter from now, not at once.
+		for _, l := range m.links {
+			if !l.idle {
+				l.lastFlow = now
+			}
+		}
+	}
+	return m.flowing()
+}
+
+// flowing are the nodes the machine's last flows reach, by key: a flow's
+// address that is a node's VPN address or inside its pod CIDR.
+func (m *Manager) flowing() map[wgkey.Key]bool {
+	addrs := m.flows
 	byAddr := make(map[netip.Addr]wgkey.Key, len(m.want))
 	byPods := make(map[netip.Prefix]wgkey.Key, len(m.want))
 	for key, t := range m.want {
@@ -482,7 +547,7 @@ func (m *Manager) flowing(ctx context.Context) (map[wgkey.Key]bool, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // try starts a direct try: the peer holds the node's prefixes, at the
@@ -731,7 +796,9 @@ func (m *Manager) relayedReason(l *link) api.RelayedReason {
 		return api.RelayedIdle
 	case len(l.endpoints) == 0:
 		return api.RelayedNoCandidate
-	case m.nat == api.NATEndpointDependent || l.nat == api.NATEndpointDependent:
+	case (m.nat == api.NATEndpointDependent && l.nat != api.NATNone) || (l.nat == api.NATEndpointDependent && m.nat != api.NATNone):
+		// (Against a node with no NAT at all, a symmetric NAT's packets
+		// get through: that link failed for another reason.)
 		return api.RelayedSymmetricNAT
 	default:
 		return api.RelayedProbesTimedOut

@@ -3,6 +3,7 @@ package peering_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -603,6 +604,12 @@ func TestRelayedLinksSayWhy(t *testing.T) {
 	if f.reason("gpu-c") != api.RelayedSymmetricNAT {
 		t.Errorf("this node behind a symmetric NAT: %q, want symmetric_nat", f.reason("gpu-c"))
 	}
+	f.directory[2].NAT = api.NATNone
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	if f.reason("gpu-c") != api.RelayedProbesTimedOut {
+		t.Errorf("this node behind a symmetric NAT, gpu-c behind none: %q, want probes_timed_out (its packets would get through)", f.reason("gpu-c"))
+	}
 	f.dev.handshake(f.c, f.clock.now.Add(time.Second))
 	f.clock.advance(2 * time.Second)
 	f.step()
@@ -650,6 +657,18 @@ func TestDirectLinkFollowsAMovedEndpoint(t *testing.T) {
 	}
 	if f.state("gpu-b") != api.LinkDirect {
 		t.Errorf("gpu-b is %s after following its endpoint, want direct", f.state("gpu-b"))
+	}
+
+	// The master no longer sees b (it restarted): b's reported endpoint
+	// leads the list now, and the working link stays where it is.
+	f.directory[1].Endpoints = []string{"192.0.2.2:40000", "198.51.100.2:51820"}
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	f.directory[1].Endpoints = []string{"198.51.100.2:51820"}
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	if p, _ := f.dev.peer(f.b); p.Endpoint != netip.MustParseAddrPort("192.0.2.2:40000") {
+		t.Errorf("gpu-b's peer moved to %s when the master's observation went, want it left at 192.0.2.2:40000", p.Endpoint)
 	}
 }
 
@@ -705,14 +724,21 @@ func TestLinksOnDemand(t *testing.T) {
 		t.Errorf("idle nodes' pod CIDRs are not routed into the device: %v", f.routes.set)
 	}
 
-	// Traffic to b's VPN address and into c's pod CIDR.
-	fl.set("198.18.0.3", "10.42.3.17")
+	// Traffic to b's VPN address and into c's pod CIDR: each is tried at
+	// once, its traffic staying with the master until a handshake.
+	kicks := map[wgkey.Key]int{f.b: f.dev.kicks[f.b], f.c: f.dev.kicks[f.c]}
+	fl.set("198.18.0.1", "198.18.0.3", "10.42.3.17")
 	f.step()
-	for _, h := range []string{"gpu-b", "gpu-c"} {
-		if f.state(h) != api.LinkConnecting {
-			t.Errorf("%s with traffic: %s, want connecting", h, f.state(h))
+	for _, k := range []wgkey.Key{f.b, f.c} {
+		p, ok := f.dev.peer(k)
+		if !ok || len(p.AllowedIPs) != 0 || !p.Endpoint.IsValid() || f.dev.kicks[k] != kicks[k]+1 {
+			t.Errorf("a node with traffic: peer %+v (present %v), %d handshakes asked; want one at its endpoint, holding nothing yet", p, ok, f.dev.kicks[k]-kicks[k])
 		}
 	}
+	if f.state("gpu-b") != api.LinkRelayed || f.reason("gpu-b") == api.RelayedIdle {
+		t.Errorf("gpu-b tried: %s %q, want relayed (not idle) until its handshake", f.state("gpu-b"), f.reason("gpu-b"))
+	}
+	f.wantAllowed(f.master, prefixes("10.42.2.0/24", "10.42.3.0/24", vpn), "the master while the handshakes are under way")
 	f.dev.handshake(f.b, f.clock.now.Add(time.Second))
 	f.clock.advance(2 * time.Second)
 	f.step()
@@ -721,8 +747,9 @@ func TestLinksOnDemand(t *testing.T) {
 	}
 	f.wantAllowed(f.b, prefixes("10.42.2.0/24", "198.18.0.3/32"), "gpu-b linked on demand")
 
-	// The traffic stops: after IdleAfter both peers go.
-	fl.set()
+	// The traffic stops (the master's flow stays: the table is read):
+	// after IdleAfter both peers go.
+	fl.set("198.18.0.1")
 	f.clock.advance(30 * time.Second)
 	f.dev.receive(f.b, 32) // b's keepalive: not traffic of this machine's
 	f.step()
@@ -743,49 +770,81 @@ func TestLinksOnDemand(t *testing.T) {
 	}
 	f.wantAllowed(f.master, prefixes("10.42.2.0/24", "10.42.3.0/24", vpn), "the master after the links idled")
 
-	// Traffic again: linked again.
+	// Traffic again: tried again.
+	kicks[f.b] = f.dev.kicks[f.b]
 	fl.set("10.42.2.5")
 	f.step()
-	if f.state("gpu-b") != api.LinkConnecting {
-		t.Errorf("gpu-b with traffic again: %s, want connecting", f.state("gpu-b"))
+	if _, ok := f.dev.peer(f.b); !ok || f.dev.kicks[f.b] != kicks[f.b]+1 || f.reason("gpu-b") == api.RelayedIdle {
+		t.Errorf("gpu-b with traffic again: present %v, %d handshakes asked, reason %q", ok, f.dev.kicks[f.b]-kicks[f.b], f.reason("gpu-b"))
 	}
-}
-
-// failingFlows cannot be read.
-type failingFlows struct{}
-
-func (failingFlows) Addresses(context.Context) ([]netip.Addr, error) {
-	return nil, errors.New("no connection tracking here")
 }
 
 // TestLinksOnDemandAboveAFleetSize: with OnDemandAbove, a directory of
-// more nodes than that links on demand, a smaller one links every node;
-// flows that cannot be read link every node too.
+// more nodes than that links on demand until it names fewer than four
+// fifths of it, a smaller one links every node.
 func TestLinksOnDemandAboveAFleetSize(t *testing.T) {
 	f := newFixture(t, false)
+	for i := range 4 {
+		f.directory = append(f.directory, api.DirectoryPeer{Hostname: fmt.Sprintf("gpu-x%d", i), PublicKey: key(t).String(),
+			VPNIP: fmt.Sprintf("198.18.0.%d", 10+i), Endpoints: []string{fmt.Sprintf("192.0.2.%d:51820", 10+i)}})
+	}
+	fl := &flows{}
+	fl.set("198.18.0.1")
 	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
-		OnDemandAbove: 1, Flows: &flows{}, Now: f.clock.Now})
+		OnDemandAbove: 4, Flows: fl, Now: f.clock.Now})
 	must(t, err)
-	must(t, m.SetPeers(f.directory)) // two other nodes: more than 1
 	f.mgr = m
-	f.step()
-	if f.state("gpu-b") != api.LinkRelayed || f.reason("gpu-b") != api.RelayedIdle {
-		t.Errorf("two nodes above a bound of one: gpu-b %s %q, want relayed idle", f.state("gpu-b"), f.reason("gpu-b"))
+	for _, c := range []struct {
+		others int
+		idle   bool
+	}{{6, true}, {4, true}, {3, false}, {5, false}, {6, false}} {
+		must(t, m.SetPeers(f.directory[:1+c.others]))
+		f.step()
+		if got := f.reason("gpu-b") == api.RelayedIdle; got != c.idle {
+			t.Errorf("%d other nodes, bound 4: gpu-b %s %q, want idle %v", c.others, f.state("gpu-b"), f.reason("gpu-b"), c.idle)
+		}
 	}
-	must(t, m.SetPeers(f.directory[:2])) // gpu-c left: one other node
+	// Above the bound again: the links made idle IdleAfter later.
+	f.clock.advance(5*time.Minute + time.Second)
 	f.step()
-	if f.state("gpu-b") != api.LinkConnecting {
-		t.Errorf("one node, not above the bound: gpu-b %s, want connecting", f.state("gpu-b"))
+	if f.reason("gpu-b") != api.RelayedIdle {
+		t.Errorf("IdleAfter past the switch to on demand: gpu-b %s %q, want relayed idle", f.state("gpu-b"), f.reason("gpu-b"))
 	}
+}
 
-	g := newFixture(t, false)
-	m, err = peering.New(g.dev, g.routes, peering.Options{Self: g.self, Master: g.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
-		OnDemand: true, Flows: failingFlows{}, Now: g.clock.Now})
-	must(t, err)
-	must(t, m.SetPeers(g.directory))
-	g.mgr = m
-	g.step()
-	if g.state("gpu-b") != api.LinkConnecting || g.state("gpu-c") != api.LinkConnecting {
-		t.Errorf("flows unreadable: %v, want every node tried", m.Links())
+// failingFlows cannot be read, or read nothing (the kernel tracks no
+// connection).
+type failingFlows struct{ empty bool }
+
+func (f failingFlows) Addresses(context.Context) ([]netip.Addr, error) {
+	if f.empty {
+		return nil, nil
+	}
+	return nil, errors.New("no connection tracking here")
+}
+
+// TestFlowsThatCannotBeRead: a few failed reads keep the last flows read;
+// ten in a row link every node; a read that finds nothing tracked counts
+// as failed.
+func TestFlowsThatCannotBeRead(t *testing.T) {
+	for _, empty := range []bool{false, true} {
+		f := newFixture(t, false)
+		m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
+			OnDemand: true, Flows: failingFlows{empty}, Now: f.clock.Now})
+		must(t, err)
+		must(t, m.SetPeers(f.directory))
+		f.mgr = m
+		for i := 1; i < 10; i++ {
+			f.step()
+			if f.reason("gpu-b") != api.RelayedIdle {
+				t.Fatalf("empty %v: after %d failed reads gpu-b is %s %q, want idle still", empty, i, f.state("gpu-b"), f.reason("gpu-b"))
+			}
+		}
+		f.step()
+		for _, l := range m.Links() {
+			if l.RelayedReason == api.RelayedIdle {
+				t.Errorf("empty %v: after ten failed reads %s is idle, want every node tried", empty, l.Hostname)
+			}
+		}
 	}
 }
