@@ -9,7 +9,7 @@ PKGS          ?= ./...
 # in-memory backends, leading, rayctl): make test runs them with -race.
 RACE_PKGS     ?= ./joinkeys/... ./mesh/memmesh/ ./mesh/standby/ ./gridweave/ ./gridweave/fleet/... \
                  ./gridweave/lease/ ./gridweave/identity/ ./gridweave/master/ ./gridweave/scrapetargets/ \
-                 ./internal/keyedlock/ ./rayctl/
+                 ./internal/keyedlock/ ./rayctl/ ./mesh/reflexive/ ./gridweave/node/peering/
 
 .DEFAULT_GOAL := help
 
