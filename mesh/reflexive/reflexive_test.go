@@ -250,3 +250,88 @@ func TestServeIsNoAmplifier(t *testing.T) {
 		t.Errorf("%d answers a second later, want %d", allowed, perSourceRate)
 	}
 }
+
+// TestServeLimitsEachSource: of many valid requests from one socket at
+// once, the service answers a burst and no more.
+func TestServeLimitsEachSource(t *testing.T) {
+	s := servers(t, 1)
+	c, err := net.Dial("udp4", s[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 * perSourceBurst {
+		m, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.NewSoftware(probeSoftware), stun.Fingerprint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(m.Raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answers := 0
+	buf := make([]byte, 1500)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+		answers++
+	}
+	// (Tokens come back at perSourceRate a second while the requests
+	// are read: a few more than the burst may pass.)
+	if answers < perSourceBurst || answers > perSourceBurst+perSourceRate {
+		t.Errorf("%d answers to %d requests at once from one source, want about %d", answers, 3*perSourceBurst, perSourceBurst)
+	}
+}
+
+// lossy drops the first datagram it reads.
+type lossy struct {
+	net.PacketConn
+	dropped bool
+}
+
+func (l *lossy) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, from, err := l.PacketConn.ReadFrom(b)
+		if err == nil && !l.dropped {
+			l.dropped = true
+			continue
+		}
+		return n, from, err
+	}
+}
+
+// TestProbeSendsAgain: a request lost on the way is sent again.
+func TestProbeSendsAgain(t *testing.T) {
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = Serve(&lossy{PacketConn: conn}) }()
+	defer conn.Close()
+	s := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	res, err := Probe(context.Background(), []netip.AddrPort{s}, ProbeOptions{Timeout: 2 * time.Second, Interval: 100 * time.Millisecond,
+		Local: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	if err != nil || !res.Seen[0].IsValid() {
+		t.Errorf("the first request lost: %+v %v, want the second answered", res, err)
+	}
+}
+
+// TestProbesAreLongerThanAnyAnswer: the service answers its own probes,
+// whatever the address family of the answer.
+func TestProbesAreLongerThanAnyAnswer(t *testing.T) {
+	req, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.NewSoftware(probeSoftware), stun.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v6 := netip.MustParseAddr("2001:db8::1")
+	resp, err := stun.Build(stun.NewTransactionIDSetter(req.TransactionID), stun.BindingSuccess,
+		&stun.XORMappedAddress{IP: v6.AsSlice(), Port: 65535}, stun.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Raw) < len(resp.Raw) {
+		t.Errorf("a probe of %d bytes, an IPv6 answer of %d: the service would not answer", len(req.Raw), len(resp.Raw))
+	}
+}

@@ -3,6 +3,7 @@ package joinagent
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
@@ -18,15 +19,17 @@ import (
 // maxEndpoints is how many endpoints a links report may name.
 const maxEndpoints = 8
 
-// natReprobeInterval is how often the NAT is probed again while the
-// master's reflexive-address service stays where it was (a router
-// replaced, a machine moved).
+// natReprobeInterval is how often, on average, the NAT is probed again
+// while the master's reflexive-address service stays where it was (a
+// router replaced, a machine moved): between half of it and one and a
+// half, at random.
 const natReprobeInterval = 10 * time.Minute
 
 // containerInterfaces are the name prefixes of the interfaces container
 // runtimes and CNI plugins make: their addresses lead nowhere another
 // machine can reach.
-var containerInterfaces = []string{"docker", "cni", "flannel", "veth", "br-", "kube", "cali", "vxlan", "tunl", "lxc"}
+var containerInterfaces = []string{"docker", "cni", "cbr0", "flannel", "veth", "br-", "kube", "cali", "vxlan", "tunl", "lxc",
+	"cilium", "weave", "antrea", "ovn-k8s", "genev_sys"}
 
 // reportedEndpoints are the endpoints a links report names: the ones the
 // node was told to advertise, then its own addresses at the device's
@@ -120,6 +123,16 @@ func (p *natProber) setServers(endpoints []string) {
 	}
 }
 
+// again wakes the prober in a few seconds (p.mu held).
+func (p *natProber) again() {
+	time.AfterFunc(5*time.Second+rand.N(5*time.Second), func() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	})
+}
+
 // nat is the last probe's finding; empty before the first.
 func (p *natProber) nat() api.NATMapping {
 	p.mu.Lock()
@@ -130,15 +143,17 @@ func (p *natProber) nat() api.NATMapping {
 // run probes until ctx ends, telling links and signalling changed when
 // the finding changes.
 func (p *natProber) run(ctx context.Context, links *peering.Manager, changed chan<- struct{}, log *slog.Logger) {
-	tick := time.NewTicker(natReprobeInterval)
-	defer tick.Stop()
 	for {
+		// Machines that started together do not probe together again.
+		next := time.NewTimer(natReprobeInterval/2 + rand.N(natReprobeInterval))
 		select {
 		case <-ctx.Done():
+			next.Stop()
 			return
 		case <-p.wake:
-		case <-tick.C:
+		case <-next.C:
 		}
+		next.Stop()
 		p.mu.Lock()
 		servers := p.servers
 		p.mu.Unlock()
@@ -155,6 +170,12 @@ func (p *natProber) run(ctx context.Context, links *peering.Manager, changed cha
 		found := api.NATMapping(res.Mapping)
 		p.mu.Lock()
 		was := p.found
+		if found == api.NATUnknown && was != "" {
+			// Too few answers (the service busy, packets lost): what an
+			// earlier probe found stands, and another comes sooner.
+			found = was
+			p.again()
+		}
 		p.found = found
 		p.mu.Unlock()
 		links.SetNAT(found)

@@ -136,9 +136,7 @@ func Serve(ctx context.Context, o Options) error {
 	if interval <= 0 {
 		interval = defaultReportInterval
 	}
-	// The node's own addresses never name the VPN or a pod.
-	exclude := []netip.Prefix{vpn, st.PodRange().Cluster}
-	go call.reportLinks(ctx, st, links, nat, device, exclude, interval, moved)
+	go call.reportLinks(ctx, st, links, nat, device, vpn, interval, moved)
 
 	step := time.NewTicker(stepInterval)
 	defer step.Stop()
@@ -203,7 +201,7 @@ func tunnelUp(ctx context.Context, device string, st State) bool {
 // reportLinks reports the links to the master every interval, and at once
 // when moved says their states changed, each report bounded by
 // reportTimeout; a failure is said once until a report gets through.
-func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Manager, nat *natProber, device string, exclude []netip.Prefix, interval time.Duration, moved <-chan struct{}) {
+func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Manager, nat *natProber, device string, vpn netip.Prefix, interval time.Duration, moved <-chan struct{}) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
@@ -214,7 +212,10 @@ func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Mana
 		case <-tick.C:
 		case <-moved:
 		}
-		port := links.ListenPort()
+		// The node's own addresses never name the VPN or a pod (the pod
+		// range as the links hold it: an old identity learns it from the
+		// directory).
+		port, exclude := links.ListenPort(), []netip.Prefix{vpn, links.PodRange().Cluster}
 		report := api.LinksReport{Hostname: o.Hostname, ListenPort: port, NAT: nat.nat(), Links: links.Links(),
 			Endpoints: reportedEndpoints(o.AdvertiseEndpoints, device, port, exclude)}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)

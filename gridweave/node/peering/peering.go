@@ -117,7 +117,7 @@ type Options struct {
 	Flows     Flows
 	// OnDemandAbove, when positive, links on demand (as OnDemand) once
 	// the directory names more than this many other nodes, until it
-	// names fewer than four fifths of that, and to every node otherwise.
+	// names no more than four fifths of that, and to every node otherwise.
 	// Flows is required with it.
 	OnDemandAbove int
 	// FlowsEvery is how often Flows is read at most; default every Step.
@@ -148,10 +148,16 @@ type Manager struct {
 	// found nothing tracked): from maxFlowFailures on, every node is
 	// linked until a read succeeds.
 	onDemand     bool
+	bySize       bool // OnDemandAbove's hysteresis: on above it, off at four fifths
 	flows        []netip.Addr
 	flowsAt      time.Time
 	flowFailures int
 }
+
+// oneWayBytes is how much a direct link may send with nothing coming
+// back for a keepalive before it counts as broken (a few keepalives and
+// a handshake initiation are less).
+const oneWayBytes = 1024
 
 // maxFlowFailures is how many reads of the flows in a row may fail before
 // every node is linked: until then the last flows read stand.
@@ -193,8 +199,9 @@ type link struct {
 	seen     DevicePeer
 	// rx is the bytes received as of rxAt, when they last grew: a live
 	// direct link receives at least the other side's keepalive.
-	rx   int64
-	rxAt time.Time
+	rx     int64
+	rxAt   time.Time
+	txAtRx int64 // the bytes sent as of rxAt
 	// idle (OnDemand) is a link with no peer on the device: no traffic
 	// for IdleAfter since lastFlow (zero: never).
 	idle     bool
@@ -378,14 +385,18 @@ func (m *Manager) Step(ctx context.Context) error {
 				l.nextTry = now // somewhere new to try
 			}
 			if l.state == api.LinkDirect && len(l.endpoints) > 0 && len(t.endpoints) > 0 && l.seen.Endpoint == l.endpoints[0] &&
-				!slices.Contains(l.endpoints, t.endpoints[0]) {
+				!slices.Contains(l.endpoints, t.endpoints[0]) &&
+				(!slices.Contains(t.endpoints, l.endpoints[0]) || t.endpoints[0].Addr() == l.endpoints[0].Addr()) {
 				// The master sees the other node's packets come from
 				// elsewhere now (its NAT mapped it anew): a new endpoint
-				// leads the list. The link follows at
+				// leads the list, replacing the one in use or at its
+				// address (another port). The link follows at
 				// once rather than after falling silent; its handshake
 				// opens this side's NAT to the new port. (An endpoint the
 				// directory named before, a reported one moving up when
-				// the master's observation is gone, moves nothing.)
+				// the master's observation is gone, moves nothing; nor
+				// does the master's first observation of a node linked at
+				// a reported endpoint.)
 				l.endpoint, l.kick = t.endpoints[0], true
 				m.o.Logger.InfoContext(ctx, "the other node's endpoint moved: the direct link follows", "peer", t.hostname, "from", l.endpoints[0], "to", t.endpoints[0])
 			}
@@ -393,7 +404,7 @@ func (m *Manager) Step(ctx context.Context) error {
 		}
 		l.seen = d
 		if d.RxBytes != l.rx {
-			l.rx, l.rxAt = d.RxBytes, now
+			l.rx, l.rxAt, l.txAtRx = d.RxBytes, now, d.TxBytes
 		}
 		if m.linkOnDemand(ctx, l, now) {
 			continue
@@ -416,7 +427,7 @@ func (m *Manager) Step(ctx context.Context) error {
 // once that moves nothing until a handshake completes. A node new to the
 // device gets a first, direct try.
 func (m *Manager) adopt(ctx context.Context, t target, d DevicePeer, present bool, now time.Time) *link {
-	l := &link{target: t, rx: d.RxBytes, rxAt: now}
+	l := &link{target: t, seen: d, rx: d.RxBytes, rxAt: now, txAtRx: d.TxBytes}
 	switch {
 	case m.onDemand && !(present && now.Sub(d.LastHandshake) < m.o.StaleAfter):
 		// Linked when traffic starts (linkOnDemand); a live peer the
@@ -470,9 +481,12 @@ func (m *Manager) readFlows(ctx context.Context) (addrs []netip.Addr, err error,
 		return nil, nil, false
 	}
 	m.mu.Lock()
+	// (Below OnDemandAbove nothing is read; above its lower bound the
+	// flows are kept current for the switch.)
+	wanted := m.o.OnDemand || m.bySize || len(m.want) > m.o.OnDemandAbove*4/5
 	due := m.o.FlowsEvery <= 0 || m.flowsAt.IsZero() || m.o.Now().Sub(m.flowsAt) >= m.o.FlowsEvery
 	m.mu.Unlock()
-	if !due {
+	if !wanted || !due {
 		return nil, nil, false
 	}
 	addrs, err = m.o.Flows.Addresses(ctx)
@@ -487,13 +501,16 @@ func (m *Manager) readFlows(ctx context.Context) (addrs []netip.Addr, err error,
 // read.
 func (m *Manager) takeFlows(ctx context.Context, addrs []netip.Addr, err error, read bool, now time.Time) map[wgkey.Key]bool {
 	was := m.onDemand
-	bySize := m.o.OnDemandAbove > 0 && (len(m.want) > m.o.OnDemandAbove || (was && len(m.want) > m.o.OnDemandAbove*4/5))
-	m.onDemand = m.o.OnDemand || bySize
+	m.bySize = m.o.OnDemandAbove > 0 && (len(m.want) > m.o.OnDemandAbove || (m.bySize && len(m.want) > m.o.OnDemandAbove*4/5))
+	m.onDemand = m.o.OnDemand || m.bySize
+	if read {
+		m.flowsAt = now
+	}
 	if !m.onDemand {
+		m.flows, m.flowFailures = nil, 0
 		return nil
 	}
 	if read {
-		m.flowsAt = now
 		switch {
 		case err != nil:
 			m.flowFailures++
@@ -587,7 +604,7 @@ func (m *Manager) enter(ctx context.Context, l *link, state api.LinkState, now t
 	}
 	l.state, l.since = state, now
 	if state == api.LinkDirect {
-		l.tries, l.rxAt = 0, now
+		l.tries, l.rxAt, l.txAtRx = 0, now, l.seen.TxBytes
 	}
 }
 
@@ -612,7 +629,10 @@ func (m *Manager) advance(ctx context.Context, l *link, d DevicePeer, present bo
 		// Broken: the session expired without a new handshake, or nothing
 		// came in for two keepalives and more (the other side sends one
 		// every Keepalive when it has nothing else to send).
-		silent := now.Sub(l.rxAt) > 2*m.o.Keepalive+10*time.Second
+		// Or this side sent and heard nothing back for a keepalive and
+		// more: the other side dropped its peer (it idled the link).
+		silent := now.Sub(l.rxAt) > 2*m.o.Keepalive+10*time.Second ||
+			(d.TxBytes-l.txAtRx > oneWayBytes && now.Sub(l.rxAt) > m.o.Keepalive+5*time.Second)
 		if !present || now.Sub(d.LastHandshake) > m.o.StaleAfter || silent {
 			m.enter(ctx, l, api.LinkRelayed, now)
 			l.nextTry = now
@@ -803,6 +823,13 @@ func (m *Manager) relayedReason(l *link) api.RelayedReason {
 	default:
 		return api.RelayedProbesTimedOut
 	}
+}
+
+// PodRange is the cluster's pod range as the Manager holds it.
+func (m *Manager) PodRange() joinkeys.PodRange {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.o.PodRange
 }
 
 // SetNAT records how this node's NAT maps its ports (its probe of the

@@ -670,6 +670,18 @@ func TestDirectLinkFollowsAMovedEndpoint(t *testing.T) {
 	if p, _ := f.dev.peer(f.b); p.Endpoint != netip.MustParseAddrPort("192.0.2.2:40000") {
 		t.Errorf("gpu-b's peer moved to %s when the master's observation went, want it left at 192.0.2.2:40000", p.Endpoint)
 	}
+	// The master observes b again, at another address: the link working
+	// at b's reported endpoint stays there.
+	f.dev.mu.Lock()
+	f.dev.peers[f.b].Endpoint = netip.MustParseAddrPort("198.51.100.2:51820")
+	f.dev.mu.Unlock()
+	f.step()
+	f.directory[1].Endpoints = []string{"203.0.113.80:40000", "198.51.100.2:51820"}
+	must(t, f.mgr.SetPeers(f.directory))
+	f.step()
+	if p, _ := f.dev.peer(f.b); p.Endpoint != netip.MustParseAddrPort("198.51.100.2:51820") {
+		t.Errorf("gpu-b's peer moved to %s when the master first observed it, want it left at its reported 198.51.100.2:51820", p.Endpoint)
+	}
 }
 
 // flows is the machine's flows, set by the test.
@@ -846,5 +858,81 @@ func TestFlowsThatCannotBeRead(t *testing.T) {
 				t.Errorf("empty %v: after ten failed reads %s is idle, want every node tried", empty, l.Hostname)
 			}
 		}
+	}
+}
+
+// send counts bytes sent to the peer.
+func (d *device) send(key wgkey.Key, n int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.peers[key].TxBytes += n
+}
+
+// TestOneWayDirectLinkFallsBack: a direct link that sends and hears
+// nothing back for a keepalive and more (the other side dropped its peer)
+// falls back at once, not after two keepalives of silence; sending little
+// (a keepalive) does not.
+func TestOneWayDirectLinkFallsBack(t *testing.T) {
+	f := newFixture(t, false)
+	f.step()
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+	f.dev.send(f.c, 32) // c: a keepalive out, nothing back
+	f.dev.send(f.b, 4096)
+	f.clock.advance(31 * time.Second)
+	f.step()
+	if f.state("gpu-b") != api.LinkRelayed {
+		t.Errorf("gpu-b sent 4 KB and heard nothing for 31 s: %s, want relayed", f.state("gpu-b"))
+	}
+	if f.state("gpu-c") != api.LinkDirect {
+		t.Errorf("gpu-c sent a keepalive and heard nothing for 31 s: %s, want direct still", f.state("gpu-c"))
+	}
+}
+
+// countingFlows counts its reads.
+type countingFlows struct {
+	flows
+	reads int
+}
+
+func (c *countingFlows) Addresses(ctx context.Context) ([]netip.Addr, error) {
+	c.reads++
+	return c.flows.Addresses(ctx)
+}
+
+// TestFlowsAreReadOnlyWhenNeeded: below four fifths of OnDemandAbove the
+// flows are not read at all; on demand they are read at most every
+// FlowsEvery.
+func TestFlowsAreReadOnlyWhenNeeded(t *testing.T) {
+	f := newFixture(t, false)
+	fl := &countingFlows{}
+	fl.set("198.18.0.1")
+	m, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
+		OnDemandAbove: 100, FlowsEvery: 2 * time.Second, Flows: fl, Now: f.clock.Now})
+	must(t, err)
+	must(t, m.SetPeers(f.directory))
+	f.mgr = m
+	for range 5 {
+		f.step()
+	}
+	if fl.reads != 0 {
+		t.Errorf("two nodes under a bound of 100: the flows were read %d times", fl.reads)
+	}
+	g := newFixture(t, false)
+	gl := &countingFlows{}
+	gl.set("198.18.0.1")
+	m, err = peering.New(g.dev, g.routes, peering.Options{Self: g.self, Master: g.master, MasterPrefixes: prefixes(vpn), PodRange: podRange,
+		OnDemand: true, FlowsEvery: 2 * time.Second, Flows: gl, Now: g.clock.Now})
+	must(t, err)
+	must(t, m.SetPeers(g.directory))
+	g.mgr = m
+	for range 5 {
+		g.step()
+		g.clock.advance(500 * time.Millisecond)
+	}
+	if gl.reads != 2 {
+		t.Errorf("five Steps over 2.5 s, every 2 s: %d reads, want 2", gl.reads)
 	}
 }
