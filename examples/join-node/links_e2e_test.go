@@ -246,6 +246,9 @@ func TestDirectLinksWithTheMasterAsFallback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network namespaces, wireguard-go and the test control plane; run make test")
 	}
+	// Beside the other link tests (their machines, addresses and masters
+	// are their own), after every test that is not parallel.
+	t.Parallel()
 	m := startMaster(t)
 	command := m.joinCommand()
 	names := []string{"link-a", "link-b", "link-c"}

@@ -132,6 +132,9 @@ func TestDirectLinksThroughNATs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network namespaces, iptables, wireguard-go and the test control plane; run make test")
 	}
+	// Beside the other link tests (their machines, addresses and masters
+	// are their own), after every test that is not parallel.
+	t.Parallel()
 	m := startMaster(t)
 	command := m.joinCommand()
 	kinds := map[string]natKind{"nat-a": portPreserving, "nat-b": portPreserving, "nat-c": symmetric}

@@ -23,6 +23,9 @@ func TestLinksOnDemand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network namespaces, wireguard-go and the test control plane; run make test")
 	}
+	// Beside the other link tests (their machines, addresses and masters
+	// are their own), after every test that is not parallel.
+	t.Parallel()
 	m := startMaster(t)
 	command := m.joinCommand()
 	names := []string{"ondemand-a", "ondemand-b", "ondemand-c"}
