@@ -168,6 +168,17 @@ func (f *fixture) manager(hubOnly bool) *peering.Manager {
 	return m
 }
 
+// linkDirectly brings gpu-b and gpu-c to direct: a first try, and a
+// handshake with each a second later.
+func (f *fixture) linkDirectly() {
+	f.t.Helper()
+	f.step()
+	f.clock.advance(time.Second)
+	f.dev.handshake(f.b, f.clock.now)
+	f.dev.handshake(f.c, f.clock.now)
+	f.step()
+}
+
 func (f *fixture) step() {
 	f.t.Helper()
 	must(f.t, f.mgr.Step(context.Background()))
@@ -299,11 +310,7 @@ func TestGoneFromTheDirectory(t *testing.T) {
 // first directory it touches nothing at all.
 func TestRestartKeepsLiveLinks(t *testing.T) {
 	f := newFixture(t, false)
-	f.step()
-	f.clock.advance(time.Second)
-	f.dev.handshake(f.b, f.clock.now)
-	f.dev.handshake(f.c, f.clock.now)
-	f.step()
+	f.linkDirectly()
 	n := len(f.dev.applied)
 	restarted, err := peering.New(f.dev, f.routes, peering.Options{Self: f.self, Master: f.master, MasterPrefixes: prefixes(vpn), PodRange: podRange, Now: f.clock.Now})
 	must(t, err)
@@ -495,11 +502,7 @@ func TestSilentDirectLinkFallsBack(t *testing.T) {
 // the second gets it (the device checks every change).
 func TestPodCIDRMovesBetweenNodes(t *testing.T) {
 	f := newFixture(t, false)
-	f.step()
-	f.clock.advance(time.Second)
-	f.dev.handshake(f.b, f.clock.now)
-	f.dev.handshake(f.c, f.clock.now)
-	f.step()
+	f.linkDirectly()
 	moved := slices.Clone(f.directory)
 	moved[1].PodCIDR, moved[2].PodCIDR = "", "10.42.2.0/24"
 	must(t, f.mgr.SetPeers(moved))
@@ -874,11 +877,7 @@ func (d *device) send(key wgkey.Key, n int64) {
 // (a keepalive) does not.
 func TestOneWayDirectLinkFallsBack(t *testing.T) {
 	f := newFixture(t, false)
-	f.step()
-	f.clock.advance(time.Second)
-	f.dev.handshake(f.b, f.clock.now)
-	f.dev.handshake(f.c, f.clock.now)
-	f.step()
+	f.linkDirectly()
 	f.dev.send(f.c, 32) // c: a keepalive out, nothing back
 	f.dev.send(f.b, 4096)
 	f.clock.advance(31 * time.Second)
