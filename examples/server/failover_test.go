@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,7 +98,47 @@ func haLedger(t *testing.T, prefix string) (*testcluster.Cluster, string) {
 	t.Cleanup(func() {
 		_ = tc.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 	})
+	awaitFence(t, tc, ns, fence)
 	return tc, ns
+}
+
+// awaitFence waits, up to 15 s, until the API server enforces the fence
+// just installed (it loads a new binding a moment later, more under
+// load): with the Lease held by a stand-in, until a write signed by
+// another is refused. The Lease goes again before any replica starts.
+func awaitFence(t *testing.T, tc *testcluster.Cluster, ns string, fence kubestore.Fence) {
+	t.Helper()
+	ctx := context.Background()
+	holder := "fence-check"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fence.LeaseName, Namespace: fence.LeaseNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	if _, err := tc.Kube.CoordinationV1().Leases(fence.LeaseNamespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tc.Kube.CoordinationV1().Leases(fence.LeaseNamespace).Delete(ctx, fence.LeaseName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	store, err := kubestore.New(tc.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		holds, err := store.FenceHolds(ctx)
+		if err == nil && holds {
+			return
+		}
+		if time.Now().After(deadline) {
+			// Seen after other tests' bindings came and went: the tests
+			// that need the fence (TestADeposedLeaderCannotWrite) fail
+			// on their own if it is not enforced.
+			t.Logf("the API server does not enforce the fence yet, 15 s after it was installed (%v); going on", err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // systemNamespace is where the replicas of the ledger in ns keep their own
