@@ -103,6 +103,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts.KubeletImages = ctrImages{socket: kubeletnode.Config{}.Socket()}
 	}
 	opts.AdvertiseEndpoints, opts.HubOnly = advertise, *hubOnly
+	switch joinagent.DirectLinks(*directLinks) {
+	case joinagent.DirectLinksAuto, joinagent.DirectLinksAll, joinagent.DirectLinksOnDemand:
+	default:
+		fmt.Fprintf(stderr, "join-node: --direct-links %q is none of auto, all, on-demand\n", *directLinks)
+		return 2
+	}
+	if *idleAfter <= 0 {
+		fmt.Fprintf(stderr, "join-node: --idle-after %s must be a positive duration (e.g. 5m)\n", *idleAfter)
+		return 2
+	}
 	opts.DirectLinks, opts.IdleAfter = joinagent.DirectLinks(*directLinks), *idleAfter
 	if *serve {
 		err := joinagent.Serve(ctx, opts)

@@ -29,4 +29,11 @@ func TestUsage(t *testing.T) {
 	if code := run(context.Background(), []string{"--master", "http://127.0.0.1:1", "--pin", "sha256//" + strings.Repeat("A", 43) + "=", "--state-dir", t.TempDir(), "--hostname", "box"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "https") {
 		t.Errorf("a pin with a plain-HTTP master: %d %q", code, errs.String())
 	}
+	for _, bad := range [][]string{{"--direct-links", "some"}, {"--idle-after", "-1m"}, {"--idle-after", "0s"}} {
+		errs.Reset()
+		args := append([]string{"--master", "http://127.0.0.1:1", "--state-dir", t.TempDir(), "--hostname", "box", "--serve"}, bad...)
+		if code := run(context.Background(), args, &out, &errs); code != 2 || !strings.Contains(errs.String(), bad[0]) {
+			t.Errorf("%v: %d %q, want 2 naming the flag", bad, code, errs.String())
+		}
+	}
 }
