@@ -34,8 +34,9 @@ var containerInterfaces = []string{"docker", "cni", "cbr0", "flannel", "veth", "
 // reportedEndpoints are the endpoints a links report names: the ones the
 // node was told to advertise, then its own addresses at the device's
 // port (host candidates: machines on one network reach each other there
-// without the NAT between them and the master), at most maxEndpoints.
-func reportedEndpoints(advertised []netip.AddrPort, device string, port int, exclude []netip.Prefix) []string {
+// without the NAT between them and the master), none twice, at most
+// maxEndpoints.
+func reportedEndpoints(advertised []netip.AddrPort, own []netip.Addr, port int) []string {
 	var out []string
 	add := func(ep netip.AddrPort) {
 		if s := ep.String(); len(out) < maxEndpoints && !slices.Contains(out, s) {
@@ -48,7 +49,7 @@ func reportedEndpoints(advertised []netip.AddrPort, device string, port int, exc
 	if port <= 0 || port > 65535 {
 		return out
 	}
-	for _, a := range ownAddresses(device, exclude) {
+	for _, a := range own {
 		add(netip.AddrPortFrom(a, uint16(port)))
 	}
 	return out
@@ -56,7 +57,8 @@ func reportedEndpoints(advertised []netip.AddrPort, device string, port int, exc
 
 // ownAddresses are the global unicast IPv4 addresses of this machine's
 // interfaces that are up, but for the WireGuard device, container
-// interfaces and anything inside exclude (the VPN, the pod range).
+// interfaces and anything inside exclude (the VPN, the pod range),
+// sorted, each once (two interfaces may hold one address).
 func ownAddresses(device string, exclude []netip.Prefix) []netip.Addr {
 	ifaces, err := net.Interfaces()
 	if err != nil {
@@ -86,8 +88,14 @@ func ownAddresses(device string, exclude []netip.Prefix) []netip.Addr {
 			out = append(out, addr)
 		}
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
+	return sortedOnce(out)
+}
+
+// sortedOnce sorts addrs and drops repeats (two interfaces may hold one
+// address).
+func sortedOnce(addrs []netip.Addr) []netip.Addr {
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return slices.Compact(addrs)
 }
 
 // natProber probes the master's reflexive-address service (package

@@ -217,7 +217,7 @@ func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Mana
 		// directory).
 		port, exclude := links.ListenPort(), []netip.Prefix{vpn, links.PodRange().Cluster}
 		report := api.LinksReport{Hostname: o.Hostname, ListenPort: port, NAT: nat.nat(), Links: links.Links(),
-			Endpoints: reportedEndpoints(o.AdvertiseEndpoints, device, port, exclude)}
+			Endpoints: reportedEndpoints(o.AdvertiseEndpoints, ownAddresses(device, exclude), port)}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 		err := o.post(rctx, "report-links", "/v1/nodes/links", st.NodeToken, report, nil)
 		cancel()
