@@ -178,6 +178,14 @@ func workerIdleTimeout(g rayv1.WorkerGroupSpec, spec *rayv1.RayClusterSpec) erro
 	return fmt.Errorf("worker group %s: idleTimeoutSeconds is set, but autoscaler v2 is not enabled. Please set .spec.autoscalerOptions.version to 'v2' (or set %s environment variable to 'true' in the head pod if using KubeRay < 1.4.0)", g.GroupName, envAutoscalerV2)
 }
 
+// OperatorClusterSpecError is what the KubeRay v1.6.0 operator's
+// validation says of a cluster spec (a RayCluster's, or the cluster
+// inside a RayJob or RayService), word for word, or nil when it admits
+// it. annotations are the object's.
+func OperatorClusterSpecError(spec *rayv1.RayClusterSpec, annotations map[string]string) error {
+	return operatorClusterSpec(spec, annotations)
+}
+
 // operatorClusterSpec is the operator's check of a RayCluster spec (also
 // the cluster inside a RayJob or RayService).
 func operatorClusterSpec(spec *rayv1.RayClusterSpec, annotations map[string]string) error {

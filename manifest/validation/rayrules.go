@@ -48,7 +48,7 @@ type StartResources = operator.StartResources
 
 // ComputeStartResources returns, for the head and each worker group of a
 // RayCluster spec, the resources KubeRay passes to `ray start` (by
-// building the pods with KubeRay's own code and reading their start
+// building the pods as the operator does and reading their start
 // command).
 func ComputeStartResources(name string, spec *rayv1.RayClusterSpec) ([]StartResources, error) {
 	return operator.ComputeStartResources(name, spec)

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"gridweave.dev/manifest/validation/operator"
 	"gridweave.dev/rayctl/dashboard"
+	"gridweave.dev/rayctl/operatorbuild"
 )
 
 // Dashboard is a client of the Ray dashboard of RayCluster cluster (or of
@@ -115,7 +115,7 @@ func (s *Session) authToken(ctx context.Context, rc *rayv1.RayCluster) (string, 
 	if a == nil || a.Mode != rayv1.AuthModeToken || ptr.Deref(a.EnableK8sTokenAuth, false) {
 		return "", nil
 	}
-	name := operator.CheckedName(rc.Name)
+	name := operatorbuild.CheckedName(rc.Name)
 	if a.SecretName != nil && *a.SecretName != "" {
 		name = *a.SecretName
 	}

@@ -1,18 +1,13 @@
 package operator
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
-	"unicode"
 
-	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
-	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/dashboardclient"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,14 +18,17 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
+
+	"gridweave.dev/rayctl"
+	"gridweave.dev/rayctl/operatorbuild"
 )
 
 // What the operator builds from a cluster spec — the head Service, the
 // serve Service, each group's pod — checked the way the API server will
-// check it when the operator creates it. KubeRay's own builders (called
-// from its module) build them, so what is checked is what the operator
-// sends, not an imitation.
+// check it when the operator creates it. Package rayctl/operatorbuild
+// builds them: a port of the operator's builders that its differential
+// test holds to KubeRay's own, so what is checked is what the operator
+// sends.
 
 // clusterContext is what the operator rules need to know of the object a
 // cluster spec sits in.
@@ -47,8 +45,7 @@ type clusterContext struct {
 
 // standInName is the name the operator's builders are given: the
 // object's when it is a RayCluster name KubeRay allows (a longer one is
-// refused by KubeRay's validation, and its builders print to stdout when
-// they shorten it), "cluster" otherwise.
+// refused by KubeRay's validation), "cluster" otherwise.
 func (c clusterContext) standInName() string {
 	if c.name != "" && len(c.name) <= 53 && len(apivalidation.NameIsDNS1035Label(c.name, false)) == 0 {
 		return c.name
@@ -61,15 +58,11 @@ func (c clusterContext) standInName() string {
 // will: a Service it refuses stops the operator's reconcile before any
 // pod is created (raycluster_controller.go reconcileHeadService).
 func headServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
-	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default"}, Spec: *asStored(spec)}
-	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil {
+	if rayctl.OperatorClusterSpecError(&rc.Spec, c.annotations) != nil {
 		return // KubeRay refuses it: reported by its own rule
 	}
-	svc, err := common.BuildServiceForHeadPod(ctx, rc, nil, nil)
-	if err != nil {
-		return
-	}
+	svc := operatorbuild.HeadService(rc, nil, nil)
 	errs := c.api.ServiceErrors(svc)
 	errs = append(errs, metav1validation.ValidateLabels(svc.Labels, field.NewPath("metadata", "labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(svc.Annotations, field.NewPath("metadata", "annotations"))...)
@@ -113,16 +106,15 @@ func headServiceFix(field string) string {
 // but none named serve (or serve-*): the operator's
 // common.BuildServeService refuses to build it.
 func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
-	wanted := c.kind == "RayService" && !c.serveService || (c.kind == "RayCluster" && c.annotations[rayutils.EnableServeServiceKey] == rayutils.EnableServeServiceTrue)
+	wanted := c.kind == "RayService" && !c.serveService || (c.kind == "RayCluster" && c.annotations[operatorbuild.EnableServeServiceAnnotation] == "true")
 	if !wanted {
 		return // a RayService's own serveService is used as it is
 	}
-	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default"}, Spec: *asStored(spec)}
-	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil {
+	if rayctl.OperatorClusterSpecError(&rc.Spec, c.annotations) != nil {
 		return
 	}
-	if _, err := common.BuildServeService(ctx, rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc, c.kind == "RayService"); err == nil {
+	if _, err := operatorbuild.ServeService(rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc, c.kind == "RayService"); err == nil {
 		return
 	}
 	what := "the operator cannot build the serve Service the ray.io/enable-serve-service annotation asks for, and stops its reconcile before any pod is created"
@@ -145,40 +137,36 @@ func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 // nothing. The pod and the Services are built with KubeRay's functions
 // and compared.
 func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
-	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	name := c.standInName()
 	if c.kind != "RayCluster" {
 		name += "-x7k2p" // an owner's cluster is named after it with a random suffix
 	}
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *asStored(spec)}
-	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = "sa" // CheckName prints what it cuts
-	if rayutils.ValidateRayClusterSpec(&rc.Spec, c.annotations) != nil || len(rc.Spec.HeadGroupSpec.Template.Spec.Containers) == 0 {
+	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = "sa" // autoscalerServiceAccountRules judge the name
+	if rayctl.OperatorClusterSpecError(&rc.Spec, c.annotations) != nil || len(rc.Spec.HeadGroupSpec.Template.Spec.Containers) == 0 {
 		return
 	}
 	head := rc.Spec.HeadGroupSpec
-	if head.RayStartParams == nil {
-		head.RayStartParams = map[string]string{}
-	}
-	pod := common.DefaultHeadPodTemplate(ctx, rc, head, name+"-head", common.GetHeadPort(head.RayStartParams))
+	pod := operatorbuild.HeadPodTemplate(rc, head, name+"-head", operatorbuild.HeadPort(head.RayStartParams))
 	carried := map[string]string{}
-	if v, ok := spec.HeadGroupSpec.Template.Labels[rayutils.KubernetesApplicationNameLabelKey]; ok {
-		carried[rayutils.KubernetesApplicationNameLabelKey] = v
+	if v, ok := spec.HeadGroupSpec.Template.Labels[operatorbuild.AppNameLabel]; ok {
+		carried[operatorbuild.AppNameLabel] = v
 	}
 	type headService struct {
 		what  string
-		build func() (*corev1.Service, error)
+		build func() *corev1.Service
 	}
-	services := []headService{{"the head Service the operator builds", func() (*corev1.Service, error) {
-		return common.BuildServiceForHeadPod(ctx, rc, carried, nil)
+	services := []headService{{"the head Service the operator builds", func() *corev1.Service {
+		return operatorbuild.HeadService(rc, carried, nil)
 	}}}
 	switch c.kind {
 	case "RayJob":
-		services = append(services, headService{"the RayJob's own head Service", func() (*corev1.Service, error) {
-			return common.BuildHeadServiceForRayJob(ctx, rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
+		services = append(services, headService{"the RayJob's own head Service", func() *corev1.Service {
+			return operatorbuild.HeadServiceForRayJob(rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
 		}})
 	case "RayService":
-		services = append(services, headService{"the RayService's own head Service (its stable name)", func() (*corev1.Service, error) {
-			return common.BuildHeadServiceForRayService(ctx, rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
+		services = append(services, headService{"the RayService's own head Service (its stable name)", func() *corev1.Service {
+			return operatorbuild.HeadServiceForRayService(rayv1.RayService{ObjectMeta: metav1.ObjectMeta{Name: c.standInName()}}, rc)
 		}})
 	}
 	type mismatch struct {
@@ -187,10 +175,7 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 	}
 	mismatches := map[string]*mismatch{}
 	for _, s := range services {
-		svc, err := s.build()
-		if err != nil || svc == nil {
-			continue
-		}
+		svc := s.build()
 		for k, want := range svc.Spec.Selector {
 			if pod.Labels[k] == want {
 				continue
@@ -207,7 +192,7 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 		if _, ok := spec.HeadGroupSpec.Labels[k]; ok {
 			path = c.prefix + "headGroupSpec.labels." + k
 		}
-		if k == rayutils.RayIDLabelKey && c.kind != "RayCluster" {
+		if k == operatorbuild.IdentifierLabel && c.kind != "RayCluster" {
 			m.want = "<its cluster's generated name>-head"
 		}
 		fail("head-service-selects-nothing", path, fmt.Sprintf(
@@ -225,40 +210,19 @@ func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, pa
 	if !ptr.Deref(spec.HeadGroupSpec.EnableIngress, false) {
 		return // (a RayJob or RayService gives its cluster its annotations)
 	}
-	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default", Annotations: c.annotations}, Spec: *asStored(spec)}
-	ing, err := common.BuildIngressForHeadService(ctx, rc)
-	if err != nil {
-		return
-	}
+	ing := operatorbuild.Ingress(rc)
 	errs := c.api.IngressErrors(ing)
 	errs = append(errs, metav1validation.ValidateLabels(ing.Labels, field.NewPath("metadata", "labels"))...)
 	for _, e := range errs {
 		path := c.prefix + "headGroupSpec.enableIngress"
 		if strings.HasPrefix(e.Field, "spec.ingressClassName") {
-			path = "metadata.annotations." + common.IngressClassAnnotationKey
+			path = "metadata.annotations." + operatorbuild.IngressClassAnnotation
 		}
 		fail("ingress-refused", path, fmt.Sprintf(
 			"with enableIngress the operator builds the Ingress %s, and the API server refuses it (%s): the operator records FailedToCreateIngress at every reconcile and stops before the head Service: no pod at all (on OpenShift it makes a Route instead)",
 			ing.Name, e.Error()), "write the class as the IngressClass is named: lowercase letters, digits, '-' and '.'")
 	}
-}
-
-// CheckedName is the name KubeRay's utils.CheckName makes of s (which
-// prints what it cuts, so it is not called): past 50 characters s is cut
-// from the front, and a first character that is a digit or punctuation
-// becomes "r". KubeRay names with it, among others, the Secret holding a
-// cluster's auth token.
-func CheckedName(s string) string {
-	if len(s) > 50 {
-		s = s[len(s)-50:]
-	}
-	if s != "" {
-		if r := rune(s[0]); unicode.IsDigit(r) || unicode.IsPunct(r) {
-			s = "r" + s[1:]
-		}
-	}
-	return s
 }
 
 // autoscalerServiceAccountRules: with autoscaling, the operator gives the
@@ -271,7 +235,7 @@ func autoscalerServiceAccountRules(c clusterContext, spec *rayv1.RayClusterSpec,
 	if sa == "" || !ptr.Deref(spec.EnableInTreeAutoscaling, false) {
 		return
 	}
-	checked := CheckedName(sa)
+	checked := operatorbuild.CheckedName(sa)
 	if checked == sa {
 		return
 	}
@@ -369,7 +333,7 @@ func groupRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id
 		if g.Suspend != nil && *g.Suspend || g.ScaleStrategy.WorkersToDelete == nil {
 			continue
 		}
-		prefix := rayutils.PodName(cluster+"-"+g.GroupName, rayv1.WorkerNode, true)
+		prefix := operatorbuild.PodName(cluster+"-"+g.GroupName, rayv1.WorkerNode, true)
 		for j, name := range g.ScaleStrategy.WorkersToDelete {
 			wp := fmt.Sprintf("%s.scaleStrategy.workersToDelete[%d]", p, j)
 			if g.NumOfHosts > 1 {
@@ -418,10 +382,10 @@ func groupRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, warn func(id
 	}
 	if c.kind == "RayJob" || c.kind == "RayService" {
 		head := spec.HeadGroupSpec.Template.Spec
-		if len(head.Containers) > 0 && len(head.Containers[0].Ports) > 0 && !slices.ContainsFunc(head.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == rayutils.DashboardPortName }) {
+		if len(head.Containers) > 0 && len(head.Containers[0].Ports) > 0 && !slices.ContainsFunc(head.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == operatorbuild.DashboardPortName }) {
 			fail("dashboard-port-missing", c.prefix+"headGroupSpec.template.spec.containers[0].ports", fmt.Sprintf(
 				"the head container declares ports but none named %s: the head Service then has no dashboard port, and the operator, which talks to Ray through it, waits for it without end (the cluster runs, the %s never starts)",
-				rayutils.DashboardPortName, c.kind), "add a port named dashboard (containerPort 8265), as the operator's default ports have")
+				operatorbuild.DashboardPortName, c.kind), "add a port named dashboard (containerPort 8265), as the operator's default ports have")
 		}
 	}
 	if o := spec.AutoscalerOptions; o != nil && !ptr.Deref(spec.EnableInTreeAutoscaling, false) {
@@ -474,10 +438,10 @@ func annotationRules(annotations map[string]string, warn func(id, path, msg, fix
 		key        string
 		ignoreCase bool
 	}{
-		{rayutils.RayFTEnabledAnnotationKey, true},
-		{rayutils.RayOverwriteContainerCmdAnnotationKey, true},
-		{rayutils.EnableServeServiceKey, false},
-		{rayutils.DisableProvisionedHeadRestartAnnotationKey, false},
+		{operatorbuild.FTEnabledAnnotation, true},
+		{operatorbuild.OverwriteContainerCmdAnnotation, true},
+		{operatorbuild.EnableServeServiceAnnotation, false},
+		{operatorbuild.DisableProvisionedHeadRestartAnnotation, false},
 	} {
 		v, ok := annotations[a.key]
 		if !ok || v == "true" || v == "false" || a.ignoreCase && (strings.EqualFold(v, "true") || strings.EqualFold(v, "false")) {
@@ -498,17 +462,17 @@ func annotationRules(annotations map[string]string, warn func(id, path, msg, fix
 // that owner (common/pod.go BuildPod) and an upgradeStrategy is refused
 // (utils ValidateRayClusterUpgradeOptions).
 func labelRules(kind string, labels map[string]string, warn func(id, path, msg, fix string)) {
-	if owner := labels[rayutils.RayOriginatedFromCRDLabelKey]; kind == "RayCluster" && (owner == string(rayutils.RayServiceCRD) || owner == string(rayutils.RayJobCRD)) {
+	if owner := labels[operatorbuild.OriginatedFromCRDLabel]; kind == "RayCluster" && (owner == string(operatorbuild.RayService) || owner == string(operatorbuild.RayJob)) {
 		what := "its upgradeStrategy is refused"
-		if owner == string(rayutils.RayServiceCRD) {
+		if owner == string(operatorbuild.RayService) {
 			what = "the head is labelled as not serving, the workers are ready only once Ray Serve's proxy answers, and an upgradeStrategy is refused"
 		}
-		warn("originated-from-crd-label", "metadata.labels."+rayutils.RayOriginatedFromCRDLabelKey, fmt.Sprintf(
+		warn("originated-from-crd-label", "metadata.labels."+operatorbuild.OriginatedFromCRDLabel, fmt.Sprintf(
 			"the operator reads this label to know which object made the cluster: set by hand, it builds this cluster's pods as for one a %s made — %s", owner, what),
 			"drop the label (the operator sets it on the clusters RayJobs and RayServices make)")
 	}
-	if v, ok := labels[rayutils.RayGangSchedulingEnabled]; ok && v != "true" {
-		warn("gang-scheduling-label", "metadata.labels."+rayutils.RayGangSchedulingEnabled, fmt.Sprintf(
+	if v, ok := labels[operatorbuild.GangSchedulingLabel]; ok && v != "true" {
+		warn("gang-scheduling-label", "metadata.labels."+operatorbuild.GangSchedulingLabel, fmt.Sprintf(
 			"%q: with YuniKorn or scheduler-plugins as the operator's batch scheduler, only whether this label is there is read, so it turns gang scheduling on", v),
 			"drop the label to turn gang scheduling off")
 	}
@@ -543,7 +507,7 @@ func rayJobRules(api APIServer, j *rayv1.RayJob, raw map[string]any, fail, warn 
 	if mode == rayv1.SidecarMode && j.Spec.RayClusterSpec != nil {
 		head := j.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec
 		for k, ctr := range slices.Concat(head.InitContainers, head.Containers) {
-			if ctr.Name != rayutils.SubmitterContainerName {
+			if ctr.Name != operatorbuild.SubmitterContainerName {
 				continue
 			}
 			path := fmt.Sprintf("spec.rayClusterSpec.headGroupSpec.template.spec.initContainers[%d].name", k)
@@ -567,8 +531,8 @@ func rayJobRules(api APIServer, j *rayv1.RayJob, raw map[string]any, fail, warn 
 			warn("rayjob-field-ignored", "spec.rayClusterSpec", "with clusterSelector the job runs on an existing RayCluster: rayClusterSpec is ignored", "drop one of them")
 		}
 		for _, k := range slices.Sorted(maps.Keys(j.Spec.ClusterSelector)) {
-			if k != rayutils.RayJobClusterSelectorKey {
-				warn("rayjob-field-ignored", "spec.clusterSelector."+k, fmt.Sprintf("the operator reads only %s from clusterSelector: %s is ignored", rayutils.RayJobClusterSelectorKey, k), "")
+			if k != operatorbuild.JobClusterSelectorKey {
+				warn("rayjob-field-ignored", "spec.clusterSelector."+k, fmt.Sprintf("the operator reads only %s from clusterSelector: %s is ignored", operatorbuild.JobClusterSelectorKey, k), "")
 			}
 		}
 	}
@@ -598,7 +562,7 @@ func submitterRules(api APIServer, j *rayv1.RayJob, fail, warn func(id, path, ms
 		return
 	}
 	if cluster := j.Spec.RayClusterSpec; len(j.Spec.Metadata) > 0 && cluster != nil {
-		if _, err := common.GetMetadataJson(j.Spec.Metadata, cluster.RayVersion); err != nil {
+		if _, err := operatorbuild.MetadataJSON(j.Spec.Metadata, cluster.RayVersion); err != nil {
 			what := "building the submitter fails at every reconcile: the RayJob stays Initializing on a ready cluster and the job is never submitted"
 			if mode == rayv1.SidecarMode {
 				what = "building the submitter sidecar fails at every reconcile: the operator never creates the RayCluster and the job never runs"
@@ -617,9 +581,9 @@ func submitterRules(api APIServer, j *rayv1.RayJob, fail, warn func(id, path, ms
 		// (SetContainerTokenAuthEnvVars adds only what is not there.)
 		user := t.Spec.Containers[0]
 		built := *user.DeepCopy()
-		built.Env = append(built.Env, corev1.EnvVar{Name: "PYTHONUNBUFFERED"}, corev1.EnvVar{Name: rayutils.RAY_DASHBOARD_ADDRESS}, corev1.EnvVar{Name: rayutils.RAY_JOB_SUBMISSION_ID})
-		if c := j.Spec.RayClusterSpec; c != nil && rayutils.IsAuthEnabled(c) {
-			common.SetContainerTokenAuthEnvVars("cluster", &built, c.AuthOptions) // a stand-in: CheckName prints what it cuts
+		built.Env = append(built.Env, corev1.EnvVar{Name: "PYTHONUNBUFFERED"}, corev1.EnvVar{Name: operatorbuild.DashboardAddressEnv}, corev1.EnvVar{Name: operatorbuild.JobSubmissionIDEnv})
+		if c := j.Spec.RayClusterSpec; c != nil && operatorbuild.AuthOn(c) {
+			operatorbuild.SetTokenAuthEnv("cluster", &built, c.AuthOptions) // the cluster's name is a stand-in
 		}
 		count := func(env []corev1.EnvVar) map[string]int {
 			n := map[string]int{}
@@ -641,7 +605,7 @@ func submitterRules(api APIServer, j *rayv1.RayJob, fail, warn func(id, path, ms
 	if t := j.Spec.SubmitterPodTemplate; t != nil {
 		tmpl = *t.DeepCopy()
 	} else if c := j.Spec.RayClusterSpec; c != nil {
-		tmpl = common.GetSubmitterTemplate(&j.Spec, c)
+		tmpl = operatorbuild.SubmitterTemplate(&j.Spec, c)
 	}
 	job := &batchv1.Job{Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](2), Template: tmpl}}
 	if c := j.Spec.SubmitterConfig; c != nil && c.BackoffLimit != nil {
@@ -713,11 +677,11 @@ func faultToleranceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, war
 	if _, written := ft["redisAddress"]; written && !headAddress && strings.TrimSpace(spec.GcsFaultToleranceOptions.RedisAddress) == "" {
 		fail("redis-address-missing", c.prefix+"gcsFaultToleranceOptions.redisAddress", fmt.Sprintf(
 			"an empty redisAddress: the operator gives the head %s set to it, which Ray reads as a Redis address and cannot split into host and port, so the head's ray start fails and the head restarts without end",
-			rayutils.RAY_REDIS_ADDRESS), "give the Redis address, such as redis:6379")
+			operatorbuild.RedisAddressEnv), "give the Redis address, such as redis:6379")
 	}
-	enabled := rayutils.IsGCSFaultToleranceEnabled(spec, c.annotations)
-	if _, ok := c.annotations[rayutils.RayExternalStorageNSAnnotationKey]; ok && !enabled {
-		warn("fault-tolerance-ignored", "metadata.annotations."+rayutils.RayExternalStorageNSAnnotationKey,
+	enabled := operatorbuild.GCSFaultToleranceOn(spec, c.annotations)
+	if _, ok := c.annotations[operatorbuild.ExternalStorageNamespaceAnnotation]; ok && !enabled {
+		warn("fault-tolerance-ignored", "metadata.annotations."+operatorbuild.ExternalStorageNamespaceAnnotation,
 			"GCS fault tolerance is off (no gcsFaultToleranceOptions, no ray.io/ft-enabled: \"true\"): the operator reads the storage namespace only with it on, so it is ignored",
 			"turn fault tolerance on with gcsFaultToleranceOptions (and its externalStorageNamespace), or drop the annotation")
 	}
@@ -725,12 +689,12 @@ func faultToleranceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail, war
 		return
 	}
 	head := spec.HeadGroupSpec.Template.Spec.Containers[0]
-	if rayutils.EnvVarExists(rayutils.RAY_REDIS_ADDRESS, head.Env) || len(head.EnvFrom) > 0 || headAddress {
+	if slices.ContainsFunc(head.Env, func(e corev1.EnvVar) bool { return e.Name == operatorbuild.RedisAddressEnv }) || len(head.EnvFrom) > 0 || headAddress {
 		return // given by hand (or maybe from a ConfigMap or Secret)
 	}
-	warn("fault-tolerance-ignored", "metadata.annotations."+rayutils.RayFTEnabledAnnotationKey, fmt.Sprintf(
+	warn("fault-tolerance-ignored", "metadata.annotations."+operatorbuild.FTEnabledAnnotation, fmt.Sprintf(
 		"GCS fault tolerance is on, with no Redis to keep the GCS state in (neither gcsFaultToleranceOptions.redisAddress nor %s on the head): the operator sets it up all the same — a storage namespace, the Redis cleanup finalizer — while the GCS keeps its state in memory, so a head restart loses it",
-		rayutils.RAY_REDIS_ADDRESS), "use gcsFaultToleranceOptions with redisAddress (and drop the annotation)")
+		operatorbuild.RedisAddressEnv), "use gcsFaultToleranceOptions with redisAddress (and drop the annotation)")
 }
 
 // serviceFieldRules: what the operator replaces in a Service given in

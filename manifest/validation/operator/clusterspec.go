@@ -9,10 +9,11 @@ import (
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"gridweave.dev/rayctl/operatorbuild"
 )
 
 // Operator rules: mistakes both the API server and KubeRay v1.6.0's own
@@ -31,7 +32,7 @@ func operatorRules(prefix, cluster string, spec *rayv1.RayClusterSpec, fail, war
 		if problem := groupNameProblem(cluster, g.GroupName); problem != "" {
 			fail("group-name-label", p, fmt.Sprintf(
 				"%q %s: the operator names each worker pod after it (%s<random>) and labels it ray.io/group=%s, so the API server refuses every worker pod and the cluster runs with its head only",
-				g.GroupName, problem, rayutils.PodName(cluster+"-"+g.GroupName, rayv1.WorkerNode, true), g.GroupName),
+				g.GroupName, problem, operatorbuild.PodName(cluster+"-"+g.GroupName, rayv1.WorkerNode, true), g.GroupName),
 				"use letters, digits, '-' and '.' (at most 63), beginning and ending with a letter or digit")
 		}
 		if first, dup := seen[g.GroupName]; dup {
@@ -171,7 +172,7 @@ func groupNameProblem(cluster, group string) string {
 	if cluster == "" {
 		cluster = "cluster" // a generateName object: its name is not known yet
 	}
-	generateName := rayutils.PodName(cluster+"-"+group, rayv1.WorkerNode, true)
+	generateName := operatorbuild.PodName(cluster+"-"+group, rayv1.WorkerNode, true)
 	if errs := apivalidation.NameIsDNSSubdomain(generateName, true); len(errs) > 0 {
 		return "cannot be part of a pod name (letters, digits, '-' and '.' only)"
 	}

@@ -12,11 +12,11 @@
 //     names, images).
 //   - builds.go: rules that build what the operator builds from the spec
 //     (the head and serve Services, the Ingress, each group's pods, the
-//     submitter Job) with KubeRay's own builders, and judge it as the API
-//     server would (APIServer, given by package validation).
+//     submitter Job) with package rayctl/operatorbuild, and judge it as
+//     the API server would (APIServer, given by package validation).
 //   - serveconfig.go: serveConfigV2 against Ray Serve's config schema.
 //   - raystart.go: ComputeStartResources, the resources `ray start` sees,
-//     read from the pods KubeRay's own code builds.
+//     read from the pods the operator builds.
 //
 // To add a rule: find where the operator's code reads the value (cite the
 // file and function in the table below), write the rule where its kind
@@ -38,8 +38,10 @@
 // name, a port or an env var of what it builds; every string it parses;
 // every name it looks objects up by) and of Ray Serve's config schema.
 // Where the operator builds an object from the spec (the head Service,
-// the serve Service, each group's pod), lint runs KubeRay's own builders
-// (from its module) and checks what they build as the API server will:
+// the serve Service, each group's pod), lint builds it as the operator
+// does (package rayctl/operatorbuild, a port of the operator's builders
+// held to them by a differential test) and checks what is built as the
+// API server will:
 //
 //	rule                     what goes wrong on a real cluster                   where the operator shows it
 //	group-name-label         every worker pod refused (the group name is a       common/pod.go labelPod (ray.io/group);

@@ -1,23 +1,20 @@
 package operator
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
-	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
+
+	"gridweave.dev/rayctl"
+	"gridweave.dev/rayctl/operatorbuild"
 )
 
 // StartResources is what one group's Ray nodes announce to Ray: the
@@ -35,13 +32,14 @@ type StartResources struct {
 	Command string `json:"command"`
 }
 
-// ComputeStartResources runs KubeRay v1.6.0's own pod construction
-// (DefaultHeadPodTemplate / DefaultWorkerPodTemplate and BuildPod, called
-// from the operator's module) on a copy of spec, and reads back the
-// `ray start` command it generates for the head and each worker group: so
-// the precedence (group resources over rayStartParams over container
-// limits, CPU falling back to requests, GPUs and accelerators from limits
-// only) and the rounding are the operator's, not an imitation. Groups that
+// ComputeStartResources builds the pods KubeRay v1.6.0 builds from a copy
+// of spec (package rayctl/operatorbuild, held to the operator's
+// DefaultHeadPodTemplate / DefaultWorkerPodTemplate and BuildPod by its
+// differential test), and reads back the `ray start` command generated
+// for the head and each worker group: so the precedence (group resources
+// over rayStartParams over container limits, CPU falling back to
+// requests, GPUs and accelerators from limits only) and the rounding are
+// the operator's. Groups that
 // KubeRay would reject (resources in both the group and rayStartParams)
 // are an error naming the group. The resources do not depend on the
 // cluster's name: name is accepted for callers' symmetry and not used.
@@ -78,54 +76,36 @@ type builtPod struct {
 // pods of.
 const operatorPodsCluster = "cluster"
 
-// operatorPods runs KubeRay v1.6.0's pod construction on a copy of spec:
-// the head's pod, then each worker group's. The pods are built for a
-// cluster of a short stand-in name: names do not change what is checked
-// of them, and KubeRay's builders print to stdout when they shorten a
-// long one (utils.CheckName, CheckLabel) — the head's service account
-// name goes through CheckName as well, so it is left out.
+// operatorPods builds, as KubeRay v1.6.0 does, from a copy of spec the
+// head's pod, then each worker group's. The pods are built for a cluster
+// of a short stand-in name, and without the head's service account name:
+// names do not change what is checked of them.
 func operatorPods(spec *rayv1.RayClusterSpec) ([]builtPod, error) {
-	ctx := ctrl.LoggerInto(context.Background(), logr.Discard())
 	const name = operatorPodsCluster
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: *asStored(spec)}
 	rc.Spec.HeadGroupSpec.Template.Spec.ServiceAccountName = ""
-	if err := rayutils.ValidateRayClusterSpec(&rc.Spec, nil); err != nil {
+	if err := rayctl.OperatorClusterSpecError(&rc.Spec, nil); err != nil {
 		return nil, fmt.Errorf("KubeRay rejects this cluster spec: %w", err)
 	}
 	autoscaling := ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false)
-	headPort := common.GetHeadPort(rc.Spec.HeadGroupSpec.RayStartParams)
+	headPort := operatorbuild.HeadPort(rc.Spec.HeadGroupSpec.RayStartParams)
 	fqdn := name + "-head-svc.default.svc.cluster.local"
 
 	head := rc.Spec.HeadGroupSpec
-	if head.RayStartParams == nil {
-		head.RayStartParams = map[string]string{}
-	}
-	tmpl := common.DefaultHeadPodTemplate(ctx, rc, head, name+"-head", headPort)
-	out := []builtPod{{"head", common.BuildPod(ctx, tmpl, rayv1.HeadNode, head.RayStartParams, headPort, autoscaling, rayutils.RayClusterCRD, fqdn, nil, rc.Spec.RayVersion)}}
+	tmpl := operatorbuild.HeadPodTemplate(rc, head, name+"-head", headPort)
+	out := []builtPod{{"head", operatorbuild.Pod(tmpl, rayv1.HeadNode, head.RayStartParams, headPort, autoscaling, operatorbuild.RayCluster, fqdn, nil, rc.Spec.RayVersion)}}
 	for _, g := range rc.Spec.WorkerGroupSpecs {
-		if g.RayStartParams == nil {
-			g.RayStartParams = map[string]string{}
-		}
-		tmpl := common.DefaultWorkerPodTemplate(ctx, rc, g, name+"-"+g.GroupName+"-worker", fqdn, headPort, "", 0, 0)
-		out = append(out, builtPod{g.GroupName, common.BuildPod(ctx, tmpl, rayv1.WorkerNode, g.RayStartParams, headPort, autoscaling, rayutils.RayClusterCRD, fqdn, nil, rc.Spec.RayVersion)})
+		tmpl := operatorbuild.WorkerPodTemplate(rc, g, name+"-"+g.GroupName+"-worker", fqdn, headPort, "", 0, 0)
+		out = append(out, builtPod{g.GroupName, operatorbuild.Pod(tmpl, rayv1.WorkerNode, g.RayStartParams, headPort, autoscaling, operatorbuild.RayCluster, fqdn, nil, rc.Spec.RayVersion)})
 	}
 	return out, nil
 }
 
-// asStored is a copy of a cluster spec with the CRD's defaults the
-// operator's builders and validation rely on (a spec as written leaves
-// them out; the API server fills them in before the operator reads it).
+// asStored is a copy of a cluster spec as the operator has it when it
+// builds (operatorbuild.SetDefaults).
 func asStored(spec *rayv1.RayClusterSpec) *rayv1.RayClusterSpec {
 	s := spec.DeepCopy()
-	for i := range s.WorkerGroupSpecs {
-		g := &s.WorkerGroupSpecs[i]
-		if g.MinReplicas == nil {
-			g.MinReplicas = ptr.To[int32](0)
-		}
-		if g.MaxReplicas == nil {
-			g.MaxReplicas = ptr.To[int32](math.MaxInt32)
-		}
-	}
+	operatorbuild.SetDefaults(s)
 	return s
 }
 
@@ -134,7 +114,7 @@ var startFlag = regexp.MustCompile(`--([a-z0-9-]+)(?:=('[^']*'|"[^"]*"|\S+))?`)
 func readStartCommand(group string, env []corev1.EnvVar) (StartResources, error) {
 	sr := StartResources{Group: group}
 	for _, e := range env {
-		if e.Name == rayutils.KUBERAY_GEN_RAY_START_CMD {
+		if e.Name == operatorbuild.GeneratedStartCommandEnv {
 			sr.Command = e.Value
 		}
 	}
