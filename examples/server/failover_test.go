@@ -131,9 +131,10 @@ func awaitFence(t *testing.T, tc *testcluster.Cluster, ns string, fence kubestor
 			return
 		}
 		if time.Now().After(deadline) {
-			// Seen after other tests' bindings came and went: the tests
-			// that need the fence (TestADeposedLeaderCannotWrite) fail
-			// on their own if it is not enforced.
+			// (Seen before InstallFence made a keeping binding, after
+			// other tests' bindings came and went.) The tests that need the fence
+			// (TestADeposedLeaderCannotWrite) fail on their own if it is
+			// not enforced.
 			t.Logf("the API server does not enforce the fence yet, 15 s after it was installed (%v); going on", err)
 			return
 		}

@@ -329,7 +329,7 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		return err
 	}
 	if holds, err := r.store.FenceHolds(ctx); err == nil && !holds {
-		log.Warn("LEDGER NOT FENCED: the API server takes ledger writes from any replica, so one that lost the Lease and has not noticed yet still writes; apply deploy/kubernetes/ha/ledger-fence.yaml (or start once with --install-crds)", "policy", kubestore.FencePolicy)
+		log.Warn("LEDGER NOT FENCED: the API server takes ledger writes from any replica, so one that lost the Lease and has not noticed yet still writes; apply deploy/kubernetes/ha/ledger-fence.yaml (or start once with --install-crds); if it is applied: the API server loads a new binding a moment later, the binding must name this ledger's namespace, and an API server that stopped watching the Leases (the fence's last binding went) needs a restart", "policy", kubestore.FencePolicy)
 	}
 	r.leading.Store(true)
 	if err := r.publishHub(ctx, endpoint); err != nil {

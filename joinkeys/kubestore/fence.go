@@ -66,6 +66,34 @@ var fenceExpression = `!has(params.spec.holderIdentity) || params.spec.holderIde
 	`(!has(oldObject.metadata.annotations) || !("` + DeletingAnnotation + `" in oldObject.metadata.annotations) || ` + signedBy("oldObject") + `) : ` +
 	signedBy("object") + `)`
 
+// FenceKeeperBinding is the binding of FencePolicy that fences nothing
+// (it matches no namespace) and that InstallFence makes beside the
+// bindings of ledgers: the API server watches a policy's params (the
+// Leases) only while some binding uses the policy, and once it stopped
+// (the last binding deleted) it does not watch them again until it
+// restarts, so a binding made after that finds no Lease and lets every
+// write through. With this binding, which nothing deletes, a ledger's
+// binding can go (its ledger retired) and another come.
+const FenceKeeperBinding = FencePolicy + ".keeper"
+
+// FenceKeeper returns FenceKeeperBinding.
+func FenceKeeper() *admissionv1.ValidatingAdmissionPolicyBinding {
+	allow := admissionv1.AllowAction
+	return &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: FenceKeeperBinding, Labels: map[string]string{"app.kubernetes.io/part-of": "gridweave"}},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: FencePolicy,
+			ParamRef:   &admissionv1.ParamRef{Name: "gridweave-fence-keeper", Namespace: "kube-system", ParameterNotFoundAction: &allow},
+			// Every namespace has this label: the binding matches none.
+			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpDoesNotExist,
+			}}}},
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+}
+
 // FenceObjects returns FencePolicy and the binding that fences f's ledger.
 func FenceObjects(f Fence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
 	fail := admissionv1.Fail
@@ -104,9 +132,10 @@ func FenceObjects(f Fence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1
 	return policy, binding
 }
 
-// InstallFence creates FencePolicy and the binding that fences f's
-// ledger, or brings them to what FenceObjects says. It needs a cluster
-// administrator's rights (both are cluster-scoped).
+// InstallFence creates FencePolicy, FenceKeeperBinding and the binding
+// that fences f's ledger, or brings them to what FenceObjects and
+// FenceKeeper say. It needs a cluster
+// administrator's rights (all three are cluster-scoped).
 func InstallFence(ctx context.Context, cfg *rest.Config, f Fence) error {
 	if f.LedgerNamespace == "" || f.LeaseNamespace == "" || f.LeaseName == "" {
 		return errors.New("kubestore: a fence needs the ledger's namespace and the Lease's namespace and name")
@@ -123,6 +152,11 @@ func InstallFence(ctx context.Context, cfg *rest.Config, f Fence) error {
 	if err := createOrUpdate(ctx, kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings(), binding.Name, binding,
 		func(got *admissionv1.ValidatingAdmissionPolicyBinding) { got.Spec = binding.Spec }); err != nil {
 		return fmt.Errorf("kubestore: the fence's binding: %w", err)
+	}
+	keeper := FenceKeeper()
+	if err := createOrUpdate(ctx, kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings(), keeper.Name, keeper,
+		func(got *admissionv1.ValidatingAdmissionPolicyBinding) { got.Spec = keeper.Spec }); err != nil {
+		return fmt.Errorf("kubestore: the fence's keeping binding: %w", err)
 	}
 	return nil
 }

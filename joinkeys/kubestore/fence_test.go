@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -280,4 +281,57 @@ func TestConformanceUnderTheFence(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// TestTheFenceOutlivesARetiredLedger: InstallFence makes the keeping
+// binding, and with a ledger's binding deleted (its ledger retired) the
+// fence holds for a ledger bound after it. (The API server can stop
+// watching the Leases for good when the policy's last binding goes; the
+// keeping binding, which fences nothing, is never the last. This
+// sequence alone does not make this API server stop, so the test holds
+// the keeper's presence and the fence after a retirement, not the loss
+// itself, which the HA tests met when many bindings came and went.)
+func TestTheFenceOutlivesARetiredLedger(t *testing.T) {
+	ctx := context.Background()
+	c, retired := fencedLedger(t)
+	keeper, err := c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, kubestore.FenceKeeperBinding, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("InstallFence made no keeping binding: %v", err)
+	}
+	want := kubestore.FenceKeeper().Spec
+	if got := keeper.Spec; got.PolicyName != want.PolicyName || !equality.Semantic.DeepEqual(got.ParamRef, want.ParamRef) ||
+		!equality.Semantic.DeepEqual(got.ValidationActions, want.ValidationActions) ||
+		got.MatchResources == nil || !equality.Semantic.DeepEqual(got.MatchResources.NamespaceSelector, want.MatchResources.NamespaceSelector) {
+		t.Errorf("the keeping binding is %+v, want %+v", got, want)
+	}
+	_, binding := kubestore.FenceObjects(kubestore.Fence{LedgerNamespace: retired, LeaseNamespace: retired, LeaseName: "gridweave-leader"})
+	if err := c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the API server drops what the binding used
+
+	_, ns := fencedLedger(t)
+	holder := "replica-a"
+	if _, err := c.Kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-leader"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: "replica-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		holds, err := other.FenceHolds(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holds {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("after another ledger's binding was deleted, the fence of a ledger bound later never refused a replica that does not hold its Lease")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
