@@ -6,8 +6,9 @@
 // (python3 with python on PATH, bash, wget and curl for KubeRay's probes, CA
 // certificates) with Ray installed from PyPI by pip, pinned by Constraints,
 // and the user ray (uid 1000, group users, home /home/ray) the image runs
-// as. The worker image adds what the NVIDIA container runtime reads, and
-// optional extras (torch) in its own root filesystem.
+// as. The worker image adds what the NVIDIA container runtime reads.
+// Either image may take extras (Extras: Ray Train with PyPI's torch, or
+// with Debian's CPU build of torch), each in a root filesystem of its own.
 //
 // Builds are reproducible and cached: the root filesystem is kept under
 // the cache directory by a key of everything that goes into it (suite,

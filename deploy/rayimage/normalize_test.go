@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,13 +116,123 @@ func TestOptionsAreChecked(t *testing.T) {
 		{Options{Kind: "gpu"}, `Kind "gpu"`},
 		{Options{Kind: Worker, Extras: []string{"tensorflow"}}, `extra "tensorflow" is not one of torch`},
 		{Options{Kind: Head, Mirror: "http://deb.debian.org/debian main; rm -rf /"}, "Mirror"},
-		{Options{Kind: Head, Extras: []string{"torch"}}, "only the worker image takes extras"},
+		{Options{Kind: Head, Extras: []string{"torch-cpu", "torch"}}, "extras torch and torch-cpu"},
 	} {
 		o := tc.o
 		o.CacheDir = t.TempDir()
 		if err := o.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error saying %q", tc.o, err, tc.want)
 		}
+	}
+}
+
+// TestExtrasAddWhatTheyName: without extras, Ray with its dashboard on
+// Packages under Constraints; torch-cpu adds Debian's torch, Ray Train
+// and NumPy's last 1.x in place of Constraints' pin; torch adds PyPI's
+// torch and Ray Train.
+func TestExtrasAddWhatTheyName(t *testing.T) {
+	for _, tc := range []struct {
+		extras       []string
+		requirements string
+		debian       string
+		pins         []string
+	}{
+		{nil, "ray[default]==" + RayVersion + "\n", "", []string{"numpy==2.4.6"}},
+		{[]string{"torch-cpu"}, "ray[default,train]==" + RayVersion + "\n", "python3-torch", []string{"numpy==1.26.4", "pandas==2.3.3", "pyarrow==21.0.0", "pytz==2026.6"}},
+		{[]string{"torch"}, "ray[default,train]==" + RayVersion + "\ntorch==2.9.1\n", "", []string{"numpy==2.4.6"}},
+	} {
+		o := Options{Kind: Worker, Extras: tc.extras, CacheDir: t.TempDir()}
+		if err := o.check(); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.requirements(); got != tc.requirements {
+			t.Errorf("%v: requirements %q, want %q", tc.extras, got, tc.requirements)
+		}
+		packages := o.packages()
+		if !slices.Equal(packages[:len(Packages)], Packages) || tc.debian == "" && len(packages) != len(Packages) || tc.debian != "" && !slices.Contains(packages, tc.debian) {
+			t.Errorf("%v: Debian packages %v", tc.extras, packages)
+		}
+		constraints := strings.Split(o.constraints(), "\n")
+		for _, pin := range tc.pins {
+			if !slices.Contains(constraints, pin) {
+				t.Errorf("%v: constraints lack %s", tc.extras, pin)
+			}
+		}
+		for _, name := range []string{"numpy", "pandas", "pyarrow"} {
+			if n := len(slices.DeleteFunc(slices.Clone(constraints), func(l string) bool { return !strings.HasPrefix(l, name+"==") })); n != 1 {
+				t.Errorf("%v: %d pins of %s", tc.extras, n, name)
+			}
+		}
+	}
+	if (&Options{}).constraints() != Constraints {
+		t.Error("without extras the constraints are not Constraints")
+	}
+}
+
+// TestPinsMatchNamesAsPipDoes: a pin replaces the constraints' line of
+// its package however the line spells the name (case, "-", "_", ".",
+// extras, a comment).
+func TestPinsMatchNamesAsPipDoes(t *testing.T) {
+	for line, want := range map[string]string{
+		"typing_extensions==4.16.0\n": "typing-extensions 4.16.0", "Typing.Extensions== 4 \n": "typing-extensions 4",
+		"ray[default]==2.54.0  # the head\n": "ray 2.54.0", "foo==1.0 ; python_version < '3.12'\n": "foo 1.0",
+		"# numpy==2\n": "", "\n": "", "numpy>=2\n": "",
+	} {
+		name, version, ok := pinnedName(line)
+		if got := strings.TrimSpace(name + " " + version); got != want || ok != (want != "") {
+			t.Errorf("pinnedName(%q) = %q, %v; want %q", line, got, ok, want)
+		}
+	}
+	// An extra's pins are keyed by the normalized name they pin.
+	for extra, e := range Extras {
+		for key, pin := range e.Pins {
+			if name, _, ok := pinnedName(pin); !ok || name != key {
+				t.Errorf("extra %s: pin %q under %q, not under its normalized name %q", extra, pin, key, name)
+			}
+		}
+	}
+}
+
+// TestUnpinnedPackagesFailTheBuild: a package pip installed at a version
+// the constraints do not pin (or not at all) is named; Ray is pinned by
+// the requirements.
+func TestUnpinnedPackagesFailTheBuild(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	site := "usr/local/lib/python" + PythonVersion + "/dist-packages/"
+	for _, dir := range []string{"ray-" + RayVersion + ".dist-info/", "typing_extensions-4.16.0.dist-info/", "pytz-2026.6.dist-info/", "numpy-2.4.6.dist-info/", "numpy/"} {
+		_ = tw.WriteHeader(&tar.Header{Name: site + dir, Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	_ = tw.Close()
+	path := filepath.Join(t.TempDir(), "rootfs.tar")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defaults := Options{Kind: Worker}
+	err := checkPinned(path, defaults.requirements()+Constraints)
+	if err == nil || !strings.Contains(err.Error(), "pytz==2026.6") || strings.Contains(err.Error(), "numpy") || strings.Contains(err.Error(), "typing") || strings.Contains(err.Error(), "ray==") {
+		t.Errorf("checkPinned with the default constraints: %v; want only pytz named", err)
+	}
+	cpu := Options{Kind: Worker, Extras: []string{"torch-cpu"}}
+	if err := checkPinned(path, cpu.requirements()+cpu.constraints()); err == nil || !strings.Contains(err.Error(), "numpy==2.4.6") || strings.Contains(err.Error(), "pytz") {
+		t.Errorf("checkPinned with torch-cpu's constraints: %v; want numpy 2.4.6 named", err)
+	}
+	// PyPI's torch is pinned by the torch extra's requirements.
+	torch := Options{Kind: Worker, Extras: []string{"torch"}}
+	if err := torch.check(); err != nil {
+		t.Fatal(err)
+	}
+	var withTorch bytes.Buffer
+	tw = tar.NewWriter(&withTorch)
+	for _, dir := range []string{"ray-" + RayVersion + ".dist-info/", "torch-2.9.1.dist-info/", "nvidia_cublas_cu12-12.8.4.1.dist-info/"} {
+		_ = tw.WriteHeader(&tar.Header{Name: site + dir, Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	_ = tw.Close()
+	if err := os.WriteFile(path, withTorch.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPinned(path, torch.requirements()+torch.constraints()); err != nil {
+		t.Errorf("checkPinned with torch's requirements: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package rayimage
 
 import (
+	"archive/tar"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,12 +65,35 @@ var Packages = []string{
 	"python-is-python3", "python3", "python3-pip", "wget",
 }
 
-// Extras are the optional Python packages a worker image may add
-// (WORKER_IMAGE_EXTRAS), each pinned: torch is PyPI's default build, with
-// its CUDA libraries.
-var Extras = map[string]string{
-	"torch": "torch==2.9.1",
+// An Extra is an optional addition to an image: Debian packages, pip
+// requirements, extras of Ray's own package, and pins that replace
+// Constraints' for the packages they name.
+type Extra struct {
+	Debian   []string
+	Pip      []string
+	RayExtra []string
+	Pins     map[string]string
 }
+
+// Extras are the optional additions an image may take
+// (WORKER_IMAGE_EXTRAS, RAY_IMAGE_EXTRAS), each pinned. Both give Ray
+// Train (ray[train]) with torch, what KubeTorch's training runs:
+//   - torch is PyPI's default build, with its CUDA libraries (several GB);
+//   - torch-cpu is Debian's build of torch 1.13 for the CPU (a few hundred
+//     MB), compiled against NumPy 1, so NumPy is pinned to the last 1.x
+//     and pandas and pyarrow to releases that take it (pandas 2 adds
+//     pytz, pinned too).
+//
+// Pins are keyed by the package's normalized name (PEP 503: lower case,
+// runs of "-", "_" and "." one "-").
+var Extras = map[string]Extra{
+	"torch": {Pip: []string{"torch==2.9.1"}, RayExtra: []string{"train"}},
+	"torch-cpu": {Debian: []string{"python3-torch"}, RayExtra: []string{"train"}, Pins: map[string]string{
+		"numpy": "numpy==1.26.4", "pandas": "pandas==2.3.3", "pyarrow": "pyarrow==21.0.0", "pytz": "pytz==2026.6"}},
+}
+
+// exclusiveExtras are extras one image cannot take together.
+var exclusiveExtras = [][2]string{{"torch", "torch-cpu"}}
 
 // The user the images run as, KubeRay's convention.
 const (
@@ -89,7 +114,8 @@ const (
 // Options say what to build.
 type Options struct {
 	Kind Kind
-	// Extras name entries of Extras to add (torch); none by default.
+	// Extras name entries of Extras to add (torch, torch-cpu); none by
+	// default.
 	Extras []string
 	// CacheDir keeps root filesystems and images; default
 	// <user cache dir>/gridweave/rayimage.
@@ -135,9 +161,6 @@ func (o *Options) check() error {
 	default:
 		return fmt.Errorf("rayimage: Kind %q: want head or worker", o.Kind)
 	}
-	if len(o.Extras) > 0 && o.Kind != Worker {
-		return fmt.Errorf("rayimage: extras %v: only the worker image takes extras", o.Extras)
-	}
 	o.Extras = slices.Compact(slices.Sorted(slices.Values(o.Extras)))
 	for _, e := range o.Extras {
 		if _, ok := Extras[e]; !ok {
@@ -147,6 +170,11 @@ func (o *Options) check() error {
 			}
 			slices.Sort(known)
 			return fmt.Errorf("rayimage: extra %q is not one of %s", e, strings.Join(known, ", "))
+		}
+	}
+	for _, pair := range exclusiveExtras {
+		if slices.Contains(o.Extras, pair[0]) && slices.Contains(o.Extras, pair[1]) {
+			return fmt.Errorf("rayimage: extras %s and %s: one image takes one build of torch", pair[0], pair[1])
 		}
 	}
 	if o.Mirror == "" {
@@ -174,19 +202,130 @@ func (o *Options) check() error {
 var mirrorPattern = regexp.MustCompile(`^https?://[A-Za-z0-9._~:/%+-]+$`)
 
 // requirements is pip's requirements file for o: Ray with the dashboard
-// and its agents, and the extras.
+// and its agents (and the extras' extras of Ray), and the extras'
+// packages.
 func (o *Options) requirements() string {
-	reqs := []string{"ray[default]==" + RayVersion}
+	rayExtras := []string{"default"}
+	var reqs []string
 	for _, e := range o.Extras { // sorted and without repeats (check)
-		reqs = append(reqs, Extras[e])
+		rayExtras = append(rayExtras, Extras[e].RayExtra...)
+		reqs = append(reqs, Extras[e].Pip...)
 	}
+	rayExtras = slices.Compact(slices.Sorted(slices.Values(rayExtras)))
+	reqs = append([]string{"ray[" + strings.Join(rayExtras, ",") + "]==" + RayVersion}, reqs...)
 	return strings.Join(reqs, "\n") + "\n"
+}
+
+// packages are the Debian packages of o's root filesystem: Packages and
+// the extras'.
+func (o *Options) packages() []string {
+	packages := slices.Clone(Packages)
+	for _, e := range o.Extras {
+		packages = append(packages, Extras[e].Debian...)
+	}
+	return slices.Compact(packages)
+}
+
+// constraints are Constraints with the extras' pins in place of the
+// lines for the packages they name.
+func (o *Options) constraints() string {
+	pins := map[string]string{}
+	for _, e := range o.Extras {
+		maps.Copy(pins, Extras[e].Pins)
+	}
+	if len(pins) == 0 {
+		return Constraints
+	}
+	var b strings.Builder
+	for line := range strings.Lines(Constraints) {
+		if name, _, ok := pinnedName(line); ok {
+			if pin, ok := pins[name]; ok {
+				b.WriteString(pin + "\n")
+				delete(pins, name)
+				continue
+			}
+		}
+		b.WriteString(line)
+	}
+	for _, name := range slices.Sorted(maps.Keys(pins)) {
+		b.WriteString(pins[name] + "\n")
+	}
+	return b.String()
+}
+
+// pinnedName is the normalized name of the package a requirements or
+// constraints line pins (name==version), and the version; false for
+// comments, blank lines and other specifiers.
+func pinnedName(line string) (name, version string, ok bool) {
+	line, _, _ = strings.Cut(line, "#")
+	line, _, _ = strings.Cut(line, ";") // an environment marker
+	name, version, ok = strings.Cut(strings.TrimSpace(line), "==")
+	if !ok {
+		return "", "", false
+	}
+	name, _, _ = strings.Cut(name, "[")
+	return normalizedName(strings.TrimSpace(name)), strings.TrimSpace(version), true
+}
+
+// normalizedName is a Python package's name as PEP 503 compares names.
+func normalizedName(name string) string {
+	return strings.ToLower(nameSeparators.ReplaceAllString(name, "-"))
+}
+
+var nameSeparators = regexp.MustCompile(`[-_.]+`)
+
+// checkPinned says which packages pip installed in a root filesystem
+// (their dist-info directories in its tar) that pins (the requirements
+// and the constraints) do not pin at the version installed: each would
+// be whatever PyPI offers on the day of the build.
+func checkPinned(rootfs, pins string) error {
+	pinned := map[string]string{}
+	for line := range strings.Lines(pins) {
+		if name, version, ok := pinnedName(line); ok {
+			pinned[name] = version
+		}
+	}
+	f, err := os.Open(rootfs)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	site := "usr/local/lib/python" + PythonVersion + "/dist-packages/"
+	var unpinned []string
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("rayimage: read %s: %w", rootfs, err)
+		}
+		dir, ok := strings.CutPrefix(strings.TrimSuffix(hdr.Name, "/"), site)
+		if !ok || hdr.Typeflag != tar.TypeDir || strings.Contains(dir, "/") || !strings.HasSuffix(dir, ".dist-info") {
+			continue
+		}
+		// (Wheels write "-" in a name as "_": the last "-" ends it.)
+		nameVersion := strings.TrimSuffix(dir, ".dist-info")
+		cut := strings.LastIndex(nameVersion, "-")
+		if cut < 0 {
+			continue
+		}
+		name, version := nameVersion[:cut], nameVersion[cut+1:]
+		if pinned[normalizedName(name)] != version {
+			unpinned = append(unpinned, name+"=="+version)
+		}
+	}
+	if len(unpinned) > 0 {
+		return fmt.Errorf("rayimage: pip installed packages the constraints do not pin (pin them in constraints.txt or the extra's Pins): %s", strings.Join(unpinned, ", "))
+	}
+	return nil
 }
 
 // rootfsKey names a root filesystem by everything that goes into it.
 func (o *Options) rootfsKey() string {
 	h := sha256.New()
-	for _, part := range []string{builderVersion, Suite, o.Mirror, strings.Join(Packages, ","), o.requirements(), Constraints} {
+	for _, part := range []string{builderVersion, Suite, o.Mirror, strings.Join(o.packages(), ","), o.requirements(), o.constraints()} {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -362,7 +501,7 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 		return "", fmt.Errorf("rayimage: %w", err)
 	}
 	defer os.RemoveAll(work)
-	for file, content := range map[string]string{"requirements.txt": o.requirements(), "constraints.txt": Constraints} {
+	for file, content := range map[string]string{"requirements.txt": o.requirements(), "constraints.txt": o.constraints()} {
 		if err := os.WriteFile(filepath.Join(work, file), []byte(content), 0o644); err != nil {
 			return "", err
 		}
@@ -391,6 +530,9 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 	if err := normalizeFile(raw, normalized); err != nil {
 		return "", err
 	}
+	if err := checkPinned(normalized, o.requirements()+o.constraints()); err != nil {
+		return "", err
+	}
 	if err := os.Rename(normalized, final); err != nil {
 		return "", fmt.Errorf("rayimage: %w", err)
 	}
@@ -415,7 +557,7 @@ func (o *Options) mmdebstrapArgs(work, out string) []string {
 		" -r /tmp/requirements.txt -c /tmp/constraints.txt"
 	return []string{
 		"--mode=root", "--variant=minbase", "--format=tar",
-		"--include=" + strings.Join(Packages, ","),
+		"--include=" + strings.Join(o.packages(), ","),
 		"--aptopt=Acquire::Retries \"3\"",
 		"--customize-hook=copy-in " + filepath.Join(work, "requirements.txt") + " " + filepath.Join(work, "constraints.txt") + " " + filepath.Join(work, "host-ca.crt") + " /tmp",
 		fmt.Sprintf("--customize-hook=chroot \"$1\" useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash ray", UserID, GroupID, Home),

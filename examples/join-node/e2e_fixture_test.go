@@ -379,6 +379,23 @@ func (m *master) api(method, path string, body any) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// upload posts body of contentType to the server as the admin; it
+// returns the status and JSON body.
+func (m *master) upload(path, contentType string, body []byte) (int, map[string]any) {
+	m.t.Helper()
+	req, _ := http.NewRequest("POST", m.url+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e2eAdminToken)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := m.client.Do(req)
+	if err != nil {
+		m.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
 // joinCommand mints a join key and returns the mint response's
 // join_command, as a person copies it.
 func (m *master) joinCommand() string {
@@ -615,6 +632,12 @@ type stopError struct{ error }
 // forward accepts TCP on listen and relays each connection to target,
 // until the test ends; it returns the address it listens on.
 func forward(t testing.TB, listen, target string) string {
+	return forwardTo(t, listen, func() string { return target })
+}
+
+// forwardTo is forward to the address target gives when a connection
+// comes ("" closes it): one that is known only later.
+func forwardTo(t testing.TB, listen string, target func() string) string {
 	t.Helper()
 	// Bound before the master's VPN address exists (the server makes
 	// its device), and kept across the server's restarts.
@@ -638,7 +661,11 @@ func forward(t testing.TB, listen, target string) string {
 			}
 			go func() {
 				defer c.Close()
-				up, err := net.DialTimeout("tcp", target, 5*time.Second)
+				to := target()
+				if to == "" {
+					return
+				}
+				up, err := net.DialTimeout("tcp", to, 5*time.Second)
 				if err != nil {
 					return
 				}

@@ -175,8 +175,8 @@ func TestKubeletModeMachinesRunPods(t *testing.T) {
 		}
 		// The owner's drop-in (realnode.SharedDiskDropIn) is merged over
 		// the node's configuration: the kubelet runs with its thresholds.
-		if got := kubeletEvictionHard(t, tc, n.hostname); got["nodefs.available"] != "1Gi" || got["imagefs.available"] != "1Gi" {
-			t.Errorf("%s's kubelet evicts at %v, want the owner's drop-in (nodefs.available and imagefs.available 1Gi)", n.hostname, got)
+		if hard, transition := kubeletEviction(t, tc, n.hostname); hard["nodefs.available"] != "1Gi" || hard["imagefs.available"] != "1Gi" || transition != "30s" {
+			t.Errorf("%s's kubelet evicts at %v, a pressure lasting %q; want the owner's drop-in (nodefs.available and imagefs.available 1Gi, 30s)", n.hostname, hard, transition)
 		}
 	}
 
@@ -546,9 +546,10 @@ func csrWithToken(t *testing.T, tc *testcluster.Cluster, n *node, name string) s
 	return made.Name
 }
 
-// kubeletEvictionHard is the hard eviction thresholds node's kubelet runs
-// with (its /configz, through the API server).
-func kubeletEvictionHard(t *testing.T, tc *testcluster.Cluster, node string) map[string]string {
+// kubeletEviction is the hard eviction thresholds node's kubelet runs
+// with, and how long a pressure lasts after it is gone (its /configz,
+// through the API server).
+func kubeletEviction(t *testing.T, tc *testcluster.Cluster, node string) (hard map[string]string, transition string) {
 	t.Helper()
 	raw, err := tc.Kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(context.Background())
 	if err != nil {
@@ -556,11 +557,12 @@ func kubeletEvictionHard(t *testing.T, tc *testcluster.Cluster, node string) map
 	}
 	var configz struct {
 		KubeletConfig struct {
-			EvictionHard map[string]string `json:"evictionHard"`
+			EvictionHard                     map[string]string `json:"evictionHard"`
+			EvictionPressureTransitionPeriod string            `json:"evictionPressureTransitionPeriod"`
 		} `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(raw, &configz); err != nil {
 		t.Fatalf("%s's /configz: %v: %s", node, err, raw)
 	}
-	return configz.KubeletConfig.EvictionHard
+	return configz.KubeletConfig.EvictionHard, configz.KubeletConfig.EvictionPressureTransitionPeriod
 }

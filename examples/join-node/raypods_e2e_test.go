@@ -1,6 +1,9 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"net/http"
@@ -8,9 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,15 +31,24 @@ import (
 	"gridweave.dev/internal/raytest"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
+	"gridweave.dev/rayctl/dashboard"
 )
+
+// rayPodExtras are what the Ray pods test's images add to rayimage's:
+// Debian's CPU build of torch and Ray Train, which KubeTorch's training
+// on the worker pods runs.
+var rayPodExtras = []string{"torch-cpu"}
+
+// The tags of the Ray pods test's images.
+var rayPodHeadTag, rayPodWorkerTag = realnode.RayImageTags(rayPodExtras)
 
 // rayImagesTarball is the tarball a master of the Ray pods test serves as
 // its worker image: the pause and test images and both Ray images
-// deploy/rayimage builds (the head's and the GPU workers'), which every
-// machine imports.
+// deploy/rayimage builds with rayPodExtras (the head's and the GPU
+// workers'), which every machine imports.
 func rayImagesTarball(t testing.TB) string {
 	t.Helper()
-	path, err := realnode.RayImageTarball(context.Background(), "../..", nil)
+	path, err := realnode.RayImageTarball(context.Background(), "../..", rayPodExtras, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,38 +82,73 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 	t.Helper()
 	ctx := context.Background()
 	images := rayImagesTarball(t)
-	m := startKubeletMasterWith(t, "WORKER_IMAGE_TAR="+images, "RAY_IMAGE_WORKER="+rayimage.WorkerTag, "RAY_IMAGE="+rayimage.HeadTag)
+	// The master reaches the head's dashboard (its Ray proxy, KubeTorch)
+	// at the head pod's address, once the pod runs, through a forwarder
+	// on the host: it stands in for what a user's network does when the
+	// head runs elsewhere than on the master (a Service, a route), as the
+	// master reaches pod addresses through the tunnels.
+	var headDashboard atomic.Pointer[string]
+	forwarder := forwardTo(t, "127.0.0.1:0", func() string {
+		if p := headDashboard.Load(); p != nil {
+			return *p
+		}
+		return ""
+	})
+	m := startKubeletMasterWith(t, "WORKER_IMAGE_TAR="+images, "RAY_IMAGE_WORKER="+rayPodWorkerTag, "RAY_IMAGE="+rayPodHeadTag, "RAY_DASHBOARD_URL=http://"+forwarder)
 	tc := m.tc
 	cordonOtherNodes(t, tc)
 	command := m.joinCommand()
 	f := &rayPodFleet{m: m, podCIDRs: map[string]netip.Prefix{}}
 	f.head = m.newKubeletMachine(first, prefix+"-h", false)
 	f.a, f.b = m.newKubeletNode(first+1, prefix+"-a"), m.newKubeletNode(first+2, prefix+"-b")
-	join := func(n *node) {
+	// join runs the join command on machines at once (each fetches and
+	// imports the images) and waits for their Nodes to be Ready.
+	join := func(machines ...*node) {
 		t.Helper()
 		began := time.Now()
-		code, stdout, stderr := n.run(command)
-		if code != 0 {
-			t.Fatalf("%s: join exit %d: %s %s\nsupervisor: %s", n.hostname, code, stdout, stderr, n.nodeLog("supervisor.log"))
+		type result struct {
+			code           int
+			stdout, stderr string
 		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				for _, f := range []string{"supervisor.log", "kubelet.log", "containerd.log"} {
-					t.Logf("%s's %s (tail):\n%s", n.hostname, f, tail(n.nodeLog(f), 3000))
+		results := make([]result, len(machines))
+		var wg sync.WaitGroup
+		for i, n := range machines {
+			t.Cleanup(func() {
+				if t.Failed() {
+					for _, f := range []string{"supervisor.log", "kubelet.log", "containerd.log"} {
+						t.Logf("%s's %s (tail):\n%s", n.hostname, f, tail(n.nodeLog(f), 3000))
+					}
 				}
+			})
+			// A join that never ran (a fixture that failed the test from
+			// this goroutine) counts as failed.
+			results[i] = result{code: -1, stderr: "the join command did not run"}
+			wg.Go(func() {
+				code, stdout, stderr := n.run(command)
+				results[i] = result{code, stdout, stderr}
+			})
+		}
+		wg.Wait()
+		for i, n := range machines {
+			if r := results[i]; r.code != 0 {
+				t.Fatalf("%s: join exit %d: %s %s\nsupervisor: %s", n.hostname, r.code, r.stdout, r.stderr, n.nodeLog("supervisor.log"))
 			}
-		})
-		node := waitNodeReady(t, tc.Kube, n.hostname, 90*time.Second)
-		f.podCIDRs[n.hostname] = netip.MustParsePrefix(node.Spec.PodCIDR)
-		t.Logf("%s: Node Ready %s after the join command began, pod CIDR %s", n.hostname, time.Since(began).Round(100*time.Millisecond), node.Spec.PodCIDR)
+		}
+		for _, n := range machines {
+			node := waitNodeReady(t, tc.Kube, n.hostname, 90*time.Second)
+			f.podCIDRs[n.hostname] = netip.MustParsePrefix(node.Spec.PodCIDR)
+			t.Logf("%s: Node Ready %s after the join command began, pod CIDR %s", n.hostname, time.Since(began).Round(100*time.Millisecond), node.Spec.PodCIDR)
+		}
 	}
 
 	// The head's machine joins, and the cluster is made on it.
 	join(f.head)
 	created := time.Now()
 	status, body := m.api("POST", "/v1/kuberay/clusters", map[string]any{
-		"name": "gridweave-cluster", "image": rayimage.HeadTag, "ray_version": rayimage.RayVersion,
-		"head": map[string]any{"cpu": "1", "memory": "2Gi", "node_selector": map[string]string{corev1.LabelHostname: f.head.hostname},
+		"name": "gridweave-cluster", "image": rayPodHeadTag, "ray_version": rayimage.RayVersion,
+		// 3Gi: the head runs KubeTorch's driver (torch) beside the GCS and
+		// the dashboard.
+		"head": map[string]any{"cpu": "1", "memory": "3Gi", "node_selector": map[string]string{corev1.LabelHostname: f.head.hostname},
 			"ray_start_params": map[string]string{"num-cpus": "1", "dashboard-host": "0.0.0.0"}},
 	})
 	if status != 201 {
@@ -106,8 +156,8 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 	}
 	// The GPU machines join: their registrations add the pool's worker
 	// group, one worker per machine.
+	join(f.a, f.b)
 	for _, n := range []*node{f.a, f.b} {
-		join(n)
 		n.machine.FakeGPUs(t, 1)
 	}
 
@@ -150,7 +200,7 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 		}
 		return nil
 	}); err != nil {
-		t.Fatalf("the Ray pods: %v", err)
+		t.Fatalf("the Ray pods: %v\nthe machines' Nodes: %s", err, nodesTrouble(ctx, tc, f.machines()))
 	}
 	t.Logf("head and both workers Ready %s after the cluster was made", time.Since(created).Round(100*time.Millisecond))
 	for _, n := range machines {
@@ -158,7 +208,9 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 			t.Fatalf("no Ray pod on %s: %v", n.hostname, slices.Collect(mapKeys(f.pods)))
 		}
 	}
-	f.dashboard = "http://" + netip.AddrPortFrom(netip.MustParseAddr(f.pods[f.head.hostname].Status.PodIP), 8265).String()
+	dashboardAddr := netip.AddrPortFrom(netip.MustParseAddr(f.pods[f.head.hostname].Status.PodIP), 8265).String()
+	f.dashboard = "http://" + dashboardAddr
+	headDashboard.Store(&dashboardAddr)
 	if err := within(time.Minute, func() error {
 		states, err := f.rayNodes(ctx)
 		if err != nil {
@@ -175,6 +227,37 @@ func startRayPodFleet(t testing.TB, prefix string, first int) *rayPodFleet {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// nodesTrouble says what keeps pods off the machines' Nodes: each one's
+// taints and the conditions other than Ready that hold (a pressure the
+// kubelet measures on the host all machines share), and the space free
+// on the host's disk, where their kubelets and containerd keep their
+// state.
+func nodesTrouble(ctx context.Context, tc *testcluster.Cluster, machines []*node) string {
+	var b strings.Builder
+	for _, n := range machines {
+		got, err := tc.Kube.CoreV1().Nodes().Get(ctx, n.hostname, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s: %v", n.hostname, err)
+			continue
+		}
+		var taints, conditions []string
+		for _, taint := range got.Spec.Taints {
+			taints = append(taints, taint.ToString())
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type != corev1.NodeReady && c.Status != corev1.ConditionFalse {
+				conditions = append(conditions, fmt.Sprintf("%s=%s since %s (%s: %s)", c.Type, c.Status, c.LastTransitionTime.Format(time.TimeOnly), c.Reason, c.Message))
+			}
+		}
+		fmt.Fprintf(&b, "\n  %s: unschedulable %t, taints %v, ready %q, conditions %v", n.hostname, got.Spec.Unschedulable, taints, readyReason(got), conditions)
+	}
+	var disk syscall.Statfs_t
+	if err := syscall.Statfs(os.TempDir(), &disk); err == nil {
+		fmt.Fprintf(&b, "\n  the host's disk (%s): %.1f GB free of %.1f GB", os.TempDir(), float64(disk.Bavail)*float64(disk.Bsize)/1e9, float64(disk.Blocks)*float64(disk.Bsize)/1e9)
+	}
+	return b.String()
 }
 
 // cordonOtherNodes marks every Node the shared control plane has before
@@ -264,9 +347,9 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 		if !f.podCIDRs[n.hostname].Contains(ip) {
 			t.Errorf("pod %s's address %s is not in %s's pod CIDR %s", p.Name, ip, n.hostname, f.podCIDRs[n.hostname])
 		}
-		want := rayimage.WorkerTag
+		want := rayPodWorkerTag
 		if n == f.head {
-			want = rayimage.HeadTag
+			want = rayPodHeadTag
 		}
 		if p.Spec.Containers[0].Image != want {
 			t.Errorf("pod %s runs %s, want %s", p.Name, p.Spec.Containers[0].Image, want)
@@ -287,6 +370,11 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 		t.Fatalf("a job: %v; want %q in its log:\n%s", err, want, tail(logs, 3000))
 	}
 	t.Logf("the job SUCCEEDED: %s", want)
+
+	// KubeTorch trains on the GPU worker pods: a bundle synced, then
+	// trained by the server through the head's dashboard, two ranks
+	// (gloo: the pods' GPUs have no CUDA) that sum over the tunnels.
+	f.train(t)
 
 	// The launcher's RayJob on the same fleet: a cluster of its own (its
 	// head beside the first one's), a task on its worker, SUCCEEDED.
@@ -348,17 +436,112 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s's pod after ray-b's node went: %v", n.hostname, err)
 		}
-		restarts := 0
+		restarts, why := 0, ""
 		for _, c := range now.Status.ContainerStatuses {
 			restarts += int(c.RestartCount)
+			if last := c.LastTerminationState.Terminated; last != nil {
+				why += fmt.Sprintf(" (%s last ended at %s: %s, exit code %d)", c.Name, last.FinishedAt.Format(time.RFC3339), last.Reason, last.ExitCode)
+			}
 		}
 		if now.UID != before.UID || now.Status.PodIP != before.Status.PodIP || restarts > 0 {
-			t.Errorf("%s's pod %s after ray-b's node went: uid %s→%s, address %s→%s, %d restarts", n.hostname, before.Name, before.UID, now.UID, before.Status.PodIP, now.Status.PodIP, restarts)
+			t.Errorf("%s's pod %s after ray-b's node went: uid %s→%s, address %s→%s, %d restarts%s", n.hostname, before.Name, before.UID, now.UID, before.Status.PodIP, now.Status.PodIP, restarts, why)
 		}
 		if states[before.Status.PodIP] != "ALIVE" {
 			t.Errorf("Ray's nodes %v: %s's pod %s is not alive after ray-b's node went", states, n.hostname, before.Status.PodIP)
 		}
 	}
+}
+
+// train syncs a bundle of raytest.DistributedTrainScript through
+// /v1/kubetorch/sync, trains it on the fleet's cluster through
+// /v1/kubetorch/train (by default every ready GPU worker: a's and b's
+// pods, one GPU each) and follows /v1/kubetorch/jobs/{id} until the job
+// succeeds; the ranks ran in the worker pods and their sum is right.
+func (f *rayPodFleet) train(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var bundle bytes.Buffer
+	gz := gzip.NewWriter(&bundle)
+	tw := tar.NewWriter(gz)
+	script := []byte(raytest.DistributedTrainScript)
+	if err := tw.WriteHeader(&tar.Header{Name: "train.py", Mode: 0o644, Size: int64(len(script)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write(script)
+	_ = tw.Close()
+	_ = gz.Close()
+	status, synced := f.m.upload("/v1/kubetorch/sync", "application/gzip", bundle.Bytes())
+	if status != 201 {
+		t.Fatalf("POST /v1/kubetorch/sync: %d %v", status, synced)
+	}
+	began := time.Now()
+	status, trained := f.m.api("POST", "/v1/kubetorch/train", map[string]any{"cluster": "gridweave-cluster", "bundle": synced["id"], "command": "python train.py", "owner": "alice"})
+	if status != 201 || trained["nodes"] != float64(2) || trained["gpus_per_node"] != float64(1) {
+		t.Fatalf("POST /v1/kubetorch/train: %d %v; want 2 nodes of 1 GPU", status, trained)
+	}
+	id := fmt.Sprint(trained["id"])
+	var job map[string]any
+	if err := within(6*time.Minute, func() error {
+		status, job = f.m.api("GET", "/v1/kubetorch/jobs/"+id, nil)
+		switch s := fmt.Sprint(job["status"]); {
+		case status != 200:
+			return fmt.Errorf("GET /v1/kubetorch/jobs/%s: %d %v", id, status, job)
+		case s == "FAILED" || s == "STOPPED":
+			return stop(fmt.Errorf("the training job is %s: %v", s, job))
+		case s != "SUCCEEDED":
+			return fmt.Errorf("the training job is %s", s)
+		}
+		return nil
+	}); err != nil {
+		logs, _ := f.jobLogs(ctx, id)
+		t.Fatalf("%v\nits log from Ray:\n%s", err, tail(logs, 4000))
+	}
+	lines, _ := job["logs"].([]any)
+	if len(lines) == 0 {
+		t.Errorf("no log lines through /v1/kubetorch/jobs/%s: %v", id, job)
+	}
+	logs, err := f.jobLogs(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, "torch.distributed backend gloo") {
+		t.Errorf("the training job's log does not say it chose gloo:\n%s", tail(logs, 4000))
+	}
+	// Each rank prints its sum once: both ranks, each 3, one in each GPU
+	// worker pod (Ray's prefix of the line names the pod's address), met
+	// at rank zero's pod.
+	ranks := raytest.DistributedTrainRanks(logs)
+	gpuPods := map[string]string{f.pods[f.a.hostname].Status.PodIP: f.a.hostname, f.pods[f.b.hostname].Status.PodIP: f.b.hostname}
+	zero, one := ranks["zero"], ranks["one"]
+	if len(ranks) != 2 || zero.MetAt != one.MetAt || zero.MetAt != zero.RanOn || gpuPods[zero.RanOn] == "" || gpuPods[one.RanOn] == "" || zero.RanOn == one.RanOn {
+		t.Fatalf("the ranks (rank: where they met, where it ran) %v; want ranks zero and one, each with sum 3, one in each GPU worker pod of %v, met at rank zero's:\n%s", ranks, gpuPods, tail(logs, 4000))
+	}
+	t.Logf("KubeTorch's job %s SUCCEEDED %s after it was asked for: rank zero on %s's pod, rank one on %s's; the ranks' lines: %q", id, time.Since(began).Round(100*time.Millisecond), gpuPods[zero.RanOn], gpuPods[one.RanOn], rankLines(logs))
+}
+
+// jobLogs is a Ray job's whole log from the head's dashboard (the
+// server's answer holds its last lines).
+func (f *rayPodFleet) jobLogs(ctx context.Context, id string) (string, error) {
+	d, err := dashboard.New(f.dashboard, nil)
+	if err != nil {
+		return "", err
+	}
+	return d.JobLogs(ctx, id)
+}
+
+// ansiColor is a terminal color code, as Ray's log prefixes carry.
+var ansiColor = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// rankLines are the lines of a training log that report a rank's sum
+// (without their color codes).
+func rankLines(logs string) []string {
+	var out []string
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, ": sum ") {
+			out = append(out, strings.TrimSpace(ansiColor.ReplaceAllString(line, "")))
+		}
+	}
+	return out
 }
 
 // launchRecipe and launchInfra are a small RayJob launch on the images
@@ -433,7 +616,7 @@ func (f *rayPodFleet) launchRayJob(t *testing.T) {
 	if err := os.WriteFile(recipe, []byte(launchRecipe), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(infra, []byte(fmt.Sprintf(launchInfra, f.m.namespace, rayimage.HeadTag, rayimage.RayVersion, f.head.hostname)), 0o644); err != nil {
+	if err := os.WriteFile(infra, []byte(fmt.Sprintf(launchInfra, f.m.namespace, rayPodHeadTag, rayimage.RayVersion, f.head.hostname)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	submitterLogs := func() string {

@@ -52,7 +52,7 @@ func kubeletMode(ctx context.Context, tc *testcluster.Cluster, cfg *gridweave.Co
 		return err
 	}
 	fmt.Fprintln(progress, "the images for machines: pause, test and Ray (the first start builds Ray's from Debian and PyPI: minutes)")
-	images, err := realnode.RayImageTarball(ctx, module, progress)
+	images, err := realnode.RayImageTarball(ctx, module, nil, progress)
 	if err != nil {
 		return err
 	}

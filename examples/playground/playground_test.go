@@ -194,14 +194,8 @@ func TestPlaygroundRunsALaunchAndLeavesNothing(t *testing.T) {
 		t.Errorf("processes left after the playground stopped: %v %v", left, err)
 	}
 	// Its machines' cgroups (other packages' machines may be running).
-	left, err := realnode.Leftovers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range left {
-		if strings.HasPrefix(filepath.Base(c), "gw-pg-") {
-			t.Errorf("a machine's cgroup left after the playground stopped: %s", c)
-		}
+	if left, err := realnode.LeftoversOf("pg-"); err != nil || len(left) > 0 {
+		t.Errorf("machines' cgroups left after the playground stopped: %v %v", left, err)
 	}
 	if _, err := os.Stat(machinesDir); !os.IsNotExist(err) {
 		t.Errorf("the machines' directory %s is still there: %v", machinesDir, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"time"
 )
 
@@ -24,6 +25,37 @@ nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
 names = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes])
 print("RAN ON " + ",".join(sorted(names)))
 `
+
+// DistributedTrainScript is a user's training script that sets up
+// torch.distributed itself, as torchrun scripts do: two ranks (gloo) sum
+// their rank plus one, and each prints "rank zero of 2 on ADDR: sum 3"
+// (rank one likewise). Words, not digits, tell the ranks apart: Ray folds
+// log lines that differ only in numbers into one.
+const DistributedTrainScript = `import os, torch, torch.distributed as dist
+dist.init_process_group(backend="gloo")
+t = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(t)
+print(f"rank {['zero', 'one'][dist.get_rank()]} of {dist.get_world_size()} on {os.environ['MASTER_ADDR']}: sum {t.item():.0f}", flush=True)
+dist.destroy_process_group()
+`
+
+// A TrainRank is what a log of DistributedTrainScript says of a rank
+// that printed the right sum: where the ranks met (MASTER_ADDR) and, from
+// the prefix Ray gives a worker's line, the address of the Ray node the
+// rank ran on ("" when the line has none).
+type TrainRank struct{ MetAt, RanOn string }
+
+// DistributedTrainRanks reads a log of DistributedTrainScript: each rank
+// ("zero", "one") that printed the right sum.
+func DistributedTrainRanks(logs string) map[string]TrainRank {
+	ranks := map[string]TrainRank{}
+	for _, m := range rankSum.FindAllStringSubmatch(logs, -1) {
+		ranks[m[2]] = TrainRank{MetAt: m[3], RanOn: m[1]}
+	}
+	return ranks
+}
+
+var rankSum = regexp.MustCompile(`(?:ip=([^,)\s]+)\)[^\n]*?)?rank (zero|one) of 2 on (\S+): sum 3\b`)
 
 // JSONCall calls Ray's dashboard: a POST of body as JSON when body is not
 // nil, else a GET; the answer is decoded into out.

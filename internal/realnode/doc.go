@@ -22,7 +22,8 @@
 // Every machine's owner puts one kubelet drop-in in /etc/gridweave
 // (SharedDiskDropIn; KubeletDropInDir as the host sees it): the host's
 // disk is shared, so its kubelet evicts on absolute free space, never on
-// shares of a disk others fill.
+// shares of a disk others fill, and a pressure lasts 30 s after it is
+// gone, not 5 minutes.
 //
 // Teardown (Remove, by name) kills every process of the machine's cgroups
 // (containerd's shims and the containers included) and removes the

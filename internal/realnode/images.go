@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -66,12 +68,12 @@ func ImageTarball(ctx context.Context, moduleDir string) (string, error) {
 }
 
 // RayImageTarball is ImageTarball with the Ray images too: the head's
-// (rayimage.HeadTag) and the GPU workers' (rayimage.WorkerTag), built by
-// deploy/rayimage (as root, with mmdebstrap; cached there). The tarball is
-// cached beside ImageTarball's, by the sources and the Ray images'
-// digests (an older one is removed); the two Ray images share their one
-// layer, stored once.
-func RayImageTarball(ctx context.Context, moduleDir string, progress io.Writer) (string, error) {
+// and the GPU workers', built by deploy/rayimage with the extras given
+// (as root, with mmdebstrap; cached there) and tagged RayImageTags. The
+// tarball is cached beside ImageTarball's, by the sources and the Ray
+// images' digests (an older one is removed); the two Ray images share
+// their one layer, stored once.
+func RayImageTarball(ctx context.Context, moduleDir string, extras []string, progress io.Writer) (string, error) {
 	pauseAndTest, err := ImageTarball(ctx, moduleDir)
 	if err != nil {
 		return "", err
@@ -79,15 +81,24 @@ func RayImageTarball(ctx context.Context, moduleDir string, progress io.Writer) 
 	tarballs := []string{pauseAndTest}
 	h := sha256.New()
 	fmt.Fprintln(h, filepath.Base(pauseAndTest))
-	for _, kind := range []rayimage.Kind{rayimage.Head, rayimage.Worker} {
-		cached, digest, err := rayimage.Cached(ctx, rayimage.Options{Kind: kind, Progress: progress}, "")
+	headTag, workerTag := RayImageTags(extras)
+	for _, image := range []struct {
+		kind rayimage.Kind
+		tag  string
+	}{{rayimage.Head, headTag}, {rayimage.Worker, workerTag}} {
+		kind, tag := image.kind, image.tag
+		cached, digest, err := rayimage.Cached(ctx, rayimage.Options{Kind: kind, Extras: extras, Progress: progress}, tag)
 		if err != nil {
 			return "", err
 		}
 		tarballs = append(tarballs, cached)
-		fmt.Fprintln(h, kind, digest)
+		fmt.Fprintln(h, kind, tag, digest)
 	}
-	const prefix = "pause-podnet-ray-"
+	variant := "default"
+	if len(extras) > 0 {
+		variant = strings.Join(slices.Compact(slices.Sorted(slices.Values(extras))), "-")
+	}
+	prefix := "pause-podnet-ray-" + variant + "-"
 	dir := filepath.Dir(pauseAndTest)
 	path := filepath.Join(dir, prefix+hex.EncodeToString(h.Sum(nil))[:16]+".tar")
 	if _, err := os.Stat(path); err == nil {
@@ -119,11 +130,15 @@ func RayImageTarball(ctx context.Context, moduleDir string, progress io.Writer) 
 	if err := os.Rename(tmp, path); err != nil {
 		return "", err
 	}
-	// The tarballs of older sources or images are not wanted again.
-	older, _ := filepath.Glob(filepath.Join(dir, prefix+"*.tar"))
-	for _, old := range older {
-		if old != path {
-			_ = os.Remove(old)
+	// The tarballs of older sources or images (of these extras, or named
+	// before the variant was in the name) are not wanted again.
+	hash := strings.Repeat("[0-9a-f]", 16)
+	for _, pattern := range []string{prefix + hash + ".tar", "pause-podnet-ray-" + hash + ".tar"} {
+		older, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, old := range older {
+			if old != path {
+				_ = os.Remove(old)
+			}
 		}
 	}
 	return path, nil
@@ -148,4 +163,16 @@ func sourcesKey(moduleDir string) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// RayImageTags are the tags RayImageTarball gives the head's and the
+// workers' images: rayimage.HeadTag and rayimage.WorkerTag, and with
+// extras, gridweave-ray:<Ray>-py311-<extras> and
+// gridweave-worker:<extras> (the extras sorted, joined by "-").
+func RayImageTags(extras []string) (head, worker string) {
+	if len(extras) == 0 {
+		return rayimage.HeadTag, rayimage.WorkerTag
+	}
+	suffix := strings.Join(slices.Compact(slices.Sorted(slices.Values(extras))), "-")
+	return rayimage.HeadTag + "-" + suffix, strings.Split(rayimage.WorkerTag, ":")[0] + ":" + suffix
 }

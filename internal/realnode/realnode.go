@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,11 +158,15 @@ func New(ns *netnstest.Namespace, name, dir string) (*Machine, error) {
 // shares of the whole disk (10 % free on the node's filesystem, 15 % on
 // the images'), would taint a machine with disk pressure for what others
 // wrote. It evicts on absolute free space instead (the thresholds it does
-// not name keep the kubelet's defaults).
+// not name keep the kubelet's defaults), and a pressure ends 30 s after
+// what the kubelet measures is back above its threshold (the kubelet's
+// default, 5 minutes, would keep a machine tainted that long for a
+// moment when another test filled the shared disk or memory).
 const SharedDiskDropIn = `{
   "apiVersion": "kubelet.config.k8s.io/v1beta1",
   "kind": "KubeletConfiguration",
-  "evictionHard": {"nodefs.available": "1Gi", "imagefs.available": "1Gi"}
+  "evictionHard": {"nodefs.available": "1Gi", "imagefs.available": "1Gi"},
+  "evictionPressureTransitionPeriod": "30s"
 }
 `
 
@@ -369,6 +374,13 @@ func Leftovers() ([]string, error) {
 		left = append(left, matches...)
 	}
 	return left, nil
+}
+
+// LeftoversOf is Leftovers of the machines whose names begin with
+// prefix: a test's own, while other packages' machines may run beside it.
+func LeftoversOf(prefix string) ([]string, error) {
+	all, err := Leftovers()
+	return slices.DeleteFunc(all, func(c string) bool { return !strings.HasPrefix(filepath.Base(c), "gw-"+prefix) }), err
 }
 
 // Holder starts a process that holds the machine's namespaces (Enter's)

@@ -263,8 +263,10 @@ func TestARealNodeRunsAPod(t *testing.T) {
 	if pids, _ := m.Pids(); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
 	}
-	if left, _ := realnode.Leftovers(); len(left) > 0 {
-		t.Errorf("cgroups left: %v", left)
+	// This package's machines' cgroups (other packages' machines may be
+	// running beside it).
+	if left, err := realnode.LeftoversOf("realnode"); err != nil || len(left) > 0 {
+		t.Errorf("cgroups left: %v %v", left, err)
 	}
 }
 
