@@ -6,10 +6,14 @@ TEST_TIMEOUT  ?= 45m
 PKGS          ?= ./...
 # The packages whose in-memory tests drive concurrent code (the ledger
 # and its stores, the meshes, the fleet, the HTTP service on its
-# in-memory backends, leading, rayctl): make test runs them with -race.
+# in-memory backends, leading, the link book, group commit, KubeTorch,
+# endpoint swaps, the node agent and kubelet join, rayctl): make test
+# runs them with -race.
 RACE_PKGS     ?= ./joinkeys/... ./mesh/memmesh/ ./mesh/standby/ ./gridweave/ ./gridweave/fleet/... \
                  ./gridweave/lease/ ./gridweave/identity/ ./gridweave/master/ ./gridweave/scrapetargets/ \
-                 ./internal/keyedlock/ ./rayctl/ ./mesh/reflexive/ ./gridweave/node/peering/
+                 ./internal/keyedlock/ ./internal/groupcommit/ ./rayctl/ ./mesh/reflexive/ \
+                 ./gridweave/node/peering/ ./gridweave/node/joinagent/ ./gridweave/node/kubeletnode/ \
+                 ./gridweave/kubeletjoin/ ./gridweave/linkbook/ ./gridweave/kubetorch/ ./gridweave/endpoints/
 
 .DEFAULT_GOAL := help
 
@@ -62,7 +66,9 @@ image: ## the server's OCI image without Docker: bin/gridweave-server-image.tar 
 
 # The Ray images, built without Docker from Debian packages (mmdebstrap)
 # and PyPI, as root; reproducible and cached (a second build takes
-# seconds). WORKER_IMAGE_EXTRAS=torch adds PyPI's torch to the worker.
+# seconds). WORKER_IMAGE_EXTRAS (the worker) and RAY_IMAGE_EXTRAS (the
+# head) add Ray Train with torch: torch (PyPI's CUDA build) or torch-cpu
+# (Debian's CPU build).
 .PHONY: worker-image
 worker-image: ## the GPU worker image (gridweave-worker:latest, Ray and Python 3.11): bin/gridweave-worker-image.tar, what WORKER_IMAGE_TAR serves
 	$(GO) run ./deploy/rayimage/cmd/build-ray-image -kind worker -out bin/gridweave-worker-image.tar
@@ -73,7 +79,7 @@ ray-image: ## the head/CPU image (gridweave-ray:2.54.0-py311) to pair with the w
 
 .PHONY: test-unit
 test-unit: ## fast tests only: no root, no control plane (-short)
-	$(GO) test -short -count=1 $(PKGS)
+	$(GO) test -short -count=1 -p 4 -ldflags=-w $(PKGS)
 
 .PHONY: test-race
 test-race: ## the unit tests of the concurrent in-memory code with the race detector (-race -short)

@@ -136,7 +136,7 @@ func TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects(t *testing.T) {
 	objs, validators := crdObjects(t)
 	step := 1
 	if testing.Short() {
-		step = 17 // a sample
+		step = 37 // a sample
 	}
 	var cases, certain, rejected int
 	for i, obj := range objs {
@@ -171,7 +171,7 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 	objs, _ := crdObjects(t)
 	step := 1
 	if testing.Short() {
-		step = 17
+		step = 37
 	}
 	var compared, withErrors, partial int
 	for _, obj := range objs {
@@ -529,7 +529,7 @@ func TestStructuralPlanMatchesLibrary(t *testing.T) {
 	objs, _ := crdObjects(t)
 	step := 1
 	if testing.Short() {
-		step = 13
+		step = 29
 	}
 	var pruned, nullsPruned, listErrors, listCertain, celSkipped, celErrors, celReachedOnly, cases int
 	for _, obj := range objs {
@@ -666,7 +666,7 @@ func TestFromUnstructuredMatchesLibrary(t *testing.T) {
 	objs, _ := crdObjects(t)
 	step := 1
 	if testing.Short() {
-		step = 13
+		step = 29
 	}
 	var cases, failed, fast, refused int
 	for _, obj := range objs {
