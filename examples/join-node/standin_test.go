@@ -88,6 +88,9 @@ func TestMain(m *testing.M) {
 	if launcherBinary.path != "" {
 		_ = os.RemoveAll(filepath.Dir(launcherBinary.path))
 	}
+	if e2eStatic.path != "" {
+		_ = os.RemoveAll(filepath.Dir(e2eStatic.path))
+	}
 	os.Exit(code)
 }
 

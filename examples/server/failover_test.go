@@ -36,7 +36,13 @@ import (
 	"gridweave.dev/mesh/wgkey"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.RunMain(m)) }
+func TestMain(m *testing.M) {
+	code := testcluster.RunMain(m)
+	if serverBinary != "" {
+		_ = os.RemoveAll(filepath.Dir(serverBinary))
+	}
+	os.Exit(code)
+}
 
 var (
 	serverBinaryOnce sync.Once

@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -70,6 +71,9 @@ func StartTrusting(t testing.TB, width, height int, spkiPins ...string) *Browser
 		chromedp.Flag("metrics-recording-only", true),
 		chromedp.Flag("password-store", "basic"),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium's own scratch directories (its singleton socket's)
+		// go in one of the test's, removed with it.
+		chromedp.Env("TMPDIR=" + scratchDir(t)),
 		chromedp.WindowSize(width, height),
 	}
 	if len(spkiPins) > 0 {
@@ -147,4 +151,17 @@ func (b *Browser) CheckOnlyOrigin(t testing.TB, origin string) {
 	for _, e := range b.Errors() {
 		t.Errorf("the page logged an error: %s", e)
 	}
+}
+
+// scratchDir is a directory removed when the test ends, at a short path:
+// a Unix socket's path in it must fit in 108 bytes, which t.TempDir's,
+// named after the test, may not.
+func scratchDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gw-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

@@ -241,7 +241,9 @@ func TestDyingTestBinaryLeavesNoProcess(t *testing.T) {
 	for _, mode := range []string{"panic", "sigkill"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+			// The helper's cluster lives in a directory of the test's:
+			// the helper dies before it could remove it.
+			cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperDirEnv+"="+t.TempDir())
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			stdout, err := cmd.StdoutPipe()
@@ -270,16 +272,19 @@ func TestDyingTestBinaryLeavesNoProcess(t *testing.T) {
 	}
 }
 
-const helperEnv = "GRIDWEAVE_TESTCLUSTER_HELPER"
+const (
+	helperEnv    = "GRIDWEAVE_TESTCLUSTER_HELPER"
+	helperDirEnv = "GRIDWEAVE_TESTCLUSTER_HELPER_DIR"
+)
 
-// runHelper is the child of TestDyingTestBinaryLeavesNoProcess.
+// runHelper is the child of TestDyingTestBinaryLeavesNoProcess; its
+// cluster's files go in the directory helperDirEnv names.
 func runHelper(mode string) int {
-	dir, err := os.MkdirTemp("", "testcluster-helper-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	dir := os.Getenv(helperDirEnv)
+	if dir == "" {
+		fmt.Fprintln(os.Stderr, helperDirEnv+" is not set")
 		return 2
 	}
-	defer os.RemoveAll(dir)
 	c, err := testcluster.New(context.Background(), &testcluster.Options{Dir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
