@@ -532,9 +532,13 @@ mount --bind "$NODE_DIR/state" /var/lib/gridweave
 mount --bind "$NODE_DIR/wireguard" /run/wireguard
 if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; fi # the machine runs no systemd
 cd "$NODE_DIR/work"
+mkdir -p "$TMPDIR"
 exec bash -c "$NODE_COMMAND"`
 	cmd := n.ns.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir, "NODE_COMMAND=" + command}
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir, "NODE_COMMAND=" + command,
+		// The join command's mktemp -d makes its directory in the
+		// machine's, not in the host's /tmp.
+		"TMPDIR=" + filepath.Join(n.dir, "tmp")}
 	return cmd
 }
 
@@ -550,10 +554,11 @@ mountpoint -q /var/lib/gridweave || mount --bind "$NODE_DIR/state" /var/lib/grid
 mkdir -p /run/wireguard
 mountpoint -q /run/wireguard || mount --bind "$NODE_DIR/wireguard" /run/wireguard
 cd "$NODE_DIR/work"
+mkdir -p "$TMPDIR"
 exec bash -c "$NODE_COMMAND"`
 	cmd := n.machine.Exec(n.t, "unshare", "--uts", "sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "NODE_HOSTNAME=" + n.hostname, "NODE_DIR=" + n.dir,
-		"NODE_COMMAND=" + command, n.machine.OwnerEnv()}
+		"NODE_COMMAND=" + command, n.machine.OwnerEnv(), "TMPDIR=" + filepath.Join(n.dir, "tmp")}
 	return cmd
 }
 
