@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -289,6 +291,33 @@ func TestLintKeysWithoutValues(t *testing.T) {
 			}
 			if c.path != "" && !has(errs, "schema", c.path, validation.SeverityError) && !has(errs, "pod-containers", c.path, validation.SeverityError) {
 				t.Errorf("want an error at %s; findings:\n%s", c.path, list(errs))
+			}
+		})
+	}
+}
+
+// TestLintHeadWithoutContainers: where the operator would build an
+// object from the head's first container (the Ingress of enableIngress,
+// a RayJob's submitter), a head without containers is named at its
+// containers, and lint does not fail on the object.
+func TestLintHeadWithoutContainers(t *testing.T) {
+	noContainers := strings.Replace(fmt.Sprintf(rayCluster, "demo"), "        containers:\n        - name: ray-head\n          image: rayproject/ray:2.54.0\n", "        containers: []\n", 1)
+	ingress := strings.Replace(noContainers, "    rayStartParams: {}\n", "    enableIngress: true\n    rayStartParams: {}\n", 1)
+	spec := strings.SplitN(noContainers, "spec:\n", 2)[1]
+	job := "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: job\nspec:\n  entrypoint: python run.py\n  submitterConfig:\n    backoffLimit: 1\n  rayClusterSpec:\n" +
+		regexp.MustCompile(`(?m)^`).ReplaceAllString(strings.TrimSuffix(spec, "\n"), "    ") + "\n"
+	for name, doc := range map[string]string{"enableIngress": ingress, "a RayJob's submitter": job} {
+		t.Run(name, func(t *testing.T) {
+			findings := lintString(t, doc)
+			for _, f := range findings {
+				if f.ID == "internal" {
+					t.Errorf("lint failed on the object: %+v", f)
+				}
+			}
+			if !slices.ContainsFunc(findings, func(f validation.Finding) bool {
+				return f.ID == "pod-containers" && strings.HasSuffix(f.Path, "headGroupSpec.template.spec.containers")
+			}) {
+				t.Errorf("no pod-containers finding at the head's containers:\n%s", list(findings))
 			}
 		})
 	}

@@ -134,8 +134,8 @@ func serveServiceRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 // app.kubernetes.io/name from the template (raycluster_controller.go
 // reconcileHeadService), the head Service a RayJob or RayService makes
 // of its own (BuildHeadServiceForRayJob, BuildHeadServiceForRayService)
-// nothing. The pod and the Services are built with KubeRay's functions
-// and compared.
+// nothing. The pod and the Services are built as the operator builds
+// them (rayctl/operatorbuild) and compared.
 func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
 	name := c.standInName()
 	if c.kind != "RayCluster" {
@@ -209,6 +209,9 @@ func headSelectorRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(i
 func ingressRules(c clusterContext, spec *rayv1.RayClusterSpec, fail func(id, path, msg, fix string)) {
 	if !ptr.Deref(spec.HeadGroupSpec.EnableIngress, false) {
 		return // (a RayJob or RayService gives its cluster its annotations)
+	}
+	if len(spec.HeadGroupSpec.Template.Spec.Containers) == 0 {
+		return // the operator builds nothing of a head without containers (pod-containers says so)
 	}
 	rc := rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: c.standInName(), Namespace: "default", Annotations: c.annotations}, Spec: *asStored(spec)}
 	ing := operatorbuild.Ingress(rc)
@@ -604,7 +607,8 @@ func submitterRules(api APIServer, j *rayv1.RayJob, fail, warn func(id, path, ms
 	tmpl := corev1.PodTemplateSpec{}
 	if t := j.Spec.SubmitterPodTemplate; t != nil {
 		tmpl = *t.DeepCopy()
-	} else if c := j.Spec.RayClusterSpec; c != nil {
+	} else if c := j.Spec.RayClusterSpec; c != nil && len(c.HeadGroupSpec.Template.Spec.Containers) > 0 {
+		// (a head without containers: pod-containers says so)
 		tmpl = operatorbuild.SubmitterTemplate(&j.Spec, c)
 	}
 	job := &batchv1.Job{Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](2), Template: tmpl}}
