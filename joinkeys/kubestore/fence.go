@@ -68,9 +68,9 @@ var fenceExpression = `!has(params.spec.holderIdentity) || params.spec.holderIde
 
 // FenceKeeperBinding is the binding of FencePolicy that fences nothing
 // (it matches no namespace) and that InstallFence makes beside the
-// bindings of ledgers: the API server watches a policy's params (the
-// Leases) only while some binding uses the policy, and once it stopped
-// (the last binding deleted) it does not watch them again until it
+// bindings of ledgers: the API server watches the Leases (the policy's
+// params) only while a binding uses a policy that takes them, and once
+// it stopped (the last such binding deleted) it does not watch them again until it
 // restarts, so a binding made after that finds no Lease and lets every
 // write through. With this binding, which nothing deletes, a ledger's
 // binding can go (its ledger retired) and another come.
@@ -170,18 +170,25 @@ type typedClient[T any] interface {
 }
 
 // createOrUpdate creates want, or updates the object named name with
-// what become copies onto it.
+// what become copies onto it. Replicas that start together install the
+// same objects: a create that finds the object made meanwhile, or an
+// update that lost to another, reads it again and tries once more.
 func createOrUpdate[T any](ctx context.Context, c typedClient[T], name string, want T, become func(got T)) error {
-	got, err := c.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: "gridweave"})
-		return err
+	var err error
+	for range 5 {
+		var got T
+		got, err = c.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: "gridweave"})
+		case err == nil:
+			become(got)
+			_, err = c.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"})
+		}
+		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	become(got)
-	_, err = c.Update(ctx, got, metav1.UpdateOptions{FieldManager: "gridweave"})
 	return err
 }
 
