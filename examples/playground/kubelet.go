@@ -159,7 +159,10 @@ exec bash -c "$MACHINE_COMMAND"`
 		return err
 	}
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MACHINE_HOSTNAME=" + hostname,
-		"MACHINE_HOME=" + home, "MACHINE_COMMAND=" + command, m.OwnerEnv()}
+		"MACHINE_HOME=" + home, "MACHINE_COMMAND=" + command, m.OwnerEnv(),
+		// The join command's mktemp -d: in the machine's directory,
+		// which goes when the playground stops.
+		"TMPDIR=" + filepath.Join(home, "tmp")}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd.Run()
 }

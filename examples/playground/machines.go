@@ -148,7 +148,7 @@ func machine(ctx context.Context, stdout, stderr io.Writer) error {
 		}
 	}
 	home := filepath.Join(machinesDir, "machine-"+strconv.Itoa(n))
-	for _, d := range []string{"state", "bin", "work"} {
+	for _, d := range []string{"state", "bin", "work", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			return err
 		}
