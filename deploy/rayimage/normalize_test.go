@@ -169,6 +169,21 @@ func TestExtrasAddWhatTheyName(t *testing.T) {
 	}
 }
 
+// TestExtrasPackagesOnce: an extra's Debian package that the root
+// filesystem has already, or that the extra names twice, is installed
+// once.
+func TestExtrasPackagesOnce(t *testing.T) {
+	Extras["repeats"] = Extra{Debian: []string{"extra-package", Packages[0], "extra-package"}}
+	defer delete(Extras, "repeats")
+	o := Options{Kind: Worker, Extras: []string{"repeats"}, CacheDir: t.TempDir()}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := o.packages(), append(slices.Clone(Packages), "extra-package"); !slices.Equal(got, want) {
+		t.Errorf("packages %v, want %v", got, want)
+	}
+}
+
 // TestPinsMatchNamesAsPipDoes: a pin replaces the constraints' line of
 // its package however the line spells the name (case, "-", "_", ".",
 // extras, a comment).

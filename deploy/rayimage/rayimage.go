@@ -216,14 +216,18 @@ func (o *Options) requirements() string {
 	return strings.Join(reqs, "\n") + "\n"
 }
 
-// packages are the Debian packages of o's root filesystem: Packages and
-// the extras'.
+// packages are the Debian packages of o's root filesystem: Packages,
+// then the extras' that Packages does not hold, each once.
 func (o *Options) packages() []string {
 	packages := slices.Clone(Packages)
 	for _, e := range o.Extras {
-		packages = append(packages, Extras[e].Debian...)
+		for _, p := range Extras[e].Debian {
+			if !slices.Contains(packages, p) {
+				packages = append(packages, p)
+			}
+		}
 	}
-	return slices.Compact(packages)
+	return packages
 }
 
 // constraints are Constraints with the extras' pins in place of the
