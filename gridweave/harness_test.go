@@ -80,6 +80,11 @@ type harnessOptions struct {
 	// tls serves HTTPS with a key pair of the harness's own, as the
 	// server does outside dev mode; the join command then pins it.
 	tls bool
+	// benchmark serves without checking answers against the OpenAPI
+	// document and logs at the server's default level, to nowhere: what
+	// the harness does on top of the server is left out of a benchmark's
+	// figure.
+	benchmark bool
 }
 
 func testConfig() gridweave.Config {
@@ -123,6 +128,9 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	}
 	logs := &lockedBuffer{}
 	logger := slog.New(gridweave.LogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if o.benchmark {
+		logger = slog.New(gridweave.LogHandler(slog.NewJSONHandler(io.Discard, nil)))
+	}
 	kr, err := joinkeys.New(store, &joinkeys.Options{JWTSecret: []byte(cfg.JWTSecret), Pool: pool, Now: clock.Now, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +154,14 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := serveHarness(t, s, cfg, kp)
+	var h *harness
+	if o.benchmark {
+		srv := httptest.NewServer(s.Handler())
+		t.Cleanup(srv.Close)
+		h = &harness{t: t, url: srv.URL, server: s, cfg: cfg, client: http.DefaultClient}
+	} else {
+		h = serveHarness(t, s, cfg, kp)
+	}
 	h.kr, h.mesh, h.fakes, h.clock, h.logs = kr, m, fakes, clock, logs
 	return h
 }

@@ -8,14 +8,17 @@ import (
 
 func TestParseBench(t *testing.T) {
 	out := []byte(`goos: linux
-BenchmarkJoinOnTheKubernetesLedger/cpu/clients=16/existing=100-2         	    1000	   9872345 ns/op	       101.3 joins/s
+BenchmarkJoinOnTheKubernetesLedger/cpu/clients=16-2         	    1000	   9872345 ns/op	       101.3 joins/s	       102.5 joins/s-at-100	       100.1 joins/s-at-5000
 BenchmarkProcess/lint-RayCluster-2   	       1	  41000000 ns/op	        21.50 peak-MB
 BenchmarkRestoreMesh10k 3 4200000000 ns/op 180.0 rss-MB
 PASS
 `)
 	res := ParseBench(out)
-	if v, err := metric(res, "BenchmarkJoinOnTheKubernetesLedger/cpu/clients=16/existing=100", "joins/s"); err != nil || v != 101.3 {
+	if v, err := metric(res, "BenchmarkJoinOnTheKubernetesLedger/cpu/clients=16", "joins/s"); err != nil || v != 101.3 {
 		t.Errorf("joins/s = %v, %v", v, err)
+	}
+	if v, err := metric(res, "BenchmarkJoinOnTheKubernetesLedger/cpu/clients=16", "joins/s-at-5000"); err != nil || v != 100.1 {
+		t.Errorf("joins/s-at-5000 = %v, %v", v, err)
 	}
 	if v, err := metric(res, "BenchmarkProcess/lint-RayCluster", "peak-MB"); err != nil || v != 21.5 {
 		t.Errorf("peak-MB = %v, %v", v, err)
