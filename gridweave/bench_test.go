@@ -158,9 +158,9 @@ func BenchmarkValidateUnderLoad(b *testing.B) {
 
 // BenchmarkJoinOnTheKubernetesLedger is BenchmarkJoin with the ledger in
 // the real API server (joinkeys/kubestore, as KUBERAY_STORE=kubernetes
-// runs it) and 16 machines joining at once. The figure at 5,000 nodes in the ledger should stay
-// near the one at 100. ns/op is per join, and each ledger's joins/s is
-// reported (timeInterleaved).
+// runs it) and 16 machines joining at once. The figure at 5,000 nodes in
+// the ledger should stay near the one at 100. ns/op is per join, and each
+// ledger's joins/s is reported (timeInterleaved).
 //
 //	go test -run '^$' -bench BenchmarkJoinOnTheKubernetesLedger -benchtime 2000x ./gridweave/
 func BenchmarkJoinOnTheKubernetesLedger(b *testing.B) {
