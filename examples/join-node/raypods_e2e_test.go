@@ -383,6 +383,29 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 	// b is disconnected: its pod goes with its drained Node, Ray marks
 	// its node dead, and the pool's group asks for one worker.
 	gone := pods[f.b.hostname]
+	// The other machines' pods as they are just before: the disconnect
+	// must leave them so. A Ray head that exited while it started on a
+	// busy machine (its container restarted before it was Ready) is
+	// named, not held against the disconnect.
+	kept := map[string]*corev1.Pod{}
+	for _, n := range []*node{f.head, f.a} {
+		p, err := tc.Kube.CoreV1().Pods(m.namespace).Get(ctx, pods[n.hostname].Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s's pod before ray-b's disconnect: %v", n.hostname, err)
+		}
+		if restarts, why := podRestarts(p); restarts > 0 {
+			t.Logf("%s's pod %s before ray-b's disconnect: %d restarts%s", n.hostname, p.Name, restarts, why)
+			for _, c := range p.Status.ContainerStatuses {
+				if c.RestartCount == 0 {
+					continue
+				}
+				tail := int64(40)
+				raw, err := tc.Kube.CoreV1().Pods(m.namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, Previous: true, TailLines: &tail}).DoRaw(ctx)
+				t.Logf("%s's last run before its restart (%v):\n%s", c.Name, err, raw)
+			}
+		}
+		kept[n.hostname] = p
+	}
 	if status, body := m.api("POST", "/v1/nodes/disconnect", map[string]any{"hostname": f.b.hostname}); status != 200 || body["released"] != true {
 		t.Fatalf("disconnect: %d %v", status, body)
 	}
@@ -431,25 +454,32 @@ func TestRayPodsAcrossTheFleet(t *testing.T) {
 		t.Fatalf("the head's dashboard after ray-b's node went: %v", err)
 	}
 	for _, n := range []*node{f.head, f.a} {
-		before := pods[n.hostname]
+		before := kept[n.hostname]
 		now, err := tc.Kube.CoreV1().Pods(m.namespace).Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("%s's pod after ray-b's node went: %v", n.hostname, err)
 		}
-		restarts, why := 0, ""
-		for _, c := range now.Status.ContainerStatuses {
-			restarts += int(c.RestartCount)
-			if last := c.LastTerminationState.Terminated; last != nil {
-				why += fmt.Sprintf(" (%s last ended at %s: %s, exit code %d)", c.Name, last.FinishedAt.Format(time.RFC3339), last.Reason, last.ExitCode)
-			}
-		}
-		if now.UID != before.UID || now.Status.PodIP != before.Status.PodIP || restarts > 0 {
-			t.Errorf("%s's pod %s after ray-b's node went: uid %s→%s, address %s→%s, %d restarts%s", n.hostname, before.Name, before.UID, now.UID, before.Status.PodIP, now.Status.PodIP, restarts, why)
+		restartsBefore, _ := podRestarts(before)
+		restarts, why := podRestarts(now)
+		if now.UID != before.UID || now.Status.PodIP != before.Status.PodIP || restarts != restartsBefore {
+			t.Errorf("%s's pod %s after ray-b's node went: uid %s→%s, address %s→%s, restarts %d→%d%s", n.hostname, before.Name, before.UID, now.UID, before.Status.PodIP, now.Status.PodIP, restartsBefore, restarts, why)
 		}
 		if states[before.Status.PodIP] != "ALIVE" {
 			t.Errorf("Ray's nodes %v: %s's pod %s is not alive after ray-b's node went", states, n.hostname, before.Status.PodIP)
 		}
 	}
+}
+
+// podRestarts is how many times p's containers restarted, and why each
+// last ended.
+func podRestarts(p *corev1.Pod) (restarts int, why string) {
+	for _, c := range p.Status.ContainerStatuses {
+		restarts += int(c.RestartCount)
+		if last := c.LastTerminationState.Terminated; last != nil {
+			why += fmt.Sprintf(" (%s last ended at %s: %s, exit code %d)", c.Name, last.FinishedAt.Format(time.RFC3339), last.Reason, last.ExitCode)
+		}
+	}
+	return restarts, why
 }
 
 // train syncs a bundle of raytest.DistributedTrainScript through
