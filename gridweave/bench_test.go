@@ -180,7 +180,7 @@ func BenchmarkJoinOnTheKubernetesLedger(b *testing.B) {
 			b.Fatal(err)
 		}
 		h := newHarness(b, &harnessOptions{store: store, benchmark: true, config: func(c *gridweave.Config) { c.RateLimitPerMinute = 1 << 30 }})
-		return &benchLedger{fill: h, through: func(int64) *harness { return h }}
+		return &benchLedger{fill: h, harnesses: []*harness{h}, through: func(int64) *harness { return h }}
 	})
 	b.Run(fmt.Sprintf("cpu/clients=%d", clients), func(b *testing.B) {
 		timeInterleaved(b, clients, ledgers)
@@ -235,7 +235,7 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 			}
 			replicas = append(replicas, newHarness(b, &harnessOptions{store: store, benchmark: true, config: func(c *gridweave.Config) { c.RateLimitPerMinute = 1 << 30 }}))
 		}
-		return &benchLedger{fill: replicas[0], minter: replicas[1], counted: counted,
+		return &benchLedger{fill: replicas[0], minter: replicas[1], harnesses: replicas, counted: counted,
 			through: func(i int64) *harness { return replicas[i%3] }}
 	})
 	b.Run(fmt.Sprintf("replicas=3/clients=%d", clients), func(b *testing.B) {
@@ -249,19 +249,22 @@ var ledgerSizes = []int{100, 5000}
 
 // benchLedger is one ledger of a join benchmark: its nodes put in through
 // fill, its key minted through minter (fill when nil), its joins made
-// through through(i), and its API server requests counted by counted
-// (when not nil).
+// through through(i), harnesses all of those, and its API server
+// requests counted by counted (when not nil).
 type benchLedger struct {
-	existing int
-	fill     *harness
-	minter   *harness
-	through  func(i int64) *harness
-	counted  *countingTransport
-	runs     atomic.Int64
+	existing  int
+	fill      *harness
+	minter    *harness
+	through   func(i int64) *harness
+	harnesses []*harness
+	counted   *countingTransport
+	runs      atomic.Int64
 }
 
 // fillLedgers makes a ledger of each of ledgerSizes with open and fills
-// it, the largest first.
+// it, the largest first, to its size: all but warmUpJoins of its nodes
+// through the Keyring, the rest joined over HTTP by clients at once, the
+// way timeInterleaved joins them, which opens their connections.
 func fillLedgers(b *testing.B, clients int, open func(existing int) *benchLedger) []*benchLedger {
 	ledgers := make([]*benchLedger, len(ledgerSizes))
 	for i, existing := range slices.Backward(ledgerSizes) {
@@ -270,7 +273,9 @@ func fillLedgers(b *testing.B, clients int, open func(existing int) *benchLedger
 		if l.minter == nil {
 			l.minter = l.fill
 		}
-		prefillConcurrently(b, l.fill, existing, clients)
+		prefillConcurrently(b, l.fill, existing-warmUpJoins, clients)
+		_, key := l.minter.mint("org")
+		joinAtOnce(b, clients, key, newNodes(b, "warm-", 0, warmUpJoins), l.through)
 		ledgers[i] = l
 	}
 	return ledgers
@@ -282,8 +287,9 @@ const interleavedRound = 500
 
 // timeInterleaved times b.N joins on each of ledgers by clients at once,
 // in rounds of interleavedRound joins on each in turn, and reports each
-// ledger's joins/s (as joins/s-at-<nodes>) and, when counted, the API
-// server requests per join. The rounds interleave because the API server
+// ledger's joins/s (as joins/s-at-<nodes>, its size before the first
+// run; each join adds a node) and, when counted, the API server requests
+// per join over all of them. The rounds interleave because the API server
 // keeps each resource's recent writes (its watch cache's history, up to
 // 75 seconds' worth), and the more it keeps the more each write costs
 // it: a ledger timed just after the other's fill or timing would be
@@ -292,11 +298,15 @@ const interleavedRound = 500
 func timeInterleaved(b *testing.B, clients int, ledgers []*benchLedger) {
 	keys := make([]string, len(ledgers))
 	prefixes := make([]string, len(ledgers))
-	var callsBefore int64
 	for i, l := range ledgers {
+		for _, h := range l.harnesses {
+			h.t = b // their failures are this run's
+		}
 		_, keys[i] = l.minter.mint("org")
 		prefixes[i] = fmt.Sprintf("run%d-", l.runs.Add(1)) // b.Run calls this more than once
-		warmUp(b, clients, keys[i], prefixes[i], l.through)
+	}
+	var callsBefore int64
+	for _, l := range ledgers {
 		if l.counted != nil {
 			callsBefore += l.counted.calls.Load()
 		}
@@ -305,7 +315,15 @@ func timeInterleaved(b *testing.B, clients int, ledgers []*benchLedger) {
 	b.ResetTimer()
 	for done := 0; done < b.N; done += interleavedRound {
 		n := min(interleavedRound, b.N-done)
-		for i, l := range ledgers {
+		order := make([]int, len(ledgers)) // every other round backwards: no ledger always first
+		for i := range order {
+			order[i] = i
+		}
+		if done/interleavedRound%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
+			l := ledgers[i]
 			b.StopTimer()
 			machines := newNodes(b, fmt.Sprintf("%snew-", prefixes[i]), done, n)
 			b.StartTimer()
@@ -364,15 +382,9 @@ func joinAtOnce(b *testing.B, clients int, key string, machines []*node, through
 	wg.Wait()
 }
 
-// warmUpJoins is how many machines warmUp joins.
-const warmUpJoins = 200
-
-// warmUp joins warmUpJoins machines, named from prefix, by clients at
-// once, the i-th through through(i): they open every client's
-// connections before the clock starts.
-func warmUp(b *testing.B, clients int, key, prefix string, through func(i int64) *harness) {
-	joinAtOnce(b, clients, key, newNodes(b, prefix+"warm-", 0, warmUpJoins), through)
-}
+// warmUpJoins is how many of a ledger's nodes fillLedgers joins over
+// HTTP.
+const warmUpJoins = 50
 
 // prefillConcurrently is prefill with CPU nodes, by clients at once.
 func prefillConcurrently(b *testing.B, h *harness, n, clients int) {

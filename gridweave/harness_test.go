@@ -80,8 +80,9 @@ type harnessOptions struct {
 	// tls serves HTTPS with a key pair of the harness's own, as the
 	// server does outside dev mode; the join command then pins it.
 	tls bool
-	// benchmark serves without checking answers against the OpenAPI
-	// document and logs at the server's default level, to nowhere: what
+	// benchmark serves plain HTTP without checking answers against the
+	// OpenAPI document, logs at the server's default level, to nowhere,
+	// and keeps each client's connection open between its requests: what
 	// the harness does on top of the server is left out of a benchmark's
 	// figure.
 	benchmark bool
@@ -158,7 +159,10 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	if o.benchmark {
 		srv := httptest.NewServer(s.Handler())
 		t.Cleanup(srv.Close)
-		h = &harness{t: t, url: srv.URL, server: s, cfg: cfg, client: http.DefaultClient}
+		// Every client's connection stays open between its requests.
+		transport := &http.Transport{MaxIdleConnsPerHost: 64}
+		t.Cleanup(transport.CloseIdleConnections)
+		h = &harness{t: t, url: srv.URL, server: s, cfg: cfg, client: &http.Client{Transport: transport}}
 	} else {
 		h = serveHarness(t, s, cfg, kp)
 	}

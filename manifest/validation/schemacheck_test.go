@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -143,11 +144,12 @@ func TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects(t *testing.T) {
 	for i, obj := range objs {
 		v := validators[i]
 		all := mutations(obj, schemaOf(v))
+		printed := objectPrint(obj)
 		for j := 0; j < len(all); j += step {
 			m := all[j]
 			mutated := m.apply(obj)
 			cases++
-			errs := rememberedWholeErrors(kubeOpenAPIOnly{v.full}, obj, mutated)
+			errs := rememberedWholeErrors(kubeOpenAPIOnly{v.full}, printed, m, mutated)
 			switch {
 			case v.check.certainlyValid(mutated, strfmt.Default):
 				certain++
@@ -192,11 +194,12 @@ func TestValueValidatorsMatchWhole(t *testing.T) {
 			t.Fatalf("%s: the precompiled library reads whole schemas only", crd.gvk)
 		}
 		all := mutations(obj, whole.full.Schema)
+		printed := objectPrint(obj)
 		for j := 0; j < len(all); j += step {
 			m := all[j]
 			mutated := m.apply(obj)
 			what := fmt.Sprintf("%s: %v = %#v", obj["kind"], m.path, m.value)
-			errs := rememberedWholeErrors(whole, obj, mutated)
+			errs := rememberedWholeErrors(whole, printed, m, mutated)
 			uncertainMatches(t, inMemory, errs, mutated, what)
 			belowRoot := uncertainMatches(t, precompiled, errs, mutated, what)
 			compared++
@@ -228,32 +231,70 @@ func wholeErrors(whole kubeOpenAPIOnly, obj map[string]any) string {
 	return sortedErrors(apiservervalidation.ValidateCustomResource(nil, obj, whole))
 }
 
-// wholeVerdicts holds wholeErrors' answers by validator and object
+// wholeVerdicts holds wholeErrors' answers by mutation
 // (rememberedWholeErrors).
 var wholeVerdicts sync.Map // wholeVerdict → string
 
+// wholeVerdict names a mutation of an object: the object by the SHA-256
+// of its typedText, the mutation by the typedText of its path and value.
 type wholeVerdict struct {
-	apiVersion, kind any               // of the object mutated: its schema is whole
-	obj              [sha256.Size]byte // of the mutation's JSON
+	object   [sha256.Size]byte
+	mutation string
 }
 
-// rememberedWholeErrors is wholeErrors on mutated, a mutation of
-// original, remembered: TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects
-// and TestValueValidatorsMatchWhole validate the same mutations with the
-// same whole schemas (each its own copy, from its own Validator), and
+// objectPrint is what a wholeVerdict names obj by.
+func objectPrint(obj map[string]any) [sha256.Size]byte {
+	var b strings.Builder
+	typedText(&b, obj)
+	return sha256.Sum256([]byte(b.String()))
+}
+
+// rememberedWholeErrors is wholeErrors on mutated, m applied to the
+// object printed as object (objectPrint), remembered:
+// TestSchemaCheckNeverAcceptsWhatKubeOpenAPIRejects and
+// TestValueValidatorsMatchWhole validate the same mutations of the same
+// objects with the same whole schemas (each its own copy, from its own
+// Validator; the object's apiVersion and kind pick the schema), and
 // kube-openapi's validation is most of what either costs.
-func rememberedWholeErrors(whole kubeOpenAPIOnly, original, mutated map[string]any) string {
-	raw, err := json.Marshal(mutated)
-	if err != nil {
-		return wholeErrors(whole, mutated)
-	}
-	key := wholeVerdict{original["apiVersion"], original["kind"], sha256.Sum256(raw)}
+func rememberedWholeErrors(whole kubeOpenAPIOnly, object [sha256.Size]byte, m mutation, mutated map[string]any) string {
+	var b strings.Builder
+	typedText(&b, m.path)
+	b.WriteString("=")
+	typedText(&b, m.value)
+	key := wholeVerdict{object, b.String()}
 	if errs, ok := wholeVerdicts.Load(key); ok {
 		return errs.(string)
 	}
 	errs := wholeErrors(whole, mutated)
 	wholeVerdicts.Store(key, errs)
 	return errs
+}
+
+// typedText writes v with the type of every value in it and its map keys
+// sorted: two values written alike are equal, type for type (JSON would
+// write int64(3) and float64(3) alike).
+func typedText(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		b.WriteString("{")
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			b.WriteString(strconv.Quote(k) + ":")
+			typedText(b, v[k])
+			b.WriteString(",")
+		}
+		b.WriteString("}")
+	case []any:
+		b.WriteString("[")
+		for _, x := range v {
+			typedText(b, x)
+			b.WriteString(",")
+		}
+		b.WriteString("]")
+	case string:
+		b.WriteString(strconv.Quote(v))
+	default:
+		fmt.Fprintf(b, "%T(%#v)", v, v)
+	}
 }
 
 // uncertainMatches fails the test unless lib.validateUncertain finds on
