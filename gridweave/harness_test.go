@@ -104,6 +104,9 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 	if o == nil {
 		o = &harnessOptions{}
 	}
+	if o.benchmark && o.tls {
+		t.Fatal("harnessOptions: benchmark serves plain HTTP; tls cannot be set with it")
+	}
 	cfg := testConfig()
 	if o.config != nil {
 		o.config(&cfg)
