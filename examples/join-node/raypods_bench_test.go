@@ -14,13 +14,16 @@ import (
 	"gridweave.dev/internal/raytest"
 )
 
-// podTransferScript is a Ray job that moves a 256 MiB object from a task
-// on one Ray node (by its address) to a task on another, n times, and
+// podTransferScript is a Ray job that moves an array of 256 MiB from a
+// task on one Ray node (by its address) to a task on another, n times, and
 // prints the seconds each move took: from the object sealed at its source
-// to the consumer's answer. Both tasks run once on a small object first,
-// so no timed move waits for a worker process to start.
+// to the consumer's sum of it. The array is what the bare-process
+// benchmark moves (rayMeshDriver): the consumer reads it where it landed,
+// without a copy. Both tasks run once on a small array first, so no timed
+// move waits for a worker process to start.
 const podTransferScript = `
 import json, time, ray
+import numpy as np
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 ray.init()
 ids = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -28,10 +31,10 @@ src = NodeAffinitySchedulingStrategy(ids[%[1]q], soft=False)
 dst = NodeAffinitySchedulingStrategy(ids[%[2]q], soft=False)
 @ray.remote(num_cpus=0)
 def make(n):
-    return bytes(n)
+    return np.ones(n, dtype=np.uint8)
 @ray.remote(num_cpus=0)
 def consume(a):
-    return len(a)
+    return int(a.sum())
 assert ray.get(consume.options(scheduling_strategy=dst).remote(make.options(scheduling_strategy=src).remote(1))) == 1
 size, seconds = 256 << 20, []
 for _ in range(%[3]d):
