@@ -212,7 +212,7 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 		// Every replica's requests to the API server are counted.
 		counted := &countingTransport{}
 		cfg := rest.CopyConfig(tc.Config)
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counted.next = rt; return counted }
+		cfg.WrapTransport = counted.wrap
 		writer, err := kubestore.New(cfg, ns, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -412,13 +412,24 @@ func prefillConcurrently(b *testing.B, h *harness, n, clients int) {
 	wg.Wait()
 }
 
-// countingTransport counts the requests sent through it.
+// countingTransport counts the requests sent through every transport it
+// wraps.
 type countingTransport struct {
-	next  http.RoundTripper
 	calls atomic.Int64
 }
 
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+// wrap is a rest.Config's WrapTransport: each transport the config
+// makes counts into c.
+func (c *countingTransport) wrap(next http.RoundTripper) http.RoundTripper {
+	return &countedRoundTripper{calls: &c.calls, next: next}
+}
+
+type countedRoundTripper struct {
+	calls *atomic.Int64
+	next  http.RoundTripper
+}
+
+func (c *countedRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.calls.Add(1)
 	return c.next.RoundTrip(r)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -102,6 +103,9 @@ func RayImageTarball(ctx context.Context, moduleDir string, extras []string, pro
 	dir := filepath.Dir(pauseAndTest)
 	path := filepath.Join(dir, prefix+hex.EncodeToString(h.Sum(nil))[:16]+".tar")
 	if _, err := os.Stat(path); err == nil {
+		// Marked in use, so that another checkout's build keeps it.
+		now := time.Now()
+		_ = os.Chtimes(path, now, now)
 		return path, nil
 	}
 	images := map[string]v1.Image{}
@@ -131,18 +135,24 @@ func RayImageTarball(ctx context.Context, moduleDir string, extras []string, pro
 		return "", err
 	}
 	// The tarballs of older sources or images (of these extras, or named
-	// before the variant was in the name) are not wanted again.
+	// before the variant was in the name) go once no checkout has used
+	// them for a day: another checkout of other sources may be importing
+	// its own now.
 	hash := strings.Repeat("[0-9a-f]", 16)
 	for _, pattern := range []string{prefix + hash + ".tar", "pause-podnet-ray-" + hash + ".tar"} {
 		older, _ := filepath.Glob(filepath.Join(dir, pattern))
 		for _, old := range older {
-			if old != path {
+			if info, err := os.Stat(old); err == nil && old != path && time.Since(info.ModTime()) > unusedTarballAge {
 				_ = os.Remove(old)
 			}
 		}
 	}
 	return path, nil
 }
+
+// unusedTarballAge is how long RayImageTarball keeps an image tarball of
+// other sources that no checkout has asked for.
+const unusedTarballAge = 24 * time.Hour
 
 func sourcesKey(moduleDir string) (string, error) {
 	h := sha256.New()

@@ -410,13 +410,24 @@ func TestALedgerWrittenWithClaimsIsBroughtUpToDate(t *testing.T) {
 	}
 }
 
-// countingTransport counts the requests a Store sends.
+// countingTransport counts the requests a Store sends, through every
+// transport it wraps.
 type countingTransport struct {
-	next  http.RoundTripper
 	calls atomic.Int64
 }
 
-func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+// wrap is a rest.Config's WrapTransport: each transport the config
+// makes counts into c.
+func (c *countingTransport) wrap(next http.RoundTripper) http.RoundTripper {
+	return &countedRoundTripper{calls: &c.calls, next: next}
+}
+
+type countedRoundTripper struct {
+	calls *atomic.Int64
+	next  http.RoundTripper
+}
+
+func (c *countedRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.calls.Add(1)
 	return c.next.RoundTrip(r)
 }
@@ -431,7 +442,7 @@ func TestCallsPerJoin(t *testing.T) {
 	ctx := context.Background()
 	counter := &countingTransport{}
 	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	cfg.WrapTransport = counter.wrap
 	s, err := kubestore.New(cfg, ns, nil)
 	if err != nil {
 		t.Fatal(err)
