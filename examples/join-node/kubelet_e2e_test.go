@@ -464,8 +464,13 @@ func kubeletCredential(t *testing.T, tc *testcluster.Cluster, n *node) *rest.Con
 	if err != nil {
 		t.Fatalf("%s's kubelet has no client certificate: %v", n.hostname, err)
 	}
-	pair := filepath.Join(pki, filepath.Base(target))
-	return &rest.Config{Host: tc.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: tc.Config.CAData, CAFile: tc.Config.CAFile, CertFile: pair, KeyFile: pair}}
+	// Read once: a client given the file reloads it, from a goroutine
+	// that outlives the test and its directory.
+	pair, err := os.ReadFile(filepath.Join(pki, filepath.Base(target)))
+	if err != nil {
+		t.Fatalf("%s's kubelet client certificate: %v", n.hostname, err)
+	}
+	return &rest.Config{Host: tc.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: tc.Config.CAData, CAFile: tc.Config.CAFile, CertData: pair, KeyData: pair}}
 }
 
 // nodeLeftovers lists what of n's node is still there after it was taken
