@@ -125,7 +125,7 @@ func (f *rayPodFleet) cpuThrottling(b *testing.B) (periods, throttled int64) {
 // fleet (three joins, the Ray images imported, the cluster Ready) comes
 // first, once:
 //
-//	sudo go test -run '^$' -bench RayPodTransfer -benchtime 3x ./examples/join-node/
+//	sudo go test -run '^$' -bench RayPodTransfer -benchtime 8x ./examples/join-node/
 func BenchmarkRayPodTransfer(b *testing.B) {
 	if testing.Short() {
 		b.Skip("real kubelets, containerd and Ray in pods")

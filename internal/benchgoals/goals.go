@@ -268,10 +268,10 @@ func Goals() []Goal {
 		},
 		{
 			Name:    "Ray object transfer between worker pods on two real nodes, direct and through the master",
-			Command: "sudo go test -run '^$' -bench RayPodTransfer -benchtime 3x ./examples/join-node/",
+			Command: "sudo go test -run '^$' -bench RayPodTransfer -benchtime 8x ./examples/join-node/",
 			Root:    true,
 			Run: func(ctx context.Context, r *Runner) ([]Figure, error) {
-				res, err := r.Bench(ctx, "./examples/join-node/", "RayPodTransfer", "3x")
+				res, err := r.Bench(ctx, "./examples/join-node/", "RayPodTransfer", "8x")
 				if err != nil {
 					return nil, err
 				}
