@@ -3,7 +3,6 @@ package gridweave_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
@@ -210,9 +209,9 @@ func BenchmarkJoinThroughThreeReplicas(b *testing.B) {
 			b.Fatal(err)
 		}
 		// Every replica's requests to the API server are counted.
-		counted := &countingTransport{}
+		counted := &testcluster.RequestCounter{}
 		cfg := rest.CopyConfig(tc.Config)
-		cfg.WrapTransport = counted.wrap
+		cfg.WrapTransport = counted.Wrap
 		writer, err := kubestore.New(cfg, ns, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -257,7 +256,7 @@ type benchLedger struct {
 	minter    *harness
 	through   func(i int64) *harness
 	harnesses []*harness
-	counted   *countingTransport
+	counted   *testcluster.RequestCounter
 	runs      atomic.Int64
 }
 
@@ -308,7 +307,7 @@ func timeInterleaved(b *testing.B, clients int, ledgers []*benchLedger) {
 	var callsBefore int64
 	for _, l := range ledgers {
 		if l.counted != nil {
-			callsBefore += l.counted.calls.Load()
+			callsBefore += l.counted.Count()
 		}
 	}
 	elapsed := make([]time.Duration, len(ledgers))
@@ -338,7 +337,7 @@ func timeInterleaved(b *testing.B, clients int, ledgers []*benchLedger) {
 	for i, l := range ledgers {
 		b.ReportMetric(float64(b.N)/elapsed[i].Seconds(), fmt.Sprintf("joins/s-at-%d", l.existing))
 		if l.counted != nil {
-			calls += l.counted.calls.Load()
+			calls += l.counted.Count()
 			counted = true
 		}
 	}
@@ -410,26 +409,4 @@ func prefillConcurrently(b *testing.B, h *harness, n, clients int) {
 		})
 	}
 	wg.Wait()
-}
-
-// countingTransport counts the requests sent through every transport it
-// wraps.
-type countingTransport struct {
-	calls atomic.Int64
-}
-
-// wrap is a rest.Config's WrapTransport: each transport the config
-// makes counts into c.
-func (c *countingTransport) wrap(next http.RoundTripper) http.RoundTripper {
-	return &countedRoundTripper{calls: &c.calls, next: next}
-}
-
-type countedRoundTripper struct {
-	calls *atomic.Int64
-	next  http.RoundTripper
-}
-
-func (c *countedRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.calls.Add(1)
-	return c.next.RoundTrip(r)
 }

@@ -72,8 +72,8 @@ func ImageTarball(ctx context.Context, moduleDir string) (string, error) {
 // and the GPU workers', built by deploy/rayimage with the extras given
 // (as root, with mmdebstrap; cached there) and tagged RayImageTags. The
 // tarball is cached beside ImageTarball's, by the sources and the Ray
-// images' digests (an older one is removed); the two Ray images share
-// their one layer, stored once.
+// images' digests (one of other sources is removed after a day unused);
+// the two Ray images share their one layer, stored once.
 func RayImageTarball(ctx context.Context, moduleDir string, extras []string, progress io.Writer) (string, error) {
 	pauseAndTest, err := ImageTarball(ctx, moduleDir)
 	if err != nil {
@@ -102,10 +102,9 @@ func RayImageTarball(ctx context.Context, moduleDir string, extras []string, pro
 	prefix := "pause-podnet-ray-" + variant + "-"
 	dir := filepath.Dir(pauseAndTest)
 	path := filepath.Join(dir, prefix+hex.EncodeToString(h.Sum(nil))[:16]+".tar")
-	if _, err := os.Stat(path); err == nil {
-		// Marked in use, so that another checkout's build keeps it.
-		now := time.Now()
-		_ = os.Chtimes(path, now, now)
+	// A tarball there is marked in use, so that another checkout's build
+	// keeps it (one it has just removed is written again).
+	if now := time.Now(); os.Chtimes(path, now, now) == nil {
 		return path, nil
 	}
 	images := map[string]v1.Image{}

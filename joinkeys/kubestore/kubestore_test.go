@@ -410,28 +410,6 @@ func TestALedgerWrittenWithClaimsIsBroughtUpToDate(t *testing.T) {
 	}
 }
 
-// countingTransport counts the requests a Store sends, through every
-// transport it wraps.
-type countingTransport struct {
-	calls atomic.Int64
-}
-
-// wrap is a rest.Config's WrapTransport: each transport the config
-// makes counts into c.
-func (c *countingTransport) wrap(next http.RoundTripper) http.RoundTripper {
-	return &countedRoundTripper{calls: &c.calls, next: next}
-}
-
-type countedRoundTripper struct {
-	calls *atomic.Int64
-	next  http.RoundTripper
-}
-
-func (c *countedRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.calls.Add(1)
-	return c.next.RoundTrip(r)
-}
-
 // TestCallsPerJoin counts the API server requests of one machine's join
 // (validate, then register) on the writer: its reads are answered from
 // its index, so a join alone costs the key's use, the node's creation and
@@ -440,9 +418,9 @@ func (c *countedRoundTripper) RoundTrip(r *http.Request) (*http.Response, error)
 func TestCallsPerJoin(t *testing.T) {
 	c, ns := ledger(t)
 	ctx := context.Background()
-	counter := &countingTransport{}
+	counter := &testcluster.RequestCounter{}
 	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = counter.wrap
+	cfg.WrapTransport = counter.Wrap
 	s, err := kubestore.New(cfg, ns, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -475,19 +453,19 @@ func TestCallsPerJoin(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := counter.calls.Load()
+		before := counter.Count()
 		for i := range joins {
 			if err := join(fmt.Sprintf("gpu-%d-%d", existing, i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		perJoin := float64(counter.calls.Load()-before) / joins
+		perJoin := float64(counter.Count()-before) / joins
 		t.Logf("%d nodes in the ledger: %.1f API requests per join, one at a time", existing, perJoin)
 		if perJoin > 5 {
 			t.Errorf("%.1f API requests per join with %d nodes in the ledger; want at most 5 (the key's use, the node's creation and update, two audit events)", perJoin, existing)
 		}
 
-		before = counter.calls.Load()
+		before = counter.Count()
 		var wg sync.WaitGroup
 		errs := make(chan error, clients)
 		for c := range clients {
@@ -505,7 +483,7 @@ func TestCallsPerJoin(t *testing.T) {
 		for err := range errs {
 			t.Fatal(err)
 		}
-		perJoin = float64(counter.calls.Load()-before) / (joins * clients)
+		perJoin = float64(counter.Count()-before) / (joins * clients)
 		t.Logf("%d nodes in the ledger: %.2f API requests per join, %d at once", existing, perJoin, clients)
 		if perJoin > 4 {
 			t.Errorf("%.2f API requests per join with %d nodes in the ledger, %d at once; want at most 4", perJoin, existing, clients)
