@@ -145,6 +145,10 @@ var (
 // filesystem changes, so an old cache entry is never taken for a new one.
 const builderVersion = "2"
 
+// imageVersion changes whenever what Image puts around a root filesystem
+// (the image's configuration) changes: a cached image is kept by both.
+const imageVersion = "2"
+
 // Tag is the image's default tag.
 func (k Kind) Tag() string {
 	if k == Worker {
@@ -367,9 +371,9 @@ func Cached(ctx context.Context, o Options, tag string) (string, v1.Hash, error)
 	if _, err := RootFS(ctx, o); err != nil {
 		return "", v1.Hash{}, err
 	}
-	// The tarball of one root filesystem, kind and tag is kept with its
-	// digest.
-	entry := filepath.Join(o.CacheDir, "images", o.rootfsKey()+"-"+string(o.Kind)+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag))
+	// The tarball of one root filesystem, image configuration, kind and
+	// tag is kept with its digest.
+	entry := filepath.Join(o.CacheDir, "images", o.rootfsKey()+"-"+imageVersion+"-"+string(o.Kind)+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag))
 	cached, digestFile := entry+".tar", entry+".digest"
 	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
 		return "", v1.Hash{}, err
@@ -442,6 +446,11 @@ func Image(ctx context.Context, o Options) (v1.Image, error) {
 		// release is enough: Debian's 3.11 and another image's 3.11 then
 		// form one cluster.
 		"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor",
+		// The head's dashboard gives each of its modules this long to
+		// start, 30 s by default, and the head exits when one is late:
+		// on a small machine that starts the cluster's other pods at
+		// the same time, a module can be.
+		"RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT=120",
 	}
 	title, description := "gridweave-ray", "Ray "+RayVersion+" (Python "+PythonVersion+") for the head and CPU workers of a Gridweave cluster"
 	if o.Kind == Worker {

@@ -63,10 +63,11 @@ func entries(t *testing.T, path string, wanted ...string) (map[string]*tar.Heade
 // TestTheRayImages builds both images (the root filesystem from the
 // shared cache when a build made it before) and checks what KubeRay's pods
 // need is in them: bash, wget, curl, python on PATH, ray, the user ray
-// (1000:100, home /home/ray) the images run as; Python's bytecode with
-// hash-based invalidation; no device node, log or apt list; every
-// timestamp the epoch. A root filesystem built afresh gives the same
-// digest as the cached one whenever Debian's packages are the same.
+// (1000:100, home /home/ray) the images run as, the dashboard's modules
+// given 120 s to start; Python's bytecode with hash-based invalidation; no
+// device node, log or apt list; every timestamp the epoch. A root
+// filesystem built afresh gives the same digest as the cached one
+// whenever Debian's packages are the same.
 func TestTheRayImages(t *testing.T) {
 	requireBuilder(t)
 	ctx := context.Background()
@@ -107,6 +108,9 @@ func TestTheRayImages(t *testing.T) {
 		}
 		if !slices.ContainsFunc(cfg.Config.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") && strings.Contains(e, "/usr/local/bin") }) {
 			t.Errorf("%s: PATH lacks /usr/local/bin (ray): %v", c.tag, cfg.Config.Env)
+		}
+		if !slices.Contains(cfg.Config.Env, "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT=120") {
+			t.Errorf("%s: its environment does not give the dashboard's modules 120 s to start: %v", c.tag, cfg.Config.Env)
 		}
 		if got := slices.Contains(cfg.Config.Env, "NVIDIA_VISIBLE_DEVICES=all"); got != c.gpuEnv {
 			t.Errorf("%s: NVIDIA_VISIBLE_DEVICES=all in its environment is %v, want %v", c.tag, got, c.gpuEnv)
