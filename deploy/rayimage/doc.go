@@ -6,7 +6,9 @@
 // (python3 with python on PATH, bash, wget and curl for KubeRay's probes, CA
 // certificates) with Ray installed from PyPI by pip, pinned by Constraints,
 // and the user ray (uid 1000, group users, home /home/ray) the image runs
-// as. The worker image adds what the NVIDIA container runtime reads.
+// as. The worker image adds what the NVIDIA container runtime reads. Both
+// give the head's dashboard modules 120 s to start, not Ray's 30: a head
+// on a small machine busy starting pods otherwise exits once and restarts.
 // Either image may take extras (Extras: Ray Train with PyPI's torch, or
 // with Debian's CPU build of torch), each in a root filesystem of its own.
 //
@@ -16,7 +18,9 @@
 // timestamp in the layer is the epoch, Python's bytecode is compiled in a
 // fixed order with hash-based invalidation, and what differs between two
 // runs of the same install (apt's caches and logs, ldconfig's cache,
-// device nodes) is left out. The same inputs give the same digest.
+// device nodes) is left out. The same inputs give the same digest. An
+// image is cached by its root filesystem's key and the version of what
+// the image puts around it (its configuration).
 //
 // The images are written as tarballs `ctr images import` and `docker load`
 // read (Build copies one out of the cache; Cached names it in the cache);
