@@ -20,7 +20,9 @@
 // runs of the same install (apt's caches and logs, ldconfig's cache,
 // device nodes) is left out. The same inputs give the same digest. An
 // image is cached by its root filesystem's key and the version of what
-// the image puts around it (its configuration).
+// the image puts around it (its configuration). Each use marks an entry
+// used; a build removes the entries of other inputs unused for
+// UnusedEntryAge, unless one is being built.
 //
 // The images are written as tarballs `ctr images import` and `docker load`
 // read (Build copies one out of the cache; Cached names it in the cache);

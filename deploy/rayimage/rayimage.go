@@ -373,7 +373,8 @@ func Cached(ctx context.Context, o Options, tag string) (string, v1.Hash, error)
 	}
 	// The tarball of one root filesystem, image configuration, kind and
 	// tag is kept with its digest.
-	entry := filepath.Join(o.CacheDir, "images", o.rootfsKey()+"-"+imageVersion+"-"+string(o.Kind)+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(tag))
+	entryName := o.rootfsKey() + "-" + imageVersion + "-" + string(o.Kind) + "-" + strings.NewReplacer("/", "_", ":", "_").Replace(tag)
+	entry := filepath.Join(o.CacheDir, "images", entryName)
 	cached, digestFile := entry+".tar", entry+".digest"
 	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
 		return "", v1.Hash{}, err
@@ -403,6 +404,13 @@ func Cached(ctx context.Context, o Options, tag string) (string, v1.Hash, error)
 		if err := os.WriteFile(digestFile, []byte(digest.String()+"\n"), 0o644); err != nil {
 			return "", v1.Hash{}, fmt.Errorf("rayimage: %w", err)
 		}
+	} else {
+		markUsed(cached, time.Now())
+	}
+	// The cache keeps what was used lately; the rest of it goes. An
+	// error there does not fail the build.
+	if err := pruneCache(o.CacheDir, map[string]bool{o.rootfsKey(): true, entryName: true}, time.Now(), o.Progress); err != nil {
+		fmt.Fprintf(o.Progress, "rayimage: pruning the cache: %v\n", err)
 	}
 	return cached, digest, nil
 }
@@ -483,6 +491,7 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 	dir := filepath.Join(o.CacheDir, "rootfs-"+o.rootfsKey())
 	final := filepath.Join(dir, "rootfs.tar")
 	if _, err := os.Stat(final); err == nil {
+		markUsed(final, time.Now())
 		return final, nil
 	}
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
@@ -609,18 +618,4 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// lockFile holds an exclusive lock on path until the returned function is
-// called.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("rayimage: lock %s: %w", path, err)
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }

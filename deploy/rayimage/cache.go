@@ -1,0 +1,192 @@
+package rayimage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// UnusedEntryAge is how long the cache keeps a root filesystem or an
+// image nobody asked for: a build removes the entries of other inputs
+// unused for longer. Every use marks an entry used (its file's time),
+// at most once an hour.
+const UnusedEntryAge = 5 * 24 * time.Hour
+
+// markUsedAfter is how old an entry's time must be before a use moves it.
+const markUsedAfter = time.Hour
+
+// markUsed records that path was used at now: the cache's clock is the
+// file's modification time.
+func markUsed(path string, now time.Time) {
+	if info, err := os.Stat(path); err == nil && now.Sub(info.ModTime()) > markUsedAfter {
+		_ = os.Chtimes(path, now, now)
+	}
+}
+
+// pruneCache removes from dir the root filesystems and images unused
+// since before now minus UnusedEntryAge, except those of the keys in
+// keep (a root filesystem's key, an image entry's name). An entry being
+// built or read under its lock is left alone, and a builder waiting for
+// that lock finds its entry gone and starts afresh (lockFile). It names
+// each entry it removes on progress.
+func pruneCache(dir string, keep map[string]bool, now time.Time, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	old := func(path string) bool {
+		info, err := os.Stat(path)
+		return err == nil && now.Sub(info.ModTime()) > UnusedEntryAge
+	}
+	var errs []error
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		key, ok := strings.CutPrefix(e.Name(), "rootfs-")
+		if !ok || !e.IsDir() || keep[key] {
+			continue
+		}
+		root := filepath.Join(dir, e.Name())
+		// A root filesystem never finished is timed by its directory.
+		artefact, timed := filepath.Join(root, "rootfs.tar"), filepath.Join(root, "rootfs.tar")
+		if _, err := os.Stat(timed); err != nil {
+			timed = root
+		}
+		if !old(timed) {
+			continue
+		}
+		removed, err := removeLocked(filepath.Join(root, "lock"), artefact, now, func() error { return os.RemoveAll(root) })
+		if err != nil {
+			errs = append(errs, err)
+		} else if removed {
+			fmt.Fprintf(progress, "rayimage: removed %s, unused for more than %s\n", root, UnusedEntryAge)
+		}
+	}
+	images := filepath.Join(dir, "images")
+	files, err := os.ReadDir(images)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	// An image entry is timed by its tarball, or without one (a build
+	// that died) by the newest of its other files.
+	tarballs, others := map[string]time.Time{}, map[string]time.Time{}
+	for _, f := range files {
+		info, err := f.Info()
+		if err != nil {
+			continue
+		}
+		for _, suffix := range imageEntrySuffixes {
+			entry, ok := strings.CutSuffix(f.Name(), suffix)
+			if !ok {
+				continue
+			}
+			if keep[entry] {
+				break
+			}
+			if suffix == ".tar" {
+				tarballs[entry] = info.ModTime()
+			} else if info.ModTime().After(others[entry]) {
+				others[entry] = info.ModTime()
+			}
+			break
+		}
+	}
+	for entry, at := range others {
+		if _, ok := tarballs[entry]; !ok {
+			tarballs[entry] = at
+		}
+	}
+	for entry, at := range tarballs {
+		if now.Sub(at) <= UnusedEntryAge {
+			continue
+		}
+		base := filepath.Join(images, entry)
+		removed, err := removeLocked(base+".lock", base+".tar", now, func() error {
+			var errs []error
+			for _, suffix := range imageEntrySuffixes {
+				if err := os.Remove(base + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+			return errors.Join(errs...)
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else if removed {
+			fmt.Fprintf(progress, "rayimage: removed %s, unused for more than %s\n", base+".tar", UnusedEntryAge)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// imageEntrySuffixes are the files of an image entry.
+var imageEntrySuffixes = []string{".tar.partial", ".tar", ".digest", ".lock"}
+
+// removeLocked runs remove holding lock, if nobody holds it and the
+// entry's artefact, if there is one now, is still unused once the lock is
+// held (a use or a build between the look and the lock keeps the entry).
+// It reports whether remove ran.
+func removeLocked(lock, artefact string, now time.Time, remove func() error) (bool, error) {
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil // in use
+		}
+		return false, fmt.Errorf("rayimage: lock %s: %w", lock, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if info, err := os.Stat(artefact); err == nil && now.Sub(info.ModTime()) <= UnusedEntryAge {
+		return false, nil
+	}
+	if err := remove(); err != nil {
+		return false, fmt.Errorf("rayimage: remove an unused cache entry: %w", err)
+	}
+	return true, nil
+}
+
+// lockFile holds an exclusive lock on path until the returned function is
+// called. A lock file removed while this waited for it (pruneCache
+// removing its entry) is not held: it opens the file at path again.
+func lockFile(path string) (func(), error) {
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("rayimage: lock %s: %w", path, err)
+		}
+		held, errHeld := f.Stat()
+		atPath, errPath := os.Stat(path)
+		if errHeld == nil && errPath == nil && os.SameFile(held, atPath) {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+		if errHeld != nil {
+			return nil, fmt.Errorf("rayimage: lock %s: %w", path, errHeld)
+		}
+		if errPath != nil && !errors.Is(errPath, os.ErrNotExist) {
+			return nil, fmt.Errorf("rayimage: lock %s: %w", path, errPath)
+		}
+		// Removed (or replaced) while this waited: its directory may be
+		// gone too.
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+	}
+}
