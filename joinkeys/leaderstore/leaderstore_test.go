@@ -115,6 +115,10 @@ func TestErrorsCrossTheChannel(t *testing.T) {
 		{apierrors.NewConflict(schema.GroupResource{Group: "ledger.gridweave.dev", Resource: "ledgernodes"}, "gpu-1", errors.New("changed")), apierrors.IsConflict},
 		{apierrors.NewTooManyRequests("slow down", 1), apierrors.IsTooManyRequests},
 		{fmt.Errorf("spending a use: %w", joinkeys.ErrKeyExhausted), func(err error) bool { return errors.Is(err, joinkeys.ErrKeyExhausted) }},
+		// The fence's refusal is a 403 too: its meaning (nothing was
+		// written, another replica leads) goes first.
+		{fmt.Errorf("%w: %w", joinkeys.ErrFenced, apierrors.NewForbidden(schema.GroupResource{Group: "ledger.gridweave.dev", Resource: "ledgernodes"}, "gpu-1", errors.New("ledger-fence: not the holder"))),
+			func(err error) bool { return errors.Is(err, joinkeys.ErrFenced) }},
 		{joinkeys.ErrNodeChanged, func(err error) bool { return errors.Is(err, joinkeys.ErrNodeChanged) }},
 		{joinkeys.ErrPoolExhausted, func(err error) bool { return errors.Is(err, joinkeys.ErrPoolExhausted) }},
 		{joinkeys.ErrKeyNotFound, func(err error) bool { return errors.Is(err, joinkeys.ErrKeyNotFound) }},

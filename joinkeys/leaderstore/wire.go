@@ -189,15 +189,19 @@ func encodeError(err error) *wireError {
 		w.Kind, w.PodCIDR, w.Overlaps, w.Hostname, w.What = kindPodCIDRConflict, pod.PodCIDR, pod.Overlaps, pod.Hostname, pod.What
 	case errors.As(err, &field):
 		w.Kind, w.Field, w.Message = kindInvalidInput, field.Field, field.Problem
-	case errors.As(err, &status):
-		st := status.Status()
-		w.Kind, w.Status = kindKubernetes, &st
 	default:
+		// A sentinel says what the Store's contract means (the fence's
+		// refusal is also a 403 of the API server); a Kubernetes status
+		// travels whole when no sentinel names the error.
 		for _, s := range sentinels {
 			if errors.Is(err, s.err) {
 				w.Kind = s.kind
-				break
+				return w
 			}
+		}
+		if errors.As(err, &status) {
+			st := status.Status()
+			w.Kind, w.Status = kindKubernetes, &st
 		}
 	}
 	return w
