@@ -15,6 +15,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
@@ -959,7 +960,8 @@ func (ix *ledgerIndex) overlappingPod(hostname string, cidr netip.Prefix) (strin
 // they are held for the reservation while the key's use is spent (a
 // compare-and-swap of the JoinKey) and the node is created, which commits
 // it. On an error before the commit both are given back; nothing else was
-// written.
+// written. A creation whose outcome is unknown keeps them until
+// settleReservation knows.
 func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
 	end, err := s.beginWrite()
 	if err != nil {
@@ -988,39 +990,36 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		return joinkeys.NodeRecord{}, err
 	}
 	giveBack := func() { s.release(ix, n, addr, resting) }
-	// What follows runs to its end even when the caller goes away: a
-	// create whose outcome is not known would leave the index unsure.
-	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	var undoSpend func()
+	undoSpend := func() {}
 	if r.SpendKeyID != "" {
-		if undoSpend, err = s.spendKey(ctx, r.SpendKeyID, r.Now); err != nil {
+		undo, err := s.spendKey(ctx, r.SpendKeyID, r.Now)
+		if err != nil {
 			giveBack()
 			return joinkeys.NodeRecord{}, err
 		}
+		undoSpend = undo
 	}
+	// What follows runs to its end even when the caller goes away: a
+	// create whose outcome is not known would leave the index unsure.
+	// Its time starts once the use is spent (a busy key's spends queue).
+	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	spec := nodeSpec{
 		PublicKey: n.PublicKey.String(), VPNIP: addr.String(), Org: n.Org, JoinKeyID: n.JoinKeyID,
 		Version: n.Version, GPUs: n.GPUs, PodCIDR: prefixString(n.PodCIDR), Status: n.Status,
 		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, RegisteredAt: n.RegisteredAt, LastSeen: n.LastSeen,
 		TokenHash: n.TokenHash, PoolID: r.Addresses.ID(),
 	}
+	sent := time.Now()
 	created, err := s.nodes.create(give, withKeyLabel(s.nodes.new(n.Hostname, nil, spec)))
 	if err != nil {
 		held, getErr := s.getNode(give, n.Hostname)
 		switch {
-		case getErr == nil && held.Spec.PublicKey == spec.PublicKey && held.Spec.VPNIP == spec.VPNIP && string(held.Spec.TokenHash) == string(spec.TokenHash):
+		case getErr == nil && sameReservation(held, spec):
 			// A create that timed out, or was retried, went through.
 			created, err = held, nil
-		case getErr != nil && !errors.Is(getErr, joinkeys.ErrNodeNotFound):
-			// Unknown whether the node exists: the next write reads the
-			// ledger again.
-			s.reloadLater(ix)
-			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w (and reading it back: %v)", n.Hostname, err, getErr)
-		default:
-			if undoSpend != nil {
-				undoSpend()
-			}
+		case getErr == nil || refusedUnwritten(err):
+			undoSpend()
 			giveBack()
 			if getErr == nil && apierrors.IsAlreadyExists(err) {
 				// Written by no Store of this index: take it in.
@@ -1030,17 +1029,14 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 				return joinkeys.NodeRecord{}, hostnameTaken(held)
 			}
 			return joinkeys.NodeRecord{}, err
+		default:
+			// Unknown whether the create lands: what it holds stays held,
+			// and its use spent, until a later read knows.
+			go s.settleReservation(ix, n.Hostname, spec, sent, r.Event, func() { undoSpend(); giveBack() }, resting)
+			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w; whether it landed is not known yet (reading it back: %v)", n.Hostname, err, getErr)
 		}
 	}
-	// Committed: the node exists, and holds what was held for it.
-	s.mu.Lock()
-	delete(ix.pending, n.Hostname)
-	ix.nodes[n.Hostname] = created
-	s.mu.Unlock()
-	if resting != nil {
-		// The address rested long enough; its record goes.
-		_, _ = s.claims.removeSigned(give, *resting)
-	}
+	s.committed(give, ix, created, resting)
 	rec, err := nodeRecord(created)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
@@ -1246,13 +1242,83 @@ func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname strin
 	}
 }
 
-// reloadLater drops the index after a write whose outcome is unknown:
-// the next write reads the ledger again.
-func (s *Store) reloadLater(ix *ledgerIndex) {
+// committed records a reservation's node, created, in the index; the
+// record of the resting address it took goes.
+func (s *Store) committed(ctx context.Context, ix *ledgerIndex, created object[nodeSpec], resting *object[claimSpec]) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ix == ix {
-		s.ix = nil
+	delete(ix.pending, created.Metadata.Name)
+	ix.nodes[created.Metadata.Name] = created
+	s.mu.Unlock()
+	if resting != nil {
+		// The address rested long enough; its record goes.
+		_, _ = s.claims.removeSigned(ctx, *resting)
+	}
+}
+
+// sameReservation reports whether the stored node is the one spec
+// reserved: its key, address and token.
+func sameReservation(held object[nodeSpec], spec nodeSpec) bool {
+	return held.Spec.PublicKey == spec.PublicKey && held.Spec.VPNIP == spec.VPNIP && string(held.Spec.TokenHash) == string(spec.TokenHash)
+}
+
+// refusedUnwritten reports whether err is the API server's refusal of a
+// request it did not carry out. Any other error (a timeout, a lost
+// connection, an internal error of the API server or etcd) leaves it
+// unknown whether the write lands.
+func refusedUnwritten(err error) bool {
+	if errors.Is(err, joinkeys.ErrFenced) {
+		return true
+	}
+	switch apierrors.ReasonForError(err) {
+	case metav1.StatusReasonAlreadyExists, metav1.StatusReasonConflict, metav1.StatusReasonInvalid,
+		metav1.StatusReasonForbidden, metav1.StatusReasonUnauthorized, metav1.StatusReasonBadRequest,
+		metav1.StatusReasonNotFound, metav1.StatusReasonTooManyRequests, metav1.StatusReasonMethodNotAllowed,
+		metav1.StatusReasonRequestEntityTooLarge, metav1.StatusReasonUnsupportedMediaType, metav1.StatusReasonNotAcceptable:
+		return true
+	}
+	return false
+}
+
+// settleCreate is how long after it was sent a create may still land:
+// the API server ends a request within a minute.
+var settleCreate = 2 * time.Minute
+
+// settleEvery bounds the wait between two reads of a create whose outcome
+// is not known.
+var settleEvery = 10 * time.Second
+
+// settleReservation reads, until it knows, whether the create of a
+// reservation's node sent at sent landed. Until then the index holds the
+// reservation's hostname, key and address (no other reservation takes
+// them) and the key's use stays spent. The node found as reserved is
+// committed, with its audit event (the caller was told of an error, and
+// the trail holds what the ledger does); not found once settleCreate
+// passed (or another's node found), the reservation is given back
+// (giveBack). It stops when the
+// index is dropped (a takeover, StopWriting, Close): the next load reads
+// the ledger as it is.
+func (s *Store) settleReservation(ix *ledgerIndex, hostname string, spec nodeSpec, sent time.Time, event joinkeys.AuditEvent, giveBack func(), resting *object[claimSpec]) {
+	for wait := settleEvery / 8; ; wait = min(2*wait, settleEvery) {
+		time.Sleep(wait)
+		if s.closed.Load() || s.loaded() != ix {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		held, err := s.getNode(ctx, hostname)
+		switch {
+		case err == nil && sameReservation(held, spec):
+			s.committed(ctx, ix, held, resting)
+			if event.Type != "" {
+				_ = s.appendAudit(ctx, event)
+			}
+		case err == nil, errors.Is(err, joinkeys.ErrNodeNotFound) && time.Since(sent) > settleCreate:
+			giveBack()
+		default:
+			cancel()
+			continue
+		}
+		cancel()
+		return
 	}
 }
 

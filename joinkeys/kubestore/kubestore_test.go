@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -636,5 +637,137 @@ func TestAUseIsGivenBackAfterStopWriting(t *testing.T) {
 	}
 	if k, err := reader.Key(ctx, "k1"); err != nil || k.Uses != 0 {
 		t.Errorf("the key after the failed reservation: %d uses, %v; want its use given back", k.Uses, err)
+	}
+}
+
+// unsureTransport answers node creations with an error whose outcome is
+// unknown (no answer of the API server): the first lost ones after
+// sending them (the node is stored), the rest without; the first
+// readBacks reads of a node after fail the same way.
+type unsureTransport struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	// lost creations still to come, the first sent of them sent
+	lost, sent, readBacks int
+}
+
+var errUnreachable = errors.New("injected: the API server did not answer")
+
+func (u *unsureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgernodes") && u.lost > 0:
+		u.lost--
+		if u.sent > 0 {
+			u.sent--
+			resp, err := u.next.RoundTrip(r)
+			if err != nil {
+				return nil, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return nil, errUnreachable
+	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/ledgernodes/") && u.readBacks > 0:
+		u.readBacks--
+		return nil, errUnreachable
+	}
+	return u.next.RoundTrip(r)
+}
+
+// TestAnUnknownCreateKeepsWhatItHolds: a node creation whose outcome is
+// unknown keeps its hostname, address and key's use held while other
+// reservations go on (none is handed its address), until reads settle
+// it: a node that landed is taken in with its audit event, one that did
+// not is given back, with its use, once it can no longer land.
+func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
+	defer kubestore.SetSettleTimes(3*time.Second, 200*time.Millisecond)()
+	c, ns := ledger(t)
+	ctx := context.Background()
+	unsure := &unsureTransport{lost: 2, sent: 1, readBacks: 1}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, SecretHash: []byte("hash")}
+	if err := s.InsertKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(hostname string) (joinkeys.NodeRecord, error) {
+		return s.ReserveNode(ctx, joinkeys.Reservation{
+			Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: hostname, PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
+			Addresses:  joinkeys.MustPool("198.18.6.0/29", "198.18.6.1").Addresses(),
+			SpendKeyID: "k1", Now: time.Now().UTC(),
+			Event: joinkeys.AuditEvent{At: time.Now().UTC(), Type: joinkeys.EventValidationAccepted, KeyID: "k1", Hostname: hostname},
+		})
+	}
+
+	// The first creation lands, unknown to the writer; so does its read back.
+	if n, err := reserve("landed"); !errors.Is(err, errUnreachable) {
+		t.Fatalf("a creation without an answer: %+v, %v", n.Node, err)
+	}
+	stored, err := reader.Node(ctx, "landed")
+	if err != nil {
+		t.Fatalf("the node that landed: %v", err)
+	}
+	// The second is never sent, and read back as absent: still unknown.
+	if n, err := reserve("lost"); !errors.Is(err, errUnreachable) {
+		t.Fatalf("a creation never sent: %+v, %v", n.Node, err)
+	}
+	// Meanwhile, neither's hostname or address is handed out again.
+	if _, err := reserve("lost"); !errors.Is(err, joinkeys.ErrHostnameTaken) {
+		t.Errorf("the hostname of a creation not settled: %v; want it held", err)
+	}
+	other, err := reserve("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.VPNIP == stored.VPNIP || other.VPNIP.String() == "198.18.6.3" {
+		t.Errorf("another reservation got %s: the unsettled ones hold %s and 198.18.6.3", other.VPNIP, stored.VPNIP)
+	}
+
+	// The one that landed is taken in, with its audit event.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		events, err := s.Audit(ctx, joinkeys.AuditQuery{Hostname: "landed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events) == 1 && events[0].Type == joinkeys.EventValidationAccepted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the landed node's audit event: %+v", events)
+		}
+	}
+	if n, err := s.Node(ctx, "landed"); err != nil || n.VPNIP != stored.VPNIP {
+		t.Errorf("the writer's record of the landed node: %+v, %v; stored at %s", n.Node, err, stored.VPNIP)
+	}
+	// The one that did not is given back once it can no longer land.
+	var again joinkeys.NodeRecord
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if again, err = reserve("lost"); err == nil {
+			break
+		}
+		if !errors.Is(err, joinkeys.ErrHostnameTaken) || time.Now().After(deadline) {
+			t.Fatalf("the hostname of a creation that never landed: %v", err)
+		}
+	}
+	if again.VPNIP.String() != "198.18.6.3" {
+		t.Errorf("the reservation after the lost one got %s, want its address 198.18.6.3 back", again.VPNIP)
+	}
+	k, err := reader.Key(ctx, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Uses != 3 { // landed, other, lost the second time
+		t.Errorf("the key's uses: %d, want 3 (the lost creation's use given back)", k.Uses)
 	}
 }
