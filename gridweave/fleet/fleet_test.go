@@ -754,6 +754,45 @@ func TestPodCIDRsStayClearOfOtherNodes(t *testing.T) {
 	})
 }
 
+// TestAMachinesOwnAddressesAreNotTheMasters: a Node named by a ledger
+// node's hostname but not that node's own (no mark: what the machine's
+// kubelet could register) lists addresses in the pod range; they are
+// not taken for the master's, so the next node's pod CIDR over them is
+// still its own. Its pod CIDR still is the master's.
+func TestAMachinesOwnAddressesAreNotTheMasters(t *testing.T) {
+	worlds(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		seq := hostSeq.Add(1) % 200
+		liar := hostname("liar")
+		if _, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: liar, PublicKey: publicKey(t), Version: "1.4.2"}); err != nil {
+			t.Fatal(err)
+		}
+		liarCIDR := netip.MustParsePrefix(fmt.Sprintf("198.19.%d.0/25", seq))
+		claimed := netip.MustParseAddr(fmt.Sprintf("198.19.%d.129", seq))
+		lies := fleet.KubeNode{Name: liar, PodCIDR: liarCIDR, InternalIPs: []netip.Addr{claimed}}
+		if err := w.svc.SyncNode(ctx, lies); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.ledger.MasterPrefixes(); slices.Contains(got, netip.PrefixFrom(claimed, 32)) || !slices.Contains(got, liarCIDR) {
+			t.Fatalf("the master's prefixes %v: want the unmarked Node's pod CIDR %s, not its address %s", got, liarCIDR, claimed)
+		}
+
+		host, pub := hostname("next"), publicKey(t)
+		v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		podCIDR := netip.MustParsePrefix(fmt.Sprintf("198.19.%d.128/25", seq))
+		w.kubeNode(t, host, podCIDR.String(), 0, marked(t, pub))
+		if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.2"}); err != nil {
+			t.Fatalf("a pod CIDR over an address another machine's Node claims: %v", err)
+		}
+		if n, _ := w.ledger.Node(ctx, host); n.PodCIDR != podCIDR {
+			t.Errorf("the node's pod CIDR: %s, want %s", n.PodCIDR, podCIDR)
+		}
+	})
+}
+
 // TestKubeNodesWatchReportsAddressesAndDeletes: the real Watch tells a
 // Node's pod CIDRs and InternalIPs, and that it is gone.
 func TestKubeNodesWatchReportsAddressesAndDeletes(t *testing.T) {

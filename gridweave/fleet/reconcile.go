@@ -172,7 +172,7 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		// Not the fleet's (a mark is no proof: a kubelet labels its own
 		// Node; the node that validates later is cleared at register): its pods and addresses are the master's to
 		// route, so no node's pod CIDR may overlap them.
-		return s.foreignNode(ctx, kn)
+		return s.foreignNode(ctx, kn, false)
 	}
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		// A Node of the same name that k3s did not register for this
 		// node: its pod CIDR is not routed into the tunnel, nothing of it
 		// is changed, and no node's pod CIDR may overlap it.
-		return s.foreignNode(ctx, kn)
+		return s.foreignNode(ctx, kn, true)
 	}
 	if err := s.observeForeign(ctx, kn.Name, nil); err != nil {
 		return err
