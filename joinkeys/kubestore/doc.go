@@ -47,9 +47,11 @@
 // Edit no LedgerEvent by hand: an update changes the resourceVersion the
 // IDs of events not yet written with theirs are counted from. A query
 // selects in the store, since a batch mixes types, hostnames and keys. A
-// write killed after the node's creation can lose its audit event; an
-// error writing the event after the commit is returned, and the node
-// stays.
+// write killed after the node's creation can lose its audit event. When
+// a reservation's event cannot be written, its node is removed again and
+// its use given back, so that its error means nothing was written; when
+// that removal fails too (and for an update of a node), the error says
+// the write stays.
 //
 // A ledger written before the one writer (a LedgerClaim per live node's
 // address and public key, a PodCIDRTable) is brought up to date when a

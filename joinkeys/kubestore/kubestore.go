@@ -1043,10 +1043,44 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	}
 	if r.Event.Type != "" {
 		if err := s.appendAudit(give, r.Event); err != nil {
-			return rec, fmt.Errorf("kubestore: node %s reserved, but its audit event was not written: %w", n.Hostname, err)
+			return s.undoReservation(give, ix, created, rec, undoSpend, err)
 		}
 	}
 	return rec, nil
+}
+
+// undoReservation removes the node a reservation created when its audit
+// event could not be written (auditErr), and gives its use back, so that
+// the error means nothing was written. When the removal fails too, the
+// node stays reserved, as the error says, and the index holds it.
+func (s *Store) undoReservation(ctx context.Context, ix *ledgerIndex, created object[nodeSpec], rec joinkeys.NodeRecord, undoSpend func(), auditErr error) (joinkeys.NodeRecord, error) {
+	marked, err := s.nodes.removeSigned(ctx, created)
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+		s.mu.Lock()
+		if ix.nodes[created.Metadata.Name].Metadata.UID == created.Metadata.UID {
+			ix.unindexNode(created)
+		}
+		ip := addrpool.ToUint32(rec.VPNIP)
+		for id, low := range ix.lowest {
+			if ip < low {
+				ix.lowest[id] = ip
+			}
+		}
+		s.mu.Unlock()
+		undoSpend()
+		return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: node %s not reserved: its audit event was not written: %w", rec.Hostname, auditErr)
+	case marked.Metadata.UID != "":
+		// Marked, not removed: the index holds the node as marked.
+		s.mu.Lock()
+		if ix.nodes[created.Metadata.Name].Metadata.ResourceVersion == created.Metadata.ResourceVersion {
+			ix.nodes[created.Metadata.Name] = marked
+		}
+		s.mu.Unlock()
+	}
+	// Not wrapped: the node was written, whatever the audit's error says
+	// (the fence's refusal means nothing was).
+	return rec, fmt.Errorf("kubestore: node %s reserved, but its audit event was not written (%v), and removing it failed: %v", rec.Hostname, auditErr, err)
 }
 
 // hold checks a reservation against the index and holds its hostname,

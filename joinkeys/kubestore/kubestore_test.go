@@ -71,15 +71,19 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) joinkeys.Store { return newStore(b) })
 }
 
-// TestACommittedReservationKeepsWhatItHolds: once the node exists, a
-// failure after it (here its audit event: the caller may not write the
-// audit trail) gives nothing back, so no other node can take its address
-// or public key, from this writer or the next.
-func TestACommittedReservationKeepsWhatItHolds(t *testing.T) {
+// ledgerWithoutAudit is a Store on a new ledger whose credentials may
+// not write audit events, nor delete nodes unless nodeDeletes.
+func ledgerWithoutAudit(t *testing.T, nodeDeletes bool) (*testcluster.Cluster, string, *kubestore.Store) {
+	t.Helper()
 	ctx := context.Background()
 	c, ns := ledger(t)
+	nodeVerbs := []string{"get", "list", "create", "update"}
+	if nodeDeletes {
+		nodeVerbs = append(nodeVerbs, "delete")
+	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-audit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{kubestore.Group}, Resources: []string{"joinkeys", "ledgernodes", "ledgerclaims", "podcidrtables"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{kubestore.Group}, Resources: []string{"joinkeys", "ledgerclaims", "podcidrtables"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{kubestore.Group}, Resources: []string{"ledgernodes"}, Verbs: nodeVerbs},
 		{APIGroups: []string{kubestore.Group}, Resources: []string{"ledgerevents"}, Verbs: []string{"get", "list"}},
 	}}
 	if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
@@ -97,22 +101,84 @@ func TestACommittedReservationKeepsWhatItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, ns, s
+}
+
+// reserveUntilAudited reserves r until the audit's refusal answers (RBAC
+// takes a moment to apply) and returns that answer.
+func reserveUntilAudited(t *testing.T, s *kubestore.Store, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		n, err := s.ReserveNode(context.Background(), r)
+		if err != nil && strings.Contains(err.Error(), "audit event was not written") || time.Now().After(deadline) {
+			return n, err
+		}
+		if err == nil {
+			t.Fatalf("a reservation whose audit event is refused: %+v", n.Node)
+		}
+	}
+}
+
+// TestAReservationWithoutItsEventIsUndone: a reservation whose audit
+// event cannot be written removes its node again and gives its key's
+// use back: its error means nothing was written, and the same hostname,
+// key and address are free for the next.
+func TestAReservationWithoutItsEventIsUndone(t *testing.T) {
+	ctx := context.Background()
+	c, ns, s := ledgerWithoutAudit(t, true)
+	now := time.Now().UTC()
+	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour), MaxUses: 1}, SecretHash: []byte("hash")}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := s.InsertKey(ctx, key)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	pub, _ := wgkey.Parse(storetest.PublicKey(t))
+	r := joinkeys.Reservation{
+		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "undone", PublicKey: pub, Status: joinkeys.StatusValidated}},
+		Addresses:  joinkeys.MustPool("198.18.9.0/29", "198.18.9.1").Addresses(),
+		SpendKeyID: "k1", Now: now,
+		Event: joinkeys.AuditEvent{At: now, Type: joinkeys.EventValidationAccepted, Hostname: "undone"},
+	}
+	n, err := reserveUntilAudited(t, s, r)
+	if err == nil || !strings.Contains(err.Error(), "not reserved") || n.Hostname != "" {
+		t.Fatalf("a reservation whose audit event is refused: %+v, %v; want an error and no node", n.Node, err)
+	}
+	reader, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Node(ctx, "undone"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("the undone node in the ledger: %v", err)
+	}
+	if k, err := reader.Key(ctx, "k1"); err != nil || k.Uses != 0 {
+		t.Errorf("the key after the undone reservation: %d uses, %v; want its use back", k.Uses, err)
+	}
+	r.Event = joinkeys.AuditEvent{}
+	if again, err := s.ReserveNode(ctx, r); err != nil || again.VPNIP.String() != "198.18.9.2" {
+		t.Errorf("the same reservation without an event: %+v, %v; want it at the first address, 198.18.9.2", again.Node, err)
+	}
+}
+
+// TestACommittedReservationKeepsWhatItHolds: a reservation whose audit
+// event cannot be written, and whose node cannot be removed again
+// either, stays, as its error says: its hostname, key and address stay
+// held by this writer and by the next.
+func TestACommittedReservationKeepsWhatItHolds(t *testing.T) {
+	ctx := context.Background()
+	c, ns, s := ledgerWithoutAudit(t, false)
 	pub, _ := wgkey.Parse(storetest.PublicKey(t))
 	r := joinkeys.Reservation{
 		Node:      joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "kept", PublicKey: pub, Status: joinkeys.StatusValidated}},
 		Addresses: joinkeys.MustPool("198.18.9.0/29", "198.18.9.1").Addresses(),
 		Event:     joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventValidationAccepted, Hostname: "kept"},
 	}
-	var forbidden error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		_, forbidden = s.ReserveNode(ctx, r)
-		if forbidden != nil && strings.Contains(forbidden.Error(), "audit event was not written") || time.Now().After(deadline) {
-			break // RBAC takes a moment to apply
-		}
-		_, _ = s.DeleteNode(ctx, "kept", 0, time.Now())
-	}
-	if forbidden == nil || !strings.Contains(forbidden.Error(), "audit event was not written") {
-		t.Fatalf("a reservation whose audit event is refused: %v", forbidden)
+	if _, err := reserveUntilAudited(t, s, r); err == nil || !strings.Contains(err.Error(), "removing it failed") || errors.Is(err, joinkeys.ErrFenced) {
+		t.Fatalf("a reservation whose audit event and removal are refused: %v", err)
 	}
 	n, err := s.Node(ctx, "kept")
 	if err != nil {
@@ -122,7 +188,8 @@ func TestACommittedReservationKeepsWhatItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, writer := range map[string]*kubestore.Store{"this writer": s, "the next writer": next} {
+	for _, name := range []string{"this writer", "the next writer"} {
+		writer := map[string]*kubestore.Store{"this writer": s, "the next writer": next}[name]
 		r2 := r
 		r2.Node.Hostname, r2.Event = "next-"+strings.ReplaceAll(name, " ", "-"), joinkeys.AuditEvent{}
 		if got, err := writer.ReserveNode(ctx, r2); !errors.Is(err, joinkeys.ErrPublicKeyTaken) {
@@ -131,9 +198,6 @@ func TestACommittedReservationKeepsWhatItHolds(t *testing.T) {
 		r2.Node.PublicKey, _ = wgkey.Parse(storetest.PublicKey(t))
 		if got, err := writer.ReserveNode(ctx, r2); err != nil || got.VPNIP == n.VPNIP {
 			t.Errorf("%s: another node got %s (%v); the kept node holds %s", name, got.VPNIP, err, n.VPNIP)
-		}
-		if s == writer {
-			_, _ = s.DeleteNode(ctx, r2.Node.Hostname, 0, time.Now()) // a writer at a time
 		}
 	}
 }
