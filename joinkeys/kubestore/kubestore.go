@@ -1397,6 +1397,16 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 			}
 			s.mu.Unlock()
 		}
+		if err != nil && !refusedUnwritten(err) {
+			// Unknown whether the delete landed: a read tells, and a node
+			// gone is released here, its address resting as after any
+			// delete.
+			if _, getErr := s.getNode(give, hostname); errors.Is(getErr, joinkeys.ErrNodeNotFound) {
+				err = nil
+			} else if getErr == nil {
+				s.refreshNode(give, ix, hostname)
+			}
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			s.forgetNode(ix, hostname)

@@ -713,6 +713,8 @@ type unsureTransport struct {
 	mu   sync.Mutex
 	// lost creations still to come, the first sent of them sent
 	lost, sent, readBacks int
+	// lostDeletes: node deletions sent, then answered with an error
+	lostDeletes int
 }
 
 var errUnreachable = errors.New("injected: the API server did not answer")
@@ -732,6 +734,15 @@ func (u *unsureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
+		return nil, errUnreachable
+	case r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/ledgernodes/") && u.lostDeletes > 0:
+		u.lostDeletes--
+		resp, err := u.next.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 		return nil, errUnreachable
 	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/ledgernodes/") && u.readBacks > 0:
 		u.readBacks--
@@ -833,5 +844,41 @@ func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
 	}
 	if k.Uses != 3 { // landed, other, lost the second time
 		t.Errorf("the key's uses: %d, want 3 (the lost creation's use given back)", k.Uses)
+	}
+}
+
+// TestAnUnknownDeleteIsSettledByARead: a node deletion that landed but
+// whose answer was lost is a release: DeleteNode answers the node, and
+// its address rests as after any release.
+func TestAnUnknownDeleteIsSettledByARead(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	unsure := &unsureTransport{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := joinkeys.MustPool("198.18.7.0/29", "198.18.7.1").Addresses()
+	gone, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "gone", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsure.mu.Lock()
+	unsure.lostDeletes = 1
+	unsure.mu.Unlock()
+	released := time.Now()
+	if n, err := s.DeleteNode(ctx, "gone", 0, released); err != nil || n.VPNIP != gone.VPNIP {
+		t.Fatalf("a delete that landed without an answer: %+v, %v", n.Node, err)
+	}
+	if _, err := s.Node(ctx, "gone"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("the writer still has the deleted node: %v", err)
+	}
+	next, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, ReleasedBefore: released.Add(-time.Hour),
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "next", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil || next.VPNIP == gone.VPNIP {
+		t.Errorf("the next reservation: %s, %v; want another address than the resting %s", next.VPNIP, err, gone.VPNIP)
 	}
 }
