@@ -23,9 +23,9 @@
 // an error before the commit gives the held parts and the use back. A
 // creation whose outcome is unknown (no answer, an internal error of the
 // API server) keeps them held, so that no other reservation takes them,
-// and reads the node until it knows: one that landed is committed with
-// its audit event, one that did not is given back once it can no longer
-// land. Every update is a compare-and-swap on the
+// and reads the node until it knows: one that landed is the
+// reservation's answer, one that did not is given back once it can no
+// longer land (two minutes after it was sent). Every update is a compare-and-swap on the
 // object's resourceVersion, and a node is deleted under it. The writer
 // answers reads from its index; a reader (a replica that does not lead)
 // reads the API server: keys and nodes fresh, a node by its public key

@@ -960,8 +960,8 @@ func (ix *ledgerIndex) overlappingPod(hostname string, cidr netip.Prefix) (strin
 // they are held for the reservation while the key's use is spent (a
 // compare-and-swap of the JoinKey) and the node is created, which commits
 // it. On an error before the commit both are given back; nothing else was
-// written. A creation whose outcome is unknown keeps them until
-// settleReservation knows.
+// written. A creation whose outcome is unknown keeps them while settle
+// finds out.
 func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
 	end, err := s.beginWrite()
 	if err != nil {
@@ -1031,9 +1031,29 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 			return joinkeys.NodeRecord{}, err
 		default:
 			// Unknown whether the create lands: what it holds stays held,
-			// and its use spent, until a later read knows.
-			go s.settleReservation(ix, n.Hostname, spec, sent, r.Event, func() { undoSpend(); giveBack() }, resting)
-			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w; whether it landed is not known yet (reading it back: %v)", n.Hostname, err, getErr)
+			// and its use spent, while reads find out.
+			held, landed, settleErr := s.settle(n.Hostname, spec, sent)
+			switch {
+			case settleErr != nil:
+				// Still unknown: held until the index is loaded again.
+				return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w; whether it landed is not known (reading it back: %v)", n.Hostname, err, settleErr)
+			case !landed:
+				undoSpend()
+				giveBack()
+				if held.Metadata.UID != "" {
+					// Another's node: take it in.
+					s.mu.Lock()
+					_ = ix.indexNode(held)
+					s.mu.Unlock()
+					return joinkeys.NodeRecord{}, hostnameTaken(held)
+				}
+				return joinkeys.NodeRecord{}, err
+			}
+			created, err = held, nil
+			// What follows has its time anew.
+			var cancelAfter context.CancelFunc
+			give, cancelAfter = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+			defer cancelAfter()
 		}
 	}
 	s.committed(give, ix, created, resting)
@@ -1321,38 +1341,28 @@ var settleCreate = 2 * time.Minute
 // is not known.
 var settleEvery = 10 * time.Second
 
-// settleReservation reads, until it knows, whether the create of a
-// reservation's node sent at sent landed. Until then the index holds the
-// reservation's hostname, key and address (no other reservation takes
-// them) and the key's use stays spent. The node found as reserved is
-// committed, with its audit event (the caller was told of an error, and
-// the trail holds what the ledger does); not found once settleCreate
-// passed (or another's node found), the reservation is given back
-// (giveBack). It stops when the
-// index is dropped (a takeover, StopWriting, Close): the next load reads
-// the ledger as it is.
-func (s *Store) settleReservation(ix *ledgerIndex, hostname string, spec nodeSpec, sent time.Time, event joinkeys.AuditEvent, giveBack func(), resting *object[claimSpec]) {
+// settle reads, until it knows, whether the create of a reservation's
+// node (spec), sent at sent, landed: it answers the node stored under
+// hostname and whether it is the reservation's; nothing stored once
+// settleCreate passed means it never will be. It answers an error when
+// reads failed until then, or the Store was closed: still unknown.
+func (s *Store) settle(hostname string, spec nodeSpec, sent time.Time) (held object[nodeSpec], landed bool, err error) {
 	for wait := settleEvery / 8; ; wait = min(2*wait, settleEvery) {
 		time.Sleep(wait)
-		if s.closed.Load() || s.loaded() != ix {
-			return
+		if s.closed.Load() {
+			return object[nodeSpec]{}, false, errors.New("kubestore: closed")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		held, err := s.getNode(ctx, hostname)
-		switch {
-		case err == nil && sameReservation(held, spec):
-			s.committed(ctx, ix, held, resting)
-			if event.Type != "" {
-				_ = s.appendAudit(ctx, event)
-			}
-		case err == nil, errors.Is(err, joinkeys.ErrNodeNotFound) && time.Since(sent) > settleCreate:
-			giveBack()
-		default:
-			cancel()
-			continue
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), settleEvery)
+		held, err = s.getNode(ctx, hostname)
 		cancel()
-		return
+		switch {
+		case err == nil:
+			return held, sameReservation(held, spec), nil
+		case errors.Is(err, joinkeys.ErrNodeNotFound) && time.Since(sent) > settleCreate:
+			return object[nodeSpec]{}, false, nil
+		case !errors.Is(err, joinkeys.ErrNodeNotFound) && time.Since(sent) > settleCreate:
+			return object[nodeSpec]{}, false, err
+		}
 	}
 }
 

@@ -715,6 +715,8 @@ type unsureTransport struct {
 	lost, sent, readBacks int
 	// lostDeletes: node deletions sent, then answered with an error
 	lostDeletes int
+	// lostCreate hears of each creation lost
+	lostCreate chan struct{}
 }
 
 var errUnreachable = errors.New("injected: the API server did not answer")
@@ -725,6 +727,9 @@ func (u *unsureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgernodes") && u.lost > 0:
 		u.lost--
+		if u.lostCreate != nil {
+			defer func() { u.lostCreate <- struct{}{} }()
+		}
 		if u.sent > 0 {
 			u.sent--
 			resp, err := u.next.RoundTrip(r)
@@ -752,15 +757,16 @@ func (u *unsureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestAnUnknownCreateKeepsWhatItHolds: a node creation whose outcome is
-// unknown keeps its hostname, address and key's use held while other
-// reservations go on (none is handed its address), until reads settle
-// it: a node that landed is taken in with its audit event, one that did
-// not is given back, with its use, once it can no longer land.
+// unknown keeps its hostname, address and key's use held while reads
+// find out (other reservations go on, and none is handed its address;
+// one of the same hostname waits its turn): a
+// node that landed is the reservation's answer, with its audit event; one
+// that did not is given back, with its use, once it can no longer land.
 func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
-	defer kubestore.SetSettleTimes(3*time.Second, 200*time.Millisecond)()
+	defer kubestore.SetSettleTimes(6*time.Second, 500*time.Millisecond)()
 	c, ns := ledger(t)
 	ctx := context.Background()
-	unsure := &unsureTransport{lost: 2, sent: 1, readBacks: 1}
+	unsure := &unsureTransport{lost: 2, sent: 1, readBacks: 1, lostCreate: make(chan struct{}, 2)}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
 	s, err := kubestore.New(cfg, ns, nil)
@@ -785,58 +791,43 @@ func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
 		})
 	}
 
-	// The first creation lands, unknown to the writer; so does its read back.
-	if n, err := reserve("landed"); !errors.Is(err, errUnreachable) {
-		t.Fatalf("a creation without an answer: %+v, %v", n.Node, err)
-	}
-	stored, err := reader.Node(ctx, "landed")
+	// The first creation lands without an answer, and its first read
+	// back fails: the next read finds it, and it is the answer.
+	landed, err := reserve("landed")
 	if err != nil {
-		t.Fatalf("the node that landed: %v", err)
+		t.Fatalf("a creation that landed without an answer: %v", err)
 	}
-	// The second is never sent, and read back as absent: still unknown.
-	if n, err := reserve("lost"); !errors.Is(err, errUnreachable) {
-		t.Fatalf("a creation never sent: %+v, %v", n.Node, err)
+	<-unsure.lostCreate
+	if stored, err := reader.Node(ctx, "landed"); err != nil || stored.VPNIP != landed.VPNIP {
+		t.Fatalf("the node that landed: %+v, %v; answered %s", stored.Node, err, landed.VPNIP)
 	}
-	// Meanwhile, neither's hostname or address is handed out again.
-	if _, err := reserve("lost"); !errors.Is(err, joinkeys.ErrHostnameTaken) {
-		t.Errorf("the hostname of a creation not settled: %v; want it held", err)
+	if events, err := reader.Audit(ctx, joinkeys.AuditQuery{Hostname: "landed"}); err != nil || len(events) != 1 {
+		t.Errorf("the landed node's audit events: %+v, %v; want its one", events, err)
 	}
+
+	// The second is never sent, and read back as absent, which does not
+	// settle it until it can no longer land.
+	lost := make(chan error, 1)
+	go func() { _, err := reserve("lost"); lost <- err }()
+	<-unsure.lostCreate
 	other, err := reserve("other")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other.VPNIP == stored.VPNIP || other.VPNIP.String() == "198.18.6.3" {
-		t.Errorf("another reservation got %s: the unsettled ones hold %s and 198.18.6.3", other.VPNIP, stored.VPNIP)
+	if other.VPNIP == landed.VPNIP || other.VPNIP.String() == "198.18.6.3" {
+		t.Errorf("another reservation got %s: the landed node holds %s, the unsettled one 198.18.6.3", other.VPNIP, landed.VPNIP)
 	}
-
-	// The one that landed is taken in, with its audit event.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		events, err := s.Audit(ctx, joinkeys.AuditQuery{Hostname: "landed"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(events) == 1 && events[0].Type == joinkeys.EventValidationAccepted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the landed node's audit event: %+v", events)
-		}
+	select {
+	case err := <-lost:
+		t.Fatalf("the unsettled creation answered (%v) while the others ran; it waits until it can no longer land", err)
+	default:
 	}
-	if n, err := s.Node(ctx, "landed"); err != nil || n.VPNIP != stored.VPNIP {
-		t.Errorf("the writer's record of the landed node: %+v, %v; stored at %s", n.Node, err, stored.VPNIP)
+	if err := <-lost; !errors.Is(err, errUnreachable) {
+		t.Fatalf("a creation that never landed: %v", err)
 	}
-	// The one that did not is given back once it can no longer land.
-	var again joinkeys.NodeRecord
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if again, err = reserve("lost"); err == nil {
-			break
-		}
-		if !errors.Is(err, joinkeys.ErrHostnameTaken) || time.Now().After(deadline) {
-			t.Fatalf("the hostname of a creation that never landed: %v", err)
-		}
-	}
-	if again.VPNIP.String() != "198.18.6.3" {
-		t.Errorf("the reservation after the lost one got %s, want its address 198.18.6.3 back", again.VPNIP)
+	again, err := reserve("lost")
+	if err != nil || again.VPNIP.String() != "198.18.6.3" {
+		t.Errorf("the reservation after the lost one: %s, %v; want its address 198.18.6.3 back", again.VPNIP, err)
 	}
 	k, err := reader.Key(ctx, "k1")
 	if err != nil {
