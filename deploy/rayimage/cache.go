@@ -136,18 +136,11 @@ var imageEntrySuffixes = []string{".tar.partial", ".tar", ".digest", ".lock"}
 // held (a use or a build between the look and the lock keeps the entry).
 // It reports whether remove ran.
 func removeLocked(lock, artefact string, now time.Time, remove func() error) (bool, error) {
-	f, err := os.OpenFile(lock, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
+	unlock, ok, err := tryLockFile(lock)
+	if err != nil || !ok {
 		return false, err
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return false, nil // in use
-		}
-		return false, fmt.Errorf("rayimage: lock %s: %w", lock, err)
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	defer unlock()
 	if info, err := os.Stat(artefact); err == nil && now.Sub(info.ModTime()) <= UnusedEntryAge {
 		return false, nil
 	}
@@ -157,12 +150,59 @@ func removeLocked(lock, artefact string, now time.Time, remove func() error) (bo
 	return true, nil
 }
 
+// tryLockFile is lockFile without the wait: ok is false when another
+// holds the lock, or the file at path is no longer the one locked (an
+// entry removed meanwhile).
+func tryLockFile(path string) (unlock func(), ok bool, err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("rayimage: lock %s: %w", path, err)
+	}
+	unlock = func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
+	if !heldAtPath(f, path) {
+		unlock()
+		return nil, false, nil
+	}
+	return unlock, true, nil
+}
+
+// heldAtPath reports whether f is still the file at path.
+func heldAtPath(f *os.File, path string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	atPath, err := os.Stat(path)
+	return err == nil && os.SameFile(held, atPath)
+}
+
+// maxLockAttempts bounds how often lockFile opens a lock file that keeps
+// being removed.
+const maxLockAttempts = 100
+
 // lockFile holds an exclusive lock on path until the returned function is
 // called. A lock file removed while this waited for it (pruneCache
-// removing its entry) is not held: it opens the file at path again.
+// removing its entry), or its directory removed before, is not held: it
+// opens the file at path again, its directory made anew.
 func lockFile(path string) (func(), error) {
-	for {
+	for attempt := 1; ; attempt++ {
+		if attempt > maxLockAttempts {
+			return nil, fmt.Errorf("rayimage: lock %s: removed under each of %d tries", path, maxLockAttempts)
+		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -170,23 +210,10 @@ func lockFile(path string) (func(), error) {
 			f.Close()
 			return nil, fmt.Errorf("rayimage: lock %s: %w", path, err)
 		}
-		held, errHeld := f.Stat()
-		atPath, errPath := os.Stat(path)
-		if errHeld == nil && errPath == nil && os.SameFile(held, atPath) {
+		if heldAtPath(f, path) {
 			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 		}
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
-		if errHeld != nil {
-			return nil, fmt.Errorf("rayimage: lock %s: %w", path, errHeld)
-		}
-		if errPath != nil && !errors.Is(errPath, os.ErrNotExist) {
-			return nil, fmt.Errorf("rayimage: lock %s: %w", path, errPath)
-		}
-		// Removed (or replaced) while this waited: its directory may be
-		// gone too.
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, err
-		}
 	}
 }

@@ -170,4 +170,12 @@ func TestLockFileFollowsARemovedEntry(t *testing.T) {
 	if unlock := <-third; unlock != nil {
 		unlock()
 	}
+	// A builder that made its entry's directory before a prune removed
+	// it makes it again.
+	gone := filepath.Join(dir, "rootfs-gone", "lock")
+	unlock, err := lockFile(gone)
+	if err != nil || !exists(gone) {
+		t.Fatalf("a lock in a removed directory: %v", err)
+	}
+	unlock()
 }

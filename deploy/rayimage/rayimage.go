@@ -490,6 +490,18 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 	}
 	dir := filepath.Join(o.CacheDir, "rootfs-"+o.rootfsKey())
 	final := filepath.Join(dir, "rootfs.tar")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// One build at a time per root filesystem: a second builder (another
+	// test package, another make) waits, then finds it in the cache. A
+	// use takes the lock too, so that no prune removes what it marks
+	// used.
+	unlock, err := lockFile(filepath.Join(dir, "lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	if _, err := os.Stat(final); err == nil {
 		markUsed(final, time.Now())
 		return final, nil
@@ -499,19 +511,6 @@ func RootFS(ctx context.Context, o Options) (string, error) {
 	}
 	if os.Geteuid() != 0 {
 		return "", ErrNotRoot
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	// One build at a time per root filesystem: a second builder (another
-	// test package, another make) waits, then finds it in the cache.
-	unlock, err := lockFile(filepath.Join(dir, "lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(final); err == nil {
-		return final, nil
 	}
 	// The staging directory of a build that died is removed here, under
 	// the lock.
