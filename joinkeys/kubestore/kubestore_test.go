@@ -732,28 +732,28 @@ func (u *unsureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		if u.sent > 0 {
 			u.sent--
-			resp, err := u.next.RoundTrip(r)
-			if err != nil {
-				return nil, err
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			return u.sendAndLose(r)
 		}
 		return nil, errUnreachable
 	case r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/ledgernodes/") && u.lostDeletes > 0:
 		u.lostDeletes--
-		resp, err := u.next.RoundTrip(r)
-		if err != nil {
-			return nil, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil, errUnreachable
+		return u.sendAndLose(r)
 	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/ledgernodes/") && u.readBacks > 0:
 		u.readBacks--
 		return nil, errUnreachable
 	}
 	return u.next.RoundTrip(r)
+}
+
+// sendAndLose sends r and answers with an error instead of its answer.
+func (u *unsureTransport) sendAndLose(r *http.Request) (*http.Response, error) {
+	resp, err := u.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, errUnreachable
 }
 
 // TestAnUnknownCreateKeepsWhatItHolds: a node creation whose outcome is
