@@ -71,6 +71,21 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Benchmark(b, func(b *testing.B) joinkeys.Store { return newStore(b) })
 }
 
+// orgKey is an org key of id, valid for the hour to come, with maxUses
+// (0: any number).
+func orgKey(id string, maxUses int) joinkeys.KeyRecord {
+	now := time.Now().UTC()
+	return joinkeys.KeyRecord{Key: joinkeys.Key{ID: id, Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour), MaxUses: maxUses}, SecretHash: []byte("hash")}
+}
+
+// insertOrgKey inserts orgKey(id, maxUses) through s.
+func insertOrgKey(t *testing.T, s *kubestore.Store, id string, maxUses int) {
+	t.Helper()
+	if err := s.InsertKey(context.Background(), orgKey(id, maxUses)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ledgerWithoutAudit is a Store on a new ledger whose credentials may
 // not write audit events, nor delete nodes unless nodeDeletes.
 func ledgerWithoutAudit(t *testing.T, nodeDeletes bool) (*testcluster.Cluster, string, *kubestore.Store) {
@@ -127,14 +142,13 @@ func TestAReservationWithoutItsEventIsUndone(t *testing.T) {
 	ctx := context.Background()
 	c, ns, s := ledgerWithoutAudit(t, true)
 	now := time.Now().UTC()
-	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour), MaxUses: 1}, SecretHash: []byte("hash")}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := s.InsertKey(ctx, key)
+		err := s.InsertKey(ctx, orgKey("k1", 1))
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal(err)
+			t.Fatal(err) // RBAC takes a moment to apply
 		}
 	}
 	pub, _ := wgkey.Parse(storetest.PublicKey(t))
@@ -661,16 +675,12 @@ func TestAUseIsGivenBackAfterStopWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, SecretHash: []byte("hash")}
-	if err := s.InsertKey(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	insertOrgKey(t, s, "k1", 0)
 	r := joinkeys.Reservation{
 		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "contested", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
 		Addresses:  joinkeys.MustPool("198.18.5.0/29", "198.18.5.1").Addresses(),
 		SpendKeyID: "k1",
-		Now:        now,
+		Now:        time.Now().UTC(),
 	}
 	reserved := make(chan error, 1)
 	go func() { _, err := s.ReserveNode(ctx, r); reserved <- err }()
@@ -777,11 +787,7 @@ func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	key := joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Kind: joinkeys.KindOrg, Org: "acme", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, SecretHash: []byte("hash")}
-	if err := s.InsertKey(ctx, key); err != nil {
-		t.Fatal(err)
-	}
+	insertOrgKey(t, s, "k1", 0)
 	reserve := func(hostname string) (joinkeys.NodeRecord, error) {
 		return s.ReserveNode(ctx, joinkeys.Reservation{
 			Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: hostname, PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
