@@ -57,7 +57,8 @@ func pruneCache(dir string, keep map[string]bool, now time.Time, progress io.Wri
 		}
 		root := filepath.Join(dir, e.Name())
 		// A root filesystem never finished is timed by its directory.
-		artefact, timed := filepath.Join(root, "rootfs.tar"), filepath.Join(root, "rootfs.tar")
+		artefact := filepath.Join(root, "rootfs.tar")
+		timed := artefact
 		if _, err := os.Stat(timed); err != nil {
 			timed = root
 		}

@@ -1081,12 +1081,7 @@ func (s *Store) undoReservation(ctx context.Context, ix *ledgerIndex, created ob
 		if ix.nodes[created.Metadata.Name].Metadata.UID == created.Metadata.UID {
 			ix.unindexNode(created)
 		}
-		ip := addrpool.ToUint32(rec.VPNIP)
-		for id, low := range ix.lowest {
-			if ip < low {
-				ix.lowest[id] = ip
-			}
-		}
+		ix.freed(addrpool.ToUint32(rec.VPNIP))
 		s.mu.Unlock()
 		undoSpend()
 		return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: node %s not reserved: its audit event was not written: %w", rec.Hostname, auditErr)
@@ -1161,6 +1156,12 @@ func (s *Store) release(ix *ledgerIndex, n joinkeys.NodeRecord, addr netip.Addr,
 	if resting != nil {
 		ix.resting[ip] = *resting
 	}
+	ix.freed(ip)
+}
+
+// freed lowers each range's lowest maybe-free address to ip, an address
+// just given back.
+func (ix *ledgerIndex) freed(ip uint32) {
 	for id, low := range ix.lowest {
 		if ip < low {
 			ix.lowest[id] = ip
