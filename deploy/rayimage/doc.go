@@ -27,5 +27,7 @@
 // The images are written as tarballs `ctr images import` and `docker load`
 // read (Build copies one out of the cache; Cached names it in the cache);
 // the server serves the worker's (WORKER_IMAGE_TAR) to the machines that
-// join.
+// join. The layer is compressed with zstd, which containerd 1.5 and later,
+// CRI-O and Docker 23 and later read: a machine unpacks it several times
+// faster than gzip's, and it is about a tenth smaller.
 package rayimage
