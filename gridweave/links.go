@@ -442,6 +442,20 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 	return peers, nr.masterEndpoint(), nil
 }
 
+// authenticateLiveNode returns the node whose token the request bears,
+// unless it is being disconnected: a node on its way out neither reads
+// its directory nor reports links.
+func (nr *nodeRoutes) authenticateLiveNode(r *http.Request, hostname string) (joinkeys.Node, error) {
+	node, err := nr.keyring.AuthenticateNode(r.Context(), hostname, bearer(r))
+	if err != nil {
+		return joinkeys.Node{}, nr.nodeCredentialError(r, err)
+	}
+	if node.Status == joinkeys.StatusDisconnected {
+		return joinkeys.Node{}, fmt.Errorf("%w: %q is being disconnected", joinkeys.ErrNodeDisconnected, hostname)
+	}
+	return node, nil
+}
+
 // handlePeers answers the peer directory to a node: at once, or, with
 // ?since= the revision the node holds and ?wait= seconds, when the
 // directory differs from it or the wait is over (then the same revision
@@ -449,15 +463,15 @@ func (nr *nodeRoutes) computeDirectory(ctx context.Context) ([]orgPeer, string, 
 func (nr *nodeRoutes) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	hostname := q.Get("hostname")
-	node, err := nr.keyring.AuthenticateNode(r.Context(), hostname, bearer(r))
+	node, err := nr.authenticateLiveNode(r, hostname)
 	if err != nil {
-		nr.writeError(w, r, nr.nodeCredentialError(r, err))
+		nr.writeError(w, r, err)
 		return
 	}
 	wait := time.Duration(0)
 	if v := q.Get("wait"); v != "" {
 		secs, err := strconv.Atoi(v)
-		if err != nil || secs < 0 || time.Duration(secs)*time.Second > MaxPeersWait {
+		if err != nil || secs < 0 || secs > int(MaxPeersWait/time.Second) {
 			nr.writeError(w, r, badField("wait", "wait must be whole seconds from 0 to %d, got %q", int(MaxPeersWait.Seconds()), v))
 			return
 		}
@@ -548,9 +562,9 @@ func (nr *nodeRoutes) answerPeers(ctx context.Context, org, since string, delta,
 
 // reportLinks keeps a node's report of its links.
 func (nr *nodeRoutes) reportLinks(r *http.Request, req api.LinksReport) (api.LinksAccepted, error) {
-	node, err := nr.keyring.AuthenticateNode(r.Context(), req.Hostname, bearer(r))
+	node, err := nr.authenticateLiveNode(r, req.Hostname)
 	if err != nil {
-		return api.LinksAccepted{}, nr.nodeCredentialError(r, err)
+		return api.LinksAccepted{}, err
 	}
 	report, err := checkLinksReport(req, nr.cfg.VPNCIDR, nr.cfg.FleetLAN)
 	if err != nil {

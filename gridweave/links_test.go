@@ -67,6 +67,13 @@ func TestPeerDirectory(t *testing.T) {
 	if r := h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a&wait=61", a.token, nil), 400, "a wait too long"); r.errorField("field") != "wait" {
 		t.Errorf("the error names %q, not wait: %s", r.errorField("field"), r.raw)
 	}
+	// Seconds that overflow a duration are too long too, not a wait of
+	// no time or a negative one.
+	for _, wait := range []string{"9223372037", "18446744074"} {
+		if r := h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-a&wait="+wait, a.token, nil), 400, "a wait of "+wait+" s"); r.errorField("field") != "wait" {
+			t.Errorf("wait=%s: %s", wait, r.raw)
+		}
+	}
 
 	first := directoryOf(t, h.want(h.do("GET", "/v1/nodes/peers?hostname=gpu-b", b.token, nil), 200, "peers"))
 	pa, ok := peerNamed(first, "gpu-a")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/scrapetargets"
 	"gridweave.dev/joinkeys"
 
@@ -55,6 +56,18 @@ func TestDisconnectFinishesWhatAFailedOneLeft(t *testing.T) {
 			t.Errorf("re-join during a half-done disconnect: %d %s", again.status, again.raw)
 		}
 		h.want(h.register(n, h100s(2)), 409, "register during a half-done disconnect")
+		// Nor report a version (a write that would keep the next call
+		// from releasing the record it marked), read its directory or
+		// report links.
+		for _, r := range []reply{
+			h.do("POST", "/v1/nodes/report-version", n.token, map[string]any{"hostname": "flaky", "version": "1.4.3"}),
+			h.do("GET", "/v1/nodes/peers?hostname=flaky", n.token, nil),
+			h.do("POST", "/v1/nodes/links", n.token, api.LinksReport{Hostname: "flaky", ListenPort: 51820, Links: []api.Link{}}),
+		} {
+			if r.status != 409 || r.errorField("code") != "node_disconnected" {
+				t.Errorf("a node token's call during a half-done disconnect: %d %s", r.status, r.raw)
+			}
+		}
 		r := h.want(h.do("POST", "/v1/nodes/disconnect", testAdminToken, map[string]any{"hostname": "flaky"}), 200, "disconnect again")
 		if r.body["released"] != true {
 			t.Errorf("second disconnect: %s", r.raw)

@@ -353,6 +353,11 @@ func (k *Keyring) ReportVersion(ctx context.Context, hostname, token, version st
 		if !tokenMatches(*rec, token) {
 			return ErrNodeTokenInvalid
 		}
+		// A node being torn down reports nothing more: a write here
+		// would change the record the teardown releases only unchanged.
+		if rec.Status == StatusDisconnected {
+			return fmt.Errorf("%w: %q is being disconnected", ErrNodeDisconnected, rec.Hostname)
+		}
 		was = rec.Version
 		rec.Version, rec.UpdatedAt, rec.LastSeen = version, now, now
 		return nil

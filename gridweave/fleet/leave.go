@@ -109,11 +109,18 @@ func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string
 
 // ReportVersion records the version a node runs, in the ledger and as
 // the annotation VersionAnnotation of its Kubernetes Node (when there is
-// one). The node proves itself with its node token.
+// one). The node proves itself with its node token. It waits for a
+// disconnect of the node under way (the hostname's lock), and a node
+// marked disconnected is refused (joinkeys.ErrNodeDisconnected).
 func (s *Service) ReportVersion(ctx context.Context, hostname, nodeToken, version string) (joinkeys.Node, error) {
 	if nodeToken == "" {
 		return joinkeys.Node{}, &Error{Kind: ErrCredentialRequired, Message: "the node token is required (as the bearer credential)"}
 	}
+	unlock, err := s.locks.Lock(ctx, hostname)
+	if err != nil {
+		return joinkeys.Node{}, err
+	}
+	defer unlock()
 	if _, err := s.authenticateNode(ctx, hostname, nodeToken); err != nil {
 		return joinkeys.Node{}, err
 	}

@@ -304,6 +304,9 @@ func testNoLostUpdates(t *testing.T, env hookedEnvFunc) {
 	if _, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: j.NodeToken, Hostname: "gpu-1", PublicKey: n.PublicKey.String()}); !errors.Is(err, joinkeys.ErrNodeDisconnected) {
 		t.Errorf("re-join of a disconnected node: %v, want ErrNodeDisconnected", err)
 	}
+	if _, err := kr.ReportVersion(ctx, "gpu-1", j.NodeToken, "1.3.0"); !errors.Is(err, joinkeys.ErrNodeDisconnected) {
+		t.Errorf("version report of a disconnected node: %v, want ErrNodeDisconnected", err)
+	}
 
 	// And the other way round, on another node.
 	j2 := join(t, kr, m.Secret, "gpu-2", PublicKey(t))
