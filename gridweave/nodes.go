@@ -293,15 +293,17 @@ func (nr *nodeRoutes) validate(r *http.Request, req api.ValidateRequest) (api.Va
 
 // kubeletJoin is validate's kubelet field in the kubelet join mode: a
 // bootstrap token made for the machine req names, bound to its public key,
-// once its credential is judged. A request validate would refuse for its
-// hostname or key gets no token (nil) and validate's own answer.
+// once the request passed what validate checks before it reserves (its
+// credential, not an exhausted key; its hostname, public key and
+// version): a request refused there gets validate's answer and no token.
 func (nr *nodeRoutes) kubeletJoin(ctx context.Context, req api.ValidateRequest) (*api.KubeletJoin, error) {
-	if err := nr.fleet.Authenticate(ctx, req.Key, req.NodeToken, req.Hostname); err != nil {
+	if err := nr.fleet.CheckValidate(ctx, fleet.ValidateRequest{Key: req.Key, NodeToken: req.NodeToken, Hostname: req.Hostname,
+		PublicKey: req.PublicKey, Version: req.Version}); err != nil {
 		return nil, err
 	}
 	pub, err := wgkey.Parse(req.PublicKey)
-	if err != nil || fleet.CheckHostname(req.Hostname) != nil {
-		return nil, nil
+	if err != nil {
+		return nil, err
 	}
 	token, err := nr.kubeletTokens.Issue(ctx, req.Hostname, nr.fleet.Marks().TokenBinding(pub))
 	if err != nil {

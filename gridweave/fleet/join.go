@@ -56,16 +56,7 @@ type Validated struct {
 // reserves the node's VPN address in the ledger and adds its WireGuard
 // peer, so the tunnel is up the moment the node brings up its device.
 func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated, error) {
-	if err := s.authenticate(ctx, req.Key, req.NodeToken, req.Hostname, "key"); err != nil {
-		return Validated{}, err
-	}
-	if err := CheckHostname(req.Hostname); err != nil {
-		return Validated{}, err
-	}
-	if _, err := joinkeys.ParsePublicKey(req.PublicKey); err != nil {
-		return Validated{}, err
-	}
-	if err := versionGate(s.cfg.ServerVersion, req.Version); err != nil {
+	if err := s.CheckValidate(ctx, req); err != nil {
 		return Validated{}, err
 	}
 	unlock, err := s.locks.Lock(ctx, req.Hostname)
@@ -94,6 +85,24 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated,
 		return Validated{}, err
 	}
 	return Validated{Node: res.Node, NodeToken: res.NodeToken, Rejoined: res.Rejoined}, nil
+}
+
+// CheckValidate is what Validate checks of a request before it reserves
+// anything, in the same order: the credential (a usable join key, not an
+// exhausted one, or the hostname's node token), the hostname, the public
+// key and the version. Whatever Validate would make for a request (a
+// kubelet's bootstrap token) is made only for one that passes.
+func (s *Service) CheckValidate(ctx context.Context, req ValidateRequest) error {
+	if err := s.authenticate(ctx, req.Key, req.NodeToken, req.Hostname, "key"); err != nil {
+		return err
+	}
+	if err := CheckHostname(req.Hostname); err != nil {
+		return err
+	}
+	if _, err := joinkeys.ParsePublicKey(req.PublicKey); err != nil {
+		return err
+	}
+	return versionGate(s.cfg.ServerVersion, req.Version)
 }
 
 // Authenticate checks a join-flow credential as Validate and Register
