@@ -272,10 +272,12 @@ func TestMeshRefusalUndoesTheReservation(t *testing.T) {
 	_, pub, _ := wgkey.GeneratePair()
 	m := newRefusingMesh(pub)
 	h := newHarness(t, &harnessOptions{mesh: m})
-	_, key := h.mint("org")
+	// A one-use key: the refused join gives its use back too.
+	r := h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 600, "max_uses": 1}), 201, "a one-use key")
+	key := r.body["key"].(string)
 	n := newNode(t, "refused")
 	m.refuse.Store(true)
-	r := h.validate(n, key)
+	r = h.validate(n, key)
 	if r.status < 400 {
 		t.Fatalf("validate with a refusing mesh: %d %s", r.status, r.raw)
 	}

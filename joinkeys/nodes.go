@@ -446,6 +446,24 @@ func (k *Keyring) ReleaseIfUnchanged(ctx context.Context, n Node, actor, reason 
 	return k.release(ctx, n.Hostname, n.Revision, actor, reason)
 }
 
+// UndoJoin takes back a first join that failed after Join reserved its
+// node (the mesh refused its peer, say): the node n, as Join returned it,
+// is released if unchanged, and the use of its join key the reservation
+// spent is given back, so that a key of few uses is not used up by a join
+// that never happened. A re-join reserves nothing: it is not undone.
+func (k *Keyring) UndoJoin(ctx context.Context, n Node, actor, reason string) error {
+	if _, err := k.ReleaseIfUnchanged(ctx, n, actor, reason); err != nil {
+		return err
+	}
+	if n.JoinKeyID == "" {
+		return nil
+	}
+	if _, err := k.store.ReturnKeyUse(ctx, n.JoinKeyID); err != nil {
+		return fmt.Errorf("joinkeys: node %s released, but giving back the use of key %s failed: %w", n.Hostname, n.JoinKeyID, err)
+	}
+	return nil
+}
+
 func (k *Keyring) release(ctx context.Context, hostname string, revision int64, actor, reason string) (Node, error) {
 	if err := ValidateHostname(hostname); err != nil {
 		return Node{}, err

@@ -28,6 +28,11 @@ type Store interface {
 	// RevokeKey marks the key revoked at at (keeping an earlier revocation
 	// time) and returns it, or ErrKeyNotFound.
 	RevokeKey(ctx context.Context, id string, at time.Time) (KeyRecord, error)
+	// ReturnKeyUse gives back one use of the key with id, spent by a
+	// reservation whose node was removed again (the join it admitted
+	// failed further on): Uses goes down by one, never below zero, and
+	// the key is returned as stored, or ErrKeyNotFound.
+	ReturnKeyUse(ctx context.Context, id string) (KeyRecord, error)
 
 	// ReserveNode inserts a node and gives it an address from r.Addresses,
 	// in one transaction, with a new Revision. If r.SpendKeyID is set, it

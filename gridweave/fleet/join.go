@@ -74,11 +74,11 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated,
 	if err != nil {
 		return Validated{}, err
 	}
-	// If the mesh refuses a first join, the reservation is undone: no
-	// ledger row without a peer.
+	// If the mesh refuses a first join, the reservation is undone, with
+	// the key's use: no ledger row without a peer.
 	if err := s.peers.UpsertPeer(ctx, s.PeerOf(res.Node)); err != nil {
 		if !res.Rejoined {
-			if _, undoErr := s.ledger.ReleaseIfUnchanged(context.WithoutCancel(ctx), res.Node, "gridweave", "the mesh refused the peer"); undoErr != nil {
+			if undoErr := s.ledger.UndoJoin(context.WithoutCancel(ctx), res.Node, "gridweave", "the mesh refused the peer"); undoErr != nil {
 				s.log.Error("undoing a reservation the mesh refused", "hostname", res.Node.Hostname, "err", undoErr)
 			}
 		}

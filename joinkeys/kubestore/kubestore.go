@@ -647,6 +647,25 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 	return keyRecord(o), nil
 }
 
+// ReturnKeyUse implements joinkeys.Store.
+func (s *Store) ReturnKeyUse(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
+	end, err := s.beginWrite()
+	if err != nil {
+		return joinkeys.KeyRecord{}, err
+	}
+	defer end()
+	o, err := s.changeKey(ctx, id, func(k *keySpec) error {
+		if k.Uses > 0 {
+			k.Uses--
+		}
+		return nil
+	})
+	if err != nil {
+		return joinkeys.KeyRecord{}, err
+	}
+	return keyRecord(o), nil
+}
+
 // spendKey spends one use of key id at now, in a write it may share with
 // the other spends of that key under way (one compare-and-swap of the
 // JoinKey for all of them); undo gives the use back.

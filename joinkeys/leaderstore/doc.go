@@ -24,7 +24,7 @@
 // cost the shared ledger nothing; while no leader answers they go to the
 // wrapped Store. Other reads (Nodes, Audit, ...) go to the wrapped Store:
 // the ledger is shared, so they answer what the leader wrote. Writes
-// (InsertKey, RevokeKey, ReserveNode, UpdateNode, DeleteNode,
+// (InsertKey, RevokeKey, ReturnKeyUse, ReserveNode, UpdateNode, DeleteNode,
 // AppendAudit, PruneAudit) go to the leader's Handler over HTTP, or to
 // the wrapped Store when this replica leads (Target.Self). A write the
 // leader answered comes back as the error the leader's Store returned:

@@ -135,6 +135,14 @@ var operations = map[string]func(ctx context.Context, store joinkeys.Store, dec 
 		k, err := store.RevokeKey(ctx, q.ID, q.At)
 		return answer{Key: &k}, err
 	},
+	"return_key_use": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
+		var q returnKeyUseRequest
+		if err := decodeInto(dec, &q); err != nil {
+			return answer{}, err
+		}
+		k, err := store.ReturnKeyUse(ctx, q.ID)
+		return answer{Key: &k}, err
+	},
 	"reserve_node": func(ctx context.Context, store joinkeys.Store, dec *json.Decoder) (answer, error) {
 		var q reserveNodeRequest
 		if err := decodeInto(dec, &q); err != nil {

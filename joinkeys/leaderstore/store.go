@@ -87,6 +87,20 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 	return *a.Key, nil
 }
 
+// ReturnKeyUse implements joinkeys.Store.
+func (s *Store) ReturnKeyUse(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
+	self, a, err := s.forward(ctx, "return_key_use", returnKeyUseRequest{ID: id})
+	switch {
+	case self:
+		return s.Store.ReturnKeyUse(ctx, id)
+	case err != nil:
+		return joinkeys.KeyRecord{}, err
+	case a.Key == nil:
+		return joinkeys.KeyRecord{}, errNoResult("return_key_use")
+	}
+	return *a.Key, nil
+}
+
 // ReserveNode implements joinkeys.Store.
 func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
 	self, a, err := s.forward(ctx, "reserve_node", reservationRequest(r))

@@ -48,6 +48,9 @@ type (
 		ID string    `json:"id"`
 		At time.Time `json:"at"`
 	}
+	returnKeyUseRequest struct {
+		ID string `json:"id"`
+	}
 	reserveNodeRequest struct {
 		Node           joinkeys.NodeRecord `json:"node"`
 		Prefix         netip.Prefix        `json:"prefix"`

@@ -120,6 +120,23 @@ func (s *Store) RevokeKey(_ context.Context, id string, at time.Time) (joinkeys.
 	return cloneKey(k), nil
 }
 
+// ReturnKeyUse implements joinkeys.Store.
+func (s *Store) ReturnKeyUse(_ context.Context, id string) (joinkeys.KeyRecord, error) {
+	if err := s.lock(); err != nil {
+		return joinkeys.KeyRecord{}, err
+	}
+	defer s.mu.Unlock()
+	k, ok := s.keys[id]
+	if !ok {
+		return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
+	}
+	if k.Uses > 0 {
+		k.Uses--
+		s.keys[id] = k
+	}
+	return cloneKey(k), nil
+}
+
 // ReserveNode implements joinkeys.Store.
 func (s *Store) ReserveNode(_ context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
 	if err := s.lock(); err != nil {

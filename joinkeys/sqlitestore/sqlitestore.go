@@ -319,6 +319,20 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 	return k, err
 }
 
+// ReturnKeyUse implements joinkeys.Store.
+func (s *Store) ReturnKeyUse(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
+	var k joinkeys.KeyRecord
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE join_keys SET uses = uses - 1 WHERE id = ? AND uses > 0`, id); err != nil {
+			return err
+		}
+		var err error
+		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM join_keys WHERE id = ?`, id))
+		return err
+	})
+	return k, err
+}
+
 // ---- nodes
 
 const nodeColumns = `hostname, public_key, vpn_ip, pool, org, join_key_id, token_hash, version, gpus, pod_cidr, status, created_at, updated_at, registered_at, last_seen_at, revision`

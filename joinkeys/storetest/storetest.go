@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore func(t *testing.T) joinkeys.Store) {
 	t.Run("ProviderKeys", func(t *testing.T) { testProviderKeys(t, big) })
 	t.Run("ExpiryWithInjectedClock", func(t *testing.T) { testExpiry(t, big) })
 	t.Run("MaxUsesUnderConcurrency", func(t *testing.T) { testMaxUses(t, big) })
+	t.Run("UndoJoinGivesTheUseBack", func(t *testing.T) { testUndoJoin(t, big) })
 	t.Run("ParallelReservationsGetDistinctAddresses", func(t *testing.T) { testParallelReservations(t, big) })
 	t.Run("HostnameRaceHasOneWinner", func(t *testing.T) { testHostnameRace(t, big) })
 	t.Run("RejoinKeepsAddress", func(t *testing.T) { testRejoin(t, big) })
@@ -335,6 +336,47 @@ func testMaxUses(t *testing.T, env envFunc) {
 	nodes, _ := kr.Nodes(ctx)
 	if len(nodes) != 10 {
 		t.Errorf("%d nodes stored, want 10", len(nodes))
+	}
+}
+
+// testUndoJoin: a first join undone (its peer refused further on) gives
+// its node and its key's use back, so a one-use key admits the machine
+// when it tries again; a use is never given back below zero.
+func testUndoJoin(t *testing.T, env envFunc) {
+	ctx := context.Background()
+	kr, store, _ := env(t)
+	m := mint(t, kr, joinkeys.MintRequest{MaxUses: 1})
+	pub := PublicKey(t)
+	j := join(t, kr, m.Secret, "undone", pub)
+	if k, _ := kr.Key(ctx, m.ID); k.Uses != 1 {
+		t.Fatalf("key uses %d after the join, want 1", k.Uses)
+	}
+	if err := kr.UndoJoin(ctx, j.Node, "gridweave", "the mesh refused the peer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Node(ctx, "undone"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("the undone join's node: %v, want ErrNodeNotFound", err)
+	}
+	if k, _ := kr.Key(ctx, m.ID); k.Uses != 0 {
+		t.Errorf("key uses %d after the undo, want 0", k.Uses)
+	}
+	again := join(t, kr, m.Secret, "undone", pub)
+	if again.Node.JoinKeyID != m.ID {
+		t.Errorf("the second try joined with key %q, want %q", again.Node.JoinKeyID, m.ID)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{Key: m.Secret, Hostname: "other", PublicKey: PublicKey(t)}); !errors.Is(err, joinkeys.ErrKeyExhausted) {
+		t.Errorf("a third join with the one-use key: %v, want ErrKeyExhausted", err)
+	}
+	for range 2 {
+		if _, err := store.ReturnKeyUse(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k, _ := kr.Key(ctx, m.ID); k.Uses != 0 {
+		t.Errorf("key uses %d after giving back two uses of one, want 0", k.Uses)
+	}
+	if _, err := store.ReturnKeyUse(ctx, "000000000000"); !errors.Is(err, joinkeys.ErrKeyNotFound) {
+		t.Errorf("ReturnKeyUse of no key: %v, want ErrKeyNotFound", err)
 	}
 }
 
