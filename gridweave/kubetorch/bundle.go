@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -256,7 +257,7 @@ func convert(up *os.File, size int64, format string, lim Limits, zw *zip.Writer)
 			return err
 		}
 		files++
-		_, err = io.Copy(io.MultiWriter(w, c), body)
+		_, err = io.Copy(io.MultiWriter(w, c), entryReader{r: body, entry: clean})
 		return err
 	}
 	switch format {
@@ -418,6 +419,24 @@ func (c *counter) follow(from, target string) (resolved, problem string) {
 		return "", "the bundle's root"
 	}
 	return strings.Join(at, "/"), ""
+}
+
+// entryReader reads an entry's data. A read that fails in the archive (a
+// stream cut short, a corrupt deflate block, a checksum that does not
+// match) is the upload's fault, an *EntryError; one of the file the
+// upload was kept in (*fs.PathError) is the server's.
+type entryReader struct {
+	r     io.Reader
+	entry string
+}
+
+func (e entryReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	var onDisk *fs.PathError
+	if err != nil && err != io.EOF && !errors.As(err, &onDisk) {
+		err = &EntryError{Entry: e.entry, Problem: "its data cannot be read: " + err.Error()}
+	}
+	return n, err
 }
 
 type countingReader struct {

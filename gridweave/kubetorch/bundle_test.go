@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
 	"errors"
 	"io"
 	"maps"
@@ -115,6 +116,14 @@ func TestBundlesAreStoredOnceUnderOneRoot(t *testing.T) {
 
 func TestBundlesRefuseWhatEscapesOrExplodes(t *testing.T) {
 	zeros := strings.Repeat("\x00", 4<<20) // compresses far beyond 100:1
+	// Data that does not compress, cut off half-way through; and a zip
+	// entry whose compressed data has a byte changed.
+	noise := make([]byte, 64<<10)
+	_, _ = rand.Read(noise)
+	whole := tarGz(t, entry{name: "big.py", body: string(noise)})
+	cut := whole[:len(whole)/2]
+	corrupt := zipOf(t, entry{name: "a.py", body: strings.Repeat("print('hello')\n", 200)})
+	corrupt[30+len("a.py")+8] ^= 0xff // in the deflate stream, after the local header
 	many := make([]entry, 0, 12)
 	for i := range 12 {
 		many = append(many, entry{name: "f" + string(rune('a'+i)), body: "x"})
@@ -157,6 +166,8 @@ func TestBundlesRefuseWhatEscapesOrExplodes(t *testing.T) {
 			entry{name: "a/b/s/x", kind: tar.TypeSymlink, link: "../../../y"}), kubetorch.Limits{}},
 		{"a zip bomb", kubetorch.FormatZip, "zeros", zipOf(t, entry{name: "zeros", body: zeros}), kubetorch.Limits{}},
 		{"a zip duplicate", kubetorch.FormatZip, "d", zipOf(t, entry{name: "d", body: "1"}, entry{name: "d", body: "2"}), kubetorch.Limits{}},
+		{"a tar.gz cut short", kubetorch.FormatTarGz, "big.py", cut, kubetorch.Limits{}},
+		{"a zip with corrupt data", kubetorch.FormatZip, "a.py", corrupt, kubetorch.Limits{}},
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
