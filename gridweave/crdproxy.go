@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 
 	"gridweave.dev/gridweave/api"
@@ -145,12 +146,17 @@ func (p *crdRoutes) crdList(k crdKind) http.HandlerFunc {
 
 func (p *crdRoutes) crdGet(k crdKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		name, err := objectName(r)
+		if err != nil {
+			p.writeError(w, r, err)
+			return
+		}
 		ri, err := p.crdClient(k)
 		if err != nil {
 			p.writeError(w, r, err)
 			return
 		}
-		obj, err := ri.Get(r.Context(), r.PathValue("name"), metav1.GetOptions{})
+		obj, err := ri.Get(r.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			p.writeError(w, r, err)
 			return
@@ -164,6 +170,11 @@ func (p *crdRoutes) crdGet(k crdKind) http.HandlerFunc {
 // it conditional (409 when stale).
 func (p *crdRoutes) crdPatch(k crdKind, status bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		name, err := objectName(r)
+		if err != nil {
+			p.writeError(w, r, err)
+			return
+		}
 		ri, err := p.crdClient(k)
 		if err != nil {
 			p.writeError(w, r, err)
@@ -179,7 +190,7 @@ func (p *crdRoutes) crdPatch(k crdKind, status bool) http.HandlerFunc {
 		if status {
 			sub = []string{"status"}
 		}
-		patched, err := ri.Patch(r.Context(), r.PathValue("name"), types.MergePatchType, raw, metav1.PatchOptions{FieldManager: "gridweave", FieldValidation: "Strict"}, sub...)
+		patched, err := ri.Patch(r.Context(), name, types.MergePatchType, raw, metav1.PatchOptions{FieldManager: "gridweave", FieldValidation: "Strict"}, sub...)
 		if err != nil {
 			p.writeError(w, r, err)
 			return
@@ -197,18 +208,34 @@ func (p *crdRoutes) crdPatch(k crdKind, status bool) http.HandlerFunc {
 	}
 }
 
+// objectName returns the route's {name} if it can name an object (a
+// DNS-1123 subdomain): another is 400 naming the field, not a request
+// the Kubernetes client refuses to send.
+func objectName(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", badField("name", "%q is not a valid name: %s", name, errs[0])
+	}
+	return name, nil
+}
+
 func (p *crdRoutes) crdDelete(k crdKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		name, err := objectName(r)
+		if err != nil {
+			p.writeError(w, r, err)
+			return
+		}
 		ri, err := p.crdClient(k)
 		if err != nil {
 			p.writeError(w, r, err)
 			return
 		}
-		if err := ri.Delete(r.Context(), r.PathValue("name"), metav1.DeleteOptions{}); err != nil {
+		if err := ri.Delete(r.Context(), name, metav1.DeleteOptions{}); err != nil {
 			p.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"deleted": r.PathValue("name")})
+		writeJSON(w, http.StatusOK, map[string]any{"deleted": name})
 	}
 }
 

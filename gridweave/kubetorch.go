@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 
 	"gridweave.dev/gridweave/api"
@@ -174,6 +175,9 @@ func (k *kubetorchRoutes) health(r *http.Request, _ noBody) (api.KubeTorchHealth
 	cluster := r.URL.Query().Get("cluster")
 	if cluster == "" {
 		return api.KubeTorchHealth{}, badField("cluster", "cluster is required: ?cluster=<RayCluster>")
+	}
+	if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+		return api.KubeTorchHealth{}, badField("cluster", "%q is not a valid RayCluster name: %s", cluster, errs[0])
 	}
 	return k.trainer.Health(r.Context(), cluster)
 }

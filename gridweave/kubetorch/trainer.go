@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"gridweave.dev/gridweave/api"
 	"gridweave.dev/gridweave/crd/v1alpha1"
@@ -97,6 +98,15 @@ func (t *Trainer) Dashboard() (*dashboard.Client, error) {
 	return dashboard.New(t.DashboardURL, &dashboard.Options{HTTPClient: &http.Client{Timeout: t.timeout()}})
 }
 
+// The bounds of a training's request: a fleet's machines and a machine's
+// GPUs, well beyond any real one, and the owner's length the job's
+// record (GridweaveJob spec.owner) holds.
+const (
+	MaxTrainNodes  = 1 << 16
+	MaxGPUsPerNode = 1 << 10
+	maxOwnerLength = 253
+)
+
 // Train starts a training: req.Command on req.Nodes × req.GPUsPerNode
 // GPU workers of req.Cluster (by default all its ready ones), from the
 // bundle req.Bundle, for req.Owner. It answers once Ray accepted the job.
@@ -108,8 +118,14 @@ func (t *Trainer) Train(ctx context.Context, req api.TrainRequest) (api.TrainRes
 		return api.TrainResponse{}, &FieldError{"bundle", "bundle must be the id POST /v1/kubetorch/sync answered (64 hex digits)"}
 	case strings.TrimSpace(req.Command) == "":
 		return api.TrainResponse{}, &FieldError{"command", "command is required, e.g. python train.py --epochs 3"}
-	case req.Nodes < 0 || req.GPUsPerNode < 0:
-		return api.TrainResponse{}, &FieldError{"nodes", "nodes and gpus_per_node must not be negative"}
+	case len(validation.IsDNS1123Label(req.Cluster)) > 0:
+		return api.TrainResponse{}, &FieldError{"cluster", fmt.Sprintf("%q is not a valid RayCluster name: %s", req.Cluster, validation.IsDNS1123Label(req.Cluster)[0])}
+	case req.Nodes < 0 || req.Nodes > MaxTrainNodes:
+		return api.TrainResponse{}, &FieldError{"nodes", fmt.Sprintf("nodes must be from 0 (every ready GPU worker) to %d, got %d", MaxTrainNodes, req.Nodes)}
+	case req.GPUsPerNode < 0 || req.GPUsPerNode > MaxGPUsPerNode:
+		return api.TrainResponse{}, &FieldError{"gpus_per_node", fmt.Sprintf("gpus_per_node must be from 0 (each worker's) to %d, got %d", MaxGPUsPerNode, req.GPUsPerNode)}
+	case len(req.Owner) > maxOwnerLength:
+		return api.TrainResponse{}, &FieldError{"owner", fmt.Sprintf("owner must be at most %d characters, got %d", maxOwnerLength, len(req.Owner))}
 	}
 	if f, err := t.Bundles.Open(req.Bundle); err != nil {
 		return api.TrainResponse{}, &FieldError{"bundle", fmt.Sprintf("no bundle %s: sync it first", req.Bundle)}
@@ -156,7 +172,15 @@ func (t *Trainer) Train(ctx context.Context, req api.TrainRequest) (api.TrainRes
 			Spec: v1alpha1.GridweaveJobSpec{Owner: req.Owner, Cluster: req.Cluster, Entrypoint: entry, SubmissionID: id,
 				RuntimeEnv: &runtime.RawExtension{Raw: env}, Resources: &v1alpha1.JobResources{Workers: int32(nodes)}},
 		}
-		if _, err := t.Jobs.Create(ctx, job); err != nil {
+		// The job runs from here on: it is recorded also when the
+		// caller stops waiting, and stopped when it cannot be recorded,
+		// so that no job runs that the jobs list does not show.
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout())
+		defer cancel()
+		if _, err := t.Jobs.Create(recordCtx, job); err != nil {
+			if _, stopErr := d.StopJob(recordCtx, id); stopErr != nil {
+				t.log().ErrorContext(ctx, "stopping a kubetorch job that could not be recorded", "id", id, "err", stopErr)
+			}
 			return api.TrainResponse{}, err
 		}
 	}
@@ -306,6 +330,9 @@ var jobPhases = map[string]string{"PENDING": v1alpha1.JobPending, "RUNNING": v1a
 // status brought in step with the Ray job's; visible says whether the
 // caller may see a job of that owner (others are ErrJobNotFound).
 func (t *Trainer) Job(ctx context.Context, id string, visible func(owner string) bool) (api.KubeTorchJob, error) {
+	if len(validation.IsDNS1123Subdomain(id)) > 0 {
+		return api.KubeTorchJob{}, fmt.Errorf("%w: %q", ErrJobNotFound, id) // no job is named so
+	}
 	if t.Jobs == nil {
 		return api.KubeTorchJob{}, ErrNoJobRecord
 	}

@@ -215,7 +215,7 @@ func Middleware(t testing.TB, d *Document, h http.Handler) http.Handler {
 		}
 		w.WriteHeader(rec.Code)
 		_, _ = w.Write(rec.Body.Bytes())
-		if err := d.Check(r.Method, r.URL.Path, rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes()); err != nil {
+		if err := d.Check(r.Method, r.URL.EscapedPath(), rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes()); err != nil {
 			t.Errorf("openapitest: %v", err)
 		}
 	})
