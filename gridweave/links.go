@@ -40,9 +40,6 @@ const (
 	// reads it: a change reaches the waiting agents within about this.
 	directoryMaxAge      = time.Second
 	maxReportedEndpoints = 8
-	// maxReportedLinks keeps a report under the default body limit (1 MiB,
-	// about 250 bytes a link).
-	maxReportedLinks = 3000
 	// MaxPollsPerNode bounds the long polls of the directory one node may
 	// hold open at once (its agent holds one; a restart may overlap it).
 	MaxPollsPerNode = 2
@@ -616,8 +613,8 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkbook
 		}
 		out.Endpoints = append(out.Endpoints, netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port()))
 	}
-	if len(req.Links) > maxReportedLinks {
-		return linkbook.Report{}, badField("links", "at most %d links, got %d", maxReportedLinks, len(req.Links))
+	if len(req.Links) > api.MaxLinksPerReport {
+		return linkbook.Report{}, badField("links", "at most %d links, got %d", api.MaxLinksPerReport, len(req.Links))
 	}
 	for i, l := range req.Links {
 		field := fmt.Sprintf("links[%d]", i)
@@ -646,8 +643,11 @@ func checkLinksReport(req api.LinksReport, vpn netip.Prefix, lan bool) (linkbook
 				return linkbook.Report{}, badField(field+".endpoint", "%s.endpoint must be address:port or empty, got %q", field, l.Endpoint)
 			}
 		}
-		if l.RxBytes < 0 || l.TxBytes < 0 {
-			return linkbook.Report{}, badField(field+".rx_bytes", "%s: byte counts cannot be negative", field)
+		if l.RxBytes < 0 {
+			return linkbook.Report{}, badField(field+".rx_bytes", "%s.rx_bytes cannot be negative, got %d", field, l.RxBytes)
+		}
+		if l.TxBytes < 0 {
+			return linkbook.Report{}, badField(field+".tx_bytes", "%s.tx_bytes cannot be negative, got %d", field, l.TxBytes)
 		}
 		out.Links = append(out.Links, l)
 	}

@@ -172,6 +172,9 @@ func TestLinkReports(t *testing.T) {
 		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"127.0.0.1:5"} }},
 		{"endpoints[0]", func(r *api.LinksReport) { r.Endpoints = []string{"198.18.0.9:51820"} }}, // inside the VPN
 		{"nat", func(r *api.LinksReport) { r.NAT = "full_cone" }},
+		{"links[0].rx_bytes", func(r *api.LinksReport) { r.Links[0].RxBytes = -1 }},
+		{"links[1].tx_bytes", func(r *api.LinksReport) { r.Links[1].TxBytes = -1 }},
+		{"links", func(r *api.LinksReport) { r.Links = slices.Repeat(r.Links[:1], api.MaxLinksPerReport+1) }},
 		{"links[1].relayed_reason", func(r *api.LinksReport) { r.Links[1].RelayedReason = "bad_luck" }},
 		{"links[0].relayed_reason", func(r *api.LinksReport) { r.Links[0].RelayedReason = api.RelayedProbesTimedOut }}, // a direct link
 	} {

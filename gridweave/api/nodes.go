@@ -262,8 +262,12 @@ type LinksReport struct {
 	ListenPort int        `json:"listen_port,omitempty" description:"The port the node's WireGuard device listens on."`
 	Endpoints  []string   `json:"endpoints,omitempty" description:"host:port where the node says it can be reached besides the address the master sees it from (at most 8): its own addresses at its WireGuard port, and any it was told to advertise."`
 	NAT        NATMapping `json:"nat,omitempty" enum:"none,endpoint_independent,endpoint_dependent,unknown" description:"How the node's NAT maps its UDP ports, as its probe of the directory's reflexive_endpoints found it; empty when it has not probed."`
-	Links      []Link     `json:"links" description:"One entry per other node (at most 10000)."`
+	Links      []Link     `json:"links" description:"One entry per other node, at most 3000 (MaxLinksPerReport): an agent with more peers reports its direct, connecting and busy relayed links first."`
 }
+
+// MaxLinksPerReport bounds a LinksReport's links, so that a report stays
+// under the default body limit (1 MiB, about 250 bytes a link).
+const MaxLinksPerReport = 3000
 
 // LinksAccepted answers a links report: what the master counted.
 type LinksAccepted struct {

@@ -1,6 +1,7 @@
 package joinagent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -216,7 +217,7 @@ func (o *Options) reportLinks(ctx context.Context, st State, links *peering.Mana
 		// range as the links hold it: an old identity learns it from the
 		// directory).
 		port, exclude := links.ListenPort(), []netip.Prefix{vpn, links.PodRange().Cluster}
-		report := api.LinksReport{Hostname: o.Hostname, ListenPort: port, NAT: nat.nat(), Links: links.Links(),
+		report := api.LinksReport{Hostname: o.Hostname, ListenPort: port, NAT: nat.nat(), Links: reportedLinks(links.Links(), api.MaxLinksPerReport),
 			Endpoints: reportedEndpoints(o.AdvertiseEndpoints, ownAddresses(device, exclude), port)}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 		err := o.post(rctx, "report-links", "/v1/nodes/links", st.NodeToken, report, nil)
@@ -388,4 +389,32 @@ func (o *Options) peers(ctx context.Context, st State, since string) (api.PeerDi
 		return api.PeerDirectory{}, fmt.Errorf("peers: the master's answer is not the expected JSON: %w", err)
 	}
 	return dir, nil
+}
+
+// reportedLinks is what a report holds of all, the links by hostname:
+// all of them when they fit in max, else the max that say the most, in
+// hostname order (direct ones first, then those connecting, relayed ones
+// with traffic, and idle relayed ones last), so that a node with more
+// peers than a report holds still reports instead of being refused.
+func reportedLinks(all []api.Link, max int) []api.Link {
+	if len(all) <= max {
+		return all
+	}
+	rank := func(l api.Link) int {
+		switch {
+		case l.State == api.LinkDirect:
+			return 0
+		case l.State == api.LinkConnecting:
+			return 1
+		case l.RelayedReason != api.RelayedIdle:
+			return 2
+		default:
+			return 3
+		}
+	}
+	kept := slices.Clone(all)
+	slices.SortStableFunc(kept, func(a, b api.Link) int { return cmp.Compare(rank(a), rank(b)) })
+	kept = kept[:max]
+	slices.SortFunc(kept, func(a, b api.Link) int { return cmp.Compare(a.Hostname, b.Hostname) })
+	return kept
 }
