@@ -58,6 +58,11 @@ type Client struct {
 	base  *url.URL
 	http  *http.Client
 	token string
+	// serveWrites holds one write of Serve's config at a time (a PUT, or
+	// a delete's read and PUT): Ray's PUT has no precondition, so two
+	// deletes that read the same config would each put back the
+	// application the other removed.
+	serveWrites chan struct{}
 }
 
 // New returns a Client for the dashboard at baseURL (e.g.
@@ -70,7 +75,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	c := &Client{base: u, http: opts.HTTPClient, token: opts.Token}
+	c := &Client{base: u, http: opts.HTTPClient, token: opts.Token, serveWrites: make(chan struct{}, 1)}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
 	}

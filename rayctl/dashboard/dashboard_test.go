@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"gridweave.dev/rayctl/dashboard"
 	"gridweave.dev/rayctl/rayctltest"
@@ -143,5 +146,49 @@ func TestPackagesAreUploadedOnce(t *testing.T) {
 		if _, err := c.PackageExists(ctx, bad); err == nil || !strings.Contains(err.Error(), "protocol://name") {
 			t.Errorf("URI %q: %v", bad, err)
 		}
+	}
+}
+
+// TestConcurrentDeletesKeepEachOther: two deletes of different
+// applications through one Client, whose reads of Serve's config would
+// both come before either PUT if nothing held them apart (a dashboard
+// that answers the reads together, once both arrived or after a while):
+// each PUT would put back the application the other removed. Both stay
+// deleted.
+func TestConcurrentDeletesKeepEachOther(t *testing.T) {
+	d := rayctltest.NewDashboard(t, "")
+	for _, app := range []string{"a", "b", "c"} {
+		d.DeployApp(app, "/"+app, app+":app")
+	}
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	both := make(chan struct{})
+	go func() { arrived.Wait(); close(both) }()
+	reads := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/serve/applications") {
+			arrived.Done()
+			select {
+			case <-both:
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+		d.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(reads.Close)
+	c, err := dashboard.New(reads.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, app := range []string{"a", "b"} {
+		wg.Go(func() {
+			if err := c.DeleteApplication(context.Background(), app); err != nil {
+				t.Errorf("delete %s: %v", app, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := d.Apps(); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("after deleting a and b at once Serve runs %v, want [c]", got)
 	}
 }

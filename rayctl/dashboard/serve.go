@@ -68,15 +68,43 @@ func (c *Client) ServeApplications(ctx context.Context) (*ServeDetails, error) {
 // PutApplications sends a declarative Serve config (ServeDeploySchema): Ray
 // deploys what it lists and removes every application it does not.
 func (c *Client) PutApplications(ctx context.Context, config any) error {
+	unlock, err := c.lockServe(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return c.putApplications(ctx, config)
+}
+
+func (c *Client) putApplications(ctx context.Context, config any) error {
 	return c.do(ctx, http.MethodPut, "/api/serve/applications/", nil, config, nil)
+}
+
+// lockServe waits for the Client's other writes of Serve's config, or
+// ctx's end.
+func (c *Client) lockServe(ctx context.Context) (unlock func(), err error) {
+	select {
+	case c.serveWrites <- struct{}{}:
+		return func() { <-c.serveWrites }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // DeleteApplication removes one Serve application by name: it reads the
 // declarative config and PUTs it back without that application. Serve and
 // the other applications keep running. ErrNotFound if there is no such
 // application; ErrImperativeApps if Serve runs applications this update
-// would silently remove.
+// would silently remove (deployed imperatively, or without a
+// deployed_app_config to put back). The Client's writes of Serve's config
+// wait for each other; another client's may still land between the read
+// and the PUT (Ray's PUT takes no precondition).
 func (c *Client) DeleteApplication(ctx context.Context, name string) error {
+	unlock, err := c.lockServe(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	d, err := c.ServeApplications(ctx)
 	if err != nil {
 		return err
@@ -112,12 +140,12 @@ func (c *Client) DeleteApplication(ctx context.Context, name string) error {
 			continue
 		}
 		if app.DeployedAppConfig == nil {
-			return fmt.Errorf("ray dashboard: application %q has no deployed_app_config to keep", n)
+			return fmt.Errorf("%w (application %q has no deployed_app_config to put back)", ErrImperativeApps, n)
 		}
 		apps = append(apps, app.DeployedAppConfig)
 	}
 	if apps != nil {
 		config["applications"] = apps
 	}
-	return c.PutApplications(ctx, config)
+	return c.putApplications(ctx, config)
 }
