@@ -87,7 +87,10 @@ type Mover struct {
 // Move gives ep's RayCluster a worker group on ep.Spec.Hardware in place
 // of the one its status names (added when it names none), and records
 // it in ep's status; an endpoint already on its hardware is left as it
-// is (moved false). It returns the endpoint as stored.
+// is (moved false). It returns the endpoint as stored. A move that failed
+// after its swap (the old group's pods, the status) is finished by the
+// next one: a RayCluster that already holds the new group is not asked
+// for it again.
 func (m *Mover) Move(ctx context.Context, ep *v1alpha1.GridweaveEndpoint) (stored *unstructured.Unstructured, moved bool, err error) {
 	hw := ep.Spec.Hardware
 	group := GroupName(ep.Spec.Name, hw)
@@ -103,7 +106,7 @@ func (m *Mover) Move(ctx context.Context, ep *v1alpha1.GridweaveEndpoint) (store
 	if cs := rc.Spec.HeadGroupSpec.Template.Spec.Containers; len(cs) > 0 {
 		image = cs[0].Image
 	}
-	hasOld := false
+	hasOld, hasNew := false, false
 	for _, g := range rc.Spec.WorkerGroupSpecs {
 		if g.GroupName == old && old != "" {
 			hasOld = true
@@ -111,6 +114,7 @@ func (m *Mover) Move(ctx context.Context, ep *v1alpha1.GridweaveEndpoint) (store
 				image = cs[0].Image
 			}
 		}
+		hasNew = hasNew || g.GroupName == group
 	}
 	spec, err := rayctl.WorkerGroup{Name: group, Image: image, Replicas: ptr.To(ep.Spec.Replicas), MinReplicas: ep.Spec.MinReplicas,
 		GPUs: int(hw.GPUs), NodeSelector: map[string]string{GPUProductLabel: hw.GPUType},
@@ -118,9 +122,20 @@ func (m *Mover) Move(ctx context.Context, ep *v1alpha1.GridweaveEndpoint) (store
 	if err != nil {
 		return nil, false, err
 	}
-	if hasOld {
+	switch {
+	case hasNew && hasOld:
+		// Both groups (the new one added by hand, or a move cut short
+		// some other way): the old one goes, as a swap would take it.
+		_, err = m.Ray.RemoveWorkerGroup(ctx, m.Namespace, ep.Spec.Cluster, old, rayctl.RemoveOptions{Immediate: true})
+	case hasNew:
+		// An earlier move's swap landed and what followed it failed (the
+		// old group's pods, the status): this one finishes it.
+		if old != "" {
+			err = m.Ray.DeleteGroupPods(ctx, m.Namespace, ep.Spec.Cluster, old)
+		}
+	case hasOld:
 		_, err = m.Ray.SwapWorkerGroup(ctx, m.Namespace, ep.Spec.Cluster, old, spec)
-	} else {
+	default:
 		_, err = m.Ray.AddWorkerGroupSpec(ctx, m.Namespace, ep.Spec.Cluster, spec)
 	}
 	if err != nil {
