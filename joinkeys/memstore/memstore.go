@@ -105,23 +105,24 @@ func (s *Store) Keys(context.Context) ([]joinkeys.KeyRecord, error) {
 
 // RevokeKey implements joinkeys.Store.
 func (s *Store) RevokeKey(_ context.Context, id string, at time.Time) (joinkeys.KeyRecord, error) {
-	if err := s.lock(); err != nil {
-		return joinkeys.KeyRecord{}, err
-	}
-	defer s.mu.Unlock()
-	k, ok := s.keys[id]
-	if !ok {
-		return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
-	}
-	if k.RevokedAt.IsZero() {
-		k.RevokedAt = at
-		s.keys[id] = k
-	}
-	return cloneKey(k), nil
+	return s.changeKey(id, func(k *joinkeys.KeyRecord) {
+		if k.RevokedAt.IsZero() {
+			k.RevokedAt = at
+		}
+	})
 }
 
 // ReturnKeyUse implements joinkeys.Store.
 func (s *Store) ReturnKeyUse(_ context.Context, id string) (joinkeys.KeyRecord, error) {
+	return s.changeKey(id, func(k *joinkeys.KeyRecord) {
+		if k.Uses > 0 {
+			k.Uses--
+		}
+	})
+}
+
+// changeKey applies change to the key with id and returns it as stored.
+func (s *Store) changeKey(id string, change func(*joinkeys.KeyRecord)) (joinkeys.KeyRecord, error) {
 	if err := s.lock(); err != nil {
 		return joinkeys.KeyRecord{}, err
 	}
@@ -130,10 +131,8 @@ func (s *Store) ReturnKeyUse(_ context.Context, id string) (joinkeys.KeyRecord, 
 	if !ok {
 		return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
 	}
-	if k.Uses > 0 {
-		k.Uses--
-		s.keys[id] = k
-	}
+	change(&k)
+	s.keys[id] = k
 	return cloneKey(k), nil
 }
 
