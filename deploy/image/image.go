@@ -101,11 +101,16 @@ func oneLayer(layerTar []byte, createdBy string) (v1.Image, *v1.ConfigFile, erro
 // configuration to complete: every timestamp the epoch, the platform this
 // machine's (the binaries in it are built for it; containerd refuses to
 // import an image whose configuration names none), the working directory
-// /. Its caller sets the rest and puts the configuration in with
-// mutate.ConfigFile.
+// /. The manifest names the layer by its own media type (its
+// compression). Its caller sets the rest and puts the configuration in
+// with mutate.ConfigFile.
 func FromLayer(layer v1.Layer, createdBy string) (v1.Image, *v1.ConfigFile, error) {
+	mediaType, err := layer.MediaType()
+	if err != nil {
+		return nil, nil, err
+	}
 	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
-		Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: createdBy, Comment: "no base image"}, MediaType: types.OCILayer,
+		Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: createdBy, Comment: "no base image"}, MediaType: mediaType,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -20,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/compression"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"gridweave.dev/deploy/image"
 )
@@ -263,4 +265,40 @@ func TestSmallImagesAreReproducible(t *testing.T) {
 		t.Errorf("two builds of the pause image: %s, then %s", digests[0], digests[1])
 	}
 	t.Logf("pause image %s", digests[0])
+}
+
+// TestFromLayerNamesTheLayersCompression: the manifest of FromLayer's
+// image gives its layer the layer's own media type, so that a zstd layer
+// is not announced as gzip (a registry's clients decompress by it).
+func TestFromLayerNamesTheLayersCompression(t *testing.T) {
+	var layerTar bytes.Buffer
+	tw := tar.NewWriter(&layerTar)
+	if err := tw.WriteHeader(&tar.Header{Name: "hello", Mode: 0o644, Size: 5}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write([]byte("world"))
+	tw.Close()
+	for _, c := range []struct {
+		opts []tarball.LayerOption
+		want types.MediaType
+	}{
+		{[]tarball.LayerOption{tarball.WithMediaType(types.OCILayer)}, types.OCILayer},
+		{[]tarball.LayerOption{tarball.WithMediaType(types.OCILayerZStd), tarball.WithCompression(compression.ZStd)}, types.OCILayerZStd},
+	} {
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil }, c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, _, err := image.FromLayer(layer, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Layers) != 1 || m.Layers[0].MediaType != c.want {
+			t.Errorf("a %s layer's manifest: %+v", c.want, m.Layers)
+		}
+	}
 }

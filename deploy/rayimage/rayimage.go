@@ -148,7 +148,7 @@ const builderVersion = "2"
 // imageVersion changes whenever what Image puts around a root filesystem
 // (the image's configuration, the layer's compression) changes: a cached
 // image is kept by both.
-const imageVersion = "3"
+const imageVersion = "4"
 
 // Tag is the image's default tag.
 func (k Kind) Tag() string {
