@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -124,8 +125,8 @@ func (t *Trainer) Train(ctx context.Context, req api.TrainRequest) (api.TrainRes
 		return api.TrainResponse{}, &FieldError{"nodes", fmt.Sprintf("nodes must be from 0 (every ready GPU worker) to %d, got %d", MaxTrainNodes, req.Nodes)}
 	case req.GPUsPerNode < 0 || req.GPUsPerNode > MaxGPUsPerNode:
 		return api.TrainResponse{}, &FieldError{"gpus_per_node", fmt.Sprintf("gpus_per_node must be from 0 (each worker's) to %d, got %d", MaxGPUsPerNode, req.GPUsPerNode)}
-	case len(req.Owner) > maxOwnerLength:
-		return api.TrainResponse{}, &FieldError{"owner", fmt.Sprintf("owner must be at most %d characters, got %d", maxOwnerLength, len(req.Owner))}
+	case utf8.RuneCountInString(req.Owner) > maxOwnerLength:
+		return api.TrainResponse{}, &FieldError{"owner", fmt.Sprintf("owner must be at most %d characters, got %d", maxOwnerLength, utf8.RuneCountInString(req.Owner))}
 	}
 	if f, err := t.Bundles.Open(req.Bundle); err != nil {
 		return api.TrainResponse{}, &FieldError{"bundle", fmt.Sprintf("no bundle %s: sync it first", req.Bundle)}
@@ -155,11 +156,20 @@ func (t *Trainer) Train(ctx context.Context, req api.TrainRequest) (api.TrainRes
 	if err != nil {
 		return api.TrainResponse{}, err
 	}
-	submitCtx, cancel := context.WithTimeout(ctx, t.timeout())
+	// From the submission on, the job may run: what follows does not
+	// end with the caller's request, so that the job is recorded or
+	// stopped, never left running unlisted.
+	submitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout())
 	defer cancel()
 	runtimeEnv := map[string]any{"working_dir": pkg, "env_vars": req.Env}
 	if _, err := d.SubmitJob(submitCtx, dashboard.SubmitRequest{Entrypoint: entry, SubmissionID: id, RuntimeEnv: runtimeEnv,
 		Metadata: map[string]string{"owner": req.Owner, "gridweave": "kubetorch"}}); err != nil {
+		// An answer lost after Ray took the job leaves it running:
+		// it is stopped by its id (Ray's own refusal took nothing).
+		var refused *dashboard.APIError
+		if !errors.As(err, &refused) {
+			t.stopUnrecorded(ctx, d, id)
+		}
 		return api.TrainResponse{}, &DashboardError{err, t.timeout()}
 	}
 	if t.Jobs != nil {
@@ -178,14 +188,22 @@ func (t *Trainer) Train(ctx context.Context, req api.TrainRequest) (api.TrainRes
 		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout())
 		defer cancel()
 		if _, err := t.Jobs.Create(recordCtx, job); err != nil {
-			if _, stopErr := d.StopJob(recordCtx, id); stopErr != nil {
-				t.log().ErrorContext(ctx, "stopping a kubetorch job that could not be recorded", "id", id, "err", stopErr)
-			}
+			t.stopUnrecorded(ctx, d, id)
 			return api.TrainResponse{}, err
 		}
 	}
 	t.log().InfoContext(ctx, "kubetorch job submitted", "id", id, "owner", req.Owner, "cluster", req.Cluster, "nodes", nodes, "gpus_per_node", perNode)
 	return api.TrainResponse{ID: id, SubmissionID: id, Owner: req.Owner, Nodes: nodes, GPUsPerNode: perNode, Entrypoint: entry}, nil
+}
+
+// stopUnrecorded stops the Ray job id that Train could not record (or
+// whose submission's answer it lost), with a time of its own.
+func (t *Trainer) stopUnrecorded(ctx context.Context, d *dashboard.Client, id string) {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout())
+	defer cancel()
+	if _, err := d.StopJob(stopCtx, id); err != nil {
+		t.log().ErrorContext(ctx, "stopping a kubetorch job that is not recorded", "id", id, "err", err)
+	}
 }
 
 // gpuWorkers counts a cluster's ready GPU worker pods and the GPUs of
