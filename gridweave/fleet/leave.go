@@ -109,21 +109,23 @@ func (s *Service) teardown(ctx context.Context, node joinkeys.Node, actor string
 
 // ReportVersion records the version a node runs, in the ledger and as
 // the annotation VersionAnnotation of its Kubernetes Node (when there is
-// one). The node proves itself with its node token. It waits for a
-// disconnect of the node under way (the hostname's lock), and a node
-// marked disconnected is refused (joinkeys.ErrNodeDisconnected).
+// one). The node proves itself with its node token. A node marked
+// disconnected is refused (joinkeys.ErrNodeDisconnected), and a report
+// waits for a disconnect of the node under way (the hostname's lock,
+// taken once the token is judged: a stranger queues nothing), after
+// which the node is gone (joinkeys.ErrNodeTokenInvalid).
 func (s *Service) ReportVersion(ctx context.Context, hostname, nodeToken, version string) (joinkeys.Node, error) {
 	if nodeToken == "" {
 		return joinkeys.Node{}, &Error{Kind: ErrCredentialRequired, Message: "the node token is required (as the bearer credential)"}
+	}
+	if _, err := s.authenticateNode(ctx, hostname, nodeToken); err != nil {
+		return joinkeys.Node{}, err
 	}
 	unlock, err := s.locks.Lock(ctx, hostname)
 	if err != nil {
 		return joinkeys.Node{}, err
 	}
 	defer unlock()
-	if _, err := s.authenticateNode(ctx, hostname, nodeToken); err != nil {
-		return joinkeys.Node{}, err
-	}
 	if err := CheckHostname(hostname); err != nil {
 		return joinkeys.Node{}, err
 	}
