@@ -2,19 +2,14 @@ package gridweave_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"os"
+	"path/filepath"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave"
+	"gridweave.dev/gridweave/tlspin"
 )
 
 // TestKubeletTokensOnlyForAdmissibleJoins: in the kubelet join mode,
@@ -22,7 +17,16 @@ import (
 // request it goes on to admit: an exhausted key, a wrong major version or
 // a malformed public key gets validate's refusal and no Secret.
 func TestKubeletTokensOnlyForAdmissibleJoins(t *testing.T) {
-	ca := testCAPEM(t)
+	// Any PEM certificate stands for the cluster CA here: validate only
+	// hands it out. The server's own self-signed one will do.
+	dir := t.TempDir()
+	if _, err := tlspin.LoadOrCreate(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) {
 		c.KubeJoinMode, c.K3sURL, c.KubeletCAPEM = gridweave.JoinModeKubelet, "", ca
 	}})
@@ -63,22 +67,4 @@ func TestKubeletTokensOnlyForAdmissibleJoins(t *testing.T) {
 	if got := secrets(); got != 1 {
 		t.Errorf("%d Secrets after refused joins, want 1 (the admitted join's)", got)
 	}
-}
-
-// testCAPEM is a self-signed CA certificate, PEM-encoded: the cluster CA
-// validate hands out in the kubelet join mode.
-func testCAPEM(t testing.TB) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cluster CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
