@@ -2,20 +2,27 @@ package gridweave_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"gridweave.dev/gridweave"
 	"gridweave.dev/gridweave/tlspin"
+	"gridweave.dev/mesh/wgkey"
 )
 
 // TestKubeletTokensOnlyForAdmissibleJoins: in the kubelet join mode,
 // validate makes a bootstrap token (a Secret in kube-system) only for a
-// request it goes on to admit: an exhausted key, a wrong major version or
-// a malformed public key gets validate's refusal and no Secret.
+// request it admits: an exhausted key, a wrong major version, a malformed
+// public key, a hostname another machine holds or a peer the mesh refuses
+// gets validate's refusal and no Secret; and a token that cannot be made
+// undoes the join (its reservation, its peer and its key's use).
 func TestKubeletTokensOnlyForAdmissibleJoins(t *testing.T) {
 	// Any PEM certificate stands for the cluster CA here: validate only
 	// hands it out. The server's own self-signed one will do.
@@ -27,7 +34,9 @@ func TestKubeletTokensOnlyForAdmissibleJoins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) {
+	_, masterKey, _ := wgkey.GeneratePair()
+	m := newRefusingMesh(masterKey)
+	h := newHarness(t, &harnessOptions{mesh: m, config: func(c *gridweave.Config) {
 		c.KubeJoinMode, c.K3sURL, c.KubeletCAPEM = gridweave.JoinModeKubelet, "", ca
 	}})
 	secrets := func() int {
@@ -64,7 +73,49 @@ func TestKubeletTokensOnlyForAdmissibleJoins(t *testing.T) {
 	} {
 		h.want(h.do("POST", "/v1/nodes/validate", "", bad.body), bad.want, bad.what)
 	}
+	// Refused after the checks that come before the reservation: the
+	// hostname is another machine's, or the mesh refuses the peer.
+	h.want(h.validate(newNode(t, "first"), usable), 409, "a hostname another machine holds")
+	m.refuse.Store(true)
+	h.want(h.validate(newNode(t, "refused"), usable), 500, "a peer the mesh refuses")
+	m.refuse.Store(false)
 	if got := secrets(); got != 1 {
 		t.Errorf("%d Secrets after refused joins, want 1 (the admitted join's)", got)
+	}
+
+	// The token cannot be made: the join is undone, and the one-use
+	// key's use given back, so the machine tries again with its key.
+	r = h.want(h.do("POST", "/v1/nodes/join-keys", testAdminToken, map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 600, "max_uses": 1}), 201, "another one-use key")
+	oneUse := r.body["key"].(string)
+	var refuseSecrets atomic.Bool
+	refuseSecrets.Store(true)
+	h.fakes.Kube.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuseSecrets.Load() {
+			return true, nil, errors.New("the API server is away")
+		}
+		return false, nil, nil
+	})
+	late := newNode(t, "late")
+	if r := h.validate(late, oneUse); r.status < 500 {
+		t.Fatalf("validate with no bootstrap token to give: %d %s, want a 5xx", r.status, r.raw)
+	}
+	if _, err := h.kr.Node(context.Background(), "late"); err == nil {
+		t.Error("the reservation stayed although its bootstrap token could not be made")
+	}
+	peers, err := h.mesh.Peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range peers {
+		if p.PublicKey.String() == late.public {
+			t.Errorf("the peer of a join undone for its bootstrap token stayed: %v", p)
+		}
+	}
+	refuseSecrets.Store(false)
+	if v := h.want(h.validate(late, oneUse), 200, "the same one-use key once tokens can be made"); v.body["kubelet"] == nil {
+		t.Fatalf("validate in the kubelet mode answered no kubelet join: %s", v.raw)
+	}
+	if got := secrets(); got != 2 {
+		t.Errorf("%d Secrets after two admitted joins, want 2", got)
 	}
 }

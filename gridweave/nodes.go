@@ -267,18 +267,20 @@ func (nr *nodeRoutes) credentialBefore(ctx context.Context, data []byte, decodeE
 }
 
 func (nr *nodeRoutes) validate(r *http.Request, req api.ValidateRequest) (api.ValidateResponse, error) {
+	vr := fleet.ValidateRequest{Key: req.Key, NodeToken: req.NodeToken, Hostname: req.Hostname,
+		PublicKey: req.PublicKey, Version: req.Version, Source: clientIP(r)}
 	var kubelet *api.KubeletJoin
 	if nr.kubeletTokens != nil {
-		// The bootstrap token is made before the reservation: a
-		// failure here leaves the machine free to try again with its
-		// key. The credential is judged first: nobody else makes one.
-		var err error
-		if kubelet, err = nr.kubeletJoin(r.Context(), req); err != nil {
-			return api.ValidateResponse{}, err
+		// The bootstrap token is made last, once the join is reserved:
+		// a request validate refuses gets none, and a token that cannot
+		// be made undoes the reservation, so the machine may try again
+		// with its key.
+		vr.Admit = func(ctx context.Context, node joinkeys.Node) (err error) {
+			kubelet, err = nr.kubeletJoin(ctx, node)
+			return err
 		}
 	}
-	v, err := nr.fleet.Validate(r.Context(), fleet.ValidateRequest{Key: req.Key, NodeToken: req.NodeToken, Hostname: req.Hostname,
-		PublicKey: req.PublicKey, Version: req.Version, Source: clientIP(r)})
+	v, err := nr.fleet.Validate(r.Context(), vr)
 	if err != nil {
 		return api.ValidateResponse{}, err
 	}
@@ -291,21 +293,11 @@ func (nr *nodeRoutes) validate(r *http.Request, req api.ValidateRequest) (api.Va
 	}, nil
 }
 
-// kubeletJoin is validate's kubelet field in the kubelet join mode: a
-// bootstrap token made for the machine req names, bound to its public key,
-// once the request passed what validate checks before it reserves (its
-// credential, not an exhausted key; its hostname, public key and
-// version): a request refused there gets validate's answer and no token.
-func (nr *nodeRoutes) kubeletJoin(ctx context.Context, req api.ValidateRequest) (*api.KubeletJoin, error) {
-	if err := nr.fleet.CheckValidate(ctx, fleet.ValidateRequest{Key: req.Key, NodeToken: req.NodeToken, Hostname: req.Hostname,
-		PublicKey: req.PublicKey, Version: req.Version}); err != nil {
-		return nil, err
-	}
-	pub, err := wgkey.Parse(req.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	token, err := nr.kubeletTokens.Issue(ctx, req.Hostname, nr.fleet.Marks().TokenBinding(pub))
+// kubeletJoin is validate's kubelet field in the kubelet join mode for
+// node, which validate admitted: a bootstrap token made for its hostname
+// and bound to its public key.
+func (nr *nodeRoutes) kubeletJoin(ctx context.Context, node joinkeys.Node) (*api.KubeletJoin, error) {
+	token, err := nr.kubeletTokens.Issue(ctx, node.Hostname, nr.fleet.Marks().TokenBinding(node.PublicKey))
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,13 @@ type ValidateRequest struct {
 	Version   string
 	// Source is where the request came from, for the audit log.
 	Source string
+	// Admit, when set, makes what the admitted node needs beyond its
+	// reservation and peer (the kubelet join mode's bootstrap token). It
+	// runs last, under the hostname's lock, so nothing is made for a
+	// request Validate refuses; when it fails, a first join is undone
+	// (its peer, its reservation and its key's use) and Validate answers
+	// Admit's error.
+	Admit func(ctx context.Context, node joinkeys.Node) error
 }
 
 // Validated is an admitted node: its reserved address, and the token
@@ -78,20 +85,42 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (Validated,
 	// the key's use: no ledger row without a peer.
 	if err := s.peers.UpsertPeer(ctx, s.PeerOf(res.Node)); err != nil {
 		if !res.Rejoined {
-			if undoErr := s.ledger.UndoJoin(context.WithoutCancel(ctx), res.Node, "gridweave", "the mesh refused the peer"); undoErr != nil {
-				s.log.Error("undoing a reservation the mesh refused", "hostname", res.Node.Hostname, "err", undoErr)
-			}
+			s.undoFirstJoin(ctx, res.Node, false, "the mesh refused the peer")
 		}
 		return Validated{}, err
 	}
+	if req.Admit != nil {
+		if err := req.Admit(ctx, res.Node); err != nil {
+			if !res.Rejoined {
+				s.undoFirstJoin(ctx, res.Node, true, "what the node needs to join could not be made")
+			}
+			return Validated{}, err
+		}
+	}
 	return Validated{Node: res.Node, NodeToken: res.NodeToken, Rejoined: res.Rejoined}, nil
+}
+
+// undoFirstJoin undoes a first join Validate reserved and then refused
+// for reason: its peer when withPeer, then its reservation with its
+// key's use. What cannot be undone is logged; a peer left behind is
+// removed by the next reconciliation, which finds no ledger row for it.
+func (s *Service) undoFirstJoin(ctx context.Context, node joinkeys.Node, withPeer bool, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	if withPeer {
+		if err := s.peers.RemovePeer(ctx, node.PublicKey); err != nil && !errors.Is(err, mesh.ErrPeerNotFound) {
+			s.log.Error("removing the peer of a refused join", "hostname", node.Hostname, "err", err)
+		}
+	}
+	if err := s.ledger.UndoJoin(ctx, node, "gridweave", reason); err != nil {
+		s.log.Error("undoing a refused join's reservation", "hostname", node.Hostname, "reason", reason, "err", err)
+	}
 }
 
 // CheckValidate is what Validate checks of a request before it reserves
 // anything, in the same order: the credential (a usable join key, not an
 // exhausted one, or the hostname's node token), the hostname, the public
-// key and the version. Whatever Validate would make for a request (a
-// kubelet's bootstrap token) is made only for one that passes.
+// key and the version: a caller can refuse early, without the hostname's
+// lock, a request Validate would refuse.
 func (s *Service) CheckValidate(ctx context.Context, req ValidateRequest) error {
 	if err := s.authenticate(ctx, req.Key, req.NodeToken, req.Hostname, "key"); err != nil {
 		return err
