@@ -758,7 +758,8 @@ func TestPodCIDRsStayClearOfOtherNodes(t *testing.T) {
 // node's hostname but not that node's own (no mark: what the machine's
 // kubelet could register) lists addresses in the pod range; they are
 // not taken for the master's, so the next node's pod CIDR over them is
-// still its own. Its pod CIDR still is the master's.
+// still its own. Its pod CIDR still is the master's. Nor are they once
+// the machine left, its Node marked by its kubelet with another mark.
 func TestAMachinesOwnAddressesAreNotTheMasters(t *testing.T) {
 	worlds(t, func(t *testing.T, w *world) {
 		ctx := context.Background()
@@ -789,6 +790,28 @@ func TestAMachinesOwnAddressesAreNotTheMasters(t *testing.T) {
 		}
 		if n, _ := w.ledger.Node(ctx, host); n.PodCIDR != podCIDR {
 			t.Errorf("the node's pod CIDR: %s, want %s", n.PodCIDR, podCIDR)
+		}
+
+		// The liar's kubelet marks its Node with a mark not its own (so
+		// that its teardown leaves the Node be) and the liar goes: the
+		// Node, now of no ledger node, still lists addresses a machine
+		// wrote, and they stay the machine's word.
+		if _, err := w.svc.Disconnect(ctx, liar, "admin"); err != nil {
+			t.Fatal(err)
+		}
+		later := netip.MustParseAddr(fmt.Sprintf("198.19.%d.130", seq))
+		lies.Labels, lies.InternalIPs = marked(t, publicKey(t)), []netip.Addr{claimed, later}
+		if err := w.svc.SyncNode(ctx, lies); err != nil {
+			t.Fatal(err)
+		}
+		got := w.ledger.MasterPrefixes()
+		for _, a := range lies.InternalIPs {
+			if slices.Contains(got, netip.PrefixFrom(a, 32)) {
+				t.Errorf("the master's prefixes %v hold %s, an address a marked Node of no ledger node lists", got, a)
+			}
+		}
+		if !slices.Contains(got, liarCIDR) {
+			t.Errorf("the master's prefixes %v: want the marked Node's pod CIDR %s", got, liarCIDR)
 		}
 	})
 }

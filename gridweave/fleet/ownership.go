@@ -179,13 +179,14 @@ func (s *Service) pushMasterPrefixesLocked() error {
 // so no pool's worker lands there (a kubelet cannot set that label on its
 // own Node; anyone else who did is undone).
 //
-// A Node named by a ledger node's hostname that is not that node's own
-// (inLedger) may be the work of the machine itself, whose kubelet writes
-// its Node's status: its addresses are not believed (a list of them,
-// one in each node-sized block of the pod range, would refuse every
-// later registration), only its pod CIDR.
-func (s *Service) foreignNode(ctx context.Context, kn KubeNode, inLedger bool) error {
-	if inLedger {
+// A Node that may be the work of a joined machine (machineMade: one
+// named by a ledger node's hostname that is not that node's own, or one
+// with a mark), whose kubelet writes its Node's status, has its
+// addresses not believed (a list of them, one in each node-sized block
+// of the pod range, would refuse every later registration), only its pod
+// CIDR.
+func (s *Service) foreignNode(ctx context.Context, kn KubeNode, machineMade bool) error {
+	if machineMade {
 		kn.InternalIPs = nil
 	}
 	if err := s.observeForeign(ctx, kn.Name, s.prefixesOf(kn)); err != nil {

@@ -170,9 +170,13 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 	n, err := s.ledger.Node(ctx, kn.Name)
 	if errors.Is(err, joinkeys.ErrNodeNotFound) {
 		// Not the fleet's (a mark is no proof: a kubelet labels its own
-		// Node; the node that validates later is cleared at register): its pods and addresses are the master's to
-		// route, so no node's pod CIDR may overlap them.
-		return s.foreignNode(ctx, kn, false)
+		// Node; the node that validates later is cleared at register): its
+		// pods, and the addresses of a Node no join made, are the master's
+		// to route, so no node's pod CIDR may overlap them. A Node with a
+		// mark was made by a machine that joined (its kubelet wrote the
+		// label and writes the addresses), perhaps one that relabeled its
+		// Node and left: its addresses are that machine's word.
+		return s.foreignNode(ctx, kn, kn.Labels[MarkLabel] != "")
 	}
 	if err != nil {
 		return err
