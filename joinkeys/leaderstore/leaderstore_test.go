@@ -309,6 +309,39 @@ func TestALostReservationIsFoundByItsToken(t *testing.T) {
 	}
 }
 
+// TestAWriteSentOutlivesItsCaller: a reservation the leader was sent is
+// answered as the leader answers it, even when the caller goes away
+// while the leader writes: the leader finishes it (a key's use spent, a
+// node reserved under a new token), so an error would leave it landed
+// with a token nobody holds.
+func TestAWriteSentOutlivesItsCaller(t *testing.T) {
+	shared := new(memstore.Store)
+	inner := leaderstore.Handler(shared, leaderstore.HandlerOptions{Credential: credential, Leading: leading})
+	received, callerGone := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(received)
+		<-callerGone
+		inner.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context()))) // the leader writes once its caller left
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-received
+		cancel()
+		time.Sleep(50 * time.Millisecond) // the caller is gone before the write
+		close(callerGone)
+	}()
+	r := reservation()
+	r.Node.TokenHash = []byte("the hash of this reservation's new node token")
+	n, err := follower(t, shared, at(srv.URL)).ReserveNode(ctx, r)
+	if err != nil {
+		t.Fatalf("the leader reserved the node, yet the follower answered: %v", err)
+	}
+	if stored, err := shared.Node(context.Background(), "gpu-1"); err != nil || stored.VPNIP != n.VPNIP {
+		t.Errorf("the follower answered %+v; the ledger holds %+v (%v)", n, stored, err)
+	}
+}
+
 // TestMalformedWrites are refused with 400 and write nothing.
 func TestMalformedWrites(t *testing.T) {
 	shared := new(memstore.Store)

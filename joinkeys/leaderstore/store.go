@@ -109,8 +109,11 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	}
 	if errors.Is(err, errAnswerLost) && len(r.Node.TokenHash) > 0 {
 		// The node token is new with each reservation: a node holding
-		// its hash is this one, landed before the leader died.
-		if n, readErr := s.Store.Node(ctx, r.Node.Hostname); readErr == nil && bytes.Equal(n.TokenHash, r.Node.TokenHash) {
+		// its hash is this one, landed before the leader died. The read
+		// has its own time: a caller gone by now is no answer to it.
+		readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lostAnswerRead)
+		defer cancel()
+		if n, readErr := s.Store.Node(readCtx, r.Node.Hostname); readErr == nil && bytes.Equal(n.TokenHash, r.Node.TokenHash) {
 			return n, nil
 		}
 	}
@@ -229,6 +232,14 @@ func errNoResult(op string) error {
 // errAnswerLost: a write reached the leader whole, and no answer came.
 var errAnswerLost = errors.New("the answer was lost, the write may or may not have landed")
 
+// lostAnswerRead bounds the read that looks for a reservation whose
+// answer was lost.
+const lostAnswerRead = 30 * time.Second
+
+// maxAnswerWait bounds the wait for the leader's answer to a write it was
+// sent, when Options.Client sets no timeout of its own.
+const maxAnswerWait = 5 * time.Minute
+
 // forward sends one write to the leader and returns its answer, the error
 // the leader's Store returned, or ErrLeaderUnavailable; self reports that
 // this replica leads, so the caller writes to its own Store instead.
@@ -274,7 +285,19 @@ func (s *Store) forward(ctx context.Context, op string, body any) (self bool, _ 
 // send makes one attempt. retry reports that the leader did not take the
 // write (it was never sent whole, or a replica that does not lead refused
 // it), so that trying again cannot write it twice.
+//
+// The answer is waited for even when ctx ends first: the leader finishes
+// a write it was sent whether or not this replica's caller stays, and a
+// write given up while in flight would answer an error for what may have
+// landed (a reservation, its key's use spent, under a node token nobody
+// holds). The client's own timeout (else maxAnswerWait) bounds the wait.
 func (s *Store) send(ctx context.Context, url string, payload []byte) (_ answer, retry bool, _ error) {
+	ctx = context.WithoutCancel(ctx)
+	if s.opts.Client.Timeout <= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, maxAnswerWait)
+		defer cancel()
+	}
 	sent := false
 	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) { sent = info.Err == nil }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(payload))
