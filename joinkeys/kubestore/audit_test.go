@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -237,5 +238,52 @@ func TestTheTrailIsWrittenInBatches(t *testing.T) {
 		t.Errorf("40 events, 39 of them queued behind the first, took %d LedgerEvents; want 2 (the first alone, then a batch)", written)
 	} else {
 		t.Logf("40 events, 39 of them queued behind the first: %d LedgerEvents", written)
+	}
+}
+
+// fencedTrail answers a Store's creations of LedgerEvents, while armed,
+// with the fence's refusal.
+type fencedTrail struct {
+	next  http.RoundTripper
+	armed atomic.Bool
+}
+
+func (f *fencedTrail) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !f.armed.Load() || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/ledgerevents") {
+		return f.next.RoundTrip(r)
+	}
+	body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ledgerevents is forbidden: ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request: %[1]s: another replica writes","reason":"Forbidden","code":403}`, kubestore.FencePolicy)
+	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+}
+
+// TestANodeWrittenIsNotCalledUnwritten: an update whose node is written
+// but whose audit event the fence refuses fails, and not as ErrFenced,
+// which tells the caller that nothing was written.
+func TestANodeWrittenIsNotCalledUnwritten(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	tr := &fencedTrail{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := joinkeys.MustPool("198.18.9.0/29", "198.18.9.1").Addresses()
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "audited", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.armed.Store(true)
+	n.Status = joinkeys.StatusRegistered
+	_, err = s.UpdateNode(ctx, n, joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventNodeRegistered, Hostname: "audited", Actor: "gridweave"})
+	tr.armed.Store(false)
+	if err == nil || errors.Is(err, joinkeys.ErrFenced) {
+		t.Fatalf("an update written without its audit event: %v, want an error that is not ErrFenced", err)
+	}
+	if got, err := s.Node(ctx, "audited"); err != nil || got.Status != joinkeys.StatusRegistered {
+		t.Errorf("the node after the update: %+v, %v; want it registered", got.Node, err)
 	}
 }

@@ -1287,7 +1287,10 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	}
 	if event.Type != "" {
 		if err := s.appendAudit(give, event); err != nil {
-			return rec, fmt.Errorf("kubestore: node %s written, but its audit event was not: %w", n.Hostname, err)
+			// Not wrapped: the node is written, so the audit write's
+			// error (ErrFenced above all, which says nothing was) is not
+			// this write's.
+			return rec, fmt.Errorf("kubestore: node %s written, but its audit event was not: %v", n.Hostname, err)
 		}
 	}
 	return rec, nil
