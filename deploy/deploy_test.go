@@ -98,7 +98,7 @@ func applier(t *testing.T, tc *testcluster.Cluster) *rayctl.Client {
 // TestManifestsLintClean: our own lint finds nothing in what we ship.
 func TestManifestsLintClean(t *testing.T) {
 	docs := append(kubernetesDocuments(t), haDocuments(t)[1:]...)
-	docs = append(docs, readDocuments(t, "kubelet/rbac-kubelet.yaml", "gpu-metrics/dcgm-exporter.yaml")...)
+	docs = append(docs, readDocuments(t, "kubelet/rbac-kubelet.yaml", "kubelet/node-pod-cidr-policy.yaml", "gpu-metrics/dcgm-exporter.yaml")...)
 	if findings := validation.Lint(validation.NewValidator(), docs); len(findings) != 0 {
 		for _, f := range findings {
 			t.Error(f)

@@ -29,5 +29,6 @@
 // (containerd's shims and the containers included) and removes the
 // cgroups; the mounts go with the namespaces. Leftovers finds what a
 // machine left. ApplyKubeletRBAC applies the kubelet join mode's bindings
-// to a control plane.
+// and its admission policy (a kubelet may not choose its pod CIDR) to a
+// control plane.
 package realnode
