@@ -40,5 +40,9 @@
 // ErrLeaderUnavailable, as when the wait ends. A reservation is the one
 // write whose outcome the follower can learn: its node token is new, so
 // a node under its hostname with that token's hash is this reservation,
-// landed, and ReserveNode returns it.
+// landed, and ReserveNode returns it. A write once sent waits for its
+// answer even when its caller goes away: the leader finishes it anyway.
+// A write the channel refuses before the leader's Store sees it (a
+// credential the replicas do not share, a body of a version the leader
+// cannot read) is ErrLeaderUnavailable too.
 package leaderstore

@@ -215,8 +215,8 @@ func TestTheLeaderRequiresTheCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = store.ReserveNode(context.Background(), reservation())
-		if err == nil || !strings.Contains(err.Error(), "401") || errors.Is(err, leaderstore.ErrLeaderUnavailable) {
-			t.Errorf("credential %q: got %v, want the leader's refusal", cred, err)
+		if err == nil || !strings.Contains(err.Error(), "401") || !errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+			t.Errorf("credential %q: got %v, want the leader's refusal, as ErrLeaderUnavailable", cred, err)
 		}
 	}
 	if nodes, _ := shared.Nodes(context.Background()); len(nodes) != 0 {
@@ -360,6 +360,57 @@ func TestMalformedWrites(t *testing.T) {
 	}
 	if nodes, _ := shared.Nodes(context.Background()); len(nodes) != 0 {
 		t.Errorf("malformed writes left %d nodes", len(nodes))
+	}
+}
+
+// TestARefusedChannelIsTheLedgerUnavailable: when the channel refuses a
+// write before the leader's Store sees it (a credential the replicas do
+// not share, a field this replica's version sends that the leader's does
+// not know, a body over the bound), the follower answers
+// ErrLeaderUnavailable, which the API answers 503, not an internal error.
+func TestARefusedChannelIsTheLedgerUnavailable(t *testing.T) {
+	for _, status := range []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "refused", status)
+		}))
+		err := follower(t, new(memstore.Store), at(srv.URL)).AppendAudit(context.Background(), joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventKeyMinted, KeyID: "k1"})
+		srv.Close()
+		if !errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+			t.Errorf("the channel answered %d: %v, want ErrLeaderUnavailable", status, err)
+		}
+	}
+}
+
+// TestASilentLeaderIsReadAround: a read asked of a leader that takes the
+// request and never answers is read from the replica's own Store once
+// the read's wait (two seconds) is over: unlike a write, nothing of it
+// is in flight.
+func TestASilentLeaderIsReadAround(t *testing.T) {
+	shared := new(memstore.Store)
+	if err := shared.InsertKey(context.Background(), joinkeys.KeyRecord{Key: joinkeys.Key{ID: "k1", Org: "acme", Kind: joinkeys.KindOrg}}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	read := make(chan error, 1)
+	go func() {
+		_, err := follower(t, shared, at(srv.URL)).Key(context.Background(), "k1")
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Errorf("the key read around a silent leader: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a read still waits for a leader that never answers")
 	}
 }
 

@@ -237,7 +237,7 @@ var errAnswerLost = errors.New("the answer was lost, the write may or may not ha
 const lostAnswerRead = 30 * time.Second
 
 // maxAnswerWait bounds the wait for the leader's answer to a write it was
-// sent, when Options.Client sets no timeout of its own.
+// sent (Options.Client's own timeout may be shorter).
 const maxAnswerWait = 5 * time.Minute
 
 // forward sends one write to the leader and returns its answer, the error
@@ -263,7 +263,7 @@ func (s *Store) forward(ctx context.Context, op string, body any) (self bool, _ 
 		case target.URL == "":
 			why = errors.New("no replica leads")
 		default:
-			a, retry, err := s.send(ctx, target.URL+PathPrefix+op, payload)
+			a, retry, err := s.sendWrite(ctx, target.URL+PathPrefix+op, payload)
 			if !retry {
 				return false, a, err
 			}
@@ -282,22 +282,22 @@ func (s *Store) forward(ctx context.Context, op string, body any) (self bool, _ 
 	}
 }
 
+// sendWrite sends a write, once, and waits for its answer even when ctx
+// ends first: the leader finishes a write it was sent whether or not this
+// replica's caller stays, and a write given up while in flight would
+// answer an error for what may have landed (a reservation, its key's use
+// spent, under a node token nobody holds). The client's own timeout, else
+// maxAnswerWait, bounds the wait.
+func (s *Store) sendWrite(ctx context.Context, url string, payload []byte) (_ answer, retry bool, _ error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxAnswerWait)
+	defer cancel()
+	return s.send(ctx, url, payload)
+}
+
 // send makes one attempt. retry reports that the leader did not take the
 // write (it was never sent whole, or a replica that does not lead refused
 // it), so that trying again cannot write it twice.
-//
-// The answer is waited for even when ctx ends first: the leader finishes
-// a write it was sent whether or not this replica's caller stays, and a
-// write given up while in flight would answer an error for what may have
-// landed (a reservation, its key's use spent, under a node token nobody
-// holds). The client's own timeout (else maxAnswerWait) bounds the wait.
 func (s *Store) send(ctx context.Context, url string, payload []byte) (_ answer, retry bool, _ error) {
-	ctx = context.WithoutCancel(ctx)
-	if s.opts.Client.Timeout <= 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, maxAnswerWait)
-		defer cancel()
-	}
 	sent := false
 	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) { sent = info.Err == nil }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(payload))
@@ -324,7 +324,12 @@ func (s *Store) send(ctx context.Context, url string, payload []byte) (_ answer,
 	case resp.StatusCode == http.StatusServiceUnavailable && decodeErr == nil && a.Error != nil && a.Error.Kind == kindNotLeader:
 		return answer{}, true, errors.New("the replica asked does not lead")
 	case resp.StatusCode != http.StatusOK:
-		return answer{}, false, fmt.Errorf("ledger leader: %s: %s", resp.Status, bytes.TrimSpace(raw))
+		// Not the leader's Store answering: the channel refused the
+		// write before it reached it (a credential the replicas do not
+		// share, a field a replica of another version does not know, a
+		// body over the bound). The ledger cannot take this replica's
+		// writes, as when no leader answers; the caller is not at fault.
+		return answer{}, false, fmt.Errorf("%w: the leader refused the write: %s: %s", ErrLeaderUnavailable, resp.Status, bytes.TrimSpace(raw))
 	case decodeErr != nil:
 		return answer{}, false, fmt.Errorf("ledger leader: a malformed answer: %w", decodeErr)
 	case a.Error != nil:

@@ -35,8 +35,10 @@ func Credential(secret []byte) string {
 }
 
 // ErrLeaderUnavailable is returned for a write no leader took within
-// Options.Wait, or whose answer was lost after it reached the leader
-// (then it may or may not have been written).
+// Options.Wait, one the channel refused before the leader's Store saw it
+// (a credential the replicas do not share, a body the leader cannot
+// read), or one whose answer was lost after it reached the leader (then
+// it may or may not have been written).
 var ErrLeaderUnavailable = errors.New("ledger: no leader took the write")
 
 // The bodies of the operations.
