@@ -86,6 +86,12 @@ type Service struct {
 	now       func() time.Time
 	locks     keyedlock.Locks
 
+	// parked are the Node events Run's watch heard while the Node's
+	// hostname was locked (a teardown drains it, a join registers it),
+	// by name, the latest of each: synced once the lock is free.
+	parkedMu sync.Mutex
+	parked   map[string]KubeNode
+
 	// The master's prefixes: staticPrefixes, and the prefixes of every
 	// Kubernetes Node that is not the fleet's, by name.
 	staticPrefixes []netip.Prefix

@@ -970,6 +970,81 @@ func TestRunFollowsNodesWhileNodesLeave(t *testing.T) {
 	}
 }
 
+// drainingNodes are in-memory Nodes whose deletion drains first, as the
+// kubelet join mode's does: the Node is cordoned (an update the watch
+// hears, from another goroutine, as from an informer), then the drain
+// waits until release is closed.
+type drainingNodes struct {
+	*memfleet.Nodes
+	draining chan struct{} // closed once a drain began
+	release  chan struct{}
+}
+
+func (d *drainingNodes) Delete(ctx context.Context, kn fleet.KubeNode) error {
+	cordoned := kn
+	cordoned.Labels = maps.Clone(kn.Labels)
+	cordoned.Labels["example.com/cordoned"] = "true"
+	go d.Put(cordoned)
+	close(d.draining)
+	<-d.release
+	return d.Nodes.Delete(ctx, kn)
+}
+
+// TestANodeDrainedHoldsUpNoOtherNode: while a leaving node's Node drains
+// (its teardown holds its hostname's lock, and the watch hears of the
+// cordon), the watch still follows the other Nodes: a new machine's pod
+// CIDR is recorded before the drain ends, and the leave finishes once it
+// does.
+func TestANodeDrainedHoldsUpNoOtherNode(t *testing.T) {
+	nodes := &drainingNodes{Nodes: new(memfleet.Nodes), draining: make(chan struct{}), release: make(chan struct{})}
+	w := newWorld(t, nodes, new(memfleet.Placement), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.svc.Run(ctx) }()
+	host, pub := hostname("draining"), publicKey(t)
+	v, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: host, PublicKey: pub, Version: "1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes.Put(fleet.KubeNode{Name: host, PodCIDR: netip.MustParsePrefix("198.19.90.0/24"), Labels: marked(t, pub)})
+	if _, err := w.svc.Register(ctx, fleet.RegisterRequest{NodeToken: v.NodeToken, Hostname: host, Version: "1.4.0"}); err != nil {
+		t.Fatal(err)
+	}
+	left := make(chan error, 1)
+	go func() { _, err := w.svc.Leave(ctx, host, v.NodeToken); left <- err }()
+	<-nodes.draining
+
+	next, nextPub := hostname("next"), publicKey(t)
+	if _, err := w.svc.Validate(ctx, fleet.ValidateRequest{Key: w.key(t), Hostname: next, PublicKey: nextPub, Version: "1.4.0"}); err != nil {
+		t.Fatal(err)
+	}
+	nextCIDR := netip.MustParsePrefix("198.19.91.0/24")
+	go nodes.Put(fleet.KubeNode{Name: next, PodCIDR: nextCIDR, Labels: marked(t, nextPub)})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := w.ledger.Node(ctx, next)
+		if err == nil && n.PodCIDR == nextCIDR {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("while another Node drains, the new machine's pod CIDR is %s (%v), want %s", n.PodCIDR, err, nextCIDR)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(nodes.release)
+	if err := <-left; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ledger.Node(ctx, host); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("the drained node after its leave: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
 // TestRestoreMeshWritesScrapeTargets: a target directory that a reboot
 // emptied (/run) gets every registered GPU node's target back at start.
 func TestRestoreMeshWritesScrapeTargets(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -157,6 +158,62 @@ func (s *Service) SyncNode(ctx context.Context, kn KubeNode) error {
 		return err
 	}
 	defer unlock()
+	return s.syncNodeLocked(ctx, kn)
+}
+
+// syncOrPark is SyncNode for the watch's events: it does not wait for a
+// hostname's lock (a teardown may hold it through a drain of up to an
+// hour, and the watch delivers every Node's events one after another),
+// but parks the event, superseding one parked before, for syncParked.
+func (s *Service) syncOrPark(ctx context.Context, kn KubeNode) {
+	unlock, ok := s.locks.TryLock(kn.Name)
+	s.parkedMu.Lock()
+	if !ok {
+		if s.parked == nil {
+			s.parked = map[string]KubeNode{}
+		}
+		s.parked[kn.Name] = kn
+		s.parkedMu.Unlock()
+		return
+	}
+	delete(s.parked, kn.Name) // this event is newer
+	s.parkedMu.Unlock()
+	defer unlock()
+	if err := s.syncNodeLocked(ctx, kn); err != nil {
+		s.log.WarnContext(ctx, "syncing a Kubernetes node", "node", kn.Name, "err", err)
+	}
+}
+
+// syncParked syncs each parked event whose hostname's lock is free now.
+// The event is taken under the lock, so a newer one the watch parks
+// meanwhile is synced after it, never before.
+func (s *Service) syncParked(ctx context.Context) {
+	s.parkedMu.Lock()
+	names := slices.Collect(maps.Keys(s.parked))
+	s.parkedMu.Unlock()
+	for _, name := range names {
+		unlock, ok := s.locks.TryLock(name)
+		if !ok {
+			continue
+		}
+		s.parkedMu.Lock()
+		kn, parked := s.parked[name]
+		delete(s.parked, name)
+		s.parkedMu.Unlock()
+		if parked {
+			if err := s.syncNodeLocked(ctx, kn); err != nil {
+				s.log.WarnContext(ctx, "syncing a Kubernetes node", "node", kn.Name, "err", err)
+			}
+		}
+		unlock()
+	}
+}
+
+// parkedRetry is how often Run looks for parked Node events to sync.
+const parkedRetry = time.Second
+
+// syncNodeLocked is SyncNode with kn's hostname locked.
+func (s *Service) syncNodeLocked(ctx context.Context, kn KubeNode) error {
 	if kn.Deleted {
 		return s.observeForeign(ctx, kn.Name, nil)
 	}
@@ -231,7 +288,9 @@ func (s *Service) observePlacement(ctx context.Context, n joinkeys.Node, kn Kube
 
 // Run does the fleet's background work until ctx ends: it restores the
 // mesh from the ledger, keeps pod CIDRs and the placement in step with
-// the Kubernetes Nodes (which also repairs drift after a restart), and
+// the Kubernetes Nodes (which also repairs drift after a restart; a Node
+// whose hostname is locked, by a teardown that drains it say, is synced
+// once the lock is free, and holds up no other Node's sync), and
 // every Config.ReapInterval releases half-finished joins and compacts the
 // audit trail (joinkeys.Keyring.CompactAudit).
 func (s *Service) Run(ctx context.Context) error {
@@ -248,17 +307,17 @@ func (s *Service) Run(ctx context.Context) error {
 	watched := make(chan error, 1)
 	if s.nodes != nil {
 		go func() {
-			watched <- s.nodes.Watch(ctx, func(kn KubeNode) {
-				if err := s.SyncNode(ctx, kn); err != nil {
-					s.log.WarnContext(ctx, "syncing a Kubernetes node", "node", kn.Name, "err", err)
-				}
-			})
+			watched <- s.nodes.Watch(ctx, func(kn KubeNode) { s.syncOrPark(ctx, kn) })
 		}()
 	}
 	tick := time.NewTicker(s.cfg.ReapInterval)
 	defer tick.Stop()
+	parked := time.NewTicker(parkedRetry)
+	defer parked.Stop()
 	for {
 		select {
+		case <-parked.C:
+			s.syncParked(ctx)
 		case <-ctx.Done():
 			if s.nodes != nil {
 				return <-watched

@@ -19,6 +19,32 @@ type lock struct {
 // Lock takes key's lock, waiting at most until ctx ends, and returns the
 // function that releases it.
 func (l *Locks) Lock(ctx context.Context, key string) (unlock func(), err error) {
+	k, leave := l.join(key)
+	select {
+	case k.token <- struct{}{}:
+		return func() { <-k.token; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
+
+// TryLock takes key's lock when it is free, without waiting, and reports
+// whether it did; unlock releases it.
+func (l *Locks) TryLock(key string) (unlock func(), ok bool) {
+	k, leave := l.join(key)
+	select {
+	case k.token <- struct{}{}:
+		return func() { <-k.token; leave() }, true
+	default:
+		leave()
+		return nil, false
+	}
+}
+
+// join counts a user of key's lock (made when it has none) and returns it
+// with the function that counts that user out.
+func (l *Locks) join(key string) (*lock, func()) {
 	l.mu.Lock()
 	if l.locks == nil {
 		l.locks = map[string]*lock{}
@@ -30,19 +56,12 @@ func (l *Locks) Lock(ctx context.Context, key string) (unlock func(), err error)
 	}
 	k.users++
 	l.mu.Unlock()
-	leave := func() {
+	return k, func() {
 		l.mu.Lock()
 		if k.users--; k.users == 0 {
 			delete(l.locks, key)
 		}
 		l.mu.Unlock()
-	}
-	select {
-	case k.token <- struct{}{}:
-		return func() { <-k.token; leave() }, nil
-	case <-ctx.Done():
-		leave()
-		return nil, ctx.Err()
 	}
 }
 

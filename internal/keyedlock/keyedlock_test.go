@@ -50,3 +50,30 @@ func TestLocks(t *testing.T) {
 		t.Errorf("counter %d, %d keys left", counter, l.Len())
 	}
 }
+
+// TestTryLock takes a free key's lock at once, refuses a held one without
+// waiting, and leaves nothing remembered.
+func TestTryLock(t *testing.T) {
+	var l Locks
+	unlock, ok := l.TryLock("a")
+	if !ok {
+		t.Fatal("a free key's lock refused")
+	}
+	if _, ok := l.TryLock("a"); ok {
+		t.Fatal("a held key's lock taken a second time")
+	}
+	if other, ok := l.TryLock("b"); !ok {
+		t.Fatal("another key's lock refused")
+	} else {
+		other()
+	}
+	unlock()
+	again, ok := l.TryLock("a")
+	if !ok {
+		t.Fatal("a released key's lock refused")
+	}
+	again()
+	if l.Len() != 0 {
+		t.Errorf("%d keys remembered after every lock was released", l.Len())
+	}
+}
