@@ -461,9 +461,10 @@ func clusterCA(rc *rest.Config) ([]byte, error) {
 // and the agents' link reports go to it, and what its device observed
 // comes from it.
 type replicaChannel struct {
-	client     *http.Client // pinned to the master's certificate with TLS
-	credential string       // the replicas' (leaderstore.Credential)
-	links      *linkbook.Memory
+	client       *http.Client // pinned to the master's certificate with TLS
+	ledgerClient *http.Client // the same, for the ledger's calls, which bound their own time
+	credential   string       // the replicas' (leaderstore.Credential)
+	links        *linkbook.Memory
 }
 
 // openChannel is ha's channel to the leader (overTLS: pinning
@@ -478,9 +479,15 @@ func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChanne
 		transport.TLSClientConfig = tlspin.ClientConfig(pin)
 	}
 	return replicaChannel{
-		client:     &http.Client{Transport: transport, Timeout: time.Minute},
-		credential: leaderstore.Credential([]byte(cfg.JWTSecret)),
-		links:      new(linkbook.Memory),
+		client: &http.Client{Transport: transport, Timeout: time.Minute},
+		// The ledger's calls bound themselves: a read two seconds, a
+		// write until the leader answers (at most five minutes): a
+		// reservation on a slow API server takes minutes, and one given
+		// up early is answered as lost while the leader may still undo
+		// it.
+		ledgerClient: &http.Client{Transport: transport},
+		credential:   leaderstore.Credential([]byte(cfg.JWTSecret)),
+		links:        new(linkbook.Memory),
 	}, nil
 }
 
@@ -503,7 +510,7 @@ func openStore(ctx context.Context, cfg gridweave.Config, ha *replica, channel r
 	if ha != nil {
 		return leaderstore.New(ha.store, leaderstore.Options{
 			Leader:     ha.Leader,
-			Client:     channel.client,
+			Client:     channel.ledgerClient,
 			Credential: channel.credential,
 			// Through one failover: a new leader takes the Lease within
 			// its duration after the last renewal.

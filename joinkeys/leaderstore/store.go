@@ -31,7 +31,11 @@ type Options struct {
 	// take a write.
 	Leader func(ctx context.Context, refresh bool) (Target, error)
 	// Client carries the writes (default http.DefaultClient); with TLS it
-	// should trust only the master's identity.
+	// should trust only the master's identity. Its Timeout, if any,
+	// should exceed the leader's longest write (a reservation on a slow
+	// API server takes minutes): a write whose answer is given up is
+	// answered as lost, while the leader may still finish or undo it.
+	// Reads bound themselves (two seconds), and writes at five minutes.
 	Client *http.Client
 	// Credential is the replicas' shared credential (Credential).
 	Credential string
