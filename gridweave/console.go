@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/joinkeys"
 )
 
@@ -39,12 +40,13 @@ func (nr *nodeRoutes) nodeAudit(r *http.Request, _ noBody) (api.AuditList, error
 }
 
 // nodeKubernetes answers the node's Kubernetes Node: whether it
-// exists and its conditions.
+// exists, whether it is the node's own (its mark), and its conditions.
 func (nr *nodeRoutes) nodeKubernetes(r *http.Request, _ noBody) (api.KubernetesNode, error) {
-	h, err := nr.pathNode(r)
+	n, err := nr.pathLedgerNode(r)
 	if err != nil {
 		return api.KubernetesNode{}, err
 	}
+	h := n.Hostname
 	out := api.KubernetesNode{Hostname: h, Conditions: []api.NodeCondition{}}
 	node, err := nr.kube.CoreV1().Nodes().Get(r.Context(), h, metav1.GetOptions{})
 	switch {
@@ -53,6 +55,7 @@ func (nr *nodeRoutes) nodeKubernetes(r *http.Request, _ noBody) (api.KubernetesN
 		return api.KubernetesNode{}, err
 	default:
 		out.Exists, out.Unschedulable, out.PodCIDR = true, node.Spec.Unschedulable, node.Spec.PodCIDR
+		out.Owned = nr.fleet.Marks().Owns(fleet.KubeNode{Name: node.Name, Labels: node.Labels}, n)
 		for _, c := range node.Status.Conditions {
 			out.Conditions = append(out.Conditions, api.NodeCondition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason,
 				Message: c.Message, LastTransitionTime: c.LastTransitionTime.Time.UTC()})

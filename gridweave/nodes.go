@@ -491,12 +491,17 @@ func (nr *nodeRoutes) viewNodes(ctx context.Context, nodes ...joinkeys.Node) []a
 // pathNode is the {hostname} of the route when the ledger holds that
 // node; else the error (400 for a bad hostname, 404 for an unknown one).
 func (nr *nodeRoutes) pathNode(r *http.Request) (string, error) {
+	n, err := nr.pathLedgerNode(r)
+	return n.Hostname, err
+}
+
+// pathLedgerNode is the ledger node the path's {hostname} names.
+func (nr *nodeRoutes) pathLedgerNode(r *http.Request) (joinkeys.Node, error) {
 	h := r.PathValue("hostname")
 	if err := joinkeys.ValidateHostname(h); err != nil {
-		return "", err
+		return joinkeys.Node{}, err
 	}
-	_, err := nr.keyring.Node(r.Context(), h)
-	return h, err
+	return nr.keyring.Node(r.Context(), h)
 }
 
 // routes are the nodeRoutes routes.

@@ -353,6 +353,7 @@ type NodeCondition struct {
 type KubernetesNode struct {
 	Hostname      string          `json:"hostname"`
 	Exists        bool            `json:"exists" description:"False until the node's k3s agent registered its Node."`
+	Owned         bool            `json:"owned" description:"Whether the Node is this node's own (registered with its mark): a Node of the same name that another machine, an earlier join or an administrator made is shown, but is not the node's, and the master routes, labels and drains none of it."`
 	Unschedulable bool            `json:"unschedulable"`
 	PodCIDR       string          `json:"pod_cidr"`
 	Conditions    []NodeCondition `json:"conditions"`

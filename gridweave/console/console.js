@@ -335,9 +335,12 @@ async function renderNode(main, hostname) {
       el("h2", {}, "GPUs"),
       table(["Index", "Model", "Memory", "UUID"], node.gpus.map((g) => [g.index, g.name, `${g.memory_mib} MiB`, g.uuid]), "No GPU: a CPU-only node."),
       el("h2", {}, "Kubernetes Node"),
+      kube.exists && !kube.owned
+        ? el("p", { class: "offline" }, "Not this machine's own Node: it does not carry this machine's mark (another machine, an earlier join or an administrator made it). The master routes, labels and drains none of it.")
+        : "",
       kube.exists
         ? table(["Condition", "Status", "Reason", "Message", "Since"], kube.conditions.map((c) => [c.type, c.status, c.reason, c.message, when(c.last_transition_time)]), "No condition reported yet.")
-        : el("p", { class: "muted" }, "No Kubernetes Node yet: its k3s agent has not registered it."),
+        : el("p", { class: "muted" }, "No Kubernetes Node yet: its k3s agent or kubelet has not registered it."),
       el("h2", {}, "Links to other nodes"),
       table(["Node", "State", "Endpoint", "Last handshake", "Received", "Sent"], links.links.map((l) => [l.hostname, l.state, l.endpoint || "—", ago(l.last_handshake), l.rx_bytes, l.tx_bytes]),
         links.reported_at ? "No other node." : "Its link service has not reported."),
