@@ -202,6 +202,13 @@ type ledgerIndex struct {
 	resting map[uint32]object[claimSpec]
 	lowest  map[string]uint32
 	keys    map[string]object[keySpec]
+	// unsureKeys and unsureNodes name the keys and nodes a write of this
+	// Store may have changed without the index knowing (its answer was
+	// lost, and reading it back failed): their reads go to the API
+	// server until one succeeds, so a revocation or a node token
+	// replaced counts although its answer did not come.
+	unsureKeys  map[string]bool
+	unsureNodes map[string]bool
 }
 
 // loaded returns the index if this Store has loaded it.
@@ -511,8 +518,16 @@ func (s *Store) Key(ctx context.Context, id string) (joinkeys.KeyRecord, error) 
 	if ix := s.loaded(); ix != nil {
 		s.mu.Lock()
 		o, ok := ix.keys[id]
+		unsure := ix.unsureKeys[id]
 		s.mu.Unlock()
-		if !ok {
+		switch {
+		case unsure:
+			o, err := s.settleKey(ctx, ix, id)
+			if err != nil {
+				return joinkeys.KeyRecord{}, err
+			}
+			return keyRecord(o), nil
+		case !ok:
 			return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
 		}
 		return keyRecord(o), nil
@@ -594,16 +609,47 @@ func (s *Store) changeKey(ctx context.Context, id string, change func(*keySpec) 
 			return written, joinkeys.ErrKeyNotFound
 		case err != nil:
 			s.cacheKey(id, nil)
+			if ix != nil && !refusedUnwritten(err) {
+				// Perhaps written: the index reads it again.
+				_, _ = s.settleKey(context.WithoutCancel(ctx), ix, id)
+			}
 			return written, err
 		}
 		s.cacheKey(id, &written)
 		if ix != nil {
 			s.mu.Lock()
 			ix.keys[id] = written
+			delete(ix.unsureKeys, id)
 			s.mu.Unlock()
 		}
 		return written, nil
 	}
+}
+
+// settleKey reads key id from the API server into the index, within
+// writeTimeout: the key a write may have changed unseen. While it cannot
+// be read, the key is unsure (ledgerIndex.unsureKeys) and its error is
+// returned.
+func (s *Store) settleKey(ctx context.Context, ix *ledgerIndex, id string) (object[keySpec], error) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	o, err := s.getKey(ctx, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		ix.keys[id] = o
+	case errors.Is(err, joinkeys.ErrKeyNotFound):
+		delete(ix.keys, id)
+	default:
+		if ix.unsureKeys == nil {
+			ix.unsureKeys = map[string]bool{}
+		}
+		ix.unsureKeys[id] = true
+		return o, err
+	}
+	delete(ix.unsureKeys, id)
+	return o, err
 }
 
 func (s *Store) cachedKey(id string) (object[keySpec], bool) {
@@ -812,8 +858,16 @@ func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord,
 	if ix := s.loaded(); ix != nil {
 		s.mu.Lock()
 		o, ok := ix.nodes[hostname]
+		unsure := ix.unsureNodes[hostname]
 		s.mu.Unlock()
-		if !ok {
+		switch {
+		case unsure:
+			o, err := s.refreshNode(ctx, ix, hostname)
+			if err != nil {
+				return joinkeys.NodeRecord{}, err
+			}
+			return nodeRecord(o)
+		case !ok:
 			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 		}
 		return nodeRecord(o)
@@ -1261,6 +1315,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	delete(ix.next, n.Hostname)
 	if err == nil {
 		ix.nodes[n.Hostname] = written
+		delete(ix.unsureNodes, n.Hostname)
 		if n.PodCIDR.IsValid() {
 			ix.pods[n.Hostname] = n.PodCIDR
 		} else {
@@ -1304,10 +1359,13 @@ func (s *Store) forgetNode(ix *ledgerIndex, hostname string) {
 	if o, ok := ix.nodes[hostname]; ok {
 		ix.unindexNode(o)
 	}
+	delete(ix.unsureNodes, hostname)
 }
 
-// refreshNode reads a node another writer changed into the index.
-func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname string) {
+// refreshNode reads a node another writer changed, or a write of this
+// Store may have, into the index, and returns it; while it cannot be
+// read the node is unsure (ledgerIndex.unsureNodes).
+func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname string) (object[nodeSpec], error) {
 	o, err := s.getNode(ctx, hostname)
 	switch {
 	case errors.Is(err, joinkeys.ErrNodeNotFound):
@@ -1316,7 +1374,21 @@ func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname strin
 		s.mu.Lock()
 		_ = ix.indexNode(o)
 		s.mu.Unlock()
+	default:
+		// Not known: reads of the node ask the API server until one
+		// is answered.
+		s.mu.Lock()
+		if ix.unsureNodes == nil {
+			ix.unsureNodes = map[string]bool{}
+		}
+		ix.unsureNodes[hostname] = true
+		s.mu.Unlock()
+		return o, err
 	}
+	s.mu.Lock()
+	delete(ix.unsureNodes, hostname)
+	s.mu.Unlock()
+	return o, err
 }
 
 // committed records a reservation's node, created, in the index; the
@@ -1436,8 +1508,8 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 			// delete.
 			if _, getErr := s.getNode(give, hostname); errors.Is(getErr, joinkeys.ErrNodeNotFound) {
 				err = nil
-			} else if getErr == nil {
-				s.refreshNode(give, ix, hostname)
+			} else {
+				s.refreshNode(give, ix, hostname) // unsure while it cannot be read
 			}
 		}
 		switch {

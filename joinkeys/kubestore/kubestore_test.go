@@ -725,6 +725,10 @@ type unsureTransport struct {
 	lost, sent, readBacks int
 	// lostDeletes: node deletions sent, then answered with an error
 	lostDeletes int
+	// lostUpdates: updates of nodes and keys sent, then answered with an
+	// error; keyReadBacks reads of a key after the first of them fail
+	lostUpdates, keyReadBacks int
+	keyReadsFail              bool
 	// lostCreate hears of each creation lost
 	lostCreate chan struct{}
 }
@@ -750,6 +754,15 @@ func (u *unsureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return u.sendAndLose(r)
 	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/ledgernodes/") && u.readBacks > 0:
 		u.readBacks--
+		return nil, errUnreachable
+	case r.Method == http.MethodPut && (strings.Contains(r.URL.Path, "/ledgernodes/") || strings.Contains(r.URL.Path, "/joinkeys/")) && u.lostUpdates > 0:
+		u.lostUpdates--
+		u.keyReadsFail = u.keyReadBacks > 0
+		return u.sendAndLose(r)
+	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/joinkeys/") && u.keyReadsFail:
+		if u.keyReadBacks--; u.keyReadBacks == 0 {
+			u.keyReadsFail = false
+		}
 		return nil, errUnreachable
 	}
 	return u.next.RoundTrip(r)
@@ -841,6 +854,54 @@ func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
 	}
 	if k.Uses != 3 { // landed, other, lost the second time
 		t.Errorf("the key's uses: %d, want 3 (the lost creation's use given back)", k.Uses)
+	}
+}
+
+// TestWritesOfUnknownOutcomeAreReadFresh: a revocation and a node's new
+// token that landed while their answers were lost, and whose reading
+// back failed too, count at once: the writer's reads of that key and
+// that node ask the API server instead of its index until one is
+// answered.
+func TestWritesOfUnknownOutcomeAreReadFresh(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	unsure := &unsureTransport{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertKey(ctx, joinkeys.KeyRecord{Key: joinkeys.Key{ID: "revoked-unseen", Org: "acme", Kind: joinkeys.KindOrg, CreatedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	pool := joinkeys.MustPool("198.18.8.0/29", "198.18.8.1").Addresses()
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "retokened", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}, TokenHash: []byte("the first token")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(lost, nodeReads, keyReads int) {
+		unsure.mu.Lock()
+		unsure.lostUpdates, unsure.readBacks, unsure.keyReadBacks = lost, nodeReads, keyReads
+		unsure.mu.Unlock()
+	}
+
+	set(1, 0, 1)
+	if _, err := s.RevokeKey(ctx, "revoked-unseen", time.Now()); err == nil {
+		t.Fatal("a revocation whose answer was lost answered no error")
+	}
+	if k, err := s.Key(ctx, "revoked-unseen"); err != nil || k.RevokedAt.IsZero() {
+		t.Errorf("the key after a revocation that landed unseen: revoked at %v, %v; want revoked", k.RevokedAt, err)
+	}
+
+	set(1, 1, 0)
+	n.TokenHash = []byte("the second token")
+	if _, err := s.UpdateNode(ctx, n, joinkeys.AuditEvent{}); err == nil {
+		t.Fatal("an update whose answer was lost answered no error")
+	}
+	if got, err := s.Node(ctx, "retokened"); err != nil || string(got.TokenHash) != "the second token" {
+		t.Errorf("the node after a new token landed unseen: token hash %q, %v; want the second", got.TokenHash, err)
 	}
 }
 
