@@ -242,19 +242,64 @@ func TestTheTrailIsWrittenInBatches(t *testing.T) {
 }
 
 // fencedTrail answers a Store's creations of LedgerEvents, while armed,
-// with the fence's refusal.
+// with the fence's refusal; while fenceNodes is set, its creations of
+// LedgerNodes too, and its updates of keys after the first (a use given
+// back after the use spent) fail.
 type fencedTrail struct {
-	next  http.RoundTripper
-	armed atomic.Bool
+	next       http.RoundTripper
+	armed      atomic.Bool
+	fenceNodes atomic.Bool
+	keyUpdates atomic.Int64
 }
 
 func (f *fencedTrail) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !f.armed.Load() || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/ledgerevents") {
-		return f.next.RoundTrip(r)
+	switch {
+	case f.armed.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgerevents"),
+		f.fenceNodes.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgernodes"):
+		body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden: ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request: %[1]s: another replica writes","reason":"Forbidden","code":403}`, kubestore.FencePolicy)
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	case f.fenceNodes.Load() && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/joinkeys/") && f.keyUpdates.Add(1) > 1:
+		return nil, errors.New("injected: the API server did not answer")
 	}
-	body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"ledgerevents is forbidden: ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request: %[1]s: another replica writes","reason":"Forbidden","code":403}`, kubestore.FencePolicy)
-	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	return f.next.RoundTrip(r)
+}
+
+// TestAUseKeptIsNotCalledUnwritten: a reservation the fence refuses
+// gives its key's use back and answers ErrFenced (nothing was written);
+// when the use cannot be given back, it answers an error that is not
+// ErrFenced, since the use stays spent.
+func TestAUseKeptIsNotCalledUnwritten(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	tr := &fencedTrail{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertOrgKey(t, s, "spent", 0)
+	pool := joinkeys.MustPool("198.18.10.0/29", "198.18.10.1").Addresses()
+	reserve := func(host string) error {
+		_, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, SpendKeyID: "spent", Now: time.Now().UTC(),
+			Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: host, PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+		return err
+	}
+	tr.fenceNodes.Store(true)
+	tr.keyUpdates.Store(-1) // the give-back goes through
+	if err := reserve("given-back"); !errors.Is(err, joinkeys.ErrFenced) {
+		t.Fatalf("a reservation the fence refused, its use given back: %v, want ErrFenced", err)
+	}
+	if k, err := s.Key(ctx, "spent"); err != nil || k.Uses != 0 {
+		t.Fatalf("the key after its use was given back: %d uses, %v", k.Uses, err)
+	}
+	tr.keyUpdates.Store(0) // the give-back fails
+	err = reserve("kept")
+	tr.fenceNodes.Store(false)
+	if err == nil || errors.Is(err, joinkeys.ErrFenced) {
+		t.Errorf("a reservation the fence refused, its use kept: %v, want an error that is not ErrFenced", err)
+	}
 }
 
 // TestANodeWrittenIsNotCalledUnwritten: an update whose node is written

@@ -715,7 +715,7 @@ func (s *Store) ReturnKeyUse(ctx context.Context, id string) (joinkeys.KeyRecord
 // spendKey spends one use of key id at now, in a write it may share with
 // the other spends of that key under way (one compare-and-swap of the
 // JoinKey for all of them); undo gives the use back.
-func (s *Store) spendKey(_ context.Context, id string, now time.Time) (undo func(), err error) {
+func (s *Store) spendKey(_ context.Context, id string, now time.Time) (undo func() error, err error) {
 	defer func() {
 		// A panic of the shared write is this spend's error: the
 		// reservation gives back what it holds.
@@ -729,7 +729,7 @@ func (s *Store) spendKey(_ context.Context, id string, now time.Time) (undo func
 
 // spent is one spend's outcome.
 type spent struct {
-	undo func()
+	undo func() error
 	err  error
 }
 
@@ -775,7 +775,7 @@ func (s *Store) writeSpends(id string, times []time.Time) []spent {
 		case err != nil:
 			out[i] = spent{err: err}
 		case out[i].err == nil:
-			out[i].undo = func() { s.giveBackUse(id, now, before[i]) }
+			out[i].undo = func() error { return s.giveBackUse(id, now, before[i]) }
 		}
 	}
 	return out
@@ -783,10 +783,10 @@ func (s *Store) writeSpends(id string, times []time.Time) []spent {
 
 // giveBackUse gives back a use spent at now, when the reservation it was
 // spent for failed; before is the key's LastUsed before that spend.
-func (s *Store) giveBackUse(id string, now, before time.Time) {
+func (s *Store) giveBackUse(id string, now, before time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	_, _ = s.changeKey(ctx, id, func(k *keySpec) error {
+	_, err := s.changeKey(ctx, id, func(k *keySpec) error {
 		if k.Uses > 0 {
 			k.Uses--
 		}
@@ -795,6 +795,19 @@ func (s *Store) giveBackUse(id string, now, before time.Time) {
 		}
 		return nil
 	})
+	return err
+}
+
+// useKept is the error of a reservation that wrote no node, err, once
+// its key's use was to be given back (undoErr: how that went). When the
+// use stays spent, an error that says nothing was written (ErrFenced:
+// another replica took the lead) would be untrue, and err no longer is
+// one.
+func useKept(err, undoErr error) error {
+	if undoErr == nil || !errors.Is(err, joinkeys.ErrFenced) {
+		return err
+	}
+	return fmt.Errorf("kubestore: the node was not reserved, but its key's use stays spent (giving it back: %v): %v", undoErr, err)
 }
 
 // ---- nodes ----
@@ -1063,7 +1076,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		return joinkeys.NodeRecord{}, err
 	}
 	giveBack := func() { s.release(ix, n, addr, resting) }
-	undoSpend := func() {}
+	undoSpend := func() error { return nil }
 	if r.SpendKeyID != "" {
 		undo, err := s.spendKey(ctx, r.SpendKeyID, r.Now)
 		if err != nil {
@@ -1092,7 +1105,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 			// A create that timed out, or was retried, went through.
 			created, err = held, nil
 		case getErr == nil || refusedUnwritten(err):
-			undoSpend()
+			undoErr := undoSpend()
 			giveBack()
 			if getErr == nil && apierrors.IsAlreadyExists(err) {
 				// Written by no Store of this index: take it in.
@@ -1101,7 +1114,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 				s.mu.Unlock()
 				return joinkeys.NodeRecord{}, hostnameTaken(held)
 			}
-			return joinkeys.NodeRecord{}, err
+			return joinkeys.NodeRecord{}, useKept(err, undoErr)
 		default:
 			// Unknown whether the create lands: what it holds stays held,
 			// and its use spent, while reads find out.
@@ -1111,7 +1124,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 				// Still unknown: held until the index is loaded again.
 				return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: creating node %s: %w; whether it landed is not known (reading it back: %v)", n.Hostname, err, settleErr)
 			case !landed:
-				undoSpend()
+				undoErr := undoSpend()
 				giveBack()
 				if held.Metadata.UID != "" {
 					// Another's node: take it in.
@@ -1120,7 +1133,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 					s.mu.Unlock()
 					return joinkeys.NodeRecord{}, hostnameTaken(held)
 				}
-				return joinkeys.NodeRecord{}, err
+				return joinkeys.NodeRecord{}, useKept(err, undoErr)
 			}
 			created, err = held, nil
 			// What follows has its time anew.
@@ -1146,7 +1159,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 // event could not be written (auditErr), and gives its use back, so that
 // the error means nothing was written. When the removal fails too, the
 // node stays reserved, as the error says, and the index holds it.
-func (s *Store) undoReservation(ctx context.Context, ix *ledgerIndex, created object[nodeSpec], rec joinkeys.NodeRecord, undoSpend func(), auditErr error) (joinkeys.NodeRecord, error) {
+func (s *Store) undoReservation(ctx context.Context, ix *ledgerIndex, created object[nodeSpec], rec joinkeys.NodeRecord, undoSpend func() error, auditErr error) (joinkeys.NodeRecord, error) {
 	marked, err := s.nodes.removeSigned(ctx, created)
 	switch {
 	case err == nil || apierrors.IsNotFound(err):
@@ -1156,8 +1169,8 @@ func (s *Store) undoReservation(ctx context.Context, ix *ledgerIndex, created ob
 		}
 		ix.freed(addrpool.ToUint32(rec.VPNIP))
 		s.mu.Unlock()
-		undoSpend()
-		return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: node %s not reserved: its audit event was not written: %w", rec.Hostname, auditErr)
+		undoErr := undoSpend()
+		return joinkeys.NodeRecord{}, useKept(fmt.Errorf("kubestore: node %s not reserved: its audit event was not written: %w", rec.Hostname, auditErr), undoErr)
 	case marked.Metadata.UID != "":
 		// Marked, not removed: the index holds the node as marked.
 		s.mu.Lock()
