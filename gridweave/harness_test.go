@@ -77,6 +77,8 @@ type harnessOptions struct {
 	// hub is Backends.Hub, targets Backends.Targets.
 	hub     func() string
 	targets fleet.Targets
+	// serve is Backends.Serve.
+	serve *gridweave.ServeChannel
 	// tls serves HTTPS with a key pair of the harness's own, as the
 	// server does outside dev mode; the join command then pins it.
 	tls bool
@@ -153,7 +155,7 @@ func newHarness(t testing.TB, o *harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	s, err := gridweave.New(context.Background(), cfg, gridweave.Backends{
-		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Hub: o.hub, Targets: o.targets, Logger: logger, Now: clock.Now,
+		Keyring: kr, Mesh: m, Ray: fakes.Client, Kube: fakes.Kube, Hub: o.hub, Targets: o.targets, Serve: o.serve, Logger: logger, Now: clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

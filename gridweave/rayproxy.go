@@ -2,29 +2,59 @@ package gridweave
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
 	"gridweave.dev/gridweave/api"
+	"gridweave.dev/joinkeys/leaderstore"
 	"gridweave.dev/rayctl/dashboard"
 )
 
 // The Ray proxy (/v1/ray, internal): Ray Serve through the cluster's
 // dashboard (Config.RayDashboardURL), for the gateway that cannot reach the
 // Ray head. Every call is bounded (Config.RayDashboardTimeout): an unreachable
-// dashboard is a 502, a slow one a 504, never a hang.
+// dashboard is a 502, a slow one a 504, never a hang. With several
+// replicas the leader makes every replica's writes (ServeChannel).
 
 // serveRoutes serve Ray Serve through the dashboard: its client, made
-// once; nil when Config.RayDashboardURL is empty.
+// once; nil when Config.RayDashboardURL is empty. channel, when set,
+// takes the writes to the leader.
 type serveRoutes struct {
 	responder
 	dashboard *dashboard.Client
 	timeout   time.Duration
+	channel   *ServeChannel
 }
 
-func newServeRoutes(a responder, cfg *Config) (*serveRoutes, error) {
-	d := &serveRoutes{responder: a, timeout: rayTimeout(cfg)}
+// ServeChannel hands a replica's writes of Ray Serve's config to the
+// replica that leads. Serve takes its whole config at once, with no
+// precondition, so removing one application is a read and a write back:
+// two replicas removing one each would each put back what the other
+// removed. The leader's dashboard client makes one such write at a time
+// for every replica; the leader serves them (Server.ServeChannelHandler)
+// on the replicas' channel.
+type ServeChannel struct {
+	// Leader says where the leader's channel is (its base URL), or that
+	// this replica leads (Self); refresh asks for a fresh answer.
+	Leader func(ctx context.Context, refresh bool) (leaderstore.Target, error)
+	// Client carries the writes; with TLS it trusts only the master's
+	// certificate.
+	Client *http.Client
+	// Credential is the replicas' (leaderstore.Credential).
+	Credential string
+}
+
+// ServePathPrefix is where Server.ServeChannelHandler takes the other
+// replicas' writes of Serve's config: DELETE ServePathPrefix+{app}.
+const ServePathPrefix = "/serve/v1/applications/"
+
+func newServeRoutes(a responder, cfg *Config, channel *ServeChannel) (*serveRoutes, error) {
+	d := &serveRoutes{responder: a, timeout: rayTimeout(cfg), channel: channel}
 	if cfg.RayDashboardURL == "" {
 		return d, nil
 	}
@@ -80,8 +110,76 @@ func (d *serveRoutes) statuses(r *http.Request, _ noBody) (api.ServeStatuses, er
 
 func (d *serveRoutes) deleteApplication(r *http.Request, _ noBody) (api.Deleted, error) {
 	app := r.PathValue("app")
-	err := d.call(r.Context(), func(ctx context.Context, c *dashboard.Client) error { return c.DeleteApplication(ctx, app) })
-	return api.Deleted{Deleted: app}, err
+	if d.dashboard != nil && d.channel != nil {
+		return api.Deleted{Deleted: app}, d.deleteThroughLeader(r.Context(), app)
+	}
+	return api.Deleted{Deleted: app}, d.deleteHere(r.Context(), app)
+}
+
+// deleteHere removes app with this replica's dashboard client.
+func (d *serveRoutes) deleteHere(ctx context.Context, app string) error {
+	return d.call(ctx, func(ctx context.Context, c *dashboard.Client) error { return c.DeleteApplication(ctx, app) })
+}
+
+// deleteThroughLeader removes app with the leader's dashboard client:
+// this replica's when it leads, else over the channel, whose answer (the
+// leader's, in the contract's shape) is this one. A replica asked that
+// no longer leads is asked again once the leader is looked up afresh.
+func (d *serveRoutes) deleteThroughLeader(ctx context.Context, app string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*d.timeout)
+	defer cancel()
+	for refresh := range 2 {
+		target, err := d.channel.Leader(ctx, refresh == 1)
+		switch {
+		case err != nil:
+			return &apiError{code: api.CodeRayDashboardUnreachable, message: "no replica leads to make Serve's writes: " + err.Error()}
+		case target.Self:
+			return d.deleteHere(ctx, app)
+		case target.URL == "":
+			return &apiError{code: api.CodeRayDashboardUnreachable, message: "no replica leads to make Serve's writes"}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target.URL+ServePathPrefix+url.PathEscape(app), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+d.channel.Credential)
+		resp, err := d.channel.Client.Do(req)
+		if err != nil {
+			return &apiError{code: api.CodeRayDashboardUnreachable, message: "the replica that makes Serve's writes cannot be reached: " + err.Error()}
+		}
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable && refresh == 0 && !json.Valid(raw):
+			continue // that replica no longer leads
+		}
+		var body api.ErrorBody
+		if json.Unmarshal(raw, &body) != nil || body.Error.Code == "" {
+			return &apiError{code: api.CodeRayDashboardUnreachable, message: fmt.Sprintf("the replica that makes Serve's writes answered %s", resp.Status)}
+		}
+		return &apiError{code: body.Error.Code, message: body.Error.Message, field: body.Error.Field, details: body.Error.Details}
+	}
+	return &apiError{code: api.CodeRayDashboardUnreachable, message: "no replica leads to make Serve's writes"}
+}
+
+// ServeChannelHandler serves the other replicas' writes of Serve's config
+// (ServeChannel) at ServePathPrefix, made with this server's dashboard
+// client and answered as its own route answers: only while leading says
+// this replica leads, and only with the replicas' credential
+// (leaderstore.ForReplicas).
+func (s *Server) ServeChannelHandler(credential string, leading func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("DELETE "+ServePathPrefix+"{app}", func(w http.ResponseWriter, r *http.Request) {
+		app := r.PathValue("app")
+		if err := s.serve.deleteHere(r.Context(), app); err != nil {
+			s.responder.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.Deleted{Deleted: app})
+	})
+	return leaderstore.ForReplicas(credential, leading, mux)
 }
 
 // routes are the serveRoutes routes.

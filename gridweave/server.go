@@ -51,6 +51,10 @@ type Backends struct {
 	// in-memory linkbook.Memory (with several replicas, a
 	// linkbook.Follower, so that every replica answers the leader's).
 	Links linkbook.Book
+	// Serve, with several server replicas, hands this replica's writes
+	// of Ray Serve's config to the leader's (ServeChannel); nil: this
+	// server writes them itself.
+	Serve *ServeChannel
 	// Hub, if set, says where nodes reach the master's WireGuard device
 	// now, as host:port: with several server replicas, the leader's. ""
 	// (or a nil Hub) means this server's MasterIP:WireGuardPort. Validate and
@@ -181,7 +185,7 @@ func New(ctx context.Context, cfg Config, b Backends) (*Server, error) {
 	s.crd = newCRDRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)
 	s.clusters = &clusterRoutes{responder: s.responder, cfg: &s.cfg, ray: b.Ray}
 	s.kubetorch = newKubetorchRoutes(s.responder, &s.cfg, b.Ray, b.Dynamic)
-	if s.serve, err = newServeRoutes(s.responder, &s.cfg); err != nil {
+	if s.serve, err = newServeRoutes(s.responder, &s.cfg, b.Serve); err != nil {
 		return nil, err
 	}
 	s.public, s.internal, s.vpn = s.routes()

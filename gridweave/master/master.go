@@ -258,7 +258,12 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 			return err
 		}
 	}
-	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Targets: targets, Hub: hub, Links: links, Logger: log})
+	var serveWrites *gridweave.ServeChannel
+	if ha != nil {
+		// The leader makes every replica's writes of Serve's config.
+		serveWrites = &gridweave.ServeChannel{Leader: ha.Leader, Client: channel.client, Credential: channel.credential}
+	}
+	server, err := gridweave.New(ctx, cfg, gridweave.Backends{Keyring: keyring, Mesh: wg, Ray: rc, Kube: kube, Dynamic: dyn, Routes: routes, Targets: targets, Hub: hub, Links: links, Serve: serveWrites, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -280,7 +285,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	if ha != nil {
 		// The others' writes to the ledger and link reports, taken while
 		// this replica leads.
-		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel.handler(ha, log), publicTLS)})
+		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel.handler(ha, server, log), publicTLS)})
 	}
 	if cfg.InternalAddr != "" {
 		servers = append(servers, listener{server: listen(cfg.InternalAddr, server.InternalHandler(), nil)})
@@ -492,13 +497,15 @@ func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChanne
 }
 
 // handler serves the leader's side of the channel: the ledger's writes
-// and fresh reads, the link reports and what the leader's device
-// observed, refused while ha does not lead or has not renewed the Lease
+// and fresh reads, the link reports, what the leader's device observed
+// and the writes of Ray Serve's config (server's), refused while ha does
+// not lead or has not renewed the Lease
 // within half its duration (answering).
-func (c replicaChannel) handler(ha *replica, log *slog.Logger) http.Handler {
+func (c replicaChannel) handler(ha *replica, server *gridweave.Server, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(leaderstore.PathPrefix, leaderstore.Handler(ha.store, leaderstore.HandlerOptions{Credential: c.credential, Leading: ha.answering, Logger: log}))
 	mux.Handle(linkbook.PathPrefix, linkbook.Handler(c.links, linkbook.HandlerOptions{Credential: c.credential, Leading: ha.answering}))
+	mux.Handle(gridweave.ServePathPrefix, server.ServeChannelHandler(c.credential, ha.answering))
 	mux.Handle(observedPath, observedHandler(ha.mesh, c.credential, ha.answering))
 	return mux
 }
