@@ -98,7 +98,9 @@ func TestEveryReplicaShowsWhatTheLeadersDeviceObserved(t *testing.T) {
 }
 
 // TestAnsweringNeedsARecentRenewal: a replica answers the others only
-// while it leads and renewed the Lease within half its duration.
+// while it leads and renewed the Lease within half its duration, by the
+// monotonic clock and by the wall clock: a machine suspended since its
+// renewal (its monotonic clock stopped, the wall clock went on) does not.
 func TestAnsweringNeedsARecentRenewal(t *testing.T) {
 	r := &replica{duration: leaseDuration(4 * time.Second)}
 	now := time.Now()
@@ -106,17 +108,24 @@ func TestAnsweringNeedsARecentRenewal(t *testing.T) {
 		leading bool
 		renewed time.Time
 		want    bool
+		// suspended: the wall clock moved an hour more than the
+		// monotonic one since the renewal
+		suspended bool
 	}{
-		{false, now, false},
-		{true, now, true},
-		{true, now.Add(-1900 * time.Millisecond), true},
-		{true, now.Add(-2100 * time.Millisecond), false},
-		{true, time.Time{}, false},
+		{false, now, false, false},
+		{true, now, true, false},
+		{true, now.Add(-1900 * time.Millisecond), true, false},
+		{true, now.Add(-2100 * time.Millisecond), false, false},
+		{true, time.Time{}, false, false},
+		{true, now, false, true},
 	} {
 		r.leading.Store(c.leading)
-		r.renewed.Store(int64(c.renewed.Sub(processStart)))
+		r.renewedAt(c.renewed)
 		if c.renewed.IsZero() {
 			r.renewed.Store(int64(-time.Hour)) // never renewed
+		}
+		if c.suspended {
+			r.renewedWall.Store(c.renewed.Add(-time.Hour).UnixNano())
 		}
 		if got := r.answering(); got != c.want {
 			t.Errorf("leading %v, renewed %v ago: answering %v, want %v", c.leading, time.Since(c.renewed).Round(time.Millisecond), got, c.want)

@@ -60,10 +60,12 @@ type replica struct {
 	// leading is set while this replica leads: the ledger's writes are
 	// its own to make. renewed is when its last write of the Lease that
 	// the API server took was sent (on the monotonic clock: since
-	// processStart), and duration the Lease's.
-	leading  atomic.Bool
-	renewed  atomic.Int64
-	duration time.Duration
+	// processStart), renewedWall the same on the wall clock (UnixNano),
+	// and duration the Lease's.
+	leading     atomic.Bool
+	renewed     atomic.Int64
+	renewedWall atomic.Int64
+	duration    time.Duration
 	// readAt is when the HubConfigMap was last read (UnixNano): writes
 	// waiting for a leader share one read every refreshEvery.
 	readAt atomic.Int64
@@ -74,12 +76,22 @@ type replica struct {
 // replica takes the Lease only a whole duration after the last renewal,
 // so a leader that stopped (paused, cut off from the API server) and has
 // not noticed stops answering, for reads from its memory above all, well
-// before anyone else can write.
+// before anyone else can write. Both clocks must say so: the monotonic
+// one, which a step of the wall clock does not move, and the wall clock,
+// which a machine's suspension does (Linux's monotonic clock stops while
+// it is suspended, and another replica may have led meanwhile).
 func (r *replica) answering() bool {
 	if !r.leading.Load() {
 		return false
 	}
-	return time.Since(processStart)-time.Duration(r.renewed.Load()) < r.duration/2
+	return time.Since(processStart)-time.Duration(r.renewed.Load()) < r.duration/2 &&
+		time.Duration(time.Now().UnixNano()-r.renewedWall.Load()) < r.duration/2
+}
+
+// renewedAt records a renewal of the Lease sent at sent.
+func (r *replica) renewedAt(sent time.Time) {
+	r.renewed.Store(int64(sent.Sub(processStart)))
+	r.renewedWall.Store(sent.UnixNano())
 }
 
 // processStart is what renewal times are counted from: durations between
@@ -289,7 +301,7 @@ func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridwe
 		Identity:  r.identity,
 		Duration:  cfg.LeaseDuration,
 		Logger:    log,
-		Renewed:   func(sent time.Time) { r.renewed.Store(int64(sent.Sub(processStart))) },
+		Renewed:   r.renewedAt,
 	}, func(ctx context.Context) error { return r.whileLeading(ctx, cfg, server, openDevice, log) })
 	if errors.Is(err, lease.ErrLost) {
 		return fmt.Errorf("leader: %w; stopping so that a fresh start competes again", err)
