@@ -1506,6 +1506,16 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		if err != nil {
 			return joinkeys.NodeRecord{}, err
 		}
+		// The address's rest is recorded before the node goes, so that
+		// the next writer's load finds it quarantined: a rest that cannot
+		// be recorded stops the release (nothing is released, try again).
+		// Should the node stay after all, the next load removes the
+		// claim of an address a node holds.
+		released := at.UTC()
+		claim, err := s.rest(give, s.claims.new(addressClaim(n.VPNIP), nil, claimSpec{Hostname: hostname, ReleasedAt: &released}))
+		if err != nil {
+			return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: node %s not released: recording its address's rest: %w", hostname, err)
+		}
 		marked, err := s.nodes.removeSigned(ctx, cur)
 		if err != nil && marked.Metadata.UID != "" {
 			// Marked, not deleted: the index holds the node as marked.
@@ -1538,19 +1548,10 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		case err != nil:
 			return joinkeys.NodeRecord{}, err
 		}
-		released := at.UTC()
-		claim := s.claims.new(addressClaim(n.VPNIP), nil, claimSpec{Hostname: hostname, ReleasedAt: &released})
 		s.mu.Lock()
 		ix.unindexNode(cur)
 		ix.resting[addrpool.ToUint32(n.VPNIP)] = claim
 		s.mu.Unlock()
-		if written, err := s.rest(give, claim); err == nil {
-			s.mu.Lock()
-			if c, ok := ix.resting[addrpool.ToUint32(n.VPNIP)]; ok && c.Metadata.UID == "" {
-				ix.resting[addrpool.ToUint32(n.VPNIP)] = written
-			}
-			s.mu.Unlock()
-		}
 		return n, nil
 	}
 }

@@ -857,6 +857,63 @@ func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
 	}
 }
 
+// claimCutter cuts off a Store's creations of LedgerClaims while cut is
+// set.
+type claimCutter struct {
+	next http.RoundTripper
+	cut  atomic.Bool
+}
+
+func (c *claimCutter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.cut.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgerclaims") {
+		return nil, errUnreachable
+	}
+	return c.next.RoundTrip(r)
+}
+
+// TestARestUnrecordedReleasesNothing: a release whose address's rest
+// cannot be recorded releases nothing (the node stays, and the release
+// can be made again); once made, the next writer's load finds the address
+// resting and gives the next node another.
+func TestARestUnrecordedReleasesNothing(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	cutter := &claimCutter{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { cutter.next = rt; return cutter }
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := joinkeys.MustPool("198.18.11.0/29", "198.18.11.1").Addresses()
+	gone, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "resting", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutter.cut.Store(true)
+	released := time.Now()
+	if _, err := s.DeleteNode(ctx, "resting", 0, released); err == nil {
+		t.Fatal("a release whose rest could not be recorded answered no error")
+	}
+	cutter.cut.Store(false)
+	if _, err := s.Node(ctx, "resting"); err != nil {
+		t.Fatalf("the node after a release that could not record its rest: %v", err)
+	}
+	if _, err := s.DeleteNode(ctx, "resting", 0, released); err != nil {
+		t.Fatalf("the release made again: %v", err)
+	}
+	next, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := next.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, ReleasedBefore: released.Add(-time.Hour),
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "after", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil || n.VPNIP == gone.VPNIP {
+		t.Errorf("the next writer's reservation: %s, %v; want another address than the resting %s", n.VPNIP, err, gone.VPNIP)
+	}
+}
+
 // TestWritesOfUnknownOutcomeAreReadFresh: a revocation and a node's new
 // token that landed while their answers were lost, and whose reading
 // back failed too, count at once: the writer's reads of that key and
