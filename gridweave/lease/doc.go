@@ -13,7 +13,9 @@
 // work), an error wrapping ErrLost when the Lease was lost while leading
 // (a replica then stops and competes again with a fresh start), and the
 // work's own error when the work stopped on its own (it gives the Lease
-// up).
+// up). Work that stopped with some of its effects still under way says so
+// with ErrUnfinished: the Lease is then kept until it expires, so that a
+// successor starts a whole duration after the last renewal.
 //
 // A lost Lease is the one case where two candidates' work may overlap:
 // the Lease is lost when its holder could not renew it for two thirds of

@@ -17,6 +17,12 @@ import (
 // ErrLost is Run's error when the Lease was lost while leading.
 var ErrLost = errors.New("lost the Lease")
 
+// ErrUnfinished is what work returns (wrapped) when it stopped with some
+// of its effects still under way (writes sent, not answered): Run then
+// does not give the Lease up, and it expires a whole duration after the
+// last renewal, as a lost one does, rather than at once.
+var ErrUnfinished = errors.New("work still under way")
+
 // Options say which Lease Run competes for, as whom, and how long a
 // holder that stops renewing keeps it.
 type Options struct {
@@ -155,7 +161,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 		if wait {
 			leadErr = <-leading
 		}
-		release(lock, opts.Identity, log)
+		release(lock, opts.Identity, leadErr, log)
 		if ctx.Err() != nil {
 			return leadErr
 		}
@@ -168,7 +174,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 		// give the Lease up.
 		stop()
 		<-ran
-		release(lock, opts.Identity, log)
+		release(lock, opts.Identity, err, log)
 		if ctx.Err() != nil {
 			return err
 		}
@@ -181,8 +187,13 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 
 // release gives the Lease up when identity still holds it, as the
 // elector's own release does: no holder, and a duration of a second, so
-// another candidate takes it at its next try.
-func release(lock *resourcelock.LeaseLock, identity string, log *slog.Logger) {
+// another candidate takes it at its next try; not when the work's error
+// (leadErr) says it left something under way (ErrUnfinished).
+func release(lock *resourcelock.LeaseLock, identity string, leadErr error, log *slog.Logger) {
+	if errors.Is(leadErr, ErrUnfinished) {
+		log.Warn("lease: kept until it expires: the work left something under way", "lease", lock.LeaseMeta.Name, "err", leadErr)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rec, _, err := lock.Get(ctx)

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -144,6 +145,53 @@ func TestWorkThatStops(t *testing.T) {
 	}
 	if err := Run(context.Background(), Options{}, nil); err == nil {
 		t.Error("Run without a client, a name or an identity returned nil")
+	}
+}
+
+// TestUnfinishedWorkKeepsTheLease: work that stops (its context ended)
+// with something under way (ErrUnfinished) leaves the Lease held: it
+// expires, a whole duration after the last renewal, instead of going to
+// the next candidate at once; work that finished gives it up.
+func TestUnfinishedWorkKeepsTheLease(t *testing.T) {
+	kube := fake.NewClientset()
+	holder := func() string {
+		t.Helper()
+		l, err := kube.CoordinationV1().Leases("system").Get(context.Background(), "leader", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	for _, c := range []struct {
+		work error
+		want string
+	}{
+		{fmt.Errorf("%w: a write sent, not answered", ErrUnfinished), "a"},
+		{nil, ""},
+	} {
+		ctx, stop := context.WithCancel(context.Background())
+		leading := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, options(kube, "a"), func(ctx context.Context) error { close(leading); <-ctx.Done(); return c.work })
+		}()
+		<-leading
+		stop()
+		if err := <-done; !errors.Is(err, c.work) {
+			t.Fatalf("Run: %v, want the work's %v", err, c.work)
+		}
+		if got := holder(); got != c.want {
+			t.Errorf("work that returned %v: the Lease is held by %q, want %q", c.work, got, c.want)
+		}
+		if c.want != "" {
+			// Expired the way a lost Lease does, for the next case.
+			if err := kube.CoordinationV1().Leases("system").Delete(context.Background(), "leader", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 

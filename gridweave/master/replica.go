@@ -320,7 +320,7 @@ type device struct {
 	close  func() error
 }
 
-func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
+func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) (err error) {
 	log.Info("leader: this replica leads; taking the WireGuard device", "replica", r.identity)
 	dev, err := openDevice(ctx)
 	if err != nil {
@@ -361,8 +361,12 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		// that none lands after the next leader read the ledger.
 		r.leading.Store(false)
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), 40*time.Second)
-		if err := r.store.StopWriting(drain); err != nil {
-			log.Warn("leader: handing over with ledger writes still under way", "err", err)
+		if stopErr := r.store.StopWriting(drain); stopErr != nil {
+			// Given up now, the Lease would let the next leader read the
+			// ledger before these land: it expires instead, and the fence
+			// refuses them once it names the next leader.
+			log.Warn("leader: ledger writes still under way; the Lease is kept until it expires", "err", stopErr)
+			err = errors.Join(err, fmt.Errorf("%w: %v", lease.ErrUnfinished, stopErr))
 		}
 		cancel()
 		r.routes.Attach(nil)
