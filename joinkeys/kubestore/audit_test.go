@@ -270,15 +270,9 @@ func (f *fencedTrail) RoundTrip(r *http.Request) (*http.Response, error) {
 // when the use cannot be given back, it answers an error that is not
 // ErrFenced, since the use stays spent.
 func TestAUseKeptIsNotCalledUnwritten(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	tr := &fencedTrail{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr })
 	insertOrgKey(t, s, "spent", 0)
 	pool := joinkeys.MustPool("198.18.10.0/29", "198.18.10.1").Addresses()
 	reserve := func(host string) error {
@@ -295,7 +289,7 @@ func TestAUseKeptIsNotCalledUnwritten(t *testing.T) {
 		t.Fatalf("the key after its use was given back: %d uses, %v", k.Uses, err)
 	}
 	tr.keyUpdates.Store(0) // the give-back fails
-	err = reserve("kept")
+	err := reserve("kept")
 	tr.fenceNodes.Store(false)
 	if err == nil || errors.Is(err, joinkeys.ErrFenced) {
 		t.Errorf("a reservation the fence refused, its use kept: %v, want an error that is not ErrFenced", err)
@@ -306,15 +300,9 @@ func TestAUseKeptIsNotCalledUnwritten(t *testing.T) {
 // but whose audit event the fence refuses fails, and not as ErrFenced,
 // which tells the caller that nothing was written.
 func TestANodeWrittenIsNotCalledUnwritten(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	tr := &fencedTrail{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr })
 	pool := joinkeys.MustPool("198.18.9.0/29", "198.18.9.1").Addresses()
 	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
 		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "audited", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})

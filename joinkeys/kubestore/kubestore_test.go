@@ -86,6 +86,21 @@ func insertOrgKey(t *testing.T, s *kubestore.Store, id string, maxUses int) {
 	}
 }
 
+// storeThrough is a Store on a new ledger whose requests to the API
+// server go through the transport wrap returns (given the one they would
+// have taken).
+func storeThrough(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) (*testcluster.Cluster, string, *kubestore.Store) {
+	t.Helper()
+	c, ns := ledger(t)
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = wrap
+	s, err := kubestore.New(cfg, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ns, s
+}
+
 // ledgerWithoutAudit is a Store on a new ledger whose credentials may
 // not write audit events, nor delete nodes unless nodeDeletes.
 func ledgerWithoutAudit(t *testing.T, nodeDeletes bool) (*testcluster.Cluster, string, *kubestore.Store) {
@@ -609,15 +624,9 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // after the next writer read the ledger; a new write is refused
 // (ErrFenced) until Reload.
 func TestStopWritingWaitsForTheWritesUnderWay(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	holding := &holdingTransport{held: make(chan struct{}, 1), release: make(chan struct{})}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { holding.next = rt; return holding }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { holding.next = rt; return holding })
 	r := joinkeys.Reservation{
 		Node:      joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "under-way", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
 		Addresses: joinkeys.MustPool("198.18.4.0/29", "198.18.4.1").Addresses(),
@@ -666,15 +675,9 @@ func TestStopWritingWaitsForTheWritesUnderWay(t *testing.T) {
 // was taken meanwhile), gives its key's use back: the writes that end a
 // write under way are not refused.
 func TestAUseIsGivenBackAfterStopWriting(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	holding := &holdingTransport{held: make(chan struct{}, 1), release: make(chan struct{})}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { holding.next = rt; return holding }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { holding.next = rt; return holding })
 	insertOrgKey(t, s, "k1", 0)
 	r := joinkeys.Reservation{
 		Node:       joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "contested", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}},
@@ -787,15 +790,9 @@ func (u *unsureTransport) sendAndLose(r *http.Request) (*http.Response, error) {
 // that did not is given back, with its use, once it can no longer land.
 func TestAnUnknownCreateKeepsWhatItHolds(t *testing.T) {
 	defer kubestore.SetSettleTimes(6*time.Second, 500*time.Millisecond)()
-	c, ns := ledger(t)
 	ctx := context.Background()
 	unsure := &unsureTransport{lost: 2, sent: 1, readBacks: 1, lostCreate: make(chan struct{}, 2)}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure })
 	reader, err := kubestore.New(c.Config, ns, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -876,15 +873,9 @@ func (c *claimCutter) RoundTrip(r *http.Request) (*http.Response, error) {
 // can be made again); once made, the next writer's load finds the address
 // resting and gives the next node another.
 func TestARestUnrecordedReleasesNothing(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	cutter := &claimCutter{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { cutter.next = rt; return cutter }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { cutter.next = rt; return cutter })
 	pool := joinkeys.MustPool("198.18.11.0/29", "198.18.11.1").Addresses()
 	gone, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
 		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "resting", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
@@ -920,15 +911,9 @@ func TestARestUnrecordedReleasesNothing(t *testing.T) {
 // that node ask the API server instead of its index until one is
 // answered.
 func TestWritesOfUnknownOutcomeAreReadFresh(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	unsure := &unsureTransport{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure })
 	if err := s.InsertKey(ctx, joinkeys.KeyRecord{Key: joinkeys.Key{ID: "revoked-unseen", Org: "acme", Kind: joinkeys.KindOrg, CreatedAt: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -966,15 +951,9 @@ func TestWritesOfUnknownOutcomeAreReadFresh(t *testing.T) {
 // whose answer was lost is a release: DeleteNode answers the node, and
 // its address rests as after any release.
 func TestAnUnknownDeleteIsSettledByARead(t *testing.T) {
-	c, ns := ledger(t)
 	ctx := context.Background()
 	unsure := &unsureTransport{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure }
-	s, err := kubestore.New(cfg, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure })
 	pool := joinkeys.MustPool("198.18.7.0/29", "198.18.7.1").Addresses()
 	gone, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
 		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "gone", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
