@@ -494,11 +494,12 @@ func (n *node) writeK3sStandIn() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(n.dir, "kubelet.kubeconfig")
+	kubeconfig, ipamKubeconfig := filepath.Join(n.dir, "kubelet.kubeconfig"), filepath.Join(n.dir, "ipam.kubeconfig")
 	writeNodeKubeconfig(t, n.m.tc, n.hostname, kubeconfig)
-	writeFile(t, filepath.Join(n.dir, "bin", "k3s"), fmt.Sprintf("#!/bin/sh\nexport %s=k3s %s=%q %s=%q %s=%q %s=%q %s=%q %s=%q\nexec %q \"$@\"\n",
+	writeAdminKubeconfig(t, n.m.tc, ipamKubeconfig)
+	writeFile(t, filepath.Join(n.dir, "bin", "k3s"), fmt.Sprintf("#!/bin/sh\nexport %s=k3s %s=%q %s=%q %s=%q %s=%q %s=%q %s=%q %s=%q\nexec %q \"$@\"\n",
 		standInEnv, standInDir, filepath.Join(n.dir, "records"), standInPodCIDR, n.podCIDR, standInKubeconfig, kubeconfig,
-		standInK3sToken, e2eK3sToken, standInImageSum, n.m.imageSum, standInImageName, e2eImageName, self), 0o755)
+		standInIPAMKubeconfig, ipamKubeconfig, standInK3sToken, e2eK3sToken, standInImageSum, n.m.imageSum, standInImageName, e2eImageName, self), 0o755)
 }
 
 // run runs a shell command as the machine: in its network namespace, with
@@ -829,6 +830,20 @@ func copyFile(t testing.TB, from, to string) {
 
 // writeNodeKubeconfig writes a kubeconfig with the credential of Node
 // name's kubelet (system:node:<name>) on tc.
+// writeAdminKubeconfig writes tc's administrator's kubeconfig to path:
+// the k3s stand-in's pod CIDR allocator (k3s's server) uses it.
+func writeAdminKubeconfig(t testing.TB, tc *testcluster.Cluster, path string) {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["testcluster"] = &clientcmdapi.Cluster{Server: tc.Config.Host, CertificateAuthorityData: tc.Config.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: tc.Config.BearerToken}
+	kc.Contexts["admin"] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: "admin"}
+	kc.CurrentContext = "admin"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func writeNodeKubeconfig(t testing.TB, tc *testcluster.Cluster, name, path string) {
 	t.Helper()
 	cfg, err := tc.NodeConfig(name)

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -43,7 +44,10 @@ const (
 	standInEnv        = "GRIDWEAVE_E2E_STANDIN"
 	standInDir        = "GRIDWEAVE_E2E_DIR"        // the node's record directory
 	standInPodCIDR    = "GRIDWEAVE_E2E_POD_CIDR"   // spec.podCIDR of the Node
-	standInKubeconfig = "GRIDWEAVE_E2E_KUBECONFIG" // credentials for the API server
+	standInKubeconfig = "GRIDWEAVE_E2E_KUBECONFIG" // the node's credentials for the API server
+	// the credentials of the cluster's pod CIDR allocator (k3s's server),
+	// which gives the Node its pod CIDR: a node may not set its own
+	standInIPAMKubeconfig = "GRIDWEAVE_E2E_IPAM_KUBECONFIG"
 	standInK3sToken   = "GRIDWEAVE_E2E_K3S_TOKEN"  // the agent token the master must hand out
 	standInImageSum   = "GRIDWEAVE_E2E_IMAGE_SHA256"
 	standInImageName  = "GRIDWEAVE_E2E_IMAGE_NAME"
@@ -175,7 +179,7 @@ func standInAgent(dir string, args []string) error {
 	if *nodeName != hostname {
 		return fmt.Errorf("--node-name %q is not the machine's hostname %q", *nodeName, hostname)
 	}
-	node, err := testcluster.KwokNode(hostname, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil, os.Getenv(standInPodCIDR))
+	node, err := testcluster.KwokNode(hostname, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil, "")
 	if err != nil {
 		return err
 	}
@@ -187,6 +191,25 @@ func standInAgent(dir string, args []string) error {
 	defer cancel()
 	if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s: %w", hostname, err)
+	}
+	// Its pod CIDR comes from the cluster's allocator (k3s's server), not
+	// from the node's own credentials.
+	podCIDR := os.Getenv(standInPodCIDR)
+	if podCIDR == "" {
+		return nil
+	}
+	ipamCfg, err := clientcmd.BuildConfigFromFlags(*server, os.Getenv(standInIPAMKubeconfig))
+	if err != nil {
+		return err
+	}
+	ipamCfg.TLSClientConfig.ServerName = "127.0.0.1"
+	ipam, err := kubernetes.NewForConfig(ipamCfg)
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, podCIDR, podCIDR)
+	if _, err := ipam.CoreV1().Nodes().Patch(ctx, hostname, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("give node %s its pod CIDR %s: %w", hostname, podCIDR, err)
 	}
 	return nil
 }

@@ -475,7 +475,10 @@ type replicaChannel struct {
 // openChannel is ha's channel to the leader (overTLS: pinning
 // cfg.PublicPin).
 func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChannel, error) {
-	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	// A leader's address that no longer answers (its pod gone) fails the
+	// connection in seconds, not at the kernel's SYN retries.
+	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute,
+		DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second}
 	if overTLS {
 		pin, err := tlspin.Parse(cfg.PublicPin)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -360,6 +361,41 @@ func TestMalformedWrites(t *testing.T) {
 	}
 	if nodes, _ := shared.Nodes(context.Background()); len(nodes) != 0 {
 		t.Errorf("malformed writes left %d nodes", len(nodes))
+	}
+}
+
+// TestAWriteNotSentEndsWithItsCaller: a write still connecting to the
+// leader (a dead leader's address that does not answer) ends when its
+// caller does: nothing was sent, so nothing is waited for.
+func TestAWriteNotSentEndsWithItsCaller(t *testing.T) {
+	dialing := make(chan struct{}, 1)
+	hanging := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dialing <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Minute):
+			return nil, errors.New("the dial was not given up")
+		}
+	}}}
+	s, err := leaderstore.New(new(memstore.Store), leaderstore.Options{Leader: at("http://198.18.0.9:1"), Credential: credential, Client: hanging, Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.AppendAudit(ctx, joinkeys.AuditEvent{At: time.Now(), Type: joinkeys.EventKeyMinted, KeyID: "k1"})
+	}()
+	<-dialing
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, leaderstore.ErrLeaderUnavailable) {
+			t.Errorf("a write given up before it was sent: %v, want ErrLeaderUnavailable", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a write not yet sent outlived its caller")
 	}
 }
 

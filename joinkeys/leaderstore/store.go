@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"gridweave.dev/joinkeys"
@@ -203,7 +204,7 @@ func (s *Store) askLeader(ctx context.Context, op string, body any) (_ answer, a
 	}
 	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	a, _, err := s.send(ctx, target.URL+PathPrefix+op, payload)
+	a, _, err := s.send(ctx, target.URL+PathPrefix+op, payload, nil)
 	if errors.Is(err, ErrLeaderUnavailable) || (err != nil && a.Error == nil) {
 		return answer{}, false, nil
 	}
@@ -286,24 +287,43 @@ func (s *Store) forward(ctx context.Context, op string, body any) (self bool, _ 
 	}
 }
 
-// sendWrite sends a write, once, and waits for its answer even when ctx
-// ends first: the leader finishes a write it was sent whether or not this
-// replica's caller stays, and a write given up while in flight would
-// answer an error for what may have landed (a reservation, its key's use
-// spent, under a node token nobody holds). The client's own timeout, else
-// maxAnswerWait, bounds the wait.
+// sendWrite sends a write, once. Until it is sent whole, ctx's end and
+// Options.Wait end it (nothing was written, and the caller may try again);
+// once sent, its answer is waited for even when ctx ends: the leader
+// finishes a write it was sent whether or not this replica's caller stays,
+// and a write given up while in flight would answer an error for what
+// may have landed (a reservation, its key's use spent, under a node token
+// nobody holds). The client's own timeout, else maxAnswerWait, bounds
+// that wait.
 func (s *Store) sendWrite(ctx context.Context, url string, payload []byte) (_ answer, retry bool, _ error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxAnswerWait)
+	answerCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxAnswerWait)
 	defer cancel()
-	return s.send(ctx, url, payload)
+	var written atomic.Bool
+	unsent, stopUnsent := context.WithTimeout(ctx, s.opts.Wait)
+	defer stopUnsent()
+	stop := context.AfterFunc(unsent, func() {
+		if !written.Load() {
+			cancel()
+		}
+	})
+	defer stop()
+	return s.send(answerCtx, url, payload, func() { written.Store(true) })
 }
 
 // send makes one attempt. retry reports that the leader did not take the
 // write (it was never sent whole, or a replica that does not lead refused
 // it), so that trying again cannot write it twice.
-func (s *Store) send(ctx context.Context, url string, payload []byte) (_ answer, retry bool, _ error) {
-	sent := false
-	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) { sent = info.Err == nil }}
+// wrote, when not nil, is told once the request was written whole.
+func (s *Store) send(ctx context.Context, url string, payload []byte, wrote func()) (_ answer, retry bool, _ error) {
+	var sent atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			sent.Store(true)
+			if wrote != nil {
+				wrote()
+			}
+		}
+	}}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, url, bytes.NewReader(payload))
 	if err != nil {
 		return answer{}, false, err
@@ -312,7 +332,7 @@ func (s *Store) send(ctx context.Context, url string, payload []byte) (_ answer,
 	req.Header.Set("Authorization", "Bearer "+s.opts.Credential)
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
-		if !sent {
+		if !sent.Load() {
 			return answer{}, true, err
 		}
 		return answer{}, false, fmt.Errorf("%w: %w: %v", ErrLeaderUnavailable, errAnswerLost, err)
