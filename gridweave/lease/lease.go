@@ -99,6 +99,7 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 	// started yet does not start, and one that had is waited for.
 	var gate sync.Mutex
 	started, done := false, false
+	var stopWork context.CancelFunc // the leading's own cancel, once it started
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
 		Client:     opts.Client,
@@ -119,15 +120,23 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 		Name:          opts.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
+				// The work's context ends with the elector's (the Lease
+				// lost) or with ctx; the elector renews the Lease until
+				// the work has returned.
+				wctx, cancel := context.WithCancel(lctx)
+				defer cancel()
 				gate.Lock()
 				if done {
 					gate.Unlock()
 					return
 				}
-				started = true
+				started, stopWork = true, cancel
+				if ctx.Err() != nil {
+					cancel()
+				}
 				gate.Unlock()
 				log.Info("lease: leading", "lease", opts.Name, "identity", opts.Identity)
-				err := lead(lctx)
+				err := lead(wctx)
 				if lctx.Err() != nil && ctx.Err() == nil {
 					// The elector ended the leading: its renewals failed.
 					err = errors.Join(ErrLost, err)
@@ -145,8 +154,22 @@ func Run(ctx context.Context, opts Options, lead func(ctx context.Context) error
 	if err != nil {
 		return fmt.Errorf("lease: Options.Duration: %w", err)
 	}
-	electCtx, stop := context.WithCancel(ctx)
+	// The elector runs until the work returned, not until ctx ends: a
+	// leader whose work takes a while to stop (writes under way) keeps
+	// renewing the Lease meanwhile, so no successor starts beside it. A
+	// candidate that does not lead stops competing as ctx ends.
+	electCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
+	stopOnEnd := context.AfterFunc(ctx, func() {
+		gate.Lock()
+		defer gate.Unlock()
+		if !started {
+			stop()
+			return
+		}
+		stopWork()
+	})
+	defer stopOnEnd()
 	ran := make(chan struct{})
 	go func() { elector.Run(electCtx); close(ran) }()
 	select {

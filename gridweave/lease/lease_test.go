@@ -148,6 +148,53 @@ func TestWorkThatStops(t *testing.T) {
 	}
 }
 
+// TestALeaderRenewsWhileItsWorkStops: a leader whose context ended
+// keeps renewing the Lease while its work takes longer than the Lease's
+// duration to stop, so another candidate leads only once it returned.
+func TestALeaderRenewsWhileItsWorkStops(t *testing.T) {
+	kube := fake.NewClientset()
+	var leaders atomic.Int32
+	led := make(chan string, 2)
+	work := func(name string, stopping time.Duration) func(context.Context) error {
+		return func(ctx context.Context) error {
+			if n := leaders.Add(1); n > 1 {
+				t.Errorf("%d candidates lead at once", n)
+			}
+			led <- name
+			<-ctx.Done()
+			time.Sleep(stopping) // writes under way, answered late
+			leaders.Add(-1)
+			return nil
+		}
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan error, 1)
+	go func() { doneA <- Run(ctxA, options(kube, "a"), work("a", 2*testDuration)) }()
+	if got := <-led; got != "a" {
+		t.Fatalf("%s leads first", got)
+	}
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneB := make(chan error, 1)
+	go func() { doneB <- Run(ctxB, options(kube, "b"), work("b", 0)) }()
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("a, stopped: %v", err)
+	}
+	select {
+	case got := <-led:
+		if got != "b" {
+			t.Fatalf("%s leads after a", got)
+		}
+	case <-time.After(5 * testDuration):
+		t.Fatal("b did not take over after a gave the Lease up")
+	}
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("b, stopped: %v", err)
+	}
+}
+
 // TestUnfinishedWorkKeepsTheLease: work that stops (its context ended)
 // with something under way (ErrUnfinished) leaves the Lease held: it
 // expires, a whole duration after the last renewal, instead of going to

@@ -288,8 +288,11 @@ func leaseDuration(d time.Duration) time.Duration {
 // every call to it, the fleet is restored from the ledger and run
 // (reaper, reconciler, scrape targets), and the device follows the ledger
 // every FollowEvery. A replica that loses the Lease returns an error (its
-// process stops, and a fresh start competes again); on ctx's end it gives
-// the Lease up so another replica takes over at once.
+// process stops, and a fresh start competes again); on ctx's end it lets
+// its ledger writes under way end, renewing the Lease meanwhile, and gives
+// the Lease up so another replica takes over at once, unless some are
+// still under way after 40 s: the Lease then expires, and lead returns an
+// error saying so (lease.ErrUnfinished).
 func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
 	followed, stop := context.WithCancel(ctx)
 	defer stop()
