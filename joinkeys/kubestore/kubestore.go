@@ -209,6 +209,10 @@ type ledgerIndex struct {
 	// replaced counts although its answer did not come.
 	unsureKeys  map[string]bool
 	unsureNodes map[string]bool
+	// restIfGone holds, by hostname, the rest of the address of a node
+	// whose delete's outcome is not known: should the node turn out gone,
+	// its address rests as after any release.
+	restIfGone map[string]object[claimSpec]
 }
 
 // loaded returns the index if this Store has loaded it.
@@ -522,11 +526,7 @@ func (s *Store) Key(ctx context.Context, id string) (joinkeys.KeyRecord, error) 
 		s.mu.Unlock()
 		switch {
 		case unsure:
-			o, err := s.settleKey(ctx, ix, id)
-			if err != nil {
-				return joinkeys.KeyRecord{}, err
-			}
-			return keyRecord(o), nil
+			return s.readUnsureKey(ctx, ix, id)
 		case !ok:
 			return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
 		}
@@ -624,6 +624,30 @@ func (s *Store) changeKey(ctx context.Context, id string, change func(*keySpec) 
 		}
 		return written, nil
 	}
+}
+
+// readUnsureKey reads an unsure key (ledgerIndex.unsureKeys) from the
+// API server, under the key's write lock, so that a write of the key
+// meanwhile is not undone by an older read; a write that settled it first
+// is what the index says.
+func (s *Store) readUnsureKey(ctx context.Context, ix *ledgerIndex, id string) (joinkeys.KeyRecord, error) {
+	unlock, err := s.writes.Lock(ctx, "key/"+id)
+	if err != nil {
+		return joinkeys.KeyRecord{}, err
+	}
+	defer unlock()
+	s.mu.Lock()
+	o, ok := ix.keys[id]
+	unsure := ix.unsureKeys[id]
+	s.mu.Unlock()
+	if unsure {
+		if o, err = s.settleKey(ctx, ix, id); err != nil {
+			return joinkeys.KeyRecord{}, err
+		}
+	} else if !ok {
+		return joinkeys.KeyRecord{}, joinkeys.ErrKeyNotFound
+	}
+	return keyRecord(o), nil
 }
 
 // settleKey reads key id from the API server into the index, within
@@ -875,11 +899,7 @@ func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord,
 		s.mu.Unlock()
 		switch {
 		case unsure:
-			o, err := s.refreshNode(ctx, ix, hostname)
-			if err != nil {
-				return joinkeys.NodeRecord{}, err
-			}
-			return nodeRecord(o)
+			return s.readUnsureNode(ctx, ix, hostname)
 		case !ok:
 			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 		}
@@ -888,6 +908,34 @@ func (s *Store) Node(ctx context.Context, hostname string) (joinkeys.NodeRecord,
 	o, err := s.getNode(ctx, hostname)
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
+	}
+	return nodeRecord(o)
+}
+
+// readUnsureNode reads an unsure node (ledgerIndex.unsureNodes) from the
+// API server, under the node's write lock, so that a write of the node
+// meanwhile is not undone by an older read; a write that settled it first
+// is what the index says.
+func (s *Store) readUnsureNode(ctx context.Context, ix *ledgerIndex, hostname string) (joinkeys.NodeRecord, error) {
+	unlock, err := s.writes.Lock(ctx, "node/"+hostname)
+	if err != nil {
+		return joinkeys.NodeRecord{}, err
+	}
+	defer unlock()
+	s.mu.Lock()
+	o, ok := ix.nodes[hostname]
+	unsure := ix.unsureNodes[hostname]
+	s.mu.Unlock()
+	if unsure {
+		if o, err = s.refreshNode(ctx, ix, hostname); err != nil {
+			return joinkeys.NodeRecord{}, err
+		}
+		s.mu.Lock()
+		o, ok = ix.nodes[hostname]
+		s.mu.Unlock()
+	}
+	if !ok {
+		return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 	}
 	return nodeRecord(o)
 }
@@ -1329,6 +1377,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if err == nil {
 		ix.nodes[n.Hostname] = written
 		delete(ix.unsureNodes, n.Hostname)
+		delete(ix.restIfGone, n.Hostname)
 		if n.PodCIDR.IsValid() {
 			ix.pods[n.Hostname] = n.PodCIDR
 		} else {
@@ -1373,6 +1422,13 @@ func (s *Store) forgetNode(ix *ledgerIndex, hostname string) {
 		ix.unindexNode(o)
 	}
 	delete(ix.unsureNodes, hostname)
+	if c, ok := ix.restIfGone[hostname]; ok {
+		// This Store's delete landed after all.
+		if addr, isAddress := claimedAddress(c); isAddress {
+			ix.resting[addrpool.ToUint32(addr)] = c
+		}
+		delete(ix.restIfGone, hostname)
+	}
 }
 
 // refreshNode reads a node another writer changed, or a write of this
@@ -1386,6 +1442,7 @@ func (s *Store) refreshNode(ctx context.Context, ix *ledgerIndex, hostname strin
 	case err == nil:
 		s.mu.Lock()
 		_ = ix.indexNode(o)
+		delete(ix.restIfGone, hostname)
 		s.mu.Unlock()
 	default:
 		// Not known: reads of the node ask the API server until one
@@ -1532,6 +1589,12 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 			if _, getErr := s.getNode(give, hostname); errors.Is(getErr, joinkeys.ErrNodeNotFound) {
 				err = nil
 			} else {
+				s.mu.Lock()
+				if ix.restIfGone == nil {
+					ix.restIfGone = map[string]object[claimSpec]{}
+				}
+				ix.restIfGone[hostname] = claim
+				s.mu.Unlock()
 				s.refreshNode(give, ix, hostname) // unsure while it cannot be read
 			}
 		}

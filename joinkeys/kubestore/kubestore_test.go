@@ -947,6 +947,91 @@ func TestWritesOfUnknownOutcomeAreReadFresh(t *testing.T) {
 	}
 }
 
+// forgetting is a transport whose node deletions, reads and creations
+// fail on demand: a deletion sent and its answer lost (lostDelete), reads
+// of a node that fail (failedReads), a creation refused (refusedCreate).
+type forgetting struct {
+	next                      http.RoundTripper
+	mu                        sync.Mutex
+	lostDelete, refusedCreate bool
+	failedReads               int
+}
+
+func (f *forgetting) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/ledgernodes/") && f.lostDelete:
+		f.lostDelete = false
+		resp, err := f.next.RoundTrip(r)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return nil, errUnreachable
+	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/ledgernodes/") && f.failedReads > 0:
+		f.failedReads--
+		return nil, errUnreachable
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ledgernodes") && f.refusedCreate:
+		f.refusedCreate = false
+		body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"refused","reason":"Forbidden","code":403}`
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
+	return f.next.RoundTrip(r)
+}
+
+// TestAReleaseLearnedLateRests: a node whose deletion landed while its
+// answer and the reads after it were lost, and which a later read finds
+// gone, leaves its address resting, as after any release: a reservation
+// that comes back below it (the mark lowered by an address given back)
+// passes it by.
+func TestAReleaseLearnedLateRests(t *testing.T) {
+	ctx := context.Background()
+	f := &forgetting{}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { f.next = rt; return f })
+	pool := joinkeys.MustPool("198.18.12.0/28", "198.18.12.1").Addresses()
+	reserve := func(host string, releasedBefore time.Time) (joinkeys.NodeRecord, error) {
+		return s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, ReleasedBefore: releasedBefore,
+			Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: host, PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	}
+	first, err := reserve("first", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := reserve("late", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if _, err := s.DeleteNode(ctx, "first", 0, released); err != nil {
+		t.Fatal(err)
+	}
+	// late's deletion lands unseen, and its reads fail: it is unsure,
+	// until a read finds it gone.
+	f.mu.Lock()
+	f.lostDelete, f.failedReads = true, 2
+	f.mu.Unlock()
+	if _, err := s.DeleteNode(ctx, "late", 0, time.Now()); err == nil {
+		t.Fatal("a deletion whose answer and reads were lost answered no error")
+	}
+	if _, err := s.Node(ctx, "late"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Fatalf("the node whose deletion landed unseen: %v, want ErrNodeNotFound", err)
+	}
+	// A reservation given first's rested address, then refused, gives
+	// it back: the next one looks from there up.
+	f.mu.Lock()
+	f.refusedCreate = true
+	f.mu.Unlock()
+	if _, err := reserve("refused", released.Add(time.Second)); err == nil {
+		t.Fatal("a refused creation answered no error")
+	}
+	n, err := reserve("after", released.Add(-time.Hour))
+	if err != nil || n.VPNIP == late.VPNIP || n.VPNIP == first.VPNIP {
+		t.Errorf("the next reservation: %s, %v; want neither resting address (%s, %s)", n.VPNIP, err, first.VPNIP, late.VPNIP)
+	}
+}
+
 // TestAnUnknownDeleteIsSettledByARead: a node deletion that landed but
 // whose answer was lost is a release: DeleteNode answers the node, and
 // its address rests as after any release.
