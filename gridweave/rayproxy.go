@@ -3,6 +3,7 @@ package gridweave
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,7 +145,10 @@ func (d *serveRoutes) deleteThroughLeader(ctx context.Context, app string) error
 		}
 		req.Header.Set("Authorization", "Bearer "+d.channel.Credential)
 		resp, err := d.channel.Client.Do(req)
-		if err != nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return &apiError{code: api.CodeRayDashboardTimeout, message: "the replica that makes Serve's writes did not answer within " + (2 * d.timeout).String() + "; the delete may still be made"}
+		case err != nil:
 			return &apiError{code: api.CodeRayDashboardUnreachable, message: "the replica that makes Serve's writes cannot be reached: " + err.Error()}
 		}
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -173,7 +177,10 @@ func (s *Server) ServeChannelHandler(credential string, leading func() bool) htt
 	mux := http.NewServeMux()
 	mux.HandleFunc("DELETE "+ServePathPrefix+"{app}", func(w http.ResponseWriter, r *http.Request) {
 		app := r.PathValue("app")
-		if err := s.serve.deleteHere(r.Context(), app); err != nil {
+		// A read and a write back: once begun it ends (within the
+		// dashboard's timeout) whether or not the replica that asked
+		// stays.
+		if err := s.serve.deleteHere(context.WithoutCancel(r.Context()), app); err != nil {
 			s.responder.writeError(w, r, err)
 			return
 		}

@@ -85,4 +85,24 @@ func TestServeWritesGoThroughTheLeader(t *testing.T) {
 	if got := d.Apps(); !slices.Equal(got, []string{"c", "d"}) {
 		t.Errorf("after refused removals Serve runs %v, want [c d]", got)
 	}
+
+	// A leader that takes the delete and does not answer in time: 504,
+	// as a dashboard that does not answer.
+	silent := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-silent:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(silent) })
+	patient := newHarness(t, &harnessOptions{config: func(c *gridweave.Config) {
+		configure(c)
+		c.RayDashboardTimeout = 100 * time.Millisecond
+	}, serve: &gridweave.ServeChannel{Client: http.DefaultClient, Credential: credential,
+		Leader: func(context.Context, bool) (leaderstore.Target, error) { return leaderstore.Target{URL: slow.URL}, nil }}})
+	if r := patient.want(patient.do("DELETE", "/v1/ray/serve/applications/c", internalToken, nil), 504, "a leader that does not answer"); r.errorField("code") != "ray_dashboard_timeout" {
+		t.Errorf("a leader that does not answer: %s", r.raw)
+	}
 }
