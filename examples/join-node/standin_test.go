@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -48,9 +47,9 @@ const (
 	// the credentials of the cluster's pod CIDR allocator (k3s's server),
 	// which gives the Node its pod CIDR: a node may not set its own
 	standInIPAMKubeconfig = "GRIDWEAVE_E2E_IPAM_KUBECONFIG"
-	standInK3sToken   = "GRIDWEAVE_E2E_K3S_TOKEN"  // the agent token the master must hand out
-	standInImageSum   = "GRIDWEAVE_E2E_IMAGE_SHA256"
-	standInImageName  = "GRIDWEAVE_E2E_IMAGE_NAME"
+	standInK3sToken       = "GRIDWEAVE_E2E_K3S_TOKEN" // the agent token the master must hand out
+	standInImageSum       = "GRIDWEAVE_E2E_IMAGE_SHA256"
+	standInImageName      = "GRIDWEAVE_E2E_IMAGE_NAME"
 )
 
 // Records the stand-in keeps in its directory.
@@ -179,7 +178,7 @@ func standInAgent(dir string, args []string) error {
 	if *nodeName != hostname {
 		return fmt.Errorf("--node-name %q is not the machine's hostname %q", *nodeName, hostname)
 	}
-	node, err := testcluster.KwokNode(hostname, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil, "")
+	node, err := testcluster.KwokNode(hostname, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}, nil, os.Getenv(standInPodCIDR))
 	if err != nil {
 		return err
 	}
@@ -187,17 +186,10 @@ func standInAgent(dir string, args []string) error {
 	for k, v := range labels {
 		node.Labels[k] = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("register node %s: %w", hostname, err)
-	}
-	// Its pod CIDR comes from the cluster's allocator (k3s's server), not
-	// from the node's own credentials.
-	podCIDR := os.Getenv(standInPodCIDR)
-	if podCIDR == "" {
-		return nil
-	}
+	// k3s's kubelet registers the Node and its server's IPAM gives it a
+	// pod CIDR; the stand-in does both in one create, with the
+	// allocator's credentials (a node may not set its own pod CIDR), and
+	// reads the Node back with the node's own.
 	ipamCfg, err := clientcmd.BuildConfigFromFlags(*server, os.Getenv(standInIPAMKubeconfig))
 	if err != nil {
 		return err
@@ -207,9 +199,13 @@ func standInAgent(dir string, args []string) error {
 	if err != nil {
 		return err
 	}
-	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, podCIDR, podCIDR)
-	if _, err := ipam.CoreV1().Nodes().Patch(ctx, hostname, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("give node %s its pod CIDR %s: %w", hostname, podCIDR, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := ipam.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s: %w", hostname, err)
+	}
+	if _, err := kube.CoreV1().Nodes().Get(ctx, hostname, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("node %s reads its Node: %w", hostname, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
@@ -94,11 +95,18 @@ func TestAKubeletCannotChooseItsPodCIDR(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if allocated.Labels == nil {
-		allocated.Labels = map[string]string{}
-	}
-	allocated.Labels["example.com/rack"] = "r1"
-	if _, err := nodes.Update(ctx, allocated, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels["example.com/rack"] = "r1"
+		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Errorf("a kubelet's update of its Node's labels, its pod CIDR kept: %v", err)
 	}
 }
@@ -114,4 +122,83 @@ func asKubelet(t *testing.T, tc *testcluster.Cluster, name string) kubernetes.In
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestAKubeletKeepsItsMark: with the kubelet join mode's files applied, a
+// node's kubelet can neither change nor remove the Gridweave mark its Node
+// was registered with, while it still changes its other labels; a Node
+// registered without a mark is not held to one.
+func TestAKubeletKeepsItsMark(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the test control plane; run make test")
+	}
+	tc := testcluster.Shared(t)
+	ctx := context.Background()
+	if err := realnode.ApplyKubeletRBAC(ctx, tc.Kube); err != nil {
+		t.Fatal(err)
+	}
+	const marked, unmarked, mark = "keeps-its-mark", "has-no-mark", "gridweave.dev/node"
+	for _, name := range []string{marked, unmarked} {
+		t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	nodes := asKubelet(t, tc, marked).CoreV1().Nodes()
+	if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: marked, Labels: map[string]string{mark: "0123abcd"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	relabel := func(change func(map[string]string)) error {
+		// The controllers write the Node too (its pod CIDR, its taints):
+		// a write in between is a conflict, and the change is made again.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(ctx, marked, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(n.Labels)
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	// The API server takes a new policy in within a moment.
+	refused := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "may not change or remove its Node's Gridweave mark")
+	}
+	if err := waitFor(30*time.Second, func() error {
+		err := relabel(func(l map[string]string) { l[mark] = "another-mark" })
+		switch {
+		case err == nil:
+			_ = relabel(func(l map[string]string) { l[mark] = "0123abcd" })
+			return errors.New("the kubelet changed its Node's mark")
+		case !refused(err):
+			return err // a conflict with the controller-manager's pod CIDR, say
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for what, change := range map[string]func(map[string]string){
+		"changed": func(l map[string]string) { l[mark] = "another-mark" },
+		"removed": func(l map[string]string) { delete(l, mark) },
+	} {
+		if err := relabel(change); !refused(err) {
+			t.Errorf("a kubelet's mark %s: %v, want the policy's refusal", what, err)
+		}
+	}
+	if err := relabel(func(l map[string]string) { l["example.com/rack"] = "r2" }); err != nil {
+		t.Errorf("a kubelet's other label, its mark kept: %v", err)
+	}
+	other := asKubelet(t, tc, unmarked).CoreV1().Nodes()
+	n, err := other.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: unmarked, Labels: map[string]string{"example.com/rack": "r1"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if n, err = other.Get(ctx, unmarked, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		n.Labels["example.com/rack"] = "r3"
+		_, err = other.Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Errorf("a Node registered without a mark, relabeled: %v", err)
+	}
 }
