@@ -927,7 +927,7 @@ func (s *Store) readUnsureNode(ctx context.Context, ix *ledgerIndex, hostname st
 	unsure := ix.unsureNodes[hostname]
 	s.mu.Unlock()
 	if unsure {
-		if o, err = s.refreshNode(ctx, ix, hostname); err != nil {
+		if _, err := s.refreshNode(ctx, ix, hostname); err != nil {
 			return joinkeys.NodeRecord{}, err
 		}
 		s.mu.Lock()
