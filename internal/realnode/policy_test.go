@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"gridweave.dev/gridweave/fleet"
 	"gridweave.dev/internal/realnode"
 	"gridweave.dev/internal/testcluster"
 )
@@ -25,14 +26,8 @@ import (
 // controller-manager gave it, while the controller-manager still
 // allocates it and the kubelet still updates the rest of its Node.
 func TestAKubeletCannotChooseItsPodCIDR(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the test control plane; run make test")
-	}
-	tc := testcluster.Shared(t)
+	tc := underKubeletPolicy(t)
 	ctx := context.Background()
-	if err := realnode.ApplyKubeletRBAC(ctx, tc.Kube); err != nil {
-		t.Fatal(err)
-	}
 	const name = "chooses-its-cidr"
 	nodes := asKubelet(t, tc, name).CoreV1().Nodes()
 	t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
@@ -111,6 +106,20 @@ func TestAKubeletCannotChooseItsPodCIDR(t *testing.T) {
 	}
 }
 
+// underKubeletPolicy is the shared test control plane with the kubelet
+// join mode's files applied (realnode.ApplyKubeletRBAC).
+func underKubeletPolicy(t *testing.T) *testcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("the test control plane; run make test")
+	}
+	tc := testcluster.Shared(t)
+	if err := realnode.ApplyKubeletRBAC(context.Background(), tc.Kube); err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
 // asKubelet is a client of tc as the kubelet of the node name (its user
 // and the group system:nodes).
 func asKubelet(t *testing.T, tc *testcluster.Cluster, name string) kubernetes.Interface {
@@ -129,15 +138,9 @@ func asKubelet(t *testing.T, tc *testcluster.Cluster, name string) kubernetes.In
 // was registered with, while it still changes its other labels; a Node
 // registered without a mark is not held to one.
 func TestAKubeletKeepsItsMark(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the test control plane; run make test")
-	}
-	tc := testcluster.Shared(t)
+	tc := underKubeletPolicy(t)
 	ctx := context.Background()
-	if err := realnode.ApplyKubeletRBAC(ctx, tc.Kube); err != nil {
-		t.Fatal(err)
-	}
-	const marked, unmarked, mark = "keeps-its-mark", "has-no-mark", "gridweave.dev/node"
+	const marked, unmarked, mark = "keeps-its-mark", "has-no-mark", fleet.MarkLabel
 	for _, name := range []string{marked, unmarked} {
 		t.Cleanup(func() { _ = tc.Kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
