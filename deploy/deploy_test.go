@@ -30,6 +30,7 @@ import (
 	"gridweave.dev/deploy"
 	"gridweave.dev/examples/server/serverenv"
 	"gridweave.dev/gridweave/fleet"
+	"gridweave.dev/gridweave/master"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys/kubestore"
 	"gridweave.dev/manifest/validation"
@@ -597,5 +598,47 @@ func TestDCGMExporterRunsOnThePoolsOnly(t *testing.T) {
 	elsewhere.Spec.NodeName, elsewhere.Spec.ServiceAccountName = "", ""
 	if _, err := tc.Kube.CoreV1().Pods("gridweave").Create(ctx, elsewhere, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
 		t.Error("the baseline namespace admits the exporter: its own namespace's level proves nothing")
+	}
+}
+
+// TestAStoppedReplicaHasTimeToHandOver: the HA Deployment gives a replica
+// longer to stop than a stopped leader takes at most (its ledger writes
+// under way, master.LedgerDrainTimeout, and its listeners' graceful stop,
+// SHUTDOWN_TIMEOUT as the Deployment sets it); killed sooner, a leader
+// keeps the Lease until it expires and the next one waits that long.
+func TestAStoppedReplicaHasTimeToHandOver(t *testing.T) {
+	deployments := 0
+	for _, d := range haDocuments(t) {
+		if d.Object.GetKind() != "Deployment" {
+			continue
+		}
+		deployments++
+		containers, _, _ := unstructured.NestedSlice(d.Object.Object, "spec", "template", "spec", "containers")
+		env := map[string]string{}
+		for _, c := range containers {
+			vars, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
+			for _, e := range vars {
+				if value, ok := e.(map[string]any)["value"].(string); ok {
+					env[e.(map[string]any)["name"].(string)] = value
+				}
+			}
+		}
+		cfg, err := serverenv.Read(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		grace, found, err := unstructured.NestedInt64(d.Object.Object, "spec", "template", "spec", "terminationGracePeriodSeconds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			grace = 30 // the API server's default
+		}
+		if need := master.LedgerDrainTimeout + cfg.ShutdownTimeout; time.Duration(grace)*time.Second <= need {
+			t.Errorf("%s: terminationGracePeriodSeconds is %d; a leader may take %s to stop", d.Object.GetName(), grace, need)
+		}
+	}
+	if deployments != 1 {
+		t.Fatalf("%d Deployments in the HA files, want 1", deployments)
 	}
 }

@@ -40,6 +40,11 @@ const (
 	// FollowEvery is how often the leader brings its device to the
 	// ledger, which other replicas write joins to.
 	FollowEvery = 2 * time.Second
+	// LedgerDrainTimeout bounds how long a leader that is stopped waits
+	// for its ledger writes under way before it gives the Lease up; a
+	// replica's stop takes up to this long, and its Pod's
+	// terminationGracePeriodSeconds must be longer.
+	LedgerDrainTimeout = 40 * time.Second
 )
 
 // replica is this master as one of several.
@@ -291,8 +296,8 @@ func leaseDuration(d time.Duration) time.Duration {
 // process stops, and a fresh start competes again); on ctx's end it lets
 // its ledger writes under way end, renewing the Lease meanwhile, and gives
 // the Lease up so another replica takes over at once, unless some are
-// still under way after 40 s: the Lease then expires, and lead returns an
-// error saying so (lease.ErrUnfinished).
+// still under way after LedgerDrainTimeout: the Lease then expires, and
+// lead returns an error saying so (lease.ErrUnfinished).
 func (r *replica) lead(ctx context.Context, cfg gridweave.Config, server *gridweave.Server, openDevice func(ctx context.Context) (device, error), log *slog.Logger) error {
 	followed, stop := context.WithCancel(ctx)
 	defer stop()
@@ -363,7 +368,7 @@ func (r *replica) whileLeading(ctx context.Context, cfg gridweave.Config, server
 		// the writes under way here end before the Lease is given up, so
 		// that none lands after the next leader read the ledger.
 		r.leading.Store(false)
-		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), 40*time.Second)
+		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), LedgerDrainTimeout)
 		if stopErr := r.store.StopWriting(drain); stopErr != nil {
 			// Given up now, the Lease would let the next leader read the
 			// ledger before these land: it expires instead, and the fence
