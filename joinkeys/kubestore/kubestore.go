@@ -546,6 +546,9 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 	}
 	var objs []object[keySpec]
 	if ix := s.loaded(); ix != nil {
+		if err := s.settleUnsure(ctx, ix); err != nil {
+			return nil, err
+		}
 		s.mu.Lock()
 		for _, o := range ix.keys {
 			objs = append(objs, o)
@@ -940,6 +943,29 @@ func (s *Store) readUnsureNode(ctx context.Context, ix *ledgerIndex, hostname st
 	return nodeRecord(o)
 }
 
+// settleUnsure reads every unsure key and node of the index (the writes of
+// unknown outcome: ledgerIndex.unsureKeys and unsureNodes) from the API
+// server, so that a listing, or a look-up by public key, answers what
+// landed. While one cannot be read, its error is the answer, as it is
+// for a read of it by name.
+func (s *Store) settleUnsure(ctx context.Context, ix *ledgerIndex) error {
+	s.mu.Lock()
+	keys := slices.Collect(maps.Keys(ix.unsureKeys))
+	nodes := slices.Collect(maps.Keys(ix.unsureNodes))
+	s.mu.Unlock()
+	for _, id := range keys {
+		if _, err := s.readUnsureKey(ctx, ix, id); err != nil && !errors.Is(err, joinkeys.ErrKeyNotFound) {
+			return err
+		}
+	}
+	for _, hostname := range nodes {
+		if _, err := s.readUnsureNode(ctx, ix, hostname); err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
 // NodeByPublicKey implements joinkeys.Store: a reader lists the nodes
 // labelled with the key, from the API server's watch cache.
 func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.NodeRecord, error) {
@@ -947,6 +973,9 @@ func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.No
 		return joinkeys.NodeRecord{}, err
 	}
 	if ix := s.loaded(); ix != nil {
+		if err := s.settleUnsure(ctx, ix); err != nil {
+			return joinkeys.NodeRecord{}, err
+		}
 		s.mu.Lock()
 		o, ok := ix.nodes[ix.byKey[key]]
 		s.mu.Unlock()
@@ -1000,6 +1029,9 @@ func (s *Store) visitNodes(ctx context.Context, visit func(joinkeys.NodeRecord) 
 	ix := s.loaded()
 	if ix == nil {
 		return s.eachNode(ctx, visit)
+	}
+	if err := s.settleUnsure(ctx, ix); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	objs := make([]object[nodeSpec], 0, len(ix.nodes))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -944,6 +945,75 @@ func TestWritesOfUnknownOutcomeAreReadFresh(t *testing.T) {
 	}
 	if got, err := s.Node(ctx, "retokened"); err != nil || string(got.TokenHash) != "the second token" {
 		t.Errorf("the node after a new token landed unseen: token hash %q, %v; want the second", got.TokenHash, err)
+	}
+}
+
+// TestListingsAfterWritesOfUnknownOutcomeAreFresh: what a write of
+// unknown outcome landed (a revocation, a node's new token, a release),
+// while reading it back failed too, is what the writer's listings and its
+// look-up by public key answer, as its reads by name do.
+func TestListingsAfterWritesOfUnknownOutcomeAreFresh(t *testing.T) {
+	ctx := context.Background()
+	unsure := &unsureTransport{}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure })
+	if err := s.InsertKey(ctx, joinkeys.KeyRecord{Key: joinkeys.Key{ID: "listed-revoked", Org: "acme", Kind: joinkeys.KindOrg, CreatedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	pool := joinkeys.MustPool("198.18.13.0/29", "198.18.13.1").Addresses()
+	reserve := func(hostname string) joinkeys.NodeRecord {
+		n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
+			Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: hostname, PublicKey: mustKey(t), Status: joinkeys.StatusValidated}, TokenHash: []byte("the first token")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	retokened, gone := reserve("listed-retokened"), reserve("listed-gone")
+	lose := func(set func(u *unsureTransport)) {
+		unsure.mu.Lock()
+		set(unsure)
+		unsure.mu.Unlock()
+	}
+
+	lose(func(u *unsureTransport) { u.lostUpdates, u.keyReadBacks = 1, 1 })
+	if _, err := s.RevokeKey(ctx, "listed-revoked", time.Now()); err == nil {
+		t.Fatal("a revocation whose answer was lost answered no error")
+	}
+	lose(func(u *unsureTransport) { u.lostUpdates, u.readBacks = 1, 1 })
+	retokened.TokenHash = []byte("the second token")
+	if _, err := s.UpdateNode(ctx, retokened, joinkeys.AuditEvent{}); err == nil {
+		t.Fatal("an update whose answer was lost answered no error")
+	}
+	lose(func(u *unsureTransport) { u.lostDeletes, u.readBacks = 1, 2 }) // its two reads back fail
+	if _, err := s.DeleteNode(ctx, gone.Hostname, 0, time.Now()); err == nil {
+		t.Fatal("a release whose answer was lost answered no error")
+	}
+
+	keys, err := s.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.ID == "listed-revoked" && k.RevokedAt.IsZero() {
+			t.Error("Keys lists the key revoked unseen as not revoked")
+		}
+	}
+	nodes, err := s.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, n := range nodes {
+		listed = append(listed, n.Hostname)
+		if n.Hostname == retokened.Hostname && string(n.TokenHash) != "the second token" {
+			t.Errorf("Nodes lists %s with token hash %q; its second landed unseen", n.Hostname, n.TokenHash)
+		}
+	}
+	if slices.Contains(listed, gone.Hostname) {
+		t.Errorf("Nodes lists %s, released unseen: %v", gone.Hostname, listed)
+	}
+	if n, err := s.NodeByPublicKey(ctx, gone.PublicKey); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Errorf("NodeByPublicKey of the node released unseen: %s, %v; want ErrNodeNotFound", n.Hostname, err)
 	}
 }
 
