@@ -52,8 +52,9 @@ type Config struct {
 	// reach, e.g. the pod's IP; a host of 0.0.0.0 or :: listens everywhere
 	// and is not one): with the kubernetes Store only the leader writes the
 	// ledger, and every other replica hands it each write over this
-	// channel (TLS with the master's certificate, the replicas' credential
-	// derived from the JWT secret). Required with the kubernetes Store.
+	// channel (always TLS, pinned to a key derived from the JWT secret, and
+	// the replicas' credential derived from the same secret). Required
+	// with the kubernetes Store.
 	ReplicaAddr string
 	// LeaseDuration is how long a leader's Lease holds without renewal
 	// (default 15s, at least 3s): after a leader dies, another replica

@@ -654,11 +654,43 @@ type haReplicas struct {
 	wgPort     string
 }
 
+// TestTheChannelStaysTLSWithTLSOff: replicas whose public listener is
+// plain HTTP (TLS=off, behind a TLS-terminating proxy) still hand the
+// ledger's writes to the leader over TLS: the leader publishes an https
+// channel, and a key minted through another replica (a write the leader
+// makes) is answered.
+func TestTheChannelStaysTLSWithTLSOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real control plane and two server processes; run make test")
+	}
+	h := startHA(t, "plain", 2, 4*time.Second, "", "TLS=off")
+	leader := h.named(h.awaitLeader(""))
+	follower := h.replicas[0]
+	if follower == leader {
+		follower = h.replicas[1]
+	}
+	cm, err := h.tc.Kube.CoreV1().ConfigMaps(systemNamespace(h.ns)).Get(context.Background(), master.HubConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if channel := cm.Data["replica"]; !strings.HasPrefix(channel, "https://") {
+		t.Errorf("the leader publishes its channel as %q; want https", channel)
+	}
+	status, minted, err := h.call(follower.url, "/v1/nodes/join-keys", map[string]any{"kind": "org", "org": "acme", "ttl_seconds": 3600}, h.adminToken)
+	if err != nil || status != 201 {
+		t.Fatalf("a key minted through %s (the leader is %s): %d %v %v", follower.name, leader.name, status, minted, err)
+	}
+}
+
 // startHA starts n replicas on a new ledger with the given lease. iface
 // names the WireGuard device only the leader makes ("" for none: peers in
 // memory).
-func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface string) *haReplicas {
+func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface string, env ...string) *haReplicas {
 	t.Helper()
+	scheme := "https"
+	if slices.Contains(env, "TLS=off") {
+		scheme = "http"
+	}
 	tc, ns := haLedger(t, prefix)
 	bin := buildServer(t)
 	ctx := context.Background()
@@ -673,7 +705,7 @@ func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface stri
 	for i := range n {
 		addr := freeAddr(t)
 		dir := t.TempDir()
-		r := &replicaProcess{name: fmt.Sprintf("replica-%d", i), url: "https://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+		r := &replicaProcess{name: fmt.Sprintf("replica-%d", i), url: scheme + "://" + addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
 		r.cmd = exec.Command(bin, "--addr", addr)
 		r.cmd.Env = append(os.Environ(),
 			"KUBECONFIG="+tc.KubeconfigPath, "KUBERAY_STORE=kubernetes", "KUBERAY_NAMESPACE="+ns, "GRIDWEAVE_SYSTEM_NAMESPACE="+systemNamespace(ns),
@@ -682,6 +714,7 @@ func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface stri
 			"MASTER_VPN_IP=198.18.240.1", "VPN_CIDR=198.18.240.0/20",
 			"VPN_HTTP_PORT="+strconv.Itoa(20000+i), "LEADER_LEASE_DURATION="+lease.String(),
 			"RATE_LIMIT_PER_MINUTE=1000000", "SERVER_VERSION=1.4.0", testcluster.OwnerEnv+"="+tc.ID)
+		r.cmd.Env = append(r.cmd.Env, env...)
 		r.cmd.Stdout, r.cmd.Stderr = io.Discard, r.stderr
 		if err := r.cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -709,6 +742,11 @@ func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface stri
 		s, err := tc.Kube.CoreV1().Secrets(systemNamespace(ns)).Get(ctx, "gridweave-master", metav1.GetOptions{})
 		return s, err == nil
 	})
+	if scheme == "http" {
+		h.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+		h.awaitHealthy()
+		return h
+	}
 	pinDir := t.TempDir()
 	for _, name := range []string{"tls.crt", "tls.key"} {
 		if err := os.WriteFile(filepath.Join(pinDir, name), h.secret.Data[name], 0o600); err != nil {
@@ -720,8 +758,15 @@ func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface stri
 		t.Fatal(err)
 	}
 	h.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlspin.ClientConfig(kp.Pin), MaxIdleConnsPerHost: 32}}
+	h.awaitHealthy()
+	return h
+}
+
+// awaitHealthy waits for every replica's /healthz to answer 200.
+func (h *haReplicas) awaitHealthy() {
+	h.t.Helper()
 	for _, r := range h.replicas {
-		waitFor(t, 60*time.Second, r.name+" /healthz", func() (bool, bool) {
+		waitFor(h.t, 60*time.Second, r.name+" /healthz", func() (bool, bool) {
 			resp, err := h.client.Get(r.url + "/healthz")
 			if err != nil {
 				return false, false
@@ -730,7 +775,6 @@ func startHA(t *testing.T, prefix string, n int, lease time.Duration, iface stri
 			return true, resp.StatusCode == 200
 		})
 	}
-	return h
 }
 
 // holder is the replica the Lease names ("" for none).

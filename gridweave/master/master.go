@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	}
 	var channel replicaChannel
 	if ha != nil {
-		if channel, err = openChannel(cfg, ha, publicTLS != nil); err != nil {
+		if channel, err = openChannel(cfg, publicTLS); err != nil {
 			return err
 		}
 	}
@@ -285,7 +285,7 @@ func Run(ctx context.Context, cfg gridweave.Config, opts Options) error {
 	if ha != nil {
 		// The others' writes to the ledger and link reports, taken while
 		// this replica leads.
-		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel.handler(ha, server, log), publicTLS)})
+		servers = append(servers, listener{server: listen(cfg.ReplicaAddr, channel.handler(ha, server, log), channel.serverTLS)})
 	}
 	if cfg.InternalAddr != "" {
 		servers = append(servers, listener{server: listen(cfg.InternalAddr, server.InternalHandler(), nil)})
@@ -464,28 +464,50 @@ func clusterCA(rc *rest.Config) ([]byte, error) {
 
 // replicaChannel is how a replica reaches the leader: the ledger's writes
 // and the agents' link reports go to it, and what its device observed
-// comes from it.
+// comes from it. It is always TLS, whatever the public listener's
+// setting: the replicas' credential never crosses the network in clear.
 type replicaChannel struct {
-	client       *http.Client // pinned to the master's certificate with TLS
+	client       *http.Client // pinned to the channel's pair
 	ledgerClient *http.Client // the same, for the ledger's calls, which bound their own time
 	credential   string       // the replicas' (leaderstore.Credential)
 	links        *linkbook.Memory
+	// serverTLS serves the channel's pair to a replica that asks for
+	// it by name (identity.ChannelServerName), and the public
+	// listener's, when it serves one, to replicas of earlier versions.
+	serverTLS *tls.Config
 }
 
-// openChannel is ha's channel to the leader (overTLS: pinning
-// cfg.PublicPin).
-func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChannel, error) {
-	// A leader's address that no longer answers (its pod gone) fails the
-	// connection in seconds, not at the kernel's SYN retries.
-	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second}
-	if overTLS {
-		pin, err := tlspin.Parse(cfg.PublicPin)
+// openChannel is the channel of a replica of cfg, whose public listener
+// serves publicTLS (nil: plain HTTP). A replica pins the channel's pair
+// (identity.ChannelPair), and also the public listener's key when it
+// serves one (cfg.PublicPin), which a leader of an earlier version
+// serves the channel with.
+func openChannel(cfg gridweave.Config, publicTLS *tls.Config) (replicaChannel, error) {
+	cert, pin, err := identity.ChannelPair(cfg.JWTSecret)
+	if err != nil {
+		return replicaChannel{}, fmt.Errorf("the replicas' channel's TLS pair: %w", err)
+	}
+	var also []tlspin.Pin
+	if publicTLS != nil {
+		public, err := tlspin.Parse(cfg.PublicPin)
 		if err != nil {
 			return replicaChannel{}, err
 		}
-		transport.TLSClientConfig = tlspin.ClientConfig(pin)
+		also = append(also, public)
 	}
+	clientTLS := tlspin.ClientConfig(pin, also...)
+	clientTLS.ServerName = identity.ChannelServerName
+	// A leader's address that no longer answers (its pod gone) fails the
+	// connection in seconds, not at the kernel's SYN retries.
+	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute,
+		DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig: clientTLS}
+	serverTLS := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if hello.ServerName != identity.ChannelServerName && publicTLS != nil && len(publicTLS.Certificates) > 0 {
+			return &publicTLS.Certificates[0], nil
+		}
+		return &cert, nil
+	}}
 	return replicaChannel{
 		client: &http.Client{Transport: transport, Timeout: time.Minute},
 		// The ledger's calls bound themselves: a read two seconds, a
@@ -496,6 +518,7 @@ func openChannel(cfg gridweave.Config, ha *replica, overTLS bool) (replicaChanne
 		ledgerClient: &http.Client{Transport: transport},
 		credential:   leaderstore.Credential([]byte(cfg.JWTSecret)),
 		links:        new(linkbook.Memory),
+		serverTLS:    serverTLS,
 	}, nil
 }
 

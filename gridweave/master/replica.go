@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -162,8 +163,16 @@ func (r *replica) Leader(ctx context.Context, refresh bool) (leaderstore.Target,
 		// it stopped leading: the next leader publishes.
 		return leaderstore.Target{}, nil
 	}
+	if u, err := url.Parse(h.channel); err != nil || u.Scheme != "https" || u.Host == "" {
+		// Whoever may write the ConfigMap does not get the credential
+		// in clear: the channel is TLS, pinned to the replicas' pair.
+		return leaderstore.Target{}, fmt.Errorf("%w: %s names the leader's channel %q, not an https URL", errChannelRefused, HubConfigMap, h.channel)
+	}
 	return leaderstore.Target{URL: h.channel}, nil
 }
+
+// errChannelRefused is a leader's channel a replica does not call.
+var errChannelRefused = errors.New("master: the leader's channel is refused")
 
 // followHub reads the HubConfigMap every FollowEvery until ctx ends.
 func (r *replica) followHub(ctx context.Context) {
@@ -271,12 +280,8 @@ func openReplica(ctx context.Context, cfg *gridweave.Config, rc *rest.Config, na
 		return nil, err
 	}
 	log.Info("ledger: Kubernetes", "namespace", cfg.Namespace, "replica", name)
-	scheme := "http"
-	if cfg.UsesTLS() {
-		scheme = "https"
-	}
 	return &replica{identity: name, namespace: cfg.SystemNamespace, kube: kube, store: store, mesh: standby.New(pub), routes: &standby.Routes{},
-		channel: scheme + "://" + cfg.ReplicaAddr, duration: leaseDuration(cfg.LeaseDuration)}, nil
+		channel: "https://" + cfg.ReplicaAddr, duration: leaseDuration(cfg.LeaseDuration)}, nil
 }
 
 // leaseDuration is the Lease's duration as lease.Run reckons it: whole
