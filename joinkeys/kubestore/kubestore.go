@@ -546,9 +546,7 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 	}
 	var objs []object[keySpec]
 	if ix := s.loaded(); ix != nil {
-		if err := s.settleUnsure(ctx, ix); err != nil {
-			return nil, err
-		}
+		s.settleUnsureKeys(ctx, ix)
 		s.mu.Lock()
 		for _, o := range ix.keys {
 			objs = append(objs, o)
@@ -943,27 +941,52 @@ func (s *Store) readUnsureNode(ctx context.Context, ix *ledgerIndex, hostname st
 	return nodeRecord(o)
 }
 
-// settleUnsure reads every unsure key and node of the index (the writes of
-// unknown outcome: ledgerIndex.unsureKeys and unsureNodes) from the API
-// server, so that a listing, or a look-up by public key, answers what
-// landed. While one cannot be read, its error is the answer, as it is
-// for a read of it by name.
-func (s *Store) settleUnsure(ctx context.Context, ix *ledgerIndex) error {
+// settleUnsureKeys and settleUnsureNodes read the unsure keys, or nodes,
+// of the index (the writes of unknown outcome: ledgerIndex.unsureKeys and
+// unsureNodes) from the API server, so that a listing answers what
+// landed. A listing is fresh at best: one whose write is under way (that
+// write settles it) or that cannot be read is listed as the index holds
+// it, and no listing waits on a write or fails for it.
+func (s *Store) settleUnsureKeys(ctx context.Context, ix *ledgerIndex) {
 	s.mu.Lock()
-	keys := slices.Collect(maps.Keys(ix.unsureKeys))
-	nodes := slices.Collect(maps.Keys(ix.unsureNodes))
+	ids := slices.Collect(maps.Keys(ix.unsureKeys))
 	s.mu.Unlock()
-	for _, id := range keys {
-		if _, err := s.readUnsureKey(ctx, ix, id); err != nil && !errors.Is(err, joinkeys.ErrKeyNotFound) {
-			return err
+	ctx, cancel := context.WithTimeout(ctx, listingSettleTimeout)
+	defer cancel()
+	for _, id := range ids {
+		if unlock, free := s.writes.TryLock("key/" + id); free {
+			s.mu.Lock()
+			unsure := ix.unsureKeys[id]
+			s.mu.Unlock()
+			if unsure {
+				_, _ = s.settleKey(ctx, ix, id)
+			}
+			unlock()
 		}
 	}
-	for _, hostname := range nodes {
-		if _, err := s.readUnsureNode(ctx, ix, hostname); err != nil && !errors.Is(err, joinkeys.ErrNodeNotFound) {
-			return err
+}
+
+// listingSettleTimeout bounds the reads a listing makes of the unsure
+// keys, or nodes, of the index.
+const listingSettleTimeout = 2 * time.Second
+
+func (s *Store) settleUnsureNodes(ctx context.Context, ix *ledgerIndex) {
+	s.mu.Lock()
+	hostnames := slices.Collect(maps.Keys(ix.unsureNodes))
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, listingSettleTimeout)
+	defer cancel()
+	for _, hostname := range hostnames {
+		if unlock, free := s.writes.TryLock("node/" + hostname); free {
+			s.mu.Lock()
+			unsure := ix.unsureNodes[hostname]
+			s.mu.Unlock()
+			if unsure {
+				_, _ = s.refreshNode(ctx, ix, hostname)
+			}
+			unlock()
 		}
 	}
-	return nil
 }
 
 // NodeByPublicKey implements joinkeys.Store: a reader lists the nodes
@@ -973,13 +996,21 @@ func (s *Store) NodeByPublicKey(ctx context.Context, key wgkey.Key) (joinkeys.No
 		return joinkeys.NodeRecord{}, err
 	}
 	if ix := s.loaded(); ix != nil {
-		if err := s.settleUnsure(ctx, ix); err != nil {
-			return joinkeys.NodeRecord{}, err
-		}
 		s.mu.Lock()
-		o, ok := ix.nodes[ix.byKey[key]]
+		hostname := ix.byKey[key]
+		o, ok := ix.nodes[hostname]
+		unsure := ok && ix.unsureNodes[hostname]
 		s.mu.Unlock()
-		if !ok {
+		switch {
+		case unsure:
+			// Read as by its name (a node keeps its public key): what
+			// a write of unknown outcome landed, a release included.
+			n, err := s.readUnsureNode(ctx, ix, hostname)
+			if err == nil && n.PublicKey != key {
+				return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
+			}
+			return n, err
+		case !ok:
 			return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
 		}
 		return nodeRecord(o)
@@ -1030,9 +1061,7 @@ func (s *Store) visitNodes(ctx context.Context, visit func(joinkeys.NodeRecord) 
 	if ix == nil {
 		return s.eachNode(ctx, visit)
 	}
-	if err := s.settleUnsure(ctx, ix); err != nil {
-		return err
-	}
+	s.settleUnsureNodes(ctx, ix)
 	s.mu.Lock()
 	objs := make([]object[nodeSpec], 0, len(ix.nodes))
 	for _, o := range ix.nodes {

@@ -1017,6 +1017,43 @@ func TestListingsAfterWritesOfUnknownOutcomeAreFresh(t *testing.T) {
 	}
 }
 
+// TestAnUnreadableUnsureNodeStopsNoOtherRead: a node a write of unknown
+// outcome may have changed, and that cannot be read since, is listed as
+// the index holds it; the listings and the other nodes' look-ups by
+// public key (each join's) neither fail nor wait for it.
+func TestAnUnreadableUnsureNodeStopsNoOtherRead(t *testing.T) {
+	ctx := context.Background()
+	unsure := &unsureTransport{}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { unsure.next = rt; return unsure })
+	pool := joinkeys.MustPool("198.18.14.0/29", "198.18.14.1").Addresses()
+	var nodes []joinkeys.NodeRecord
+	for _, hostname := range []string{"unreadable", "other"} {
+		n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
+			Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: hostname, PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	unsure.mu.Lock()
+	unsure.lostUpdates, unsure.readBacks = 1, 1000 // every read of a node fails from now on
+	unsure.mu.Unlock()
+	nodes[0].Version = "2.0.0"
+	if _, err := s.UpdateNode(ctx, nodes[0], joinkeys.AuditEvent{}); err == nil {
+		t.Fatal("an update whose answer was lost answered no error")
+	}
+	listed, err := s.Nodes(ctx)
+	if err != nil || len(listed) != 2 {
+		t.Errorf("Nodes with one node unreadable: %d nodes, %v; want both, as the index holds them", len(listed), err)
+	}
+	if n, err := s.NodeByPublicKey(ctx, nodes[1].PublicKey); err != nil || n.Hostname != "other" {
+		t.Errorf("another node by its public key: %q, %v", n.Hostname, err)
+	}
+	if _, err := s.Node(ctx, "unreadable"); err == nil {
+		t.Error("the unreadable node itself, by name: no error; want the read's")
+	}
+}
+
 // forgetting is a transport whose node deletions, reads and creations
 // fail on demand: a deletion sent and its answer lost (lostDelete), reads
 // of a node that fail (failedReads), a creation refused (refusedCreate).
