@@ -9,5 +9,7 @@
 // master restored elsewhere keeps its tunnels and join commands. Replicas
 // share one identity through a Secret (Share): the first replica makes it,
 // from the files when a single master is being made highly available, and
-// every replica writes its files from it.
+// every replica writes its files from it. The replicas' channel to their
+// leader is TLS with a pair every replica derives from the shared JWT
+// secret (ChannelPair).
 package identity

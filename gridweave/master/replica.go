@@ -60,8 +60,8 @@ type replica struct {
 	routes    *standby.Routes
 	// hub is the HubConfigMap as last read.
 	hub atomic.Pointer[hubRecord]
-	// channel is this replica's URL for the ledger's writes (the
-	// scheme and cfg.ReplicaAddr); the leader publishes its own.
+	// channel is this replica's URL for the ledger's writes (https and
+	// cfg.ReplicaAddr); the leader publishes its own.
 	channel string
 	// leading is set while this replica leads: the ledger's writes are
 	// its own to make. renewed is when its last write of the Lease that

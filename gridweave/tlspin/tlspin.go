@@ -72,6 +72,9 @@ func ClientConfig(pin Pin, also ...Pin) *tls.Config {
 					return nil
 				}
 			}
+			if len(also) > 0 {
+				return fmt.Errorf("%w: it presented %s, none of the %d pinned", ErrPinMismatch, got, len(also)+1)
+			}
 			return fmt.Errorf("%w: it presented %s, the join command pinned %s", ErrPinMismatch, got, pin)
 		},
 	}
