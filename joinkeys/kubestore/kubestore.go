@@ -546,7 +546,7 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 	}
 	var objs []object[keySpec]
 	if ix := s.loaded(); ix != nil {
-		s.settleUnsureKeys(ctx, ix)
+		s.settleUnsure(ctx, ix, unsureKeys, "key/", func(ctx context.Context, id string) { _, _ = s.settleKey(ctx, ix, id) })
 		s.mu.Lock()
 		for _, o := range ix.keys {
 			objs = append(objs, o)
@@ -941,28 +941,31 @@ func (s *Store) readUnsureNode(ctx context.Context, ix *ledgerIndex, hostname st
 	return nodeRecord(o)
 }
 
-// settleUnsureKeys and settleUnsureNodes read the unsure keys, or nodes,
-// of the index (the writes of unknown outcome: ledgerIndex.unsureKeys and
-// unsureNodes) from the API server, so that a listing answers what
-// landed. A listing is fresh at best: one whose write is under way (that
-// write settles it) or that cannot be read is listed as the index holds
-// it, and no listing waits on a write or fails for it.
-func (s *Store) settleUnsureKeys(ctx context.Context, ix *ledgerIndex) {
+// settleUnsure reads the unsure entries of the index that unsure picks
+// (ledgerIndex.unsureKeys or unsureNodes: what writes of unknown outcome
+// may have changed; lockPrefix is their write locks' prefix) from the API
+// server with settle, so that a listing answers what landed. A listing
+// is fresh at best: an entry whose write is under way (that write settles
+// it) or that cannot be read is listed as the index holds it, and no
+// listing waits on a write or fails for it.
+func (s *Store) settleUnsure(ctx context.Context, ix *ledgerIndex, unsure func(*ledgerIndex) map[string]bool, lockPrefix string, settle func(ctx context.Context, name string)) {
 	s.mu.Lock()
-	ids := slices.Collect(maps.Keys(ix.unsureKeys))
+	names := slices.Collect(maps.Keys(unsure(ix)))
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, listingSettleTimeout)
 	defer cancel()
-	for _, id := range ids {
-		if unlock, free := s.writes.TryLock("key/" + id); free {
-			s.mu.Lock()
-			unsure := ix.unsureKeys[id]
-			s.mu.Unlock()
-			if unsure {
-				_, _ = s.settleKey(ctx, ix, id)
-			}
-			unlock()
+	for _, name := range names {
+		unlock, free := s.writes.TryLock(lockPrefix + name)
+		if !free {
+			continue
 		}
+		s.mu.Lock()
+		still := unsure(ix)[name]
+		s.mu.Unlock()
+		if still {
+			settle(ctx, name)
+		}
+		unlock()
 	}
 }
 
@@ -970,24 +973,8 @@ func (s *Store) settleUnsureKeys(ctx context.Context, ix *ledgerIndex) {
 // keys, or nodes, of the index.
 const listingSettleTimeout = 2 * time.Second
 
-func (s *Store) settleUnsureNodes(ctx context.Context, ix *ledgerIndex) {
-	s.mu.Lock()
-	hostnames := slices.Collect(maps.Keys(ix.unsureNodes))
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, listingSettleTimeout)
-	defer cancel()
-	for _, hostname := range hostnames {
-		if unlock, free := s.writes.TryLock("node/" + hostname); free {
-			s.mu.Lock()
-			unsure := ix.unsureNodes[hostname]
-			s.mu.Unlock()
-			if unsure {
-				_, _ = s.refreshNode(ctx, ix, hostname)
-			}
-			unlock()
-		}
-	}
-}
+func unsureKeys(ix *ledgerIndex) map[string]bool  { return ix.unsureKeys }
+func unsureNodes(ix *ledgerIndex) map[string]bool { return ix.unsureNodes }
 
 // NodeByPublicKey implements joinkeys.Store: a reader lists the nodes
 // labelled with the key, from the API server's watch cache.
@@ -1061,7 +1048,7 @@ func (s *Store) visitNodes(ctx context.Context, visit func(joinkeys.NodeRecord) 
 	if ix == nil {
 		return s.eachNode(ctx, visit)
 	}
-	s.settleUnsureNodes(ctx, ix)
+	s.settleUnsure(ctx, ix, unsureNodes, "node/", func(ctx context.Context, hostname string) { _, _ = s.refreshNode(ctx, ix, hostname) })
 	s.mu.Lock()
 	objs := make([]object[nodeSpec], 0, len(ix.nodes))
 	for _, o := range ix.nodes {
