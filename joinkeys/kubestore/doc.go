@@ -28,8 +28,8 @@
 // longer land (two minutes after it was sent). Every update is a compare-and-swap on the
 // object's resourceVersion, and a node is deleted under it. The writer
 // answers reads from its index (a key or node a write of unknown outcome
-// may have changed is read from the API server until it is known); a reader (a replica that does not lead)
-// reads the API server: keys and nodes fresh, a node by its public key
+// may have changed is read from the API server until it is known); a
+// reader (a replica that does not lead) reads the API server: keys and nodes fresh, a node by its public key
 // from the API server's watch cache (the writer refuses what a stale
 // answer there lets through). A writer that hands over stops writing and
 // waits for its writes under way (StopWriting).

@@ -952,6 +952,9 @@ func (s *Store) settleUnsure(ctx context.Context, ix *ledgerIndex, unsure func(*
 	s.mu.Lock()
 	names := slices.Collect(maps.Keys(unsure(ix)))
 	s.mu.Unlock()
+	if len(names) == 0 {
+		return // the listing's usual case: nothing to read
+	}
 	ctx, cancel := context.WithTimeout(ctx, listingSettleTimeout)
 	defer cancel()
 	for _, name := range names {
