@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -25,6 +26,27 @@ import (
 // maxEventsPerBatch bounds the events of one LedgerEvent (the CRD's
 // maxItems); 1<<idShift must exceed it.
 const maxEventsPerBatch = 256
+
+// A node's own events (a reservation's, an update's) are written in the
+// node, by the write they record: they cost no request of their own and
+// are never written apart from their write. A node carries its newest
+// maxCarriedEvents; an update that would carry more first moves the
+// oldest to the trail, and a release moves them all before the node
+// goes. An event keeps its ID wherever it moves.
+
+// maxCarriedEvents bounds the events a LedgerNode carries (the CRD's
+// maxItems); at most maxEventsPerBatch.
+const maxCarriedEvents = 16
+
+// entryOf is e as stored, without an ID (its write gives it one).
+func entryOf(e joinkeys.AuditEvent) eventEntry {
+	return eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}
+}
+
+// eventOf is a stored entry with its ID as an event.
+func eventOf(e eventEntry) joinkeys.AuditEvent {
+	return joinkeys.AuditEvent{ID: e.ID, At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}
+}
 
 // idShift makes room in an event's ID for its place in its batch: the ID
 // is the batch's resourceVersion shifted by idShift, plus the place.
@@ -68,9 +90,17 @@ func (s *Store) writeAudit(_ struct{}, events []joinkeys.AuditEvent) []error {
 // writeBatch writes events (at most maxEventsPerBatch) as one LedgerEvent.
 func (s *Store) writeBatch(ctx context.Context, events []joinkeys.AuditEvent) error {
 	entries := make([]eventEntry, len(events))
-	newest := time.Time{}
 	for i, e := range events {
-		entries[i] = eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}
+		entries[i] = entryOf(e)
+	}
+	return s.writeEntries(ctx, entries)
+}
+
+// writeEntries writes entries (at most maxEventsPerBatch, those with an
+// ID keeping it) as one LedgerEvent.
+func (s *Store) writeEntries(ctx context.Context, entries []eventEntry) error {
+	newest := time.Time{}
+	for _, e := range entries {
 		if e.At.After(newest) {
 			newest = e.At
 		}
@@ -148,9 +178,41 @@ func storedEvents(o object[eventSpec]) ([]joinkeys.AuditEvent, error) {
 		if id == 0 {
 			id = rv<<idShift | int64(i)
 		}
-		out[i] = joinkeys.AuditEvent{ID: id, At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason}
+		e.ID = id
+		out[i] = eventOf(e)
 	}
 	return out, nil
+}
+
+// nodesEvents are the events the ledger's nodes carry, by hostname: from
+// the index of a Store that writes, else read from the API server.
+func (s *Store) nodesEvents(ctx context.Context) (map[string][]joinkeys.AuditEvent, error) {
+	out := map[string][]joinkeys.AuditEvent{}
+	carry := func(o object[nodeSpec]) {
+		for _, e := range o.Spec.Events {
+			out[o.Metadata.Name] = append(out[o.Metadata.Name], eventOf(e))
+		}
+	}
+	if ix := s.loaded(); ix != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, o := range ix.nodes {
+			carry(o)
+		}
+		return out, nil
+	}
+	err := s.nodes.each(ctx, "", func(o object[nodeSpec]) bool {
+		carry(o)
+		return true
+	})
+	return out, err
+}
+
+// byID sorts events by ID, an event held twice (moved to the trail by a
+// write whose node write did not follow) once.
+func byID(events []joinkeys.AuditEvent) []joinkeys.AuditEvent {
+	slices.SortFunc(events, func(a, b joinkeys.AuditEvent) int { return cmp.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(events, func(a, b joinkeys.AuditEvent) bool { return a.ID == b.ID })
 }
 
 // selects reports whether q selects e (Limit aside).
@@ -158,11 +220,18 @@ func selects(q joinkeys.AuditQuery, e joinkeys.AuditEvent) bool {
 	return (q.Type == "" || e.Type == q.Type) && (q.Hostname == "" || e.Hostname == q.Hostname) && (q.KeyID == "" || e.KeyID == q.KeyID)
 }
 
-// Audit implements joinkeys.Store. The query selects here, as batches mix
-// types, hostnames and keys; with a Limit, batches are read newest first
-// and no more pages than the limit needs.
+// Audit implements joinkeys.Store: the trail's events and the nodes'. The
+// query selects here, as batches mix types, hostnames and keys; with a
+// Limit, batches are read newest first and no more pages than the limit
+// needs.
 func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.AuditEvent, error) {
 	if err := s.check(); err != nil {
+		return nil, err
+	}
+	// The nodes first: an event a release moves to the trail meanwhile is
+	// read in the trail.
+	carried, err := s.nodesEvents(ctx)
+	if err != nil {
 		return nil, err
 	}
 	size := listPageSize
@@ -170,9 +239,16 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 		size = min(q.Limit, listPageSize)
 	}
 	var out []joinkeys.AuditEvent
+	for _, events := range carried {
+		for _, e := range events {
+			if selects(q, e) {
+				out = append(out, e)
+			}
+		}
+	}
 	var decodeErr error
 	sorted := 0 // events selected from objects of time-sorted names
-	err := s.events.eachPaged(ctx, "", size, func(o object[eventSpec]) bool {
+	err = s.events.eachPaged(ctx, "", size, func(o object[eventSpec]) bool {
 		events, err := storedEvents(o)
 		if err != nil {
 			decodeErr = err
@@ -195,7 +271,7 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 	if err := cmp.Or(err, decodeErr); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b joinkeys.AuditEvent) int { return cmp.Compare(a.ID, b.ID) })
+	out = byID(out)
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[len(out)-q.Limit:]
 	}
@@ -203,8 +279,10 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 }
 
 // PruneAudit implements joinkeys.Store: it reads the trail (bounded by
-// the retention it keeps), deletes each LedgerEvent none of whose events
-// it keeps and rewrites each that keeps some, each kept event with its ID.
+// the retention it keeps) and the nodes' events, deletes each LedgerEvent
+// none of whose events it keeps, rewrites each that keeps some, each kept
+// event with its ID, and rewrites each node that carries an event it does
+// not keep.
 func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
 	end, err := s.beginWrite()
 	if err != nil {
@@ -233,27 +311,37 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 	if err := cmp.Or(err, decodeErr); err != nil {
 		return 0, err
 	}
-	slices.SortFunc(trail, func(a, b joinkeys.AuditEvent) int { return cmp.Compare(a.ID, b.ID) })
+	carried, err := s.nodesEvents(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, events := range carried {
+		trail = append(trail, events...)
+	}
 	kept := map[int64]bool{}
-	for _, e := range joinkeys.Retained(trail, r, now) {
+	for _, e := range joinkeys.Retained(byID(trail), r, now) {
 		kept[e.ID] = true
 	}
+	removed := map[int64]bool{}
 	// Oldest first, so that a prune cut short by its bound removed the
 	// oldest.
 	slices.SortFunc(all, func(a, b stored) int { return cmp.Compare(a.events[0].ID, b.events[0].ID) })
-	removed := 0
 	for _, o := range all {
-		if removed >= maxPrunedPerCall {
-			break // the rest at the next call: a backlog never stalls the caller
+		if len(removed) >= maxPrunedPerCall {
+			return len(removed), nil // the rest at the next call: a backlog never stalls the caller
 		}
 		// Each event written with its ID: a batch rewritten, or marked
 		// for its deletion (an update), keeps its events' IDs.
 		var keep, all []eventEntry
+		var dropped []int64
 		for _, e := range o.events {
-			entry := eventEntry{At: e.At, Type: e.Type, KeyID: e.KeyID, Hostname: e.Hostname, Actor: e.Actor, Reason: e.Reason, ID: e.ID}
+			entry := entryOf(e)
+			entry.ID = e.ID
 			all = append(all, entry)
 			if kept[e.ID] {
 				keep = append(keep, entry)
+			} else {
+				dropped = append(dropped, e.ID)
 			}
 		}
 		unmarked, wasMarked := withoutOthersMark(o.object, s.writer)
@@ -273,11 +361,73 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 			_, err = s.events.update(ctx, unmarked)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
-			return removed, err
+			return len(removed), err
 		}
-		removed += len(o.events) - len(keep)
+		for _, id := range dropped {
+			removed[id] = true
+		}
 	}
-	return removed, nil
+	for _, hostname := range slices.Sorted(maps.Keys(carried)) {
+		if len(removed) >= maxPrunedPerCall {
+			break
+		}
+		if !slices.ContainsFunc(carried[hostname], func(e joinkeys.AuditEvent) bool { return !kept[e.ID] }) {
+			continue
+		}
+		dropped, err := s.dropEvents(ctx, hostname, kept)
+		if err != nil {
+			return len(removed), err
+		}
+		for _, id := range dropped {
+			removed[id] = true
+		}
+	}
+	return len(removed), nil
+}
+
+// dropEvents writes hostname's node again without the events kept does
+// not hold, and returns their IDs; a node written since the prune read it
+// (or gone) is left to the next prune.
+func (s *Store) dropEvents(ctx context.Context, hostname string, kept map[int64]bool) ([]int64, error) {
+	ix, done, err := s.beginNodeWrite(ctx, hostname)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s.mu.Lock()
+	cur, ok := ix.nodes[hostname]
+	s.mu.Unlock()
+	var keep []eventEntry
+	var dropped []int64
+	for _, e := range cur.Spec.Events {
+		if kept[e.ID] {
+			keep = append(keep, e)
+		} else {
+			dropped = append(dropped, e.ID)
+		}
+	}
+	if !ok || len(dropped) == 0 {
+		return nil, nil
+	}
+	cur.Spec.Events = keep
+	written, err := s.writeNode(ctx, cur)
+	switch {
+	case err == nil:
+		s.mu.Lock()
+		ix.nodes[hostname] = written
+		delete(ix.unsureNodes, hostname)
+		delete(ix.restIfGone, hostname)
+		s.mu.Unlock()
+		return dropped, nil
+	case apierrors.IsNotFound(err):
+		s.forgetNode(ix, hostname)
+		return nil, nil
+	case apierrors.IsConflict(err):
+		s.refreshNode(ctx, ix, hostname)
+		return nil, nil
+	}
+	s.refreshNode(ctx, ix, hostname) // perhaps written
+	return nil, err
 }
 
 // maxPrunedPerCall bounds the events one PruneAudit removes (it stops

@@ -296,13 +296,14 @@ func TestAUseKeptIsNotCalledUnwritten(t *testing.T) {
 	}
 }
 
-// TestANodeWrittenIsNotCalledUnwritten: an update whose node is written
-// but whose audit event the fence refuses fails, and not as ErrFenced,
-// which tells the caller that nothing was written.
+// TestANodeWrittenIsNotCalledUnwritten: with a LedgerNode CRD of an
+// earlier version (its events go to the trail), an update whose node is
+// written but whose audit event the fence refuses fails, and not as
+// ErrFenced, which tells the caller that nothing was written.
 func TestANodeWrittenIsNotCalledUnwritten(t *testing.T) {
 	ctx := context.Background()
 	tr := &fencedTrail{}
-	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return tr })
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { tr.next = rt; return oldNodeSchema{tr} })
 	pool := joinkeys.MustPool("198.18.9.0/29", "198.18.9.1").Addresses()
 	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool,
 		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "audited", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
@@ -318,5 +319,141 @@ func TestANodeWrittenIsNotCalledUnwritten(t *testing.T) {
 	}
 	if got, err := s.Node(ctx, "audited"); err != nil || got.Status != joinkeys.StatusRegistered {
 		t.Errorf("the node after the update: %+v, %v; want it registered", got.Node, err)
+	}
+}
+
+// TestANodeCarriesItsOwnEvents: a node's events are written in the node
+// by the writes they record, with no LedgerEvent of their own, and read
+// alike by the writer, a reader and the next writer. Each keeps the ID
+// its write gave it as the node is written again, as the oldest move to
+// the trail past the node's bound (16), across a prune that keeps the
+// newest, and as the node is released; an event held both in its node
+// and in the trail is read once.
+func TestANodeCarriesItsOwnEvents(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	s, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: "the-writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := func() int {
+		t.Helper()
+		list, err := c.Dynamic.Resource(ledgerEvents).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	event := func(typ joinkeys.EventType, i int) joinkeys.AuditEvent {
+		return joinkeys.AuditEvent{At: time.Now().UTC(), Type: typ, Hostname: "carrier", Actor: "test", Reason: fmt.Sprint(i)}
+	}
+	seen := map[string]int64{} // each event's ID (by its reason) when first read
+	// read checks that every Store reads the n events 0..n-1 in order,
+	// each with the ID it was first read with, and returns them.
+	read := func(n int, stores ...*kubestore.Store) []joinkeys.AuditEvent {
+		t.Helper()
+		var first []joinkeys.AuditEvent
+		for i, st := range stores {
+			got, err := st.Audit(ctx, joinkeys.AuditQuery{Hostname: "carrier"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != n {
+				t.Fatalf("store %d reads %d events, want %d: %+v", i, len(got), n, got)
+			}
+			for j, e := range got {
+				if j > 0 && e.ID <= got[j-1].ID {
+					t.Fatalf("store %d: event %s has ID %d after %d", i, e.Reason, e.ID, got[j-1].ID)
+				}
+				if id, ok := seen[e.Reason]; ok && id != e.ID {
+					t.Fatalf("store %d: event %s has ID %d, first read with %d", i, e.Reason, e.ID, id)
+				}
+				seen[e.Reason] = e.ID
+			}
+			if i == 0 {
+				first = got
+			} else if !slices.Equal(got, first) {
+				t.Fatalf("store %d reads %+v; store 0 read %+v", i, got, first)
+			}
+		}
+		return first
+	}
+
+	pool := joinkeys.MustPool("198.18.11.0/29", "198.18.11.1").Addresses()
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, Event: event(joinkeys.EventValidationAccepted, 0),
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "carrier", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(1, s, reader); got[0].ID>>10 != n.Revision {
+		t.Fatalf("the reservation's event has ID %d; want its write's resourceVersion %d times 1024", got[0].ID, n.Revision)
+	}
+	for i := 1; i < 16; i++ {
+		if n, err = s.UpdateNode(ctx, n, event(joinkeys.EventVersionReported, i)); err != nil {
+			t.Fatal(err)
+		}
+		read(i+1, s, reader)
+	}
+	if n, err = s.UpdateNode(ctx, n, joinkeys.AuditEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	read(16, s, reader)
+	if b := batches(); b != 0 {
+		t.Fatalf("16 events of a node written in %d LedgerEvents; want none", b)
+	}
+	for i := 16; i < 20; i++ {
+		if n, err = s.UpdateNode(ctx, n, event(joinkeys.EventVersionReported, i)); err != nil {
+			t.Fatal(err)
+		}
+		read(i+1, s, reader)
+	}
+	if b := batches(); b != 4 {
+		t.Fatalf("4 events past the node's bound moved to the trail in %d LedgerEvents; want one each", b)
+	}
+	next, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: "the-next-writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := read(20, s, reader, next)
+
+	// The newest event held in the trail too (a move whose node write
+	// failed): read once.
+	newest := all[len(all)-1]
+	twice := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kubestore.Group + "/" + kubestore.Version, "kind": "LedgerEvent",
+		"metadata": map[string]any{"name": "held-twice"},
+		"spec": map[string]any{"events": []any{map[string]any{"at": newest.At.Format(time.RFC3339Nano), "type": string(newest.Type),
+			"hostname": newest.Hostname, "actor": newest.Actor, "reason": newest.Reason, "id": newest.ID}}},
+	}}
+	if _, err := c.Dynamic.Resource(ledgerEvents).Namespace(ns).Create(ctx, twice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	read(20, s, reader)
+
+	// Keep the newest 5: the trail's 4 go, the node keeps its newest 5.
+	removed, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 5}, time.Now())
+	if err != nil || removed != 15 {
+		t.Fatalf("PruneAudit: %d removed, %v; want 15", removed, err)
+	}
+	if kept := read(5, s, reader); !slices.Equal(kept, all[15:]) {
+		t.Fatalf("after the prune: %+v; want the newest 5 as they were", kept)
+	}
+	if b := batches(); b != 1 {
+		t.Fatalf("%d LedgerEvents after the prune; want the one that holds the newest event", b)
+	}
+
+	// The release moves the node's events to the trail.
+	if _, err := s.DeleteNode(ctx, "carrier", 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Node(ctx, "carrier"); !errors.Is(err, joinkeys.ErrNodeNotFound) {
+		t.Fatalf("the released node: %v", err)
+	}
+	if kept := read(5, s, reader); !slices.Equal(kept, all[15:]) {
+		t.Fatalf("after the release: %+v; want the newest 5 as they were", kept)
 	}
 }

@@ -7,9 +7,10 @@
 //   - JoinKey, named by the key's ID: the key's description, use count and
 //     the SHA-256 of an org key's secret;
 //   - LedgerNode, named by the hostname: the node, with the SHA-256 of its
-//     node token, labelled with its public key (base32) so that a reader
-//     finds a node by its key with one list;
-//   - LedgerEvent, a batch of audit events (up to 256);
+//     node token and its newest audit events (up to 16), labelled with its
+//     public key (base32) so that a reader finds a node by its key with
+//     one list;
+//   - LedgerEvent, a batch of audit events (up to 256) no node carries;
 //   - LedgerClaim ip.<address>, one per released address at rest: the
 //     address is not handed out again until a reservation's
 //     ReleasedBefore is past its release.
@@ -39,20 +40,33 @@
 // so a write based on a stale read (also of a released node whose
 // hostname was taken again) is refused with ErrNodeChanged.
 //
-// The audit trail is written in batches, each event before its write
-// answers: while one batch is being created the events of concurrent
-// writes gather for the next, so under load a create carries many joins'
-// events, and a lone event costs one request as it always did. An event's
-// ID is its batch's resourceVersion times 1024 plus its place in the
-// batch (kept in the event when a prune rewrites or marks the batch).
-// Edit no LedgerEvent by hand: an update changes the resourceVersion the
-// IDs of events not yet written with theirs are counted from. A query
-// selects in the store, since a batch mixes types, hostnames and keys. A
-// write killed after the node's creation can lose its audit event. When
-// a reservation's event cannot be written, its node is removed again and
-// its use given back, so that its error means nothing was written; when
-// that removal fails too (and for an update of a node), the error says
-// the write stays.
+// A node's own audit events (its reservation's, its updates') are
+// written in the node, by the write they record: a join's two events cost
+// no request of their own and are never written apart from their write.
+// A node carries its newest 16: an update that would carry more first
+// moves the oldest to the trail, and a release moves them all there
+// before the node goes. Other events (keys minted and revoked, rejected
+// attempts, releases) are written to the trail in batches, each event
+// before its write answers: while one batch is being created the events
+// of concurrent writes gather for the next, so under load a create
+// carries many, and a lone event costs one request. An event's ID is the
+// resourceVersion of the object it was first written in times 1024 plus
+// its place there; it keeps that ID wherever it goes (written in the
+// event once it moves, or once its node or batch is written again), and
+// an event moved twice (a move whose node write failed) is read once.
+// Edit no LedgerEvent, and no node's events, by hand: an update changes
+// the resourceVersion the IDs of events not yet written with theirs are
+// counted from. A query reads the nodes' events (from the writer's index,
+// or from the API server) and the trail's, and selects in the store, since
+// a batch mixes types, hostnames and keys; a prune bounds them together,
+// writing a node again without the events it does not keep. A LedgerNode
+// CRD of an earlier version drops the events a node carries: the writer
+// sees it in the API server's answer and writes them to the trail, as
+// it did then. In that case a write killed after the node's creation can
+// lose its audit event, and when a reservation's event cannot be written,
+// its node is removed again and its use given back, so that its error
+// means nothing was written; when that removal fails too (and for an
+// update of a node), the error says the write stays.
 //
 // A ledger written before the one writer (a LedgerClaim per live node's
 // address and public key, a PodCIDRTable) is brought up to date when a

@@ -1195,6 +1195,9 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, RegisteredAt: n.RegisteredAt, LastSeen: n.LastSeen,
 		TokenHash: n.TokenHash, PoolID: r.Addresses.ID(),
 	}
+	if r.Event.Type != "" {
+		spec.Events = []eventEntry{entryOf(r.Event)}
+	}
 	sent := time.Now()
 	created, err := s.nodes.create(give, withKeyLabel(s.nodes.new(n.Hostname, nil, spec)))
 	if err != nil {
@@ -1246,7 +1249,9 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	if r.Event.Type != "" {
+	if r.Event.Type != "" && len(created.Spec.Events) == 0 {
+		// A LedgerNode CRD of an earlier version dropped the event: the
+		// trail holds it, as it did then.
 		if err := s.appendAudit(give, r.Event); err != nil {
 			return s.undoReservation(give, ix, created, rec, undoSpend, err)
 		}
@@ -1422,6 +1427,20 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if len(n.TokenHash) > 0 {
 		sp.TokenHash = n.TokenHash
 	}
+	if event.Type != "" {
+		sp.Events = append(slices.Clone(sp.Events), entryOf(event))
+		if over := len(sp.Events) - maxCarriedEvents; over > 0 {
+			// The oldest go to the trail first: written twice should the
+			// node's write fail (a read shows them once), never lost.
+			if err := s.writeEntries(give, sp.Events[:over]); err != nil {
+				s.mu.Lock()
+				delete(ix.next, n.Hostname)
+				s.mu.Unlock()
+				return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: node %s not written: moving its oldest audit events to the trail: %w", n.Hostname, err)
+			}
+			sp.Events = sp.Events[over:]
+		}
+	}
 	written, err := s.writeNode(ctx, cur)
 	s.mu.Lock()
 	delete(ix.next, n.Hostname)
@@ -1453,7 +1472,9 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	if event.Type != "" {
+	if event.Type != "" && len(written.Spec.Events) < len(sp.Events) {
+		// A LedgerNode CRD of an earlier version dropped the event: the
+		// trail holds it, as it did then.
 		if err := s.appendAudit(give, event); err != nil {
 			// Not wrapped: the node is written, so the audit write's
 			// error (ErrFenced above all, which says nothing was) is not
@@ -1600,6 +1621,7 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 	defer done()
 	give, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
+	moved := map[int64]bool{} // the IDs of the events moved to the trail
 	for {
 		s.mu.Lock()
 		cur, ok := ix.nodes[hostname]
@@ -1613,6 +1635,22 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 		n, err := nodeRecord(cur)
 		if err != nil {
 			return joinkeys.NodeRecord{}, err
+		}
+		// The node's events go to the trail before the node: moved and
+		// not released, a read shows them once.
+		var carried []eventEntry
+		for _, e := range cur.Spec.Events {
+			if !moved[e.ID] {
+				carried = append(carried, e)
+			}
+		}
+		if len(carried) > 0 {
+			if err := s.writeEntries(give, carried); err != nil {
+				return joinkeys.NodeRecord{}, fmt.Errorf("kubestore: node %s not released: moving its audit events to the trail: %w", hostname, err)
+			}
+			for _, e := range carried {
+				moved[e.ID] = true
+			}
 		}
 		// The address's rest is recorded before the node goes, so that
 		// the next writer's load finds it quarantined: a rest that cannot

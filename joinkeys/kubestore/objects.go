@@ -226,7 +226,29 @@ func (r resource[S]) decode(raw []byte, err error) (object[S], error) {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return object[S]{}, fmt.Errorf("kubestore: decode %s: %w", r.kind, err)
 	}
-	return out, nil
+	return numbered(out), nil
+}
+
+// numbered is o with the IDs of a node's audit events written in them:
+// an event stored without one gets the ID its node's resourceVersion
+// gives it, which it keeps when the node is written again. Other objects
+// are returned as they are.
+func numbered[S any](o object[S]) object[S] {
+	sp, ok := any(&o.Spec).(*nodeSpec)
+	if !ok || len(sp.Events) == 0 {
+		return o
+	}
+	rv, err := o.Metadata.revision()
+	if err != nil {
+		return o // nodeRecord refuses the node
+	}
+	sp.Events = slices.Clone(sp.Events)
+	for i := range sp.Events {
+		if sp.Events[i].ID == 0 {
+			sp.Events[i].ID = rv<<idShift | int64(i)
+		}
+	}
+	return o
 }
 
 func (r resource[S]) create(ctx context.Context, obj object[S]) (object[S], error) {
@@ -315,7 +337,6 @@ func (r resource[S]) each(ctx context.Context, selector string, visit func(objec
 	return r.eachPaged(ctx, selector, listPageSize, visit)
 }
 
-// eachPaged is each with pages of size objects.
 // cached lists the objects selector selects from the API server's watch
 // cache (resourceVersion 0: as recent as the cache, not a read of etcd),
 // in one answer: for a small selection whose staleness the caller
@@ -329,9 +350,13 @@ func (r resource[S]) cached(ctx context.Context, selector string) ([]object[S], 
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("kubestore: decode %s list: %w", r.kind, err)
 	}
+	for i, item := range list.Items {
+		list.Items[i] = numbered(item)
+	}
 	return list.Items, nil
 }
 
+// eachPaged is each with pages of size objects.
 func (r resource[S]) eachPaged(ctx context.Context, selector string, size int, visit func(object[S]) bool) error {
 	cont := ""
 	for {
@@ -351,7 +376,7 @@ func (r resource[S]) eachPaged(ctx context.Context, selector string, size int, v
 			return fmt.Errorf("kubestore: decode %s list: %w", r.kind, err)
 		}
 		for _, item := range page.Items {
-			if !visit(item) {
+			if !visit(numbered(item)) {
 				return nil
 			}
 		}
@@ -410,6 +435,11 @@ type nodeSpec struct {
 	// Reservation is a random ID the node's claims carry too, so that a
 	// claim is released only by the node that took it.
 	Reservation string `json:"reservation"`
+	// Events are the node's newest audit events (at most
+	// maxCarriedEvents), written with the node's own writes: an event
+	// without an ID is the one the write that stored it added, its ID
+	// that write's resourceVersion times 1024 plus its place (numbered).
+	Events []eventEntry `json:"events,omitempty"`
 }
 
 // claimSpec is a LedgerClaim's spec: who holds it.
@@ -444,8 +474,10 @@ type eventEntry struct {
 	Hostname string             `json:"hostname,omitempty"`
 	Actor    string             `json:"actor,omitempty"`
 	Reason   string             `json:"reason,omitempty"`
-	// ID is the event's ID once a prune rewrote its batch, which changed
-	// the batch's resourceVersion; zero until then.
+	// ID is the event's ID once it is written where the resourceVersion
+	// it was counted from no longer tells it: in a batch a prune rewrote,
+	// moved from its node to the trail, or kept by a later write of its
+	// node; zero until then.
 	ID int64 `json:"id,omitempty"`
 }
 
