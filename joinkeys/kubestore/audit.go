@@ -184,9 +184,10 @@ func storedEvents(o object[eventSpec]) ([]joinkeys.AuditEvent, error) {
 	return out, nil
 }
 
-// nodesEvents are the events the ledger's nodes carry, by hostname: from
-// the index of a Store that writes, else read from the API server.
-func (s *Store) nodesEvents(ctx context.Context) (map[string][]joinkeys.AuditEvent, error) {
+// nodesEvents are the events the ledger's nodes carry (only hostname's
+// when it is not empty), by hostname: from the index of a Store that
+// writes, else read from the API server.
+func (s *Store) nodesEvents(ctx context.Context, hostname string) (map[string][]joinkeys.AuditEvent, error) {
 	out := map[string][]joinkeys.AuditEvent{}
 	carry := func(o object[nodeSpec]) {
 		for _, e := range o.Spec.Events {
@@ -196,9 +197,26 @@ func (s *Store) nodesEvents(ctx context.Context) (map[string][]joinkeys.AuditEve
 	if ix := s.loaded(); ix != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if hostname != "" {
+			if o, ok := ix.nodes[hostname]; ok {
+				carry(o)
+			}
+			return out, nil
+		}
 		for _, o := range ix.nodes {
 			carry(o)
 		}
+		return out, nil
+	}
+	if hostname != "" {
+		o, err := s.nodes.get(ctx, hostname)
+		switch {
+		case apierrors.IsNotFound(err):
+			return out, nil
+		case err != nil:
+			return nil, err
+		}
+		carry(o)
 		return out, nil
 	}
 	err := s.nodes.each(ctx, "", func(o object[nodeSpec]) bool {
@@ -206,6 +224,21 @@ func (s *Store) nodesEvents(ctx context.Context) (map[string][]joinkeys.AuditEve
 		return true
 	})
 	return out, err
+}
+
+// keepDropped writes to the trail the events sent in a node's write that
+// the API server did not keep (a LedgerNode CRD of an earlier version
+// drops them all), each with its ID (one without gets its batch's).
+func (s *Store) keepDropped(ctx context.Context, sent []eventEntry, written object[nodeSpec]) error {
+	if len(sent) == 0 || len(written.Spec.Events) > 0 {
+		return nil
+	}
+	for batch := range slices.Chunk(sent, maxEventsPerBatch) {
+		if err := s.writeEntries(ctx, batch); err != nil {
+			return fmt.Errorf("kubestore: node %s written, but the LedgerNode CRD dropped its audit events and writing them to the trail failed: %w", written.Metadata.Name, err)
+		}
+	}
+	return nil
 }
 
 // byID sorts events by ID, an event held twice (moved to the trail by a
@@ -220,17 +253,18 @@ func selects(q joinkeys.AuditQuery, e joinkeys.AuditEvent) bool {
 	return (q.Type == "" || e.Type == q.Type) && (q.Hostname == "" || e.Hostname == q.Hostname) && (q.KeyID == "" || e.KeyID == q.KeyID)
 }
 
-// Audit implements joinkeys.Store: the trail's events and the nodes'. The
+// Audit implements joinkeys.Store: the nodes' events and the trail's. The
 // query selects here, as batches mix types, hostnames and keys; with a
-// Limit, batches are read newest first and no more pages than the limit
-// needs.
+// Limit, the trail's batches are read newest first and no more pages than
+// the limit needs (every node's events are read, or the one node's of a
+// query by hostname).
 func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.AuditEvent, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	// The nodes first: an event a release moves to the trail meanwhile is
 	// read in the trail.
-	carried, err := s.nodesEvents(ctx)
+	carried, err := s.nodesEvents(ctx, q.Hostname)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +288,7 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 			decodeErr = err
 			return false
 		}
-		for _, e := range events {
+		for i, e := range events {
 			if !selects(q, e) {
 				continue
 			}
@@ -262,7 +296,10 @@ func (s *Store) Audit(ctx context.Context, q joinkeys.AuditQuery) ([]joinkeys.Au
 			// Once the limit's newest are read under time-sorted names,
 			// the rest are older: those names sort newest first, and an
 			// event named before that scheme is older than all of them.
-			if timeSorted(o.Metadata.Name) {
+			// An event written with its ID was first written elsewhere
+			// (moved from its node, or read twice) and tells nothing of
+			// the batches after this one.
+			if timeSorted(o.Metadata.Name) && (i >= len(o.Spec.Events) || o.Spec.Events[i].ID == 0) {
 				sorted++
 			}
 		}
@@ -311,7 +348,7 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 	if err := cmp.Or(err, decodeErr); err != nil {
 		return 0, err
 	}
-	carried, err := s.nodesEvents(ctx)
+	carried, err := s.nodesEvents(ctx, "")
 	if err != nil {
 		return 0, err
 	}
@@ -371,10 +408,16 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 		if len(removed) >= maxPrunedPerCall {
 			break
 		}
-		if !slices.ContainsFunc(carried[hostname], func(e joinkeys.AuditEvent) bool { return !kept[e.ID] }) {
+		drop := map[int64]bool{}
+		for _, e := range carried[hostname] {
+			if !kept[e.ID] {
+				drop[e.ID] = true
+			}
+		}
+		if len(drop) == 0 {
 			continue
 		}
-		dropped, err := s.dropEvents(ctx, hostname, kept)
+		dropped, err := s.dropEvents(ctx, hostname, drop)
 		if err != nil {
 			return len(removed), err
 		}
@@ -385,10 +428,11 @@ func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now t
 	return len(removed), nil
 }
 
-// dropEvents writes hostname's node again without the events kept does
-// not hold, and returns their IDs; a node written since the prune read it
-// (or gone) is left to the next prune.
-func (s *Store) dropEvents(ctx context.Context, hostname string, kept map[int64]bool) ([]int64, error) {
+// dropEvents writes hostname's node again without the events of drop
+// (the prune's choice among those it read: an event written since is
+// kept), and returns the IDs it dropped; a node written since the prune
+// read it (or gone) is left to the next prune.
+func (s *Store) dropEvents(ctx context.Context, hostname string, drop map[int64]bool) ([]int64, error) {
 	ix, done, err := s.beginNodeWrite(ctx, hostname)
 	if err != nil {
 		return nil, err
@@ -400,10 +444,10 @@ func (s *Store) dropEvents(ctx context.Context, hostname string, kept map[int64]
 	var keep []eventEntry
 	var dropped []int64
 	for _, e := range cur.Spec.Events {
-		if kept[e.ID] {
-			keep = append(keep, e)
-		} else {
+		if drop[e.ID] {
 			dropped = append(dropped, e.ID)
+		} else {
+			keep = append(keep, e)
 		}
 	}
 	if !ok || len(dropped) == 0 {
@@ -418,7 +462,7 @@ func (s *Store) dropEvents(ctx context.Context, hostname string, kept map[int64]
 		delete(ix.unsureNodes, hostname)
 		delete(ix.restIfGone, hostname)
 		s.mu.Unlock()
-		return dropped, nil
+		return dropped, s.keepDropped(ctx, keep, written)
 	case apierrors.IsNotFound(err):
 		s.forgetNode(ix, hostname)
 		return nil, nil
@@ -431,5 +475,5 @@ func (s *Store) dropEvents(ctx context.Context, hostname string, kept map[int64]
 }
 
 // maxPrunedPerCall bounds the events one PruneAudit removes (it stops
-// after the batch that reaches it).
+// after the batch or node that reaches it).
 const maxPrunedPerCall = 1000

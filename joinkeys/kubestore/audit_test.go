@@ -414,8 +414,11 @@ func TestANodeCarriesItsOwnEvents(t *testing.T) {
 	if b := batches(); b != 4 {
 		t.Fatalf("4 events past the node's bound moved to the trail in %d LedgerEvents; want one each", b)
 	}
-	next, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: "the-next-writer"})
+	next, err := kubestore.New(c.Config, ns, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Reload(ctx); err != nil { // loads its index, as a new leader does
 		t.Fatal(err)
 	}
 	all := read(20, s, reader, next)
@@ -455,5 +458,148 @@ func TestANodeCarriesItsOwnEvents(t *testing.T) {
 	}
 	if kept := read(5, s, reader); !slices.Equal(kept, all[15:]) {
 		t.Fatalf("after the release: %+v; want the newest 5 as they were", kept)
+	}
+}
+
+// TestTheNewestEventsAfterARelease: the events a release moves to the
+// trail sit in its newest batch with the IDs of their first writes; a
+// query for the newest events reads past them to the newer events of
+// older batches.
+func TestTheNewestEventsAfterARelease(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	s, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := func(typ joinkeys.EventType, hostname string) joinkeys.AuditEvent {
+		return joinkeys.AuditEvent{At: time.Now().UTC(), Type: typ, Hostname: hostname, Actor: "test"}
+	}
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: joinkeys.MustPool("198.18.12.0/29", "198.18.12.1").Addresses(),
+		Event: event(joinkeys.EventValidationAccepted, "moved"),
+		Node:  joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "moved", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAudit(ctx, event(joinkeys.EventValidationRejected, "other")); err != nil {
+		t.Fatal(err)
+	}
+	n.Status = joinkeys.StatusRegistered
+	if _, err := s.UpdateNode(ctx, n, event(joinkeys.EventNodeRegistered, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteNode(ctx, "moved", 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil || len(all) != 3 || all[1].Hostname != "other" {
+		t.Fatalf("the trail: %+v, %v; want the reservation's event, the rejection, the registration", all, err)
+	}
+	if newest, err := s.Audit(ctx, joinkeys.AuditQuery{Limit: 2}); err != nil || !slices.Equal(newest, all[1:]) {
+		t.Errorf("the newest 2: %+v, %v; want %+v", newest, err, all[1:])
+	}
+}
+
+// hookTransport runs its hook (once) before the first delete or update of
+// a LedgerEvent it carries.
+type hookTransport struct {
+	next http.RoundTripper
+	hook atomic.Pointer[func()]
+}
+
+func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if (r.Method == http.MethodDelete || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/ledgerevents/") {
+		if hook := h.hook.Swap(nil); hook != nil {
+			(*hook)()
+		}
+	}
+	return h.next.RoundTrip(r)
+}
+
+// TestAPruneKeepsWhatIsWrittenMeanwhile: a prune drops from a node only
+// the events it chose among those it read; an event the node's update
+// added since stays.
+func TestAPruneKeepsWhatIsWrittenMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	h := &hookTransport{}
+	_, _, s := storeThrough(t, func(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h })
+	event := func(typ joinkeys.EventType, reason string) joinkeys.AuditEvent {
+		return joinkeys.AuditEvent{At: time.Now().UTC(), Type: typ, Hostname: "busy", Actor: "test", Reason: reason}
+	}
+	if err := s.AppendAudit(ctx, event(joinkeys.EventKeyMinted, "oldest")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: joinkeys.MustPool("198.18.13.0/29", "198.18.13.1").Addresses(),
+		Event: event(joinkeys.EventValidationAccepted, "0"),
+		Node:  joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "busy", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reason := range []string{"1", "2"} {
+		if n, err = s.UpdateNode(ctx, n, event(joinkeys.EventVersionReported, reason)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The prune keeps the newest two of what it reads (1 and 2); as it
+	// deletes the trail's batch, an update adds "late" to the node.
+	late := func() {
+		if _, err := s.UpdateNode(ctx, n, event(joinkeys.EventVersionReported, "late")); err != nil {
+			t.Error(err)
+		}
+	}
+	h.hook.Store(&late)
+	if removed, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 2}, time.Now()); err != nil || removed != 2 {
+		t.Fatalf("PruneAudit: %d removed, %v; want 2 (the trail's oldest and the node's 0)", removed, err)
+	}
+	got, err := s.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range got {
+		reasons = append(reasons, e.Reason)
+	}
+	if !slices.Equal(reasons, []string{"1", "2", "late"}) {
+		t.Errorf("after the prune: events %q; want 1, 2 and late", reasons)
+	}
+}
+
+// TestEventsAnOldSchemaDropsGoToTheTrail: a node written through an API
+// server whose LedgerNode CRD predates node events (oldNodeSchema) loses
+// the events it carried in the API server's answer: the writer writes
+// them to the trail, with their IDs, beside the update's own.
+func TestEventsAnOldSchemaDropsGoToTheTrail(t *testing.T) {
+	c, ns := ledger(t)
+	ctx := context.Background()
+	s, err := kubestore.New(c.Config, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := func(typ joinkeys.EventType) joinkeys.AuditEvent {
+		return joinkeys.AuditEvent{At: time.Now().UTC(), Type: typ, Hostname: "dropped", Actor: "test"}
+	}
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: joinkeys.MustPool("198.18.14.0/29", "198.18.14.1").Addresses(),
+		Event: event(joinkeys.EventValidationAccepted),
+		Node:  joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "dropped", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("the reservation's event: %+v, %v", first, err)
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return oldNodeSchema{rt} }
+	old, err := kubestore.New(cfg, ns, nil) // the next writer, through such an API server
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status = joinkeys.StatusRegistered
+	if _, err := old.UpdateNode(ctx, n, event(joinkeys.EventNodeRegistered)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Audit(ctx, joinkeys.AuditQuery{})
+	if err != nil || len(got) != 2 || got[0] != first[0] || got[1].Type != joinkeys.EventNodeRegistered {
+		t.Fatalf("after the update: %+v, %v; want %+v as it was, then the registration", got, err, first[0])
 	}
 }

@@ -54,9 +54,9 @@
 // its place there; it keeps that ID wherever it goes (written in the
 // event once it moves, or once its node or batch is written again), and
 // an event moved twice (a move whose node write failed) is read once.
-// Edit no LedgerEvent, and no node's events, by hand: an update changes
-// the resourceVersion the IDs of events not yet written with theirs are
-// counted from. A query reads the nodes' events (from the writer's index,
+// Edit no LedgerEvent or LedgerNode by hand: an update changes the
+// resourceVersion the IDs of events not yet written with theirs are
+// counted from, and a node deleted by hand takes its events with it. A query reads the nodes' events (from the writer's index,
 // or from the API server) and the trail's, and selects in the store, since
 // a batch mixes types, hostnames and keys; a prune bounds them together,
 // writing a node again without the events it does not keep. A LedgerNode

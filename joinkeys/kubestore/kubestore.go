@@ -305,6 +305,9 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 	}
 	for _, o := range unlabelled {
 		written, err := s.writeNode(ctx, o)
+		if err == nil {
+			err = s.keepDropped(ctx, o.Spec.Events, written)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			// Deleted since the list (an administrator): not in the ledger.
@@ -1472,15 +1475,13 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	if event.Type != "" && len(written.Spec.Events) < len(sp.Events) {
-		// A LedgerNode CRD of an earlier version dropped the event: the
-		// trail holds it, as it did then.
-		if err := s.appendAudit(give, event); err != nil {
-			// Not wrapped: the node is written, so the audit write's
-			// error (ErrFenced above all, which says nothing was) is not
-			// this write's.
-			return rec, fmt.Errorf("kubestore: node %s written, but its audit event was not: %v", n.Hostname, err)
-		}
+	// A LedgerNode CRD of an earlier version dropped the events: the
+	// trail holds them, as it did then.
+	if err := s.keepDropped(give, sp.Events, written); err != nil {
+		// Not wrapped: the node is written, so the audit write's error
+		// (ErrFenced above all, which says nothing was) is not this
+		// write's.
+		return rec, fmt.Errorf("kubestore: node %s written, but its audit event was not: %v", n.Hostname, err)
 	}
 	return rec, nil
 }

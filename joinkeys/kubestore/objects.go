@@ -452,8 +452,9 @@ type claimSpec struct {
 	ReleasedAt *time.Time `json:"releasedAt,omitempty"`
 }
 
-// eventSpec is a LedgerEvent's spec: audit events less their IDs, which
-// the object's resourceVersion gives (eventID).
+// eventSpec is a LedgerEvent's spec: audit events, each without its ID
+// (which the object's resourceVersion gives, storedEvents) unless it
+// was first written elsewhere.
 type eventSpec struct {
 	// Events is a batch of events, in the order they were written.
 	Events []eventEntry `json:"events,omitempty"`
@@ -466,7 +467,7 @@ type eventSpec struct {
 	Reason   string             `json:"reason,omitempty"`
 }
 
-// eventEntry is one audit event of a LedgerEvent.
+// eventEntry is one audit event of a LedgerEvent or a LedgerNode.
 type eventEntry struct {
 	At       time.Time          `json:"at"`
 	Type     joinkeys.EventType `json:"type"`
