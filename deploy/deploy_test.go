@@ -440,7 +440,12 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerclaims", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
+		// A prune rewrites the batch it keeps part of, and marks what it
+		// deletes (TestConformanceUnderTheFence runs with these rules).
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "podcidrtables", Namespace: "gridweave"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "podcidrtables", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "joinkeys", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave-system"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave-system"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave-system"}, true},

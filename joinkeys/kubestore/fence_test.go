@@ -3,18 +3,24 @@ package kubestore_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
+	"gridweave.dev/deploy"
 	"gridweave.dev/internal/testcluster"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/kubestore"
@@ -261,8 +267,10 @@ func (g *deleteGate) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestConformanceUnderTheFence runs the Store suite on a fenced ledger
-// whose Lease the Store's writer holds.
+// whose Lease the Store's writer holds, with the ledger's verbs the
+// shipped HA Role grants (deploy/kubernetes/ha/rbac-ha.yaml) and no more.
 func TestConformanceUnderTheFence(t *testing.T) {
+	rules := shippedLedgerRules(t)
 	storetest.Run(t, func(t *testing.T) joinkeys.Store {
 		c, ns := fencedLedger(t)
 		ctx := context.Background()
@@ -270,9 +278,30 @@ func TestConformanceUnderTheFence(t *testing.T) {
 		if _, err := c.Kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-leader"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := kubestore.New(c.Config, ns, &kubestore.Options{Writer: holder})
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "ha-replica", Namespace: ns}, Rules: rules}
+		if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ha-replica", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "ha-replica"},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: "ha-replica"}}}
+		if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.CopyConfig(c.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "ha-replica"}
+		s, err := kubestore.New(cfg, ns, &kubestore.Options{Writer: holder})
 		if err != nil {
 			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			_, err := s.Keys(ctx)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err) // RBAC takes a moment to apply
+			}
 		}
 		awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -334,4 +363,33 @@ func TestTheFenceOutlivesARetiredLedger(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// shippedLedgerRules are the rules on the ledger's objects of the HA
+// Role the deploy files ship.
+func shippedLedgerRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	raw, err := fs.ReadFile(deploy.Files, "kubernetes/ha/rbac-ha.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var role rbacv1.Role
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind != "Role" {
+			continue
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, kubestore.Group) {
+				rules = append(rules, r)
+			}
+		}
+	}
+	if len(rules) == 0 {
+		t.Fatal("rbac-ha.yaml grants nothing on the ledger's objects")
+	}
+	return rules
 }
