@@ -59,7 +59,8 @@
 // counted from, and a node deleted by hand takes its events with it. A query reads the nodes' events (from the writer's index,
 // or from the API server) and the trail's, and selects in the store, since
 // a batch mixes types, hostnames and keys; a prune bounds them together,
-// writing a node again without the events it does not keep. A LedgerNode
+// writing a node again without the events it does not keep (a write like
+// any other: the node's revision moves on). A LedgerNode
 // CRD of an earlier version drops the events a node carries: the writer
 // sees it in the API server's answer and writes them to the trail, as
 // it did then. In that case a write killed after the node's creation can
