@@ -446,6 +446,7 @@ func TestHAManifestsAreAdmittedAndBound(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "podcidrtables", Namespace: "gridweave"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: kubestore.Group, Resource: "podcidrtables", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "joinkeys", Namespace: "gridweave"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Group: kubestore.Group, Resource: "ledgerevents", Namespace: "gridweave"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "gridweave-leader", Namespace: "gridweave-system"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "other", Namespace: "gridweave-system"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Name: "gridweave-master", Namespace: "gridweave-system"}, true},

@@ -441,6 +441,12 @@ func (s *Store) dropEvents(ctx context.Context, hostname string, drop map[int64]
 	s.mu.Lock()
 	cur, ok := ix.nodes[hostname]
 	s.mu.Unlock()
+	if cur.Spec.Status == joinkeys.StatusValidated {
+		// A join under way, or half finished: its revision is what the
+		// register, or the release of a half-finished join, is based on.
+		// Its events go when it registers or leaves.
+		return nil, nil
+	}
 	var keep []eventEntry
 	var dropped []int64
 	for _, e := range cur.Spec.Events {

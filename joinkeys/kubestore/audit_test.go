@@ -392,6 +392,7 @@ func TestANodeCarriesItsOwnEvents(t *testing.T) {
 	if got := read(1, s, reader); got[0].ID>>10 != n.Revision {
 		t.Fatalf("the reservation's event has ID %d; want its write's resourceVersion %d times 1024", got[0].ID, n.Revision)
 	}
+	n.Status = joinkeys.StatusRegistered // a prune leaves a join under way alone
 	for i := 1; i < 16; i++ {
 		if n, err = s.UpdateNode(ctx, n, event(joinkeys.EventVersionReported, i)); err != nil {
 			t.Fatal(err)
@@ -518,7 +519,9 @@ func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestAPruneKeepsWhatIsWrittenMeanwhile: a prune drops from a node only
 // the events it chose among those it read; an event the node's update
-// added since stays.
+// added since stays. It leaves a join under way (a node validated, not
+// registered) alone: the release of a half-finished join is based on its
+// revision.
 func TestAPruneKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	h := &hookTransport{}
@@ -526,15 +529,22 @@ func TestAPruneKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 	event := func(typ joinkeys.EventType, reason string) joinkeys.AuditEvent {
 		return joinkeys.AuditEvent{At: time.Now().UTC(), Type: typ, Hostname: "busy", Actor: "test", Reason: reason}
 	}
+	pool := joinkeys.MustPool("198.18.13.0/29", "198.18.13.1").Addresses()
+	half := event(joinkeys.EventValidationAccepted, "half")
+	half.Hostname = "half"
+	if _, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, Event: half,
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "half", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.AppendAudit(ctx, event(joinkeys.EventKeyMinted, "oldest")); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: joinkeys.MustPool("198.18.13.0/29", "198.18.13.1").Addresses(),
-		Event: event(joinkeys.EventValidationAccepted, "0"),
-		Node:  joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "busy", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
+	n, err := s.ReserveNode(ctx, joinkeys.Reservation{Addresses: pool, Event: event(joinkeys.EventValidationAccepted, "0"),
+		Node: joinkeys.NodeRecord{Node: joinkeys.Node{Hostname: "busy", PublicKey: mustKey(t), Status: joinkeys.StatusValidated}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.Status = joinkeys.StatusRegistered
 	for _, reason := range []string{"1", "2"} {
 		if n, err = s.UpdateNode(ctx, n, event(joinkeys.EventVersionReported, reason)); err != nil {
 			t.Fatal(err)
@@ -549,7 +559,7 @@ func TestAPruneKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 	}
 	h.hook.Store(&late)
 	if removed, err := s.PruneAudit(ctx, joinkeys.AuditRetention{MaxEvents: 2}, time.Now()); err != nil || removed != 2 {
-		t.Fatalf("PruneAudit: %d removed, %v; want 2 (the trail's oldest and the node's 0)", removed, err)
+		t.Fatalf("PruneAudit: %d removed, %v; want 2 (the trail's oldest and busy's 0; half's stays)", removed, err)
 	}
 	got, err := s.Audit(ctx, joinkeys.AuditQuery{})
 	if err != nil {
@@ -559,8 +569,8 @@ func TestAPruneKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 	for _, e := range got {
 		reasons = append(reasons, e.Reason)
 	}
-	if !slices.Equal(reasons, []string{"1", "2", "late"}) {
-		t.Errorf("after the prune: events %q; want 1, 2 and late", reasons)
+	if !slices.Equal(reasons, []string{"half", "1", "2", "late"}) {
+		t.Errorf("after the prune: events %q; want half, 1, 2 and late", reasons)
 	}
 }
 

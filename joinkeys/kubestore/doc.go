@@ -10,7 +10,8 @@
 //     node token and its newest audit events (up to 16), labelled with its
 //     public key (base32) so that a reader finds a node by its key with
 //     one list;
-//   - LedgerEvent, a batch of audit events (up to 256) no node carries;
+//   - LedgerEvent, a batch of audit events (up to 256): those of no node,
+//     and those moved from their node;
 //   - LedgerClaim ip.<address>, one per released address at rest: the
 //     address is not handed out again until a reservation's
 //     ReleasedBefore is past its release.
@@ -89,6 +90,12 @@
 // holder's writes are taken.
 //
 // The CRDs are embedded (CRDs, InstallCRDs; PodCIDRTable only to remove
-// an old ledger's). The store needs, in its namespace, get, list, create,
-// update and delete on the five resources.
+// an old ledger's). The store needs, in its namespace: get, list, create,
+// update and delete on LedgerNodes and LedgerClaims; list, create, update
+// and delete on LedgerEvents; get, list, create and update on JoinKeys;
+// delete on PodCIDRTables (deploy/kubernetes/ha/rbac-ha.yaml grants
+// exactly that). Keep the CRDs of this version when rolling the server
+// back: the API server drops the fields a CRD does not know from what it
+// stores and from what it reads back, so a LedgerNode CRD of an earlier
+// version erases the events nodes carry as they are written again.
 package kubestore

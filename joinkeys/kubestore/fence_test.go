@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -303,6 +304,25 @@ func TestConformanceUnderTheFence(t *testing.T) {
 				t.Fatal(err) // RBAC takes a moment to apply
 			}
 		}
+		// Those rules and no others: a key's delete is refused.
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "ha-replica",
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "delete", Group: kubestore.Group, Resource: "joinkeys", Namespace: ns}}}
+		if got, err := c.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{}); err != nil || got.Status.Allowed {
+			t.Fatalf("the replica may delete a key (%v): the suite would not run with the shipped rules alone", err)
+		}
+		// The fence holds: a writer that does not hold the Lease is refused.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			holds, err := s.FenceHolds(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if holds {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the fence never refused a replica that does not hold the Lease")
+			}
+		}
 		awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if err := s.AwaitWrites(awaitCtx); err != nil {
@@ -365,8 +385,10 @@ func TestTheFenceOutlivesARetiredLedger(t *testing.T) {
 	}
 }
 
-// shippedLedgerRules are the rules on the ledger's objects of the HA
-// Role the deploy files ship.
+// shippedLedgerRules are the rules of the HA Role the deploy files ship
+// for the ledger's namespace (gridweave-server-ha in gridweave, bound to
+// the replicas' ServiceAccount); no other Role of the file may grant
+// anything on the ledger's objects.
 func shippedLedgerRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
 	raw, err := fs.ReadFile(deploy.Files, "kubernetes/ha/rbac-ha.yaml")
@@ -374,22 +396,40 @@ func shippedLedgerRules(t *testing.T) []rbacv1.PolicyRule {
 		t.Fatal(err)
 	}
 	var rules []rbacv1.PolicyRule
+	bound := false
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		var role rbacv1.Role
-		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
 			t.Fatal(err)
 		}
-		if role.Kind != "Role" {
-			continue
-		}
-		for _, r := range role.Rules {
-			if slices.Contains(r.APIGroups, kubestore.Group) {
+		switch kind.Kind {
+		case "Role":
+			var role rbacv1.Role
+			if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range role.Rules {
+				if !slices.Contains(r.APIGroups, kubestore.Group) {
+					continue
+				}
+				if role.Name != "gridweave-server-ha" || role.Namespace != "gridweave" {
+					t.Fatalf("Role %s/%s grants %v on the ledger's objects; only gridweave/gridweave-server-ha may", role.Namespace, role.Name, r.Verbs)
+				}
 				rules = append(rules, r)
+			}
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				t.Fatal(err)
+			}
+			if b.Namespace == "gridweave" && b.RoleRef.Kind == "Role" && b.RoleRef.Name == "gridweave-server-ha" &&
+				slices.Contains(b.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: "gridweave-server", Namespace: "gridweave-system"}) {
+				bound = true
 			}
 		}
 	}
-	if len(rules) == 0 {
-		t.Fatal("rbac-ha.yaml grants nothing on the ledger's objects")
+	if len(rules) == 0 || !bound {
+		t.Fatalf("rbac-ha.yaml: %d rules on the ledger's objects, bound to the replicas' ServiceAccount: %v", len(rules), bound)
 	}
 	return rules
 }

@@ -306,7 +306,9 @@ func (s *Store) load(ctx context.Context) (*ledgerIndex, error) {
 	for _, o := range unlabelled {
 		written, err := s.writeNode(ctx, o)
 		if err == nil {
-			err = s.keepDropped(ctx, o.Spec.Events, written)
+			if err := s.keepDropped(ctx, o.Spec.Events, written); err != nil {
+				return nil, err
+			}
 		}
 		switch {
 		case apierrors.IsNotFound(err):
@@ -1481,7 +1483,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 		// Not wrapped: the node is written, so the audit write's error
 		// (ErrFenced above all, which says nothing was) is not this
 		// write's.
-		return rec, fmt.Errorf("kubestore: node %s written, but its audit event was not: %v", n.Hostname, err)
+		return rec, fmt.Errorf("kubestore: node %s written, but its audit events were not (the event of this write, and those the node carried): %v", n.Hostname, err)
 	}
 	return rec, nil
 }
