@@ -86,22 +86,8 @@ func TestTheFenceKeepsOneWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The API server compiles the policy and reads the Lease from a cache:
-	// wait until it refuses someone who does not hold it.
+	awaitFence(t, b)
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		holds, err := b.FenceHolds(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if holds {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fence never refused a replica that does not hold the Lease")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := a.AwaitWrites(awaitCtx); err != nil {
@@ -279,18 +265,7 @@ func TestConformanceUnderTheFence(t *testing.T) {
 		if _, err := c.Kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "gridweave-leader"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "ha-replica", Namespace: ns}, Rules: rules}
-		if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ha-replica", Namespace: ns},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "ha-replica"},
-			Subjects: []rbacv1.Subject{{Kind: "User", Name: "ha-replica"}}}
-		if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		cfg := rest.CopyConfig(c.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "ha-replica"}
+		cfg := bindUser(t, c, ns, "ha-replica", rules)
 		s, err := kubestore.New(cfg, ns, &kubestore.Options{Writer: holder})
 		if err != nil {
 			t.Fatal(err)
@@ -310,19 +285,7 @@ func TestConformanceUnderTheFence(t *testing.T) {
 		if got, err := c.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{}); err != nil || got.Status.Allowed {
 			t.Fatalf("the replica may delete a key (%v): the suite would not run with the shipped rules alone", err)
 		}
-		// The fence holds: a writer that does not hold the Lease is refused.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			holds, err := s.FenceHolds(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if holds {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the fence never refused a replica that does not hold the Lease")
-			}
-		}
+		awaitFence(t, s)
 		awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if err := s.AwaitWrites(awaitCtx); err != nil {
@@ -432,4 +395,23 @@ func shippedLedgerRules(t *testing.T) []rbacv1.PolicyRule {
 		t.Fatalf("rbac-ha.yaml: %d rules on the ledger's objects, bound to the replicas' ServiceAccount: %v", len(rules), bound)
 	}
 	return rules
+}
+
+// awaitFence waits until the fence refuses, through s, a writer that
+// does not hold the Lease: the API server compiles the policy and reads
+// the Lease from a cache.
+func awaitFence(t *testing.T, s *kubestore.Store) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		holds, err := s.FenceHolds(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holds {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fence never refused a replica that does not hold the Lease")
+		}
+	}
 }

@@ -139,34 +139,42 @@ func (o oldNodeSchema) RoundTrip(r *http.Request) (*http.Response, error) {
 // not write audit events, nor delete nodes unless nodeDeletes.
 func ledgerWithoutAudit(t *testing.T, nodeDeletes bool) (*testcluster.Cluster, string, *kubestore.Store) {
 	t.Helper()
-	ctx := context.Background()
 	c, ns := ledger(t)
 	nodeVerbs := []string{"get", "list", "create", "update"}
 	if nodeDeletes {
 		nodeVerbs = append(nodeVerbs, "delete")
 	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-audit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+	cfg := bindUser(t, c, ns, "ledger-without-audit", []rbacv1.PolicyRule{
 		{APIGroups: []string{kubestore.Group}, Resources: []string{"joinkeys", "ledgerclaims", "podcidrtables"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		{APIGroups: []string{kubestore.Group}, Resources: []string{"ledgernodes"}, Verbs: nodeVerbs},
 		{APIGroups: []string{kubestore.Group}, Resources: []string{"ledgerevents"}, Verbs: []string{"get", "list"}},
-	}}
-	if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-audit", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "no-audit"},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: "ledger-without-audit"}}}
-	if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "ledger-without-audit"}
+	})
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return oldNodeSchema{rt} }
 	s, err := kubestore.New(cfg, ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, ns, s
+}
+
+// bindUser binds user to a Role of rules in namespace ns and returns the
+// control plane's configuration impersonating user.
+func bindUser(t *testing.T, c *testcluster.Cluster, ns, user string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns}, Rules: rules}
+	if _, err := c.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: user},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}}
+	if _, err := c.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
 }
 
 // reserveUntilAudited reserves r until the audit's refusal answers (RBAC
