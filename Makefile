@@ -28,10 +28,15 @@ build: ## compile every package and example binary
 .PHONY: test
 test: ## everything CI runs: modules, gofmt, vet and staticcheck, the race detector on the concurrent in-memory code, the control-plane and Ray caches, unit and real-component tests, then a check for leftover processes; each phase timed
 	@.ci/phase "modules" $(GO) mod download
-	@.ci/phase "lint" $(MAKE) --no-print-directory lint
-	@.ci/phase "race" $(MAKE) --no-print-directory test-race
+	@# The Ray environment mostly downloads and unpacks (Ray and torch, a few
+	@# GB), so it is made beside the compiler-bound lint and race phases;
+	@# its output comes after theirs.
+	@venv_log=$$(mktemp); \
+	.ci/phase "Ray environment" $(GO) run ./internal/raytest/cmd/raytest-venv >"$$venv_log" 2>&1 & venv=$$!; \
+	.ci/phase "lint" $(MAKE) --no-print-directory lint && .ci/phase "race" $(MAKE) --no-print-directory test-race; checks=$$?; \
+	wait $$venv; made=$$?; cat "$$venv_log"; rm -f "$$venv_log"; \
+	[ $$checks -eq 0 ] && [ $$made -eq 0 ]
 	@.ci/phase "control-plane build" $(GO) run ./internal/testcluster/cmd/testcluster-build
-	@.ci/phase "Ray environment" $(GO) run ./internal/raytest/cmd/raytest-venv
 	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
 	@.ci/phase "Helm chart tests" sh -c 'cd deploy/helm/chartcheck && $(GO) test -count=1 -timeout 20m ./...'   # a module of its own (Helm's Kubernetes modules)
 	@.ci/phase "leftover check" $(GO) run ./internal/testcluster/cmd/testcluster-leftovers
