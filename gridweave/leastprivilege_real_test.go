@@ -57,13 +57,34 @@ type apiCall struct{ verb, resource string }
 func (c apiCall) String() string { return c.verb + " " + c.resource }
 
 // callRecorder wraps the server's transport and records its API calls and
-// the ones the API server refused (403).
+// the ones the API server refused (403), by the step they were sent in.
+// The server keeps calling while the test reads: read it through
+// snapshot.
 type callRecorder struct {
 	mu      sync.Mutex
 	step    string
 	first   map[apiCall]string          // the step that first made the call
 	made    map[apiCall]map[string]bool // every step that made it
-	refused map[apiCall]bool
+	refused map[apiCall]map[string]bool // every step in which the API server refused it
+}
+
+// callLog is a copy of what a callRecorder recorded.
+type callLog struct {
+	first         map[apiCall]string
+	made, refused map[apiCall]map[string]bool
+}
+
+func (r *callRecorder) snapshot() callLog {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := callLog{first: maps.Clone(r.first), made: map[apiCall]map[string]bool{}, refused: map[apiCall]map[string]bool{}}
+	for c, steps := range r.made {
+		l.made[c] = maps.Clone(steps)
+	}
+	for c, steps := range r.refused {
+		l.refused[c] = maps.Clone(steps)
+	}
+	return l
 }
 
 func (r *callRecorder) setStep(s string) { r.mu.Lock(); r.step = s; r.mu.Unlock() }
@@ -85,7 +106,10 @@ func (r *callRecorder) RoundTrip(next http.RoundTripper) http.RoundTripper {
 			}
 			r.made[call][step] = true
 			if err == nil && resp.StatusCode == http.StatusForbidden {
-				r.refused[call] = true
+				if r.refused[call] == nil {
+					r.refused[call] = map[string]bool{}
+				}
+				r.refused[call][step] = true
 			}
 			r.mu.Unlock()
 		}
@@ -312,7 +336,7 @@ func startPrivilegeRun(t *testing.T, tc *testcluster.Cluster, rbac func(ns strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &callRecorder{first: map[apiCall]string{}, made: map[apiCall]map[string]bool{}, refused: map[apiCall]bool{}, step: "start"}
+	rec := &callRecorder{first: map[apiCall]string{}, made: map[apiCall]map[string]bool{}, refused: map[apiCall]map[string]bool{}, step: "start"}
 	cfg := rest.AnonymousClientConfig(tc.Config)
 	cfg.BearerToken = tok.Status.Token
 	cfg.WrapTransport = rec.RoundTrip
@@ -601,10 +625,11 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("with the shipped RBAC, step %q failed: %v", failed, err)
 	}
 	granted := grantedCalls(t, shippedRBAC(t, "x"))
+	full0 := r.calls.snapshot()
 	var unused []string
 	firstStep := map[apiCall]string{}
 	for _, g := range granted {
-		step, used := r.calls.first[g]
+		step, used := full0.first[g]
 		if !used && g != (apiCall{"list", "nodes"}) { // see the informer below
 			unused = append(unused, g.String())
 			continue
@@ -615,7 +640,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Errorf("rules the server never uses (dead weight): %v", unused)
 	}
 	var made []string
-	for c := range r.calls.first {
+	for c := range full0.first {
 		made = append(made, c.String())
 	}
 	sort.Strings(made)
@@ -627,21 +652,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// the other (relists, or the watch-list of Kubernetes 1.34+), later but
 	// still correct, so no step fails; that it asks is checked above.
 	informer := map[apiCall]bool{{"list", "nodes"}: true, {"watch", "nodes"}: true}
-	// Every step that made each call in the run above, and the steps that
-	// may make it at times: a register reads the Service ranges itself
-	// when the server's Node watch has listed every Node before it, and
-	// leaves that to the watch otherwise, so whether the first join makes
-	// the call depends on how soon the watch started, in each run.
-	r0made := map[apiCall]map[string]bool{{"list", "servicecidrs"}: {"a GPU node joins and gets a worker group": true}}
-	r.calls.mu.Lock()
-	for c, steps := range r.calls.made {
-		if r0made[c] == nil {
-			r0made[c] = map[string]bool{}
-		}
-		maps.Copy(r0made[c], steps)
-	}
-	r.calls.mu.Unlock()
-	if _, watched := r.calls.first[apiCall{"watch", "nodes"}]; !watched {
+	if _, watched := full0.first[apiCall{"watch", "nodes"}]; !watched {
 		t.Error("the server never watched Nodes")
 	}
 	for _, g := range granted {
@@ -652,19 +663,22 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Run("without "+g.String(), func(t *testing.T) {
 			r := startPrivilegeRun(t, tc, func(ns string) []*unstructured.Unstructured { return without(shippedRBAC(t, ns), g) })
 			failed, err := r.runSteps()
+			got := r.calls.snapshot()
 			switch {
 			case err == nil:
 				t.Errorf("every step passed without %s", g)
-			case failed != want && !r0made[g][failed] && stepIndex(failed) < stepIndex(want):
-				// A call some steps make only at times (a Node read
-				// straight from the API server when the informer has not
-				// seen it yet) may first be needed by a later step that
-				// makes it too, and a call of the server's own background
-				// work (the Service ranges it reads before recording a
-				// pod CIDR) may show its refusal in a later step; a step
-				// before the call was first made must not fail.
-				t.Errorf("without %s, step %q failed (%v); want step %q, a later one or another step that made the call (%v)", g, failed, err, want, r0made[g])
-			case !r.calls.refused[g]:
+			case failed != want && !full0.made[g][failed] && !got.refused[g][failed] && stepIndex(failed) < stepIndex(want):
+				// Some calls are made only at times: a Node read
+				// straight from the API server when the watch has not
+				// seen it, the Service ranges a register reads only
+				// once the watch has listed every Node (the watch reads
+				// them otherwise). So a step before the one that first
+				// made the call in the full run may fail for want of
+				// it, if it was refused the call; a step before it that
+				// neither made the call then nor was refused it now
+				// failed for something else.
+				t.Errorf("without %s, step %q failed (%v); want step %q, a later one or a step that made the call (%v) or was refused it (%v)", g, failed, err, want, full0.made[g], got.refused[g])
+			case len(got.refused[g]) == 0:
 				t.Errorf("without %s, step %q failed (%v) but the API server refused no %s", g, failed, err, g)
 			case strings.Contains(err.Error(), "kubernetes_denied") || strings.Contains(err.Error(), "forbidden"):
 				t.Logf("without %s: %q fails: %.160s", g, failed, err.Error())
