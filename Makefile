@@ -32,7 +32,7 @@ test: ## everything CI runs: modules, gofmt, vet and staticcheck, the race detec
 	@# GB), so it is made beside the compiler-bound lint and race phases;
 	@# its output comes after theirs.
 	@venv_log=$$(mktemp); \
-	.ci/phase "Ray environment" $(GO) run ./internal/raytest/cmd/raytest-venv >"$$venv_log" 2>&1 & venv=$$!; \
+	.ci/phase "Ray environment" $(MAKE) --no-print-directory ray-venv >"$$venv_log" 2>&1 & venv=$$!; \
 	.ci/phase "lint" $(MAKE) --no-print-directory lint && .ci/phase "race" $(MAKE) --no-print-directory test-race; checks=$$?; \
 	wait $$venv; made=$$?; cat "$$venv_log"; rm -f "$$venv_log"; \
 	[ $$checks -eq 0 ] && [ $$made -eq 0 ]
