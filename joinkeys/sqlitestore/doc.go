@@ -2,9 +2,12 @@
 // github.com/mattn/go-sqlite3 (cgo).
 //
 // The database runs in WAL mode with a busy timeout. Writes go through one
-// connection, so they queue in Go rather than spin on SQLITE_BUSY, and each
-// is a BEGIN IMMEDIATE transaction; reads use a small pool of read-only
-// connections that WAL lets run beside the writer. A reservation — key spend,
+// connection, so they queue in Go rather than spin on SQLITE_BUSY, in BEGIN
+// IMMEDIATE transactions; reads use a small pool of read-only connections
+// that WAL lets run beside the writer. Writes that queue while another
+// commits share one transaction (group commit), each in a savepoint of its
+// own: one that fails undoes only its own work, the batch commits once,
+// and each caller is answered after that commit. A reservation — key spend,
 // address allocation and node insert — is one transaction, and UNIQUE
 // constraints on hostname, public key and VPN address back the Keyring's
 // checks.
@@ -13,7 +16,8 @@
 // process but may lose the last commits on power loss or a kernel crash,
 // because it syncs the WAL only at checkpoints; FULL syncs the WAL at every
 // commit, so a reservation that was acknowledged to a node survives power
-// loss too. It costs one fsync per write, which the benchmarks include.
+// loss too. It costs one fsync per commit, shared by the writes of a batch,
+// which the benchmarks include.
 //
 // The schema is versioned: migrations/NNNN_name.sql files are embedded and
 // applied in order at Open, each in its own transaction, and recorded in

@@ -15,7 +15,7 @@ var _ joinkeys.Importer = (*Store)(nil)
 // transaction, or nothing. Nodes get new revisions; addresses already
 // held are skipped by later allocations.
 func (s *Store) Import(ctx context.Context, l joinkeys.Ledger) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var held int
 		if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM join_keys) + (SELECT count(*) FROM nodes) + (SELECT count(*) FROM audit_events)`).Scan(&held); err != nil {
 			return err

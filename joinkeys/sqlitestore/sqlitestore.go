@@ -19,6 +19,7 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
+	"gridweave.dev/internal/groupcommit"
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/addrpool"
 	"gridweave.dev/mesh/wgkey"
@@ -31,6 +32,10 @@ var migrations embed.FS
 type Store struct {
 	write *sql.DB // one connection: every write transaction queues here
 	read  *sql.DB // read-only connections
+
+	// writes shares one transaction, and so one commit, among the writes
+	// that queue while another commits (see inTx).
+	writes groupcommit.Batcher[struct{}, txWrite, error]
 
 	// Prepared reads on the hot paths of key checks and joins.
 	keyByID, nodeByHostname, nodeByPublicKey *sql.Stmt
@@ -107,6 +112,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	write.SetMaxOpenConns(1)
 	write.SetConnMaxIdleTime(0)
 	s := &Store{write: write}
+	s.writes.Write, s.writes.MaxBatch = s.commitBatch, maxWriteBatch
 	if err := s.migrate(ctx); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlitestore: migrate %s: %w", path, err)
@@ -185,7 +191,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			var applied int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&applied); err != nil {
 				return err
@@ -205,19 +211,6 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
 
 // Close closes the database.
@@ -274,7 +267,7 @@ func (s *Store) InsertKey(ctx context.Context, k joinkeys.KeyRecord) error {
 			return err
 		}
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO join_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			k.ID, string(k.Kind), k.Org, k.Provider, k.SecretHash, string(labels), k.CreatedBy,
 			toNanos(k.CreatedAt), toNanos(k.ExpiresAt), k.MaxUses, k.Uses, toNanos(k.RevokedAt), toNanos(k.LastUsed))
@@ -308,7 +301,7 @@ func (s *Store) Keys(ctx context.Context) ([]joinkeys.KeyRecord, error) {
 // RevokeKey implements joinkeys.Store.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkeys.KeyRecord, error) {
 	var k joinkeys.KeyRecord
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE join_keys SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, toNanos(at), id); err != nil {
 			return err
 		}
@@ -322,7 +315,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 // ReturnKeyUse implements joinkeys.Store.
 func (s *Store) ReturnKeyUse(ctx context.Context, id string) (joinkeys.KeyRecord, error) {
 	var k joinkeys.KeyRecord
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE join_keys SET uses = uses - 1 WHERE id = ? AND uses > 0`, id); err != nil {
 			return err
 		}
@@ -380,7 +373,7 @@ func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinke
 	if err != nil {
 		return joinkeys.NodeRecord{}, err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if r.SpendKeyID != "" {
 			k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM join_keys WHERE id = ?`, r.SpendKeyID))
 			if err != nil {
@@ -613,7 +606,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 		return joinkeys.NodeRecord{}, err
 	}
 	var stored joinkeys.NodeRecord
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		cur, err := scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname = ?`, n.Hostname))
 		if err != nil {
 			return err
@@ -660,7 +653,7 @@ func (s *Store) UpdateNode(ctx context.Context, n joinkeys.NodeRecord, event joi
 // DeleteNode implements joinkeys.Store.
 func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64, at time.Time) (joinkeys.NodeRecord, error) {
 	var n joinkeys.NodeRecord
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		n, err = scanNode(tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE hostname = ?`, hostname))
 		if err != nil {
@@ -684,7 +677,7 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 
 // AppendAudit implements joinkeys.Store.
 func (s *Store) AppendAudit(ctx context.Context, e joinkeys.AuditEvent) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error { return appendAudit(ctx, tx, e) })
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendAudit(ctx, tx, e) })
 }
 
 func appendAudit(ctx context.Context, tx *sql.Tx, e joinkeys.AuditEvent) error {
@@ -696,7 +689,7 @@ func appendAudit(ctx context.Context, tx *sql.Tx, e joinkeys.AuditEvent) error {
 // PruneAudit implements joinkeys.Store, in one transaction.
 func (s *Store) PruneAudit(ctx context.Context, r joinkeys.AuditRetention, now time.Time) (int, error) {
 	removed := 0
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		removed = 0
 		var steps []struct {
 			query string
