@@ -6,8 +6,13 @@
 // IMMEDIATE transactions; reads use a small pool of read-only connections
 // that WAL lets run beside the writer. Writes that queue while another
 // commits share one transaction (group commit), each in a savepoint of its
-// own: one that fails undoes only its own work, the batch commits once,
-// and each caller is answered after that commit. A reservation — key spend,
+// own: one that fails or panics undoes only its own work, the batch
+// commits once, and each caller is answered after that commit. If SQLite
+// loses the shared transaction (after a full disk, say, or a failed
+// commit), its writes run again, each alone, so each is answered what it
+// alone comes to. A caller whose context ends before its write starts
+// stops waiting, and its write never runs; one that started runs to its
+// end. A reservation — key spend,
 // address allocation and node insert — is one transaction, and UNIQUE
 // constraints on hostname, public key and VPN address back the Keyring's
 // checks.

@@ -35,7 +35,7 @@ type Store struct {
 
 	// writes shares one transaction, and so one commit, among the writes
 	// that queue while another commits (see inTx).
-	writes groupcommit.Batcher[struct{}, txWrite, error]
+	writes groupcommit.Batcher[struct{}, txWrite, txResult]
 
 	// Prepared reads on the hot paths of key checks and joins.
 	keyByID, nodeByHostname, nodeByPublicKey *sql.Stmt
@@ -366,7 +366,8 @@ func scanNode(row scanner) (joinkeys.NodeRecord, error) {
 	return n, nil
 }
 
-// ReserveNode implements joinkeys.Store in one BEGIN IMMEDIATE transaction.
+// ReserveNode implements joinkeys.Store in one write (inTx): all of it is
+// committed, or none.
 func (s *Store) ReserveNode(ctx context.Context, r joinkeys.Reservation) (joinkeys.NodeRecord, error) {
 	n := r.Node
 	gpus, err := marshalGPUs(n.GPUs)
