@@ -404,12 +404,18 @@ func openMesh(ctx context.Context, cfg gridweave.Config, key wgkey.PrivateKey, l
 	if err := wgmesh.SetPrivateKey(ctx, cfg.WireGuardInterface, key, cfg.WireGuardPort); err != nil {
 		return fail(err)
 	}
-	m, err := wgmesh.New(ctx, cfg.WireGuardInterface, &wgmesh.Options{Logger: log})
+	// A device this process runs is configured in place, not over its
+	// socket; the Mesh reads it over the socket as any other.
+	client, closeClient := dev.Client(), func() error { return nil }
+	if client != nil {
+		closeClient = client.Close
+	}
+	m, err := wgmesh.New(ctx, cfg.WireGuardInterface, &wgmesh.Options{Logger: log, Client: client})
 	if err != nil {
-		return fail(err)
+		return fail(errors.Join(err, closeClient()))
 	}
 	log.Info("mesh: WireGuard device", "interface", cfg.WireGuardInterface, "device", string(dev.Kind), "port", cfg.WireGuardPort)
-	return m, func() error { return errors.Join(m.Close(), dev.Close()) }, nil
+	return m, func() error { return errors.Join(m.Close(), closeClient(), dev.Close()) }, nil
 }
 
 // serverRate is rc with a server's request rate unless rc sets one:

@@ -18,6 +18,8 @@ type Device struct {
 	Name  string
 	Kind  DeviceKind
 	close func() error
+	// userspace is the device this process runs (DeviceUserspace).
+	userspace ipcSetter
 }
 
 // Close removes a device OpenDevice made; an adopted one stays.

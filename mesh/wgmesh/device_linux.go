@@ -91,7 +91,7 @@ func userspaceDevice(name string, log *slog.Logger) (*Device, error) {
 			go dev.IpcHandle(c)
 		}
 	}()
-	return &Device{Name: name, Kind: DeviceUserspace, close: func() error {
+	return &Device{Name: name, Kind: DeviceUserspace, userspace: dev, close: func() error {
 		err := uapi.Close()
 		// wireguard-go's listener closes its inotify descriptor before
 		// waking the watcher of the socket, which may have closed its

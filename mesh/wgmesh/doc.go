@@ -1,6 +1,9 @@
 // Package wgmesh is the mesh.Mesh of a real WireGuard device, driven through
 // wgctrl: a kernel device over netlink, or a userspace one (wireguard-go)
-// over its UAPI socket in /var/run/wireguard.
+// over its UAPI socket in /var/run/wireguard. OpenDevice adopts or makes
+// the device; a userspace device it runs in this process has a Client that
+// writes the device's configuration to it in place, sparing each write a
+// connection to the socket (reads still go over the socket).
 //
 // It programs differences only. At New it reads the device once; from then
 // on it keeps the peer set it programmed and sends, per upsert, one peer's
