@@ -120,10 +120,17 @@ func (s *Store) commitTogether(writes []txWrite, results []txResult) (lost bool)
 		}
 		return false
 	}
+	done := false // committed or rolled back
+	defer func() {
+		if !done { // a write ended its goroutine (runtime.Goexit)
+			_ = tx.Rollback()
+		}
+	}()
 	// loseAll answers every write that ran that the transaction was
 	// lost, keeping a write's own error beside it.
 	loseAll := func(cause error) bool {
 		_ = tx.Rollback()
+		done = true
 		for i := range writes {
 			if results[i].panicked == nil && !errors.Is(results[i].err, errNotRun) {
 				results[i].err = errors.Join(results[i].err,
@@ -150,6 +157,7 @@ func (s *Store) commitTogether(writes []txWrite, results []txResult) (lost bool)
 			return loseAll(err)
 		}
 	}
+	done = true
 	if err := tx.Commit(); err != nil { // the driver rolls back
 		for i := range writes {
 			if results[i].ok() {

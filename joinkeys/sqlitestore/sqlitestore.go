@@ -309,7 +309,10 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (joinkey
 		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM join_keys WHERE id = ?`, id))
 		return err
 	})
-	return k, err
+	if err != nil { // k may hold what a rolled-back run read
+		return joinkeys.KeyRecord{}, err
+	}
+	return k, nil
 }
 
 // ReturnKeyUse implements joinkeys.Store.
@@ -323,7 +326,10 @@ func (s *Store) ReturnKeyUse(ctx context.Context, id string) (joinkeys.KeyRecord
 		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM join_keys WHERE id = ?`, id))
 		return err
 	})
-	return k, err
+	if err != nil { // k may hold what a rolled-back run read
+		return joinkeys.KeyRecord{}, err
+	}
+	return k, nil
 }
 
 // ---- nodes
@@ -671,7 +677,10 @@ func (s *Store) DeleteNode(ctx context.Context, hostname string, revision int64,
 			n.PoolID, int64(addrpool.ToUint32(n.VPNIP)), toNanos(at))
 		return err
 	})
-	return n, err
+	if err != nil { // n may hold what a rolled-back run read
+		return joinkeys.NodeRecord{}, err
+	}
+	return n, nil
 }
 
 // ---- audit

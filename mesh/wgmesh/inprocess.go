@@ -37,6 +37,7 @@ type inProcessClient struct {
 
 	mu     sync.Mutex
 	reader *wgctrl.Client // opened at the first read
+	closed bool
 }
 
 // ConfigureDevice implements Client.
@@ -54,6 +55,10 @@ func (c *inProcessClient) ConfigureDevice(name string, cfg wgtypes.Config) error
 // Device implements Client, over the device's UAPI socket.
 func (c *inProcessClient) Device(name string) (*wgtypes.Device, error) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("wgmesh: the in-process client of " + c.name + " is closed")
+	}
 	if c.reader == nil {
 		r, err := wgctrl.New()
 		if err != nil {
@@ -71,6 +76,7 @@ func (c *inProcessClient) Device(name string) (*wgtypes.Device, error) {
 func (c *inProcessClient) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	if c.reader == nil {
 		return nil
 	}
