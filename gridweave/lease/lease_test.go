@@ -17,6 +17,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
+// The tests run side by side (t.Parallel): each has its own fake API
+// server, and they mostly wait on the Lease's timing.
+
 const testDuration = 2 * time.Second
 
 func options(kube *fake.Clientset, identity string) Options {
@@ -27,6 +30,7 @@ func options(kube *fake.Clientset, identity string) Options {
 // time; when the leader's context ends it gives the Lease up and returns
 // nil once its work has returned, and the other takes over.
 func TestOneLeadsAndTheOtherTakesOver(t *testing.T) {
+	t.Parallel()
 	handOver(t, 50*time.Millisecond) // work that takes a moment to stop
 }
 
@@ -35,6 +39,7 @@ func TestOneLeadsAndTheOtherTakesOver(t *testing.T) {
 // duration to stop (writes under way, answered late), so the other
 // candidate leads only once it returned.
 func TestALeaderRenewsWhileItsWorkStops(t *testing.T) {
+	t.Parallel()
 	handOver(t, 2*testDuration)
 }
 
@@ -95,6 +100,7 @@ func handOver(t *testing.T, stopping time.Duration) {
 // refused, as the API server refuses an update based on a stale read)
 // sees its work's context end and returns ErrLost.
 func TestLostLease(t *testing.T) {
+	t.Parallel()
 	kube := fake.NewClientset()
 	var stolen atomic.Bool
 	kube.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
@@ -142,6 +148,7 @@ func TestLostLease(t *testing.T) {
 // error (nil becomes an error: leading is not meant to end), and the
 // Lease is given up.
 func TestWorkThatStops(t *testing.T) {
+	t.Parallel()
 	kube := fake.NewClientset()
 	failed := errors.New("the device failed")
 	err := Run(context.Background(), options(kube, "a"), func(context.Context) error { return failed })
@@ -168,6 +175,7 @@ func TestWorkThatStops(t *testing.T) {
 // expires, a whole duration after the last renewal, instead of going to
 // the next candidate at once; work that finished gives it up.
 func TestUnfinishedWorkKeepsTheLease(t *testing.T) {
+	t.Parallel()
 	kube := fake.NewClientset()
 	holder := func() string {
 		t.Helper()
@@ -215,6 +223,7 @@ func TestUnfinishedWorkKeepsTheLease(t *testing.T) {
 // (before it reached the API server), and of none the API server
 // refused.
 func TestRenewedTellsOfEachTakenWrite(t *testing.T) {
+	t.Parallel()
 	kube := fake.NewClientset()
 	var refuse atomic.Bool
 	var arrived atomic.Int64 // when the last write of the Lease reached the API server
