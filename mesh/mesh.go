@@ -98,6 +98,16 @@ func Normalize(p Peer) (Peer, error) {
 		if !pfx.IsValid() {
 			return Peer{}, &InvalidPeerError{Field: fmt.Sprintf("allowed_ips[%d]", i), Problem: "is not a valid prefix"}
 		}
+		if pfx.Addr().Is4In6() {
+			// WireGuard reads such a prefix as IPv4 (::ffff:0.0.0.0/96 as
+			// 0.0.0.0/0), which the overlap checks, comparing it as IPv6,
+			// would not see.
+			problem := "is an IPv4-mapped IPv6 prefix; give it as IPv4"
+			if pfx.Bits() >= 96 {
+				problem += fmt.Sprintf(" (%s)", netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96).Masked())
+			}
+			return Peer{}, &InvalidPeerError{Field: fmt.Sprintf("allowed_ips[%d]", i), Problem: problem}
+		}
 		if pfx.Masked() != pfx {
 			return Peer{}, &InvalidPeerError{Field: fmt.Sprintf("allowed_ips[%d]", i), Problem: fmt.Sprintf("%s has host bits set (did you mean %s?)", pfx, pfx.Masked())}
 		}

@@ -158,6 +158,7 @@ func Run(t *testing.T, newMesh func(t *testing.T) mesh.Mesh) {
 			{},
 			{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("198.19.0.8/24")}},
 			{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{{}}},
+			{PublicKey: NewKey(t), AllowedIPs: []netip.Prefix{pfx("::ffff:0.0.0.0/96")}}, // all of IPv4, to WireGuard
 			{PublicKey: NewKey(t), PersistentKeepalive: 1500 * time.Millisecond},
 			{PublicKey: NewKey(t), Endpoint: netip.AddrPortFrom(netip.MustParseAddr("198.18.0.9"), 0)},
 		} {
