@@ -170,13 +170,8 @@ func TestAWriteThatNeverReturnsFreesTheWriter(t *testing.T) {
 	<-ended
 	after := make(chan error, 1)
 	go func() { after <- s.inTx(context.Background(), insert("b", nil).fn) }()
-	select {
-	case err := <-after:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the next write still waits for the writer")
+	if err := within(t, after, "the next write still waits for the writer", nil); err != nil {
+		t.Fatal(err)
 	}
 	if got := values(t, s); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("t holds %q, want b alone", got)
@@ -287,21 +282,12 @@ func TestAWaitingCallerCanLeave(t *testing.T) {
 	ctx := &watchedContext{Context: parent, waiting: make(chan struct{})}
 	second := make(chan error, 1)
 	go func() { second <- s.inTx(ctx, insert("b", nil).fn) }()
-	select {
-	case <-ctx.waiting:
-	case <-time.After(10 * time.Second):
-		close(release)
-		t.Fatal("the caller does not wait on its context")
-	}
+	within(t, ctx.waiting, "the caller does not wait on its context", func() { close(release) })
 	cancel()
-	select { // while the first still holds the writer
-	case err := <-second:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the waiting caller: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		close(release)
-		t.Fatal("the caller still waits for the writer after its context ended")
+	// While the first still holds the writer:
+	err := within(t, second, "the caller still waits for the writer after its context ended", func() { close(release) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting caller: %v", err)
 	}
 	close(release)
 	if err := <-first; err != nil {
@@ -313,6 +299,24 @@ func TestAWaitingCallerCanLeave(t *testing.T) {
 	if got := values(t, s); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("t holds %q, want a and c", got)
 	}
+}
+
+// within returns what ch brings, or fails the test (calling release
+// first, if set, to free what holds the store) when nothing comes within
+// ten seconds: a hang becomes a failure naming what still waits.
+func within[T any](t *testing.T, ch <-chan T, stillWaiting string, release func()) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		if release != nil {
+			release()
+		}
+		t.Fatal(stillWaiting)
+	}
+	var none T
+	return none
 }
 
 // watchedContext closes waiting when its Done is first asked for: a

@@ -1,7 +1,8 @@
-package wgmesh_test
+package wgmesh
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"testing"
 
@@ -9,19 +10,22 @@ import (
 	"gridweave.dev/mesh"
 	"gridweave.dev/mesh/meshtest"
 	"gridweave.dev/mesh/wgkey"
-	"gridweave.dev/mesh/wgmesh"
 )
 
-// The mesh conformance suite on a device this process runs, configured in
-// place through Device.Client (what the server does with the device it
-// makes) and read over its socket.
+// The mesh conformance suites on a wireguard-go device this process runs,
+// configured in place through Device.Client (as the server configures the
+// device it makes) and read over its socket. The device is made as
+// OpenDevice makes one where the kernel has no WireGuard, whatever this
+// kernel has.
 func TestConformanceInProcess(t *testing.T) {
-	skipShort(t)
+	if testing.Short() {
+		t.Skip("real wireguard-go device; run make test")
+	}
 	netnstest.RequireRoot(t)
 	open := func(t *testing.T) mesh.Mesh {
 		ctx := context.Background()
 		name := netnstest.UniqueName("gwip")
-		dev, err := wgmesh.OpenDevice(ctx, name, netip.Prefix{}, nil)
+		dev, err := userspaceDevice(name, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,14 +34,14 @@ func TestConformanceInProcess(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		if dev.Kind != wgmesh.DeviceUserspace {
-			t.Skipf("OpenDevice made a %s device: this kernel has WireGuard, so no device runs in this process", dev.Kind)
+		if err := configure(name, netip.Prefix{}); err != nil {
+			t.Fatal(err)
 		}
 		key, err := wgkey.GeneratePrivate()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := wgmesh.SetPrivateKey(ctx, name, key, 0); err != nil {
+		if err := SetPrivateKey(ctx, name, key, 0); err != nil {
 			t.Fatal(err)
 		}
 		client := dev.Client()
@@ -45,7 +49,7 @@ func TestConformanceInProcess(t *testing.T) {
 			t.Fatal("a userspace device has no in-process client")
 		}
 		t.Cleanup(func() { _ = client.Close() })
-		m, err := wgmesh.New(ctx, name, &wgmesh.Options{Client: client})
+		m, err := New(ctx, name, &Options{Client: client})
 		if err != nil {
 			t.Fatal(err)
 		}
