@@ -422,9 +422,10 @@ func TestAReaderReadsWhatTheWriterWrote(t *testing.T) {
 	key, _ := wgkey.Parse(pub)
 	for name, s := range map[string]*kubestore.Store{"writer": writer, "reader": reader} {
 		// A reader finds a node by its key in the API server's watch
-		// cache: a moment after the write.
+		// cache: a moment after the write, which it may first show as
+		// the reservation before the registration.
 		n, err := s.NodeByPublicKey(ctx, key)
-		for deadline := time.Now().Add(5 * time.Second); errors.Is(err, joinkeys.ErrNodeNotFound) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); (errors.Is(err, joinkeys.ErrNodeNotFound) || err == nil && n.Status != joinkeys.StatusRegistered) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 			n, err = s.NodeByPublicKey(ctx, key)
 		}
