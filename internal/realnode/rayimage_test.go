@@ -97,6 +97,11 @@ func TestKubeRayRunsTheRayImagesOnARealNode(t *testing.T) {
 		_ = tc.Ray.RayV1().RayClusters("default").Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
 	})
 	created := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			logRestarts(t, tc, rc.Namespace, "ray.io/cluster="+rc.Name)
+		}
+	})
 	ready := map[string]corev1.Pod{}
 	if err := waitFor(4*time.Minute, func() error {
 		pods, err := tc.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "ray.io/cluster=" + rc.Name})
@@ -143,10 +148,16 @@ func TestKubeRayRunsTheRayImagesOnARealNode(t *testing.T) {
 	}
 
 	// Ray's own view, from the dashboard in the head pod (asked from the
-	// machine, which reaches its pods).
+	// machine, which reaches its pods). On a busy machine Ray's processes
+	// can miss their own deadlines as they start, and a pod's container
+	// then exits and starts again (its restarts are logged); a worker that
+	// lost its head's first run joins the next once its own container
+	// starts again, so this waits for that too. Ray keeps a node that
+	// left as DEAD, also at an address a later run of the same pod has:
+	// the two pods' addresses must be ALIVE, and no other node.
 	dashboard := "http://" + net.JoinHostPort(head.Status.PodIP, "8265")
 	var nodes []raytest.NodeState
-	if err := waitFor(time.Minute, func() error {
+	if err := waitFor(3*time.Minute, func() error {
 		var listed struct {
 			Data struct {
 				Result struct {
@@ -160,18 +171,21 @@ func TestKubeRayRunsTheRayImagesOnARealNode(t *testing.T) {
 		nodes = listed.Data.Result.Result
 		alive := map[string]bool{}
 		for _, node := range nodes {
-			alive[node.IP] = node.State == "ALIVE"
+			if node.State == "ALIVE" {
+				alive[node.IP] = true
+			}
 		}
-		if len(nodes) != 2 || !alive[head.Status.PodIP] || !alive[worker.Status.PodIP] {
-			return fmt.Errorf("Ray's nodes: %+v, want the head (%s) and the worker (%s) alive", nodes, head.Status.PodIP, worker.Status.PodIP)
+		if len(alive) != 2 || !alive[head.Status.PodIP] || !alive[worker.Status.PodIP] {
+			return fmt.Errorf("Ray's nodes: %+v, want the head (%s) and the worker (%s) alive, and no other", nodes, head.Status.PodIP, worker.Status.PodIP)
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
+	logRestarts(t, tc, rc.Namespace, "ray.io/cluster="+rc.Name)
 	for _, node := range nodes {
 		t.Logf("Ray node %s at %s %s (head %v), resources %v", node.NodeID[:12], node.IP, node.State, node.IsHead, node.ResourcesTotal)
-		if node.IP == worker.Status.PodIP && node.ResourcesTotal["GPU"] != 1 {
+		if node.State == "ALIVE" && node.IP == worker.Status.PodIP && node.ResourcesTotal["GPU"] != 1 {
 			t.Errorf("the worker's Ray resources %v: want GPU 1 (its pod's nvidia.com/gpu limit)", node.ResourcesTotal)
 		}
 	}
@@ -182,6 +196,32 @@ func TestKubeRayRunsTheRayImagesOnARealNode(t *testing.T) {
 		t.Fatalf("a job: %v; want %q in its log:\n%s", err, want, tail(logs, 3000))
 	}
 	t.Logf("the job SUCCEEDED: %s", want)
+}
+
+// logRestarts logs, for every container (init containers too) of the
+// pods selector picks that has restarted, why its last run ended and that
+// run's last lines.
+func logRestarts(t *testing.T, tc *testcluster.Cluster, namespace, selector string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := tc.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Logf("the pods of %s: %v", selector, err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			last := c.LastTerminationState.Terminated
+			if c.RestartCount == 0 || last == nil {
+				continue
+			}
+			lines := int64(40)
+			raw, err := tc.Kube.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, Previous: true, TailLines: &lines}).DoRaw(ctx)
+			t.Logf("pod %s, container %s: %d restarts, the last run ended at %s (%s, exit code %d); its last lines (%v):\n%s",
+				p.Name, c.Name, c.RestartCount, last.FinishedAt.Format(time.RFC3339), last.Reason, last.ExitCode, err, raw)
+		}
+	}
 }
 
 // curlJSON asks url from the machine (which reaches its pods' addresses)
