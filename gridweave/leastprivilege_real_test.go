@@ -89,6 +89,15 @@ func (r *callRecorder) snapshot() callLog {
 
 func (r *callRecorder) setStep(s string) { r.mu.Lock(); r.step = s; r.mu.Unlock() }
 
+// madeCall reports whether the server has made the call, answered or
+// refused.
+func (r *callRecorder) madeCall(c apiCall) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, made := r.first[c]
+	return made
+}
+
 func (r *callRecorder) RoundTrip(next http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		call, ok := callOf(req)
