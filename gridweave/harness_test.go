@@ -206,12 +206,23 @@ func newHarnessFor(t testing.TB, s *gridweave.Server, cfg gridweave.Config) *har
 }
 
 // serveHarness is newHarnessFor over HTTPS with kp when it is not nil.
+// harnessDocuments holds the OpenAPI document each server version serves,
+// parsed (*openapitest.Document, safe to share): a server's routes depend
+// on none of its settings, so the harness builds and parses the document
+// once per version, not once per server (it was half the CPU of a short
+// test here).
+var harnessDocuments sync.Map
+
 func serveHarness(t testing.TB, s *gridweave.Server, cfg gridweave.Config, kp *tlspin.KeyPair) *harness {
-	doc, err := s.OpenAPI()
-	if err != nil {
-		t.Fatal(err)
+	doc, ok := harnessDocuments.Load(cfg.ServerVersion)
+	if !ok {
+		raw, err := s.OpenAPI()
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, _ = harnessDocuments.LoadOrStore(cfg.ServerVersion, openapitest.MustParse(t, raw))
 	}
-	srv := httptest.NewUnstartedServer(openapitest.Middleware(t, openapitest.MustParse(t, doc), s.Handler()))
+	srv := httptest.NewUnstartedServer(openapitest.Middleware(t, doc.(*openapitest.Document), s.Handler()))
 	client := http.DefaultClient
 	if kp != nil {
 		srv.TLS = &tls.Config{Certificates: []tls.Certificate{kp.Certificate}}
