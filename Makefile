@@ -83,8 +83,11 @@ ray-image: ## the head/CPU image (gridweave-ray:2.54.0-py311) to pair with the w
 	$(GO) run ./deploy/rayimage/cmd/build-ray-image -kind head -out bin/gridweave-head-image.tar
 
 .PHONY: test-unit
-test-unit: ## fast tests only: no root, no control plane (-short)
-	$(GO) test -short -count=1 -p 4 -ldflags=-w $(PKGS)
+# The test binaries are kept between runs (internal/testbinaries): a run
+# links only those a change touched, then runs every test. Four packages
+# and eight parallel tests at once, since many tests wait on timers.
+test-unit: ## fast tests only: no root, no control plane (-short); only the test binaries a change touched are linked again
+	$(GO) run ./internal/testbinaries/cmd/run-tests -short -p 4 -parallel 8 $(PKGS)
 
 .PHONY: test-race
 test-race: ## the unit tests of the concurrent in-memory code with the race detector (-race -short)
@@ -122,6 +125,7 @@ ray-venv: ## create (once, cached) the Python environment with Ray and torch the
 	$(GO) run ./internal/raytest/cmd/raytest-venv
 
 .PHONY: clean-cache
-clean-cache: ## remove the cached control-plane binaries and Ray environment
+clean-cache: ## remove the cached control-plane binaries, Ray environment and test binaries
+	$(GO) run ./internal/testbinaries/cmd/run-tests -clean
 	$(GO) run ./internal/testcluster/cmd/testcluster-build -clean
 	$(GO) run ./internal/raytest/cmd/raytest-venv -clean

@@ -1,0 +1,211 @@
+// Command run-tests runs a module's tests as go test -count=1 does, from
+// test binaries kept between runs (package testbinaries): a warm run links
+// only the test binaries a change touched, then runs every test.
+//
+//	go run ./internal/testbinaries/cmd/run-tests [-short] [-race] [-run regexp] [-v] [-p n] [-parallel n] [-timeout d] [packages]
+//
+// It prints go test's summary line for each package (ok or FAIL, the
+// package, the time), a failing package's output before its line (every
+// package's with -v), and exits 1 if a package failed or did not build.
+// The binaries are kept in <user cache dir>/gridweave/test-binaries/,
+// one directory per checkout (-bin names another; -clean removes them
+// all); deleting them only costs a full link. It leaves out go test's vet checks: `make lint` runs
+// go vet on every package.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"gridweave.dev/internal/testbinaries"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "run-tests:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) error {
+	fs := flag.NewFlagSet("run-tests", flag.ContinueOnError)
+	short := fs.Bool("short", false, "run the tests with -test.short")
+	race := fs.Bool("race", false, "build the binaries with the race detector")
+	runPattern := fs.String("run", "", "run only the tests matching this regexp (-test.run)")
+	verbose := fs.Bool("v", false, "print every package's output (-test.v)")
+	parallel := fs.Int("p", 4, "packages run at once; tests that wait on timers leave cores idle, so more than the CPUs")
+	testParallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "a package's parallel tests run at once (-test.parallel)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "each binary's -test.timeout")
+	binDir := fs.String("bin", "", "where the test binaries are kept (default: one directory per checkout in the user cache)")
+	clean := fs.Bool("clean", false, "remove every checkout's kept test binaries and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *clean {
+		root, err := cacheRoot()
+		if err != nil {
+			return err
+		}
+		return os.RemoveAll(root)
+	}
+	if *parallel < 1 || *testParallel < 1 {
+		return fmt.Errorf("-p %d -parallel %d: at least one package and one test must run at a time", *parallel, *testParallel)
+	}
+	patterns := fs.Args()
+	if len(patterns) == 0 {
+		patterns = []string{"./..."}
+	}
+	moduleDir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if *binDir == "" {
+		if *binDir, err = defaultBinDir(moduleDir, *race); err != nil {
+			return err
+		}
+	}
+	unlock, err := testbinaries.Lock(ctx, *binDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	const goCmd = "go"
+	goBin, err := testbinaries.GoBin(ctx, goCmd)
+	if err != nil {
+		return err
+	}
+	pkgs, err := testbinaries.List(ctx, goCmd, moduleDir, patterns)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	if err := testbinaries.Link(ctx, goCmd, moduleDir, *binDir, pkgs, testbinaries.LinkOptions{Race: *race, Stderr: stderr}); err != nil {
+		fmt.Fprintln(stdout, "FAIL\t(build)")
+		return err
+	}
+	linked := time.Since(began)
+
+	opts := testbinaries.RunOptions{Timeout: *timeout, GoBin: goBin, Args: []string{"-test.parallel=" + strconv.Itoa(*testParallel)}}
+	if *short {
+		opts.Args = append(opts.Args, "-test.short")
+	}
+	if *runPattern != "" {
+		opts.Args = append(opts.Args, "-test.run="+*runPattern)
+	}
+	if *verbose {
+		opts.Args = append(opts.Args, "-test.v=true")
+	}
+	// The packages that took longest last time start first, so that the
+	// slowest does not start last and run alone.
+	timings := loadTimings(*binDir)
+	sort.SliceStable(pkgs, func(i, j int) bool { return timings.last(pkgs[i]) > timings.last(pkgs[j]) })
+	var (
+		printing sync.Mutex
+		failed   int
+		wg       sync.WaitGroup
+	)
+	slots := make(chan struct{}, *parallel)
+	for _, p := range pkgs {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			r := testbinaries.Run(ctx, *binDir, p, opts)
+			printing.Lock()
+			defer printing.Unlock()
+			if !r.Passed || *verbose {
+				stdout.Write(r.Output)
+			}
+			if !r.Passed {
+				failed++
+			}
+			timings[p.ImportPath] = r.Elapsed.Seconds()
+			fmt.Fprintln(stdout, r.Line())
+		}()
+	}
+	wg.Wait()
+	if err := timings.save(*binDir); err != nil {
+		fmt.Fprintln(stderr, "run-tests: keep the packages' times for the next run:", err)
+	}
+	fmt.Fprintf(stdout, "%d packages: built in %.1fs (only what changed is linked again), ran in %.1fs\n",
+		len(pkgs), linked.Seconds(), time.Since(began.Add(linked)).Seconds())
+	if failed > 0 {
+		return fmt.Errorf("%d of %d packages failed", failed, len(pkgs))
+	}
+	return ctx.Err()
+}
+
+// timings are how long each package's tests took in the last run, in
+// seconds, kept beside the binaries.
+type timings map[string]float64
+
+const timingsFile = "timings.json"
+
+func loadTimings(binDir string) timings {
+	t := timings{}
+	if b, err := os.ReadFile(filepath.Join(binDir, timingsFile)); err == nil {
+		_ = json.Unmarshal(b, &t) // unreadable: every package is new
+	}
+	return t
+}
+
+// last is how long p took last time; a package never run counts as the
+// slowest, since nothing says it is quick.
+func (t timings) last(p testbinaries.Package) float64 {
+	if s, ok := t[p.ImportPath]; ok {
+		return s
+	}
+	return math.Inf(1)
+}
+
+func (t timings) save(binDir string) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(binDir, timingsFile), b, 0o644)
+}
+
+// defaultBinDir is the checkout's directory under the user cache: one
+// per checkout, so that two checkouts never replace each other's
+// binaries, and one per build mode, since go test -c names a package's
+// binary the same with or without -race.
+func defaultBinDir(moduleDir string, race bool) (string, error) {
+	root, err := cacheRoot()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(moduleDir))
+	mode := "plain"
+	if race {
+		mode = "race"
+	}
+	return filepath.Join(root, hex.EncodeToString(sum[:6]), mode), nil
+}
+
+// cacheRoot holds every checkout's test binaries.
+func cacheRoot() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find the user cache dir (or give -bin): %w", err)
+	}
+	return filepath.Join(base, "gridweave", "test-binaries"), nil
+}
