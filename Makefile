@@ -37,7 +37,8 @@ test: ## everything CI runs: modules, gofmt, vet and staticcheck, the race detec
 	wait $$venv; made=$$?; cat "$$venv_log"; rm -f "$$venv_log"; \
 	[ $$checks -eq 0 ] && [ $$made -eq 0 ]
 	@.ci/phase "control-plane build" $(GO) run ./internal/testcluster/cmd/testcluster-build
-	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
+	@# -vet=off: the lint phase ran go vet (every analyzer) on these packages.
+	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) test -vet=off -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
 	@.ci/phase "Helm chart tests" sh -c 'cd deploy/helm/chartcheck && $(GO) test -count=1 -timeout 20m ./...'   # a module of its own (Helm's Kubernetes modules)
 	@.ci/phase "leftover check" $(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
@@ -89,9 +90,10 @@ ray-image: ## the head/CPU image (gridweave-ray:2.54.0-py311) to pair with the w
 test-unit: ## fast tests only: no root, no control plane (-short); only the test binaries a change touched are linked again
 	$(GO) run ./internal/testbinaries/cmd/run-tests -short -p 4 -parallel 8 $(PKGS)
 
+# Without go test's vet checks: make lint runs go vet with every analyzer.
 .PHONY: test-race
 test-race: ## the unit tests of the concurrent in-memory code with the race detector (-race -short)
-	$(GO) test -race -short -count=1 $(RACE_PKGS)
+	$(GO) test -race -short -vet=off -count=1 $(RACE_PKGS)
 
 .PHONY: vet
 vet: ## go vet

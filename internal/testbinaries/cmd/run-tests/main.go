@@ -4,13 +4,16 @@
 //
 //	go run ./internal/testbinaries/cmd/run-tests [-short] [-race] [-run regexp] [-v] [-p n] [-parallel n] [-timeout d] [packages]
 //
-// It prints go test's summary line for each package (ok or FAIL, the
+// The binaries link in batches, slowest package of the last run first,
+// each batch's tests running while the next links; a batch that does not
+// build stops the run there, so that no binary that may be stale runs. It
+// prints go test's summary line for each package (ok or FAIL, the
 // package, the time), a failing package's output before its line (every
 // package's with -v), and exits 1 if a package failed or did not build.
-// The binaries are kept in <user cache dir>/gridweave/test-binaries/,
-// one directory per checkout (-bin names another; -clean removes them
-// all); deleting them only costs a full link. It leaves out go test's vet checks: `make lint` runs
-// go vet on every package.
+// The binaries are kept in <user cache dir>/gridweave/test-binaries/, one
+// directory per checkout (-bin names another; -clean removes them all);
+// deleting them only costs a full link. It leaves out go test's vet
+// checks: `make lint` runs go vet on every package.
 package main
 
 import (
@@ -96,13 +99,6 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	if err != nil {
 		return err
 	}
-	began := time.Now()
-	if err := testbinaries.Link(ctx, goCmd, moduleDir, *binDir, pkgs, testbinaries.LinkOptions{Race: *race, Stderr: stderr}); err != nil {
-		fmt.Fprintln(stdout, "FAIL\t(build)")
-		return err
-	}
-	linked := time.Since(began)
-
 	opts := testbinaries.RunOptions{Timeout: *timeout, GoBin: goBin, Args: []string{"-test.parallel=" + strconv.Itoa(*testParallel)}}
 	if *short {
 		opts.Args = append(opts.Args, "-test.short")
@@ -113,40 +109,66 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	if *verbose {
 		opts.Args = append(opts.Args, "-test.v=true")
 	}
-	// The packages that took longest last time start first, so that the
-	// slowest does not start last and run alone.
+	// The packages that took longest last time link and start first, so
+	// that the slowest does not start last and run alone.
 	timings := loadTimings(*binDir)
 	sort.SliceStable(pkgs, func(i, j int) bool { return timings.last(pkgs[i]) > timings.last(pkgs[j]) })
+
+	// The binaries link in batches, each batch's tests running while the
+	// next links: after a change that touched many, the links and the
+	// tests share the cores instead of taking turns.
+	link := testbinaries.LinkOptions{Race: *race, Stderr: stderr}
+	began := time.Now()
+	batches := make(chan []testbinaries.Package)
+	var linkErr error
+	go func() {
+		defer close(batches)
+		for rest, size := pkgs, 4; len(rest) > 0; size *= 2 {
+			batch := rest[:min(size, len(rest))]
+			rest = rest[len(batch):]
+			if linkErr = testbinaries.Link(ctx, goCmd, moduleDir, *binDir, batch, link); linkErr != nil {
+				return // a binary of this batch or after it may be stale: none of them runs
+			}
+			batches <- batch
+		}
+	}()
 	var (
 		printing sync.Mutex
 		failed   int
+		ran      int
 		wg       sync.WaitGroup
 	)
 	slots := make(chan struct{}, *parallel)
-	for _, p := range pkgs {
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			r := testbinaries.Run(ctx, *binDir, p, opts)
-			printing.Lock()
-			defer printing.Unlock()
-			if !r.Passed || *verbose {
-				stdout.Write(r.Output)
-			}
-			if !r.Passed {
-				failed++
-			}
-			timings[p.ImportPath] = r.Elapsed.Seconds()
-			fmt.Fprintln(stdout, r.Line())
-		}()
+	for batch := range batches {
+		for _, p := range batch {
+			wg.Add(1)
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				r := testbinaries.Run(ctx, *binDir, p, opts)
+				printing.Lock()
+				defer printing.Unlock()
+				if !r.Passed || *verbose {
+					stdout.Write(r.Output)
+				}
+				if !r.Passed {
+					failed++
+				}
+				ran++
+				timings[p.ImportPath] = r.Elapsed.Seconds()
+				fmt.Fprintln(stdout, r.Line())
+			}()
+		}
 	}
 	wg.Wait()
 	if err := timings.save(*binDir); err != nil {
 		fmt.Fprintln(stderr, "run-tests: keep the packages' times for the next run:", err)
 	}
-	fmt.Fprintf(stdout, "%d packages: built in %.1fs (only what changed is linked again), ran in %.1fs\n",
-		len(pkgs), linked.Seconds(), time.Since(began.Add(linked)).Seconds())
+	if linkErr != nil {
+		fmt.Fprintf(stdout, "FAIL\t(build: %d of %d packages did not run)\n", len(pkgs)-ran, len(pkgs))
+		return linkErr
+	}
+	fmt.Fprintf(stdout, "%d packages in %.1fs (only the test binaries a change touched were linked again)\n", len(pkgs), time.Since(began).Seconds())
 	if failed > 0 {
 		return fmt.Errorf("%d of %d packages failed", failed, len(pkgs))
 	}

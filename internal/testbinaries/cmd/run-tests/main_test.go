@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// moduleOf writes a module of packages p0…p(n-1), each with one passing
+// test, and the test files given (path → source), and makes it the
+// working directory.
+func moduleOf(t *testing.T, n int, files map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	all := map[string]string{"go.mod": "module example.com/m\n\ngo 1.24\n"}
+	for i := range n {
+		all[fmt.Sprintf("p%d/p_test.go", i)] = fmt.Sprintf("package p%d\n\nimport \"testing\"\n\nfunc TestP(t *testing.T) {}\n", i)
+	}
+	for path, src := range files {
+		all[path] = src
+	}
+	for path, src := range all {
+		path = filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+}
+
+func runTests(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	stderr, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	err = run(context.Background(), args, &out, stderr)
+	return out.String(), err
+}
+
+// Every package runs, across the link batches, and a failing one fails
+// the run; the next run starts the slowest first.
+func TestRunsEveryPackage(t *testing.T) {
+	moduleOf(t, 6, map[string]string{
+		"slow/s_test.go": "package slow\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestS(t *testing.T) { time.Sleep(300 * time.Millisecond) }\n",
+		"bad/b_test.go":  "package bad\n\nimport \"testing\"\n\nfunc TestB(t *testing.T) { t.Error(\"bad fails\") }\n",
+	})
+	bin := t.TempDir()
+	out, err := runTests(t, "-bin", bin, "-p", "2", "./...")
+	if err == nil || !strings.Contains(out, "bad fails") || !strings.Contains(out, "FAIL\texample.com/m/bad\t") {
+		t.Fatalf("a failing package: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"p0", "p1", "p2", "p3", "p4", "p5", "slow"} {
+		if !strings.Contains(out, "ok  \texample.com/m/"+pkg+"\t") {
+			t.Errorf("%s did not pass:\n%s", pkg, out)
+		}
+	}
+	if got := loadTimings(bin); len(got) != 8 || got["example.com/m/slow"] < 0.3 {
+		t.Errorf("the times kept: %v", got)
+	}
+	// The slowest last time runs first: its line comes first with one
+	// package at a time.
+	out, _ = runTests(t, "-bin", bin, "-p", "1", "./...")
+	if !strings.HasPrefix(out, "ok  \texample.com/m/slow\t") {
+		t.Errorf("the slowest package did not start first:\n%s", out)
+	}
+}
+
+// A package that does not build fails the run, and no package of its
+// batch or after runs on a binary that may be stale.
+func TestABuildFailureRunsNothingStale(t *testing.T) {
+	moduleOf(t, 6, nil)
+	bin := t.TempDir()
+	if out, err := runTests(t, "-bin", bin, "./..."); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// Break p5, wherever it falls among the link batches, and
+	// make p4's test fail, so that running its old binary would pass.
+	if err := os.WriteFile("p5/p_test.go", []byte("package p5\n\nfunc broken( {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("p4/p_test.go", []byte("package p4\n\nimport \"testing\"\n\nfunc TestP(t *testing.T) { t.Error(\"p4 fails now\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runTests(t, "-bin", bin, "./...")
+	if err == nil || !strings.Contains(out, "FAIL\t(build") {
+		t.Fatalf("a package that does not build: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "ok  \texample.com/m/p4") || strings.Contains(out, "ok  \texample.com/m/p5") {
+		t.Errorf("a stale binary ran:\n%s", out)
+	}
+}
