@@ -205,7 +205,6 @@ func newHarnessFor(t testing.TB, s *gridweave.Server, cfg gridweave.Config) *har
 	return serveHarness(t, s, cfg, nil)
 }
 
-// serveHarness is newHarnessFor over HTTPS with kp when it is not nil.
 // harnessDocuments holds the OpenAPI document each server version serves,
 // parsed (*openapitest.Document, safe to share): a server's routes depend
 // on none of its settings, so the harness builds and parses the document
@@ -213,6 +212,7 @@ func newHarnessFor(t testing.TB, s *gridweave.Server, cfg gridweave.Config) *har
 // test here).
 var harnessDocuments sync.Map
 
+// serveHarness is newHarnessFor over HTTPS with kp when it is not nil.
 func serveHarness(t testing.TB, s *gridweave.Server, cfg gridweave.Config, kp *tlspin.KeyPair) *harness {
 	doc, ok := harnessDocuments.Load(cfg.ServerVersion)
 	if !ok {

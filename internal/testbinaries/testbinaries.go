@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -22,16 +23,26 @@ type Package struct {
 }
 
 // Binary is the name Link gives the package's test binary in its
-// directory: the last element of its import path with .test, as
-// go test -c names it.
+// directory, as go test -c names it: the last element of its import path
+// (the one before a major version suffix such as /v2) with .test.
 func (p Package) Binary() string {
-	return p.ImportPath[strings.LastIndex(p.ImportPath, "/")+1:] + ".test"
+	elems := strings.Split(p.ImportPath, "/")
+	name := elems[len(elems)-1]
+	if len(elems) > 1 && majorVersion.MatchString(name) {
+		name = elems[len(elems)-2]
+	}
+	return name + ".test"
 }
 
+var majorVersion = regexp.MustCompile(`^v([2-9]|[1-9][0-9]+)$`)
+
 // List returns the packages matching patterns (go list's) that have test
-// files, in go list's order, run from dir with the go command goCmd.
+// files, in go list's order, run from dir with the go command goCmd. It
+// compiles every package matched on the way (go list -export, without
+// linking), those without tests too, as go test does: a package that
+// does not compile is an error naming it.
 func List(ctx context.Context, goCmd, dir string, patterns []string) ([]Package, error) {
-	args := append([]string{"list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}\t{{.Dir}}{{end}}", "--"}, patterns...)
+	args := append([]string{"list", "-export", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}\t{{.Dir}}{{end}}", "--"}, patterns...)
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
@@ -71,13 +82,17 @@ type LinkOptions struct {
 // with one go test -c, run from dir: without DWARF or a symbol table (as
 // go test links the binaries it runs) and without go test's vet checks
 // (go vet runs them on its own). The go command skips the link of every
-// binary already built from the same inputs. An error means some did not
-// build: then none of binDir's binaries may be taken as current.
+// binary already built from the same inputs. Its work directory is in
+// binDir, so that a binary is renamed into place, whole, never copied
+// over the old one: a link cut short leaves the old binary or none, which
+// the next link replaces. An error means some did not build: then none of
+// pkgs' binaries may be taken as current.
 func Link(ctx context.Context, goCmd, dir, binDir string, pkgs []Package, opts LinkOptions) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
+	work := filepath.Join(binDir, ".work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
 	args := []string{"test", "-c", "-vet=off", "-ldflags=-s -w", "-o", binDir + string(filepath.Separator)}
@@ -89,6 +104,7 @@ func Link(ctx context.Context, goCmd, dir, binDir string, pkgs []Package, opts L
 	}
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOTMPDIR="+work)
 	cmd.Stdout = opts.Stderr
 	cmd.Stderr = opts.Stderr
 	if err := cmd.Run(); err != nil {
@@ -126,7 +142,8 @@ const killGrace = time.Minute
 // RunOptions say how Run runs a test binary.
 type RunOptions struct {
 	// Timeout is the binary's own -test.timeout (go test's -timeout); Run
-	// stops a binary that outlives it by a minute.
+	// stops a binary that outlives it by a minute (with SIGQUIT, for its
+	// goroutines' stacks). Zero is no timeout.
 	Timeout time.Duration
 	// Args are more -test.* flags (-test.short, -test.run=...).
 	Args []string
@@ -146,16 +163,16 @@ func GoBin(ctx context.Context, goCmd string) (string, error) {
 }
 
 // Run runs the package's test binary from binDir in the package's
-// directory, as go test runs it.
+// directory, as go test runs it. When ctx ends (an interrupt), the binary
+// gets SIGINT and ends as it would under go test.
 func Run(ctx context.Context, binDir string, p Package, opts RunOptions) Result {
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Minute
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if opts.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, opts.Timeout+killGrace)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout+killGrace)
 	defer cancel()
-	argv := append([]string{"-test.paniconexit0", "-test.timeout=" + timeout.String()}, opts.Args...)
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, p.Binary()), argv...)
+	argv := append([]string{"-test.paniconexit0", "-test.timeout=" + opts.Timeout.String()}, opts.Args...)
+	cmd := exec.CommandContext(runCtx, filepath.Join(binDir, p.Binary()), argv...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), "PWD="+p.Dir)
 	if opts.GoBin != "" {
@@ -164,7 +181,12 @@ func Run(ctx context.Context, binDir string, p Package, opts RunOptions) Result 
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.Cancel = func() error {
+		if ctx.Err() != nil {
+			return cmd.Process.Signal(os.Interrupt)
+		}
+		return cmd.Process.Signal(syscall.SIGQUIT)
+	}
 	cmd.WaitDelay = killGrace
 	began := time.Now()
 	err := cmd.Run()
@@ -174,8 +196,8 @@ func Run(ctx context.Context, binDir string, p Package, opts RunOptions) Result 
 			out.WriteByte('\n')
 		}
 		switch {
-		case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-			fmt.Fprintf(&out, "*** Test killed with quit: ran too long (%v).\n", timeout+killGrace)
+		case ctx.Err() == nil && runCtx.Err() != nil:
+			fmt.Fprintf(&out, "*** Test killed with quit: ran too long (%v).\n", opts.Timeout+killGrace)
 		case out.Len() == 0 || !exited(err):
 			fmt.Fprintln(&out, err)
 		}

@@ -146,6 +146,21 @@ func TestSleeps(t *testing.T) { time.Sleep(time.Minute) }
 	}
 }
 
+// The binaries are named as go test -c names them.
+func TestBinaryNames(t *testing.T) {
+	for path, want := range map[string]string{
+		"example.com/m/a":     "a.test",
+		"example.com/m/b/v2":  "b.test",
+		"example.com/m/v1":    "v1.test",
+		"example.com/m/c/v10": "c.test",
+		"m":                   "m.test",
+	} {
+		if got := (testbinaries.Package{ImportPath: path}).Binary(); got != want {
+			t.Errorf("%s: %s, want %s", path, got, want)
+		}
+	}
+}
+
 // Two packages whose binaries would have the same name are refused: one
 // would run as the other.
 func TestListRefusesTwoBinariesOfOneName(t *testing.T) {

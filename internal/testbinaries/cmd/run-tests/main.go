@@ -4,9 +4,12 @@
 //
 //	go run ./internal/testbinaries/cmd/run-tests [-short] [-race] [-run regexp] [-v] [-p n] [-parallel n] [-timeout d] [packages]
 //
-// The binaries link in batches, slowest package of the last run first,
-// each batch's tests running while the next links; a batch that does not
-// build stops the run there, so that no binary that may be stale runs. It
+// It first compiles every package matched, those without tests too, as
+// go test does. The binaries link in batches, slowest package of the last
+// run first, each batch's tests running while the next links; a batch
+// that does not build stops the run there, so that no binary that may be
+// stale runs. An interrupt (SIGINT, SIGTERM) passes SIGINT on to the
+// binaries running and starts nothing more. It
 // prints go test's summary line for each package (ok or FAIL, the
 // package, the time), a failing package's output before its line (every
 // package's with -v), and exits 1 if a package failed or did not build.
@@ -55,7 +58,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	verbose := fs.Bool("v", false, "print every package's output (-test.v)")
 	parallel := fs.Int("p", 4, "packages run at once; tests that wait on timers leave cores idle, so more than the CPUs")
 	testParallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "a package's parallel tests run at once (-test.parallel)")
-	timeout := fs.Duration("timeout", 10*time.Minute, "each binary's -test.timeout")
+	timeout := fs.Duration("timeout", 10*time.Minute, "each binary's -test.timeout (0: none)")
 	binDir := fs.String("bin", "", "where the test binaries are kept (default: one directory per checkout in the user cache)")
 	clean := fs.Bool("clean", false, "remove every checkout's kept test binaries and exit")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +86,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 		if *binDir, err = defaultBinDir(moduleDir, *race); err != nil {
 			return err
 		}
+	}
+	if *binDir, err = filepath.Abs(*binDir); err != nil { // the binaries run in their packages' directories
+		return err
 	}
 	unlock, err := testbinaries.Lock(ctx, *binDir)
 	if err != nil {
@@ -129,7 +135,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 			if linkErr = testbinaries.Link(ctx, goCmd, moduleDir, *binDir, batch, link); linkErr != nil {
 				return // a binary of this batch or after it may be stale: none of them runs
 			}
-			batches <- batch
+			select {
+			case batches <- batch:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	var (
@@ -141,6 +151,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	slots := make(chan struct{}, *parallel)
 	for batch := range batches {
 		for _, p := range batch {
+			if ctx.Err() != nil {
+				break // interrupted: start nothing more
+			}
 			wg.Add(1)
 			slots <- struct{}{}
 			go func() {
@@ -155,7 +168,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 					failed++
 				}
 				ran++
-				timings[p.ImportPath] = r.Elapsed.Seconds()
+				if ctx.Err() == nil { // an interrupted package's time says nothing of the next run
+					timings[p.ImportPath] = r.Elapsed.Seconds()
+				}
 				fmt.Fprintln(stdout, r.Line())
 			}()
 		}
@@ -163,6 +178,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	wg.Wait()
 	if err := timings.save(*binDir); err != nil {
 		fmt.Fprintln(stderr, "run-tests: keep the packages' times for the next run:", err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if linkErr != nil {
 		fmt.Fprintf(stdout, "FAIL\t(build: %d of %d packages did not run)\n", len(pkgs)-ran, len(pkgs))

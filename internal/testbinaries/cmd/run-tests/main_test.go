@@ -75,7 +75,7 @@ func TestRunsEveryPackage(t *testing.T) {
 	}
 }
 
-// A package that does not build fails the run, and no package of its
+// A test that does not build fails the run, and no package of its link
 // batch or after runs on a binary that may be stale.
 func TestABuildFailureRunsNothingStale(t *testing.T) {
 	moduleOf(t, 6, nil)
@@ -83,19 +83,26 @@ func TestABuildFailureRunsNothingStale(t *testing.T) {
 	if out, err := runTests(t, "-bin", bin, "./..."); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	// Break p5, wherever it falls among the link batches, and
-	// make p4's test fail, so that running its old binary would pass.
+	// Break p5's test, wherever p5 falls among the link batches: its old
+	// binary, which passes, must not run.
 	if err := os.WriteFile("p5/p_test.go", []byte("package p5\n\nfunc broken( {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("p4/p_test.go", []byte("package p4\n\nimport \"testing\"\n\nfunc TestP(t *testing.T) { t.Error(\"p4 fails now\") }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runTests(t, "-bin", bin, "./...")
 	if err == nil || !strings.Contains(out, "FAIL\t(build") {
-		t.Fatalf("a package that does not build: %v\n%s", err, out)
+		t.Fatalf("a test that does not build: %v\n%s", err, out)
 	}
-	if strings.Contains(out, "ok  \texample.com/m/p4") || strings.Contains(out, "ok  \texample.com/m/p5") {
-		t.Errorf("a stale binary ran:\n%s", out)
+	if strings.Contains(out, "example.com/m/p5") {
+		t.Errorf("p5's stale binary ran:\n%s", out)
+	}
+}
+
+// A package without tests that does not compile fails the run, as it
+// fails go test: no test binary would have built it.
+func TestAPackageWithoutTestsIsCompiled(t *testing.T) {
+	moduleOf(t, 1, map[string]string{"cmd/tool/main.go": "package main\n\nfunc main() { var n int = \"s\"; _ = n }\n"})
+	_, err := runTests(t, "-bin", t.TempDir(), "./...")
+	if err == nil || !strings.Contains(err.Error(), "example.com/m/cmd/tool") {
+		t.Errorf("a command that does not compile: %v", err)
 	}
 }
