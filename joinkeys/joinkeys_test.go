@@ -15,6 +15,7 @@ import (
 	"gridweave.dev/joinkeys"
 	"gridweave.dev/joinkeys/memstore"
 	"gridweave.dev/joinkeys/storetest"
+	"gridweave.dev/mesh/wgkey"
 )
 
 func TestNewPoolNamesTheField(t *testing.T) {
@@ -115,6 +116,46 @@ func Example() {
 	// 198.18.0.2 validated
 	// 198.18.0.2 true
 	// true
+}
+
+// staleByKey is a store whose lookup by public key is a cache that has
+// not seen any node yet, as a replica's watch cache may be just after a
+// first join.
+type staleByKey struct{ joinkeys.Store }
+
+func (staleByKey) NodeByPublicKey(context.Context, wgkey.Key) (joinkeys.NodeRecord, error) {
+	return joinkeys.NodeRecord{}, joinkeys.ErrNodeNotFound
+}
+
+// A re-join with the node token goes through when the lookup by key lags
+// behind: the record read by hostname settles it. Another machine's key
+// under that hostname is still refused.
+func TestRejoinWhenTheLookupByKeyLags(t *testing.T) {
+	ctx := context.Background()
+	kr, err := joinkeys.New(staleByKey{new(memstore.Store)}, &joinkeys.Options{JWTSecret: storetest.Secret, Pool: joinkeys.MustPool("198.18.0.0/24", "198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := kr.Mint(ctx, joinkeys.MintRequest{Kind: joinkeys.KindOrg, Org: "acme", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw="
+	first, err := kr.Join(ctx, joinkeys.JoinRequest{Key: key.Secret, Hostname: "gpu-box-1", PublicKey: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: first.NodeToken, Hostname: "gpu-box-1", PublicKey: pub})
+	if err != nil || !again.Rejoined || again.Node.VPNIP != first.Node.VPNIP {
+		t.Fatalf("re-join with the node token: %+v, %v", again, err)
+	}
+	other := "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg="
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: first.NodeToken, Hostname: "gpu-box-1", PublicKey: other}); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		t.Errorf("the token with another key: %v, want ErrNodeTokenInvalid", err)
+	}
+	if _, err := kr.Join(ctx, joinkeys.JoinRequest{NodeToken: "gwn_" + strings.Repeat("0", 64), Hostname: "gpu-box-1", PublicKey: pub}); !errors.Is(err, joinkeys.ErrNodeTokenInvalid) {
+		t.Errorf("a wrong token: %v, want ErrNodeTokenInvalid", err)
+	}
 }
 
 // TestSecretsRedactThemselves: the types that carry a join key or a node

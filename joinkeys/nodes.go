@@ -74,6 +74,16 @@ func (k *Keyring) join(ctx context.Context, req JoinRequest) (JoinResult, string
 	}
 	if req.Key == "" {
 		if req.NodeToken != "" {
+			// A store may answer the lookup by key from a cache a moment
+			// behind (a replica's, just after the node's first join): ask
+			// by hostname, which reads the record itself, before refusing.
+			byName, err := k.store.Node(ctx, req.Hostname)
+			switch {
+			case err == nil && byName.PublicKey == pub:
+				return k.rejoin(ctx, byName, req)
+			case err != nil && !errors.Is(err, ErrNodeNotFound):
+				return JoinResult{}, "", err
+			}
 			return JoinResult{}, "", fmt.Errorf("%w: no node has this public key", ErrNodeTokenInvalid)
 		}
 		return JoinResult{}, "", fieldError("key", "is required for a first join")
