@@ -9,10 +9,10 @@
 // run first, each batch's tests running while the next links; a batch
 // that does not build stops the run there, so that no binary that may be
 // stale runs. An interrupt (SIGINT, SIGTERM) passes SIGINT on to the
-// binaries running and starts nothing more. It
-// prints go test's summary line for each package (ok or FAIL, the
-// package, the time), a failing package's output before its line (every
-// package's with -v), and exits 1 if a package failed or did not build.
+// binaries running and starts nothing more. It prints go test's summary
+// line for each package (ok or FAIL, the package, the time), a failing
+// package's output before its line (every package's with -v), and exits
+// 1 if a package failed or did not build.
 // The binaries are kept in <user cache dir>/gridweave/test-binaries/, one
 // directory per checkout (-bin names another; -clean removes them all);
 // deleting them only costs a full link. It leaves out go test's vet
