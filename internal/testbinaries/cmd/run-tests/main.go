@@ -15,7 +15,9 @@
 // 1 if a package failed or did not build.
 // The binaries are kept in <user cache dir>/gridweave/test-binaries/, one
 // directory per checkout (-bin names another; -clean removes them all);
-// deleting them only costs a full link. It leaves out go test's vet
+// deleting them only costs a full link, and a run removes those of the
+// checkouts that are gone. The packages' times are kept there too, so
+// that a new checkout's first run also starts its slowest package first. It leaves out go test's vet
 // checks: `make lint` runs go vet on every package.
 package main
 
@@ -24,9 +26,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -82,10 +86,20 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	if err != nil {
 		return err
 	}
+	// shared keeps the packages' times of the last run in any checkout:
+	// a new checkout (CI's clone) starts its slowest packages first too.
+	shared := ""
 	if *binDir == "" {
 		if *binDir, err = defaultBinDir(moduleDir, *race); err != nil {
 			return err
 		}
+		if shared, err = cacheRoot(); err != nil {
+			return err
+		}
+		if err := keepCheckout(filepath.Dir(*binDir), moduleDir); err != nil {
+			return err
+		}
+		removeVanishedCheckouts(shared, stderr)
 	}
 	if *binDir, err = filepath.Abs(*binDir); err != nil { // the binaries run in their packages' directories
 		return err
@@ -117,7 +131,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	}
 	// The packages that took longest last time link and start first, so
 	// that the slowest does not start last and run alone.
-	timings := loadTimings(*binDir)
+	timingsName := timingsFile(*short, *race)
+	timings := loadTimings(*binDir, timingsName)
+	if len(timings) == 0 && shared != "" {
+		timings = loadTimings(shared, timingsName)
+	}
 	sort.SliceStable(pkgs, func(i, j int) bool { return timings.last(pkgs[i]) > timings.last(pkgs[j]) })
 
 	// The binaries link in batches, each batch's tests running while the
@@ -176,8 +194,13 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 		}
 	}
 	wg.Wait()
-	if err := timings.save(*binDir); err != nil {
-		fmt.Fprintln(stderr, "run-tests: keep the packages' times for the next run:", err)
+	for _, dir := range []string{*binDir, shared} {
+		if dir == "" {
+			continue
+		}
+		if err := timings.save(dir, timingsName); err != nil {
+			fmt.Fprintln(stderr, "run-tests: keep the packages' times for the next run:", err)
+		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -194,14 +217,26 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 }
 
 // timings are how long each package's tests took in the last run, in
-// seconds, kept beside the binaries.
+// seconds, kept beside the binaries (and, for the default directories, in
+// the cache's root for the next new checkout).
 type timings map[string]float64
 
-const timingsFile = "timings.json"
+// timingsFile names the times of a run with or without -short and
+// -race: each orders the packages its own way.
+func timingsFile(short, race bool) string {
+	name := "timings-full"
+	if short {
+		name = "timings-short"
+	}
+	if race {
+		name += "-race"
+	}
+	return name + ".json"
+}
 
-func loadTimings(binDir string) timings {
+func loadTimings(dir, name string) timings {
 	t := timings{}
-	if b, err := os.ReadFile(filepath.Join(binDir, timingsFile)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 		_ = json.Unmarshal(b, &t) // unreadable: every package is new
 	}
 	return t
@@ -216,12 +251,69 @@ func (t timings) last(p testbinaries.Package) float64 {
 	return math.Inf(1)
 }
 
-func (t timings) save(binDir string) error {
+// save writes the times whole (renamed into place): runs in two
+// checkouts may save the shared copy at once.
+func (t timings) save(dir, name string) error {
 	b, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(binDir, timingsFile), b, 0o644)
+	tmp, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+}
+
+// checkoutFile, in a checkout's directory of binaries, names the
+// checkout they were built from.
+const checkoutFile = "checkout"
+
+// keepCheckout records, in a checkout's directory of binaries, which
+// checkout it serves.
+func keepCheckout(dir, moduleDir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, checkoutFile)
+	if b, err := os.ReadFile(path); err == nil && string(b) == moduleDir {
+		return nil
+	}
+	return os.WriteFile(path, []byte(moduleDir), 0o644)
+}
+
+// removeVanishedCheckouts removes the binaries of the checkouts that no
+// longer exist (a CI clone, a worktree removed): about 1.7 GB each. A
+// directory that names no checkout is left alone.
+func removeVanishedCheckouts(root string, stderr io.Writer) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		moduleDir, err := os.ReadFile(filepath.Join(dir, checkoutFile))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(string(moduleDir), "go.mod")); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(stderr, "run-tests: remove the binaries of %s, which is gone: %v\n", moduleDir, err)
+		}
+	}
 }
 
 // defaultBinDir is the checkout's directory under the user cache: one

@@ -64,7 +64,7 @@ func TestRunsEveryPackage(t *testing.T) {
 			t.Errorf("%s did not pass:\n%s", pkg, out)
 		}
 	}
-	if got := loadTimings(bin); len(got) != 8 || got["example.com/m/slow"] < 0.3 {
+	if got := loadTimings(bin, timingsFile(false, false)); len(got) != 8 || got["example.com/m/slow"] < 0.3 {
 		t.Errorf("the times kept: %v", got)
 	}
 	// The slowest last time runs first: its line comes first with one
@@ -104,5 +104,54 @@ func TestAPackageWithoutTestsIsCompiled(t *testing.T) {
 	_, err := runTests(t, "-bin", t.TempDir(), "./...")
 	if err == nil || !strings.Contains(err.Error(), "example.com/m/cmd/tool") {
 		t.Errorf("a command that does not compile: %v", err)
+	}
+}
+
+// A new checkout starts with the times of the last run in another (CI's
+// fresh clone starts its slowest package first), and the binaries of a
+// checkout that is gone are removed.
+func TestCheckoutsShareTimesAndVanish(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	slow := map[string]string{"slow/s_test.go": "package slow\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestS(t *testing.T) { time.Sleep(300 * time.Millisecond) }\n"}
+	moduleOf(t, 3, slow)
+	first, _ := os.Getwd()
+	if out, err := runTests(t, "-p", "1", "./..."); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	moduleOf(t, 3, slow)
+	out, err := runTests(t, "-p", "1", "./...")
+	if err != nil || !strings.HasPrefix(out, "ok  \texample.com/m/slow\t") {
+		t.Errorf("a new checkout did not start the slowest package first: %v\n%s", err, out)
+	}
+	root, err := cacheRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkouts := func() map[string]bool {
+		t.Helper()
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := map[string]bool{}
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join(root, e.Name(), checkoutFile)); err == nil {
+				kept[string(b)] = true
+			}
+		}
+		return kept
+	}
+	second, _ := os.Getwd()
+	if got := checkouts(); len(got) != 2 || !got[first] || !got[second] {
+		t.Fatalf("the checkouts' binaries: %v, want %s and %s", got, first, second)
+	}
+	if err := os.RemoveAll(first); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runTests(t, "-p", "1", "./..."); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := checkouts(); len(got) != 1 || !got[second] {
+		t.Errorf("after %s was removed, the binaries kept are %v", first, got)
 	}
 }
