@@ -122,6 +122,11 @@ type Result struct {
 	// followed by why it was stopped or could not start, if it was.
 	Output  []byte
 	Elapsed time.Duration
+	// CPU is the processor time (user and system) of the binary and of
+	// the processes it waited for: a control plane, Ray, a kubelet. A
+	// process that left the binary's tree (a container, under its shim)
+	// is not counted.
+	CPU time.Duration
 }
 
 // Line is go test's summary line of the result: "ok  \t<pkg>\t<s>s" or
@@ -191,6 +196,9 @@ func Run(ctx context.Context, binDir string, p Package, opts RunOptions) Result 
 	began := time.Now()
 	err := cmd.Run()
 	r := Result{Package: p, Passed: err == nil, Elapsed: time.Since(began)}
+	if cmd.ProcessState != nil {
+		r.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	if err != nil {
 		if out.Len() > 0 && !bytes.HasSuffix(out.Bytes(), []byte("\n")) {
 			out.WriteByte('\n')

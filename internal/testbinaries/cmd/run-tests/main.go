@@ -164,6 +164,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 		printing sync.Mutex
 		failed   int
 		ran      int
+		cpu      = map[string]time.Duration{}
 		wg       sync.WaitGroup
 	)
 	slots := make(chan struct{}, *parallel)
@@ -186,6 +187,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 					failed++
 				}
 				ran++
+				cpu[p.ImportPath] = r.CPU
 				if ctx.Err() == nil { // an interrupted package's time says nothing of the next run
 					timings[p.ImportPath] = r.Elapsed.Seconds()
 				}
@@ -194,6 +196,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 		}
 	}
 	wg.Wait()
+	printCPU(stdout, cpu)
 	for _, dir := range []string{*binDir, shared} {
 		if dir == "" {
 			continue
@@ -214,6 +217,30 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 		return fmt.Errorf("%d of %d packages failed", failed, len(pkgs))
 	}
 	return ctx.Err()
+}
+
+// printCPU prints the processor time of each package that took at least
+// a second of it, most first: the binary and the processes it waited for
+// (a control plane, Ray, a kubelet), not those that left its tree (a
+// pod's container, under its shim). On a machine whose cores are all
+// busy, this is where a run's time goes.
+func printCPU(w io.Writer, cpu map[string]time.Duration) {
+	pkgs := make([]string, 0, len(cpu))
+	var total time.Duration
+	for p, d := range cpu {
+		total += d
+		if d >= time.Second {
+			pkgs = append(pkgs, p)
+		}
+	}
+	if len(pkgs) == 0 {
+		return
+	}
+	sort.Slice(pkgs, func(i, j int) bool { return cpu[pkgs[i]] > cpu[pkgs[j]] })
+	fmt.Fprintf(w, "processor seconds by package (%.0f in all; with the processes each waited for):\n", total.Seconds())
+	for _, p := range pkgs {
+		fmt.Fprintf(w, "  %-52s %7.1f\n", p, cpu[p].Seconds())
+	}
 }
 
 // timings are how long each package's tests took in the last run, in

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -153,5 +155,40 @@ func TestCheckoutsShareTimesAndVanish(t *testing.T) {
 	}
 	if got := checkouts(); len(got) != 1 || !got[second] {
 		t.Errorf("after %s was removed, the binaries kept are %v", first, got)
+	}
+}
+
+// The processor time printed for a package counts the processes its
+// tests waited for: here a shell that loops.
+func TestCPUCountsTheProcessesATestWaitsFor(t *testing.T) {
+	moduleOf(t, 0, map[string]string{"busy/b_test.go": `package busy
+
+import (
+	"fmt"
+	"os/exec"
+	"testing"
+)
+
+func TestBusy(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 1200000 ]; do i=$((i+1)); done")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("CHILD_CPU %.3f\n", (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds())
+}
+`})
+	out, err := runTests(t, "-bin", t.TempDir(), "-v", "./...")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	child := regexp.MustCompile(`CHILD_CPU ([0-9.]+)`).FindStringSubmatch(out)
+	counted := regexp.MustCompile(`(?m)^  example.com/m/busy +([0-9.]+)$`).FindStringSubmatch(out)
+	if child == nil || counted == nil {
+		t.Fatalf("no processor times in:\n%s", out)
+	}
+	c, _ := strconv.ParseFloat(child[1], 64)
+	n, _ := strconv.ParseFloat(counted[1], 64)
+	if c < 1 || n < c-0.05 { // printed to a tenth
+		t.Errorf("the shell took %.3f s of processor time, the package is counted %.1f s:\n%s", c, n, out)
 	}
 }
