@@ -220,8 +220,20 @@ func (f *consoleFixture) do(what string, actions ...chromedp.Action[chromedp.Voi
 	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		f.t.Fatalf("%s: %v", what, err)
+		f.t.Fatalf("%s: %v\n%s", what, err, f.page())
 	}
+}
+
+// page describes what the page shows, for a step that failed: where it
+// is, its status line and its main content.
+func (f *consoleFixture) page() string {
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\nstatus: " + document.getElementById("status").textContent + "\nmain: " + document.getElementById("main").innerText`))
+	if err != nil {
+		return "the page could not be read: " + err.Error()
+	}
+	return "the page shows: " + shown
 }
 
 // eval evaluates a JavaScript expression in the page.
