@@ -446,6 +446,11 @@ spec:
 // tests: 248 -> 189 processor seconds at 400).
 const componentGOGC = "400"
 
+// componentGOMEMLIMIT bounds what that pace lets a program's heap grow
+// to: past it, the collector runs as often as it must. Several control
+// planes run at once on a machine with many cores.
+const componentGOMEMLIMIT = "2GiB"
+
 // startComponent picks nPorts free loopback ports, starts the program that
 // args(ports) describes (args[0] is the binary) and waits until ready
 // reports nil. A start that lost a race for a port is retried with new ports.
@@ -454,6 +459,9 @@ func (c *Cluster) startComponent(ctx context.Context, name string, nPorts int, a
 	env := append(os.Environ(), ownerEnv+"="+c.ID)
 	if _, set := os.LookupEnv("GOGC"); !set {
 		env = append(env, "GOGC="+componentGOGC)
+		if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+			env = append(env, "GOMEMLIMIT="+componentGOMEMLIMIT)
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		ports, err := FreePorts(nPorts)
