@@ -3,6 +3,9 @@
 GO            ?= go
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 45m
+# Packages (and a package's parallel tests) run at once by make test and
+# make test-race: as many as CPUs, as go test runs them.
+TEST_P        ?= $(shell nproc 2>/dev/null || echo 2)
 PKGS          ?= ./...
 # The packages whose in-memory tests drive concurrent code (the ledger
 # and its stores, the meshes, the fleet, the HTTP service on its
@@ -37,11 +40,11 @@ test: ## everything CI runs: modules, gofmt, vet and staticcheck, the race detec
 	wait $$venv; made=$$?; cat "$$venv_log"; rm -f "$$venv_log"; \
 	[ $$checks -eq 0 ] && [ $$made -eq 0 ]
 	@.ci/phase "control-plane build" $(GO) run ./internal/testcluster/cmd/testcluster-build
-	@# Two packages at once, as go test on two cores, but from kept test
-	@# binaries (only what a change touched links again), the slowest of
-	@# the last run first, without go test's vet checks: the lint phase
-	@# ran go vet (every analyzer) on these packages.
-	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) run ./internal/testbinaries/cmd/run-tests -p 2 -parallel 2 -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
+	@# As many packages at once as CPUs, as go test runs them, but from
+	@# kept test binaries (only what a change touched links again), the
+	@# slowest of the last run first, without go test's vet checks: the
+	@# lint phase ran go vet (every analyzer) on these packages.
+	@.ci/phase "tests" bash -c 'set -o pipefail; $(GO) run ./internal/testbinaries/cmd/run-tests -p $(TEST_P) -parallel $(TEST_P) -timeout $(TEST_TIMEOUT) $(PKGS) 2>&1 | tee $${TEST_LOG:-/dev/null}'
 	@.ci/phase "Helm chart tests" sh -c 'cd deploy/helm/chartcheck && $(GO) test -count=1 -timeout 20m ./...'   # a module of its own (Helm's Kubernetes modules)
 	@.ci/phase "leftover check" $(GO) run ./internal/testcluster/cmd/testcluster-leftovers
 
@@ -96,7 +99,7 @@ test-unit: ## fast tests only: no root, no control plane (-short); only the test
 # Without go test's vet checks: make lint runs go vet with every analyzer.
 .PHONY: test-race
 test-race: ## the unit tests of the concurrent in-memory code with the race detector (-race -short)
-	$(GO) run ./internal/testbinaries/cmd/run-tests -race -short -p 2 -parallel 2 $(RACE_PKGS)
+	$(GO) run ./internal/testbinaries/cmd/run-tests -race -short -p $(TEST_P) -parallel $(TEST_P) $(RACE_PKGS)
 
 .PHONY: vet
 vet: ## go vet

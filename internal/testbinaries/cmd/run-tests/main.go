@@ -11,14 +11,17 @@
 // stale runs. An interrupt (SIGINT, SIGTERM) passes SIGINT on to the
 // binaries running and starts nothing more. It prints go test's summary
 // line for each package (ok or FAIL, the package, the time), a failing
-// package's output before its line (every package's with -v), and exits
-// 1 if a package failed or did not build.
+// package's output before its line (every package's with -v), then the
+// processor time of each package that used a second or more, and exits 1
+// if a package failed or did not build.
+//
 // The binaries are kept in <user cache dir>/gridweave/test-binaries/, one
 // directory per checkout (-bin names another; -clean removes them all);
-// deleting them only costs a full link, and a run removes those of the
-// checkouts that are gone. The packages' times are kept there too, so
-// that a new checkout's first run also starts its slowest package first. It leaves out go test's vet
-// checks: `make lint` runs go vet on every package.
+// deleting them only costs a full link. A run removes the binaries of the
+// checkouts that are gone, unless a run holds them. The packages' times
+// are kept there too, so that a new checkout's first run also starts its
+// slowest package first. It leaves out go test's vet checks: `make lint`
+// runs go vet on every package.
 package main
 
 import (
@@ -133,8 +136,12 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	// that the slowest does not start last and run alone.
 	timingsName := timingsFile(*short, *race)
 	timings := loadTimings(*binDir, timingsName)
-	if len(timings) == 0 && shared != "" {
-		timings = loadTimings(shared, timingsName)
+	if shared != "" {
+		for p, s := range loadTimings(shared, timingsName) {
+			if _, ok := timings[p]; !ok {
+				timings[p] = s
+			}
+		}
 	}
 	sort.SliceStable(pkgs, func(i, j int) bool { return timings.last(pkgs[i]) > timings.last(pkgs[j]) })
 
@@ -198,8 +205,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, stderr *os.File) 
 	wg.Wait()
 	printCPU(stdout, cpu)
 	for _, dir := range []string{*binDir, shared} {
-		if dir == "" {
-			continue
+		if dir == "" || (dir == shared && *runPattern != "") {
+			continue // a run of some tests says little of a package's time
 		}
 		if err := timings.save(dir, timingsName); err != nil {
 			fmt.Fprintln(stderr, "run-tests: keep the packages' times for the next run:", err)
@@ -319,7 +326,9 @@ func keepCheckout(dir, moduleDir string) error {
 
 // removeVanishedCheckouts removes the binaries of the checkouts that no
 // longer exist (a CI clone, a worktree removed): about 1.7 GB each. A
-// directory that names no checkout is left alone.
+// directory that names no checkout, or names it by a relative path, is
+// left alone, and so is one whose binaries a run holds (its checkout
+// may be out of sight: another mount namespace, a disk not mounted).
 func removeVanishedCheckouts(root string, stderr io.Writer) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -331,16 +340,49 @@ func removeVanishedCheckouts(root string, stderr io.Writer) {
 		}
 		dir := filepath.Join(root, e.Name())
 		moduleDir, err := os.ReadFile(filepath.Join(dir, checkoutFile))
-		if err != nil {
+		if err != nil || !filepath.IsAbs(string(moduleDir)) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(string(moduleDir), "go.mod")); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		release, held := holdIdle(dir)
+		if !held {
+			continue
+		}
+		err = os.RemoveAll(dir)
+		release()
+		if err != nil {
 			fmt.Fprintf(stderr, "run-tests: remove the binaries of %s, which is gone: %v\n", moduleDir, err)
 		}
 	}
+}
+
+// holdIdle takes the locks of a checkout's directories of binaries (one
+// per build mode) without waiting: held is false when a run holds one.
+func holdIdle(dir string) (release func(), held bool) {
+	var files []*os.File
+	release = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, mode := range []string{"plain", "race"} {
+		f, err := os.Open(filepath.Join(dir, mode, ".lock"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // never built in this mode
+		}
+		if err != nil {
+			release()
+			return nil, false
+		}
+		files = append(files, f)
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			release()
+			return nil, false
+		}
+	}
+	return release, true
 }
 
 // defaultBinDir is the checkout's directory under the user cache: one
