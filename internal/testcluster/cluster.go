@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -446,6 +447,14 @@ spec:
 // tests: 248 -> 189 processor seconds at 400).
 const componentGOGC = "400"
 
+// benchmarking reports whether the test binary was asked to run
+// benchmarks (-test.bench): they measure the control plane as it is
+// deployed, at Go's default pace, not the tests' componentGOGC.
+func benchmarking() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && f.Value.String() != ""
+}
+
 // componentGOMEMLIMIT bounds what that pace lets a program's heap grow
 // to: past it, the collector runs as often as it must. Several control
 // planes run at once on a machine with many cores. It is above what the
@@ -459,7 +468,7 @@ const componentGOMEMLIMIT = "4GiB"
 func (c *Cluster) startComponent(ctx context.Context, name string, nPorts int, args func(ports []int) []string, ready func(ctx context.Context, ports []int) error) (*process, error) {
 	const attempts = 3
 	env := append(os.Environ(), ownerEnv+"="+c.ID)
-	if _, set := os.LookupEnv("GOGC"); !set {
+	if _, set := os.LookupEnv("GOGC"); !set && !benchmarking() {
 		env = append(env, "GOGC="+componentGOGC)
 		if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 			env = append(env, "GOMEMLIMIT="+componentGOMEMLIMIT)
